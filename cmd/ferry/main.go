@@ -1,0 +1,109 @@
+// Command ferry is the Ferry message broker: PostgreSQL spoken to over HTTP.
+//
+//	ferry serve                 API and workers (applies migrations at start)
+//	ferry dev                   serve with a private PostgreSQL when none is configured
+//	ferry migrate up|down|version
+//	ferry version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/ferry-mq/ferry/internal/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: ferry <command>
+
+commands:
+  serve                  run the API and background workers (needs FERRY_DATABASE_URL, FERRY_ADMIN_KEY)
+  dev                    like serve, with a private PostgreSQL in ./.ferry when FERRY_DATABASE_URL is unset
+  migrate up|down|version  manage the schema (needs FERRY_DATABASE_URL)
+  version                print the version
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	var cfg server.Config
+	if err := envconfig.Process("FERRY", &cfg); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log := newLogger(cfg, stderr)
+	switch args[0] {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "dev":
+		return dev(ctx, cfg, log, stdout)
+	case "migrate":
+		return migrate(ctx, cfg, args[1:], stdout)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "ferry", version)
+		return nil
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
+func serve(ctx context.Context, cfg server.Config, log *slog.Logger) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	s, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	s.Start()
+	log.Info("ferry serving", "addr", s.Addr(), "version", version)
+	return waitAndShutdown(ctx, s, cfg, log)
+}
+
+func waitAndShutdown(ctx context.Context, s *server.Server, cfg server.Config, log *slog.Logger) error {
+	select {
+	case <-ctx.Done():
+	case err := <-s.Served():
+		return err
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Shutdown(sctx)
+}

@@ -1,0 +1,144 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+type deadLetterReply struct {
+	ID             string          `json:"id"`
+	Body           json.RawMessage `json:"body"`
+	Attributes     json.RawMessage `json:"attributes"`
+	Group          *string         `json:"group"`
+	DedupID        *string         `json:"dedup_id"`
+	ReceiveCount   int             `json:"receive_count"`
+	LastError      *string         `json:"last_error"`
+	SentAt         time.Time       `json:"sent_at"`
+	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
+}
+
+func (h *handler) deadLetterList(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	limit := 100
+	if s := c.QueryParam("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > 1000 {
+			return invalid("limit", "must be an integer between 1 and 1000")
+		}
+		limit = v
+	}
+	var after int64
+	if s := c.QueryParam("after"); s != "" {
+		id, ok := store.ParseMessageID(s)
+		if !ok {
+			return invalid("after", "is not a cursor issued by Ferry")
+		}
+		after = id
+	}
+	ctx := c.Request().Context()
+	q, err := store.QueueGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]deadLetterReply, len(dls))
+	for i, d := range dls {
+		attrs := d.Attributes
+		if attrs == nil {
+			attrs = emptyObject
+		}
+		out[i] = deadLetterReply{
+			ID: store.FormatMessageID(d.ID), Body: d.Body, Attributes: attrs, Group: d.Group, DedupID: d.DedupID,
+			ReceiveCount: d.ReceiveCount, LastError: d.LastError, SentAt: d.SentAt.UTC(), DeadLetteredAt: d.DeadLetteredAt.UTC(),
+		}
+	}
+	var next *string
+	if more && len(dls) > 0 {
+		s := store.FormatMessageID(dls[len(dls)-1].ID)
+		next = &s
+	}
+	return reply(c, http.StatusOK, map[string]any{"messages": out, "next": next})
+}
+
+type redriveRequest struct {
+	IDs   []string `json:"ids"`
+	Limit *int     `json:"limit"`
+}
+
+func (h *handler) deadLetterRedrive(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req redriveRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case req.IDs != nil && req.Limit != nil:
+		return invalid("ids", "give either ids or limit, not both")
+	case req.IDs == nil && req.Limit == nil:
+		return invalid("ids", "give ids or limit")
+	case req.IDs != nil && len(req.IDs) == 0:
+		return invalid("ids", "must not be empty")
+	case len(req.IDs) > h.limits.MaxBatch:
+		return tooLarge("at most %d ids, not %d", h.limits.MaxBatch, len(req.IDs))
+	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > 10000):
+		return invalid("limit", "must be between 1 and 10000")
+	}
+	ctx := c.Request().Context()
+	q, err := store.QueueGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	p := store.RedriveParams{QueueID: q.ID, Limit: deref(req.Limit, 0)}
+	if req.IDs != nil {
+		p.IDs = make([]int64, 0, len(req.IDs))
+		for i, s := range req.IDs {
+			if len(s) == 0 || len(s) > 256 {
+				return invalid(fmt.Sprintf("ids[%d]", i), "must be 1-256 characters")
+			}
+			// An id Ferry never issued names no dead letter: not redriven.
+			if id, ok := store.ParseMessageID(s); ok {
+				p.IDs = append(p.IDs, id)
+			}
+		}
+	}
+	redriven, err := store.DeadLetterRedrive(ctx, h.Pool, p)
+	if err != nil {
+		return err
+	}
+	if redriven > 0 {
+		h.Notifier.Published([]int64{q.ID})
+	}
+	return reply(c, http.StatusOK, map[string]int{"redriven": redriven})
+}
+
+func (h *handler) deadLetterPurge(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := store.QueueGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	if err := store.DeadLetterPurge(ctx, h.Pool, q.ID); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

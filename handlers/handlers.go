@@ -1,0 +1,99 @@
+// Package handlers is Ferry's HTTP edge: it decodes and validates requests,
+// makes one store call (or one transaction) and encodes the answer. Errors
+// of every kind become RFC 9457 problems in one error handler.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Deps is everything the handlers need.
+type Deps struct {
+	Pool     *pgxpool.Pool
+	Sender   *store.Sender
+	Notifier *store.Notifier
+	// River inserts jobs (e.g. a deleted queue's cleanup) in the
+	// transaction that makes them necessary.
+	River    *river.Client[pgx.Tx]
+	Log      *slog.Logger
+	AdminKey string
+	Limits   Limits
+	Metrics  *Metrics
+	// Stop is closed when the server starts shutting down: long polls end
+	// early with what they have.
+	Stop <-chan struct{}
+	// Ready reports whether the database answers and the schema is current.
+	Ready func(ctx context.Context) error
+	// Spec is the OpenAPI document served at /openapi.yaml.
+	Spec []byte
+	// FallbackPoll is how often a long poll checks without a wake-up.
+	FallbackPoll time.Duration
+}
+
+type handler struct {
+	Deps
+	limits Limits
+	queues *store.QueueCache
+}
+
+// New returns the Echo instance serving Ferry's API.
+func New(d Deps) *echo.Echo {
+	if d.Limits.MaxBodyBytes == 0 {
+		d.Limits = Limits{MaxBodyBytes: 256 << 10, MaxBatch: 1000, MaxRequestBytes: 10 << 20}
+	}
+	h := &handler{Deps: d, limits: d.Limits, queues: store.NewQueueCache(time.Second)}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.Use(h.requestID, h.recover, h.observe)
+
+	e.GET("/healthz", h.healthz)
+	e.GET("/readyz", h.readyz)
+	e.GET("/metrics", echo.WrapHandler(d.Metrics.Handler()))
+	e.GET("/openapi.yaml", h.spec)
+
+	v1 := e.Group("/v1", h.auth)
+	v1.GET("/queues", h.queueList)
+	v1.PUT("/queues/:queue", h.queuePut)
+	v1.GET("/queues/:queue", h.queueGet)
+	v1.DELETE("/queues/:queue", h.queueDelete)
+	v1.POST("/queues/:queue/messages", h.messageSend)
+	v1.DELETE("/queues/:queue/messages", h.messagePurge)
+	v1.POST("/queues/:queue/receive", h.messageReceive)
+	v1.POST("/queues/:queue/ack", h.messageAck)
+	v1.POST("/queues/:queue/nack", h.messageNack)
+	v1.POST("/queues/:queue/extend", h.messageExtend)
+	v1.GET("/queues/:queue/dead-letters", h.deadLetterList)
+	v1.DELETE("/queues/:queue/dead-letters", h.deadLetterPurge)
+	v1.POST("/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
+	return e
+}
+
+func (h *handler) healthz(c echo.Context) error {
+	return reply(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *handler) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := h.Ready(ctx); err != nil {
+		h.Log.Warn("not ready", "error", err)
+		return problem(http.StatusServiceUnavailable, codeUnavailable, "the database is unreachable or its schema is not current")
+	}
+	return reply(c, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (h *handler) spec(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", h.Spec)
+}

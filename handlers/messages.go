@@ -1,0 +1,392 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+type sendRequest struct {
+	Messages []sendItem `json:"messages"`
+}
+
+type sendItem struct {
+	Body         json.RawMessage   `json:"body"`
+	Attributes   map[string]string `json:"attributes"`
+	Group        *string           `json:"group"`
+	DedupID      *string           `json:"dedup_id"`
+	DelaySeconds *int              `json:"delay_seconds"`
+	DeliverAt    *time.Time        `json:"deliver_at"`
+}
+
+type sendReply struct {
+	Messages []sendResult `json:"messages"`
+}
+
+type sendResult struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// toSendMessages validates a send batch and converts it for the store.
+func (h *handler) toSendMessages(items []sendItem) ([]store.SendMessage, error) {
+	if items == nil {
+		return nil, invalid("messages", "is required")
+	}
+	if len(items) == 0 {
+		return nil, invalid("messages", "must not be empty")
+	}
+	if len(items) > h.limits.MaxBatch {
+		return nil, tooLarge("a batch holds at most %d messages, not %d", h.limits.MaxBatch, len(items))
+	}
+	var cs checks
+	out := make([]store.SendMessage, len(items))
+	for i, m := range items {
+		f := func(name string) string { return fmt.Sprintf("messages[%d].%s", i, name) }
+		if len(m.Body) == 0 {
+			cs.add(f("body"), "is required")
+			continue
+		}
+		var body bytes.Buffer
+		if err := json.Compact(&body, m.Body); err != nil {
+			cs.add(f("body"), "is not valid JSON")
+			continue
+		}
+		if body.Len() > h.limits.MaxBodyBytes {
+			return nil, tooLarge("%s is %d bytes; the limit is %d", f("body"), body.Len(), h.limits.MaxBodyBytes)
+		}
+		sm := store.SendMessage{Body: body.Bytes()}
+		if len(m.Attributes) > 0 {
+			for k, v := range m.Attributes {
+				if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 {
+					cs.add(f("attributes"), "keys must be 1-256 bytes and values at most 4096 bytes")
+					break
+				}
+			}
+			sm.Attributes, _ = json.Marshal(m.Attributes)
+		}
+		if m.Group != nil {
+			if *m.Group == "" || len(*m.Group) > 128 || !safeText(*m.Group) {
+				cs.add(f("group"), "must be 1-128 bytes of text")
+			}
+			sm.Group = *m.Group
+		}
+		if m.DedupID != nil {
+			if *m.DedupID == "" || len(*m.DedupID) > 128 || !safeText(*m.DedupID) {
+				cs.add(f("dedup_id"), "must be 1-128 bytes of text")
+			}
+			sm.DedupID = *m.DedupID
+		}
+		switch {
+		case m.DelaySeconds != nil && m.DeliverAt != nil:
+			cs.add(f("deliver_at"), "cannot be combined with delay_seconds")
+		case m.DelaySeconds != nil:
+			if *m.DelaySeconds < 0 || *m.DelaySeconds > maxRetentionSeconds {
+				cs.add(f("delay_seconds"), "must be between 0 and %d", maxRetentionSeconds)
+			}
+			d := time.Duration(*m.DelaySeconds) * time.Second
+			sm.Delay = &d
+		case m.DeliverAt != nil:
+			at := *m.DeliverAt
+			sm.DeliverAt = &at
+		}
+		out[i] = sm
+	}
+	return out, cs.err()
+}
+
+func (h *handler) messageSend(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req sendRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	msgs, err := h.toSendMessages(req.Messages)
+	if err != nil {
+		return err
+	}
+	results, _, err := h.Sender.Send(c.Request().Context(), n, msgs)
+	if err != nil {
+		return err
+	}
+	out := sendReply{Messages: make([]sendResult, len(results))}
+	fresh := 0
+	for i, r := range results {
+		out.Messages[i] = sendResult{ID: store.FormatMessageID(r.ID), Duplicate: r.Duplicate}
+		if !r.Duplicate {
+			fresh++
+		}
+	}
+	h.Metrics.sent.WithLabelValues(n).Add(float64(fresh))
+	return reply(c, http.StatusCreated, out)
+}
+
+type receiveRequest struct {
+	MaxMessages              *int `json:"max_messages"`
+	VisibilityTimeoutSeconds *int `json:"visibility_timeout_seconds"`
+	WaitSeconds              *int `json:"wait_seconds"`
+}
+
+type receivedMessage struct {
+	ID           string            `json:"id"`
+	Body         json.RawMessage   `json:"body"`
+	Attributes   json.RawMessage   `json:"attributes"`
+	Group        *string           `json:"group"`
+	DedupID      *string           `json:"dedup_id"`
+	Receipt      string            `json:"receipt"`
+	ReceiveCount int               `json:"receive_count"`
+	SentAt       time.Time         `json:"sent_at"`
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func (h *handler) messageReceive(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req receiveRequest
+	if err := h.decode(c, &req, true); err != nil {
+		return err
+	}
+	var cs checks
+	cs.intRange("max_messages", req.MaxMessages, 1, 100)
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("wait_seconds", req.WaitSeconds, 0, 20)
+	if err := cs.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.queues.Get(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	p := store.ReceiveParams{
+		ClaimParams: store.ClaimParams{
+			Queue:             q,
+			Max:               deref(req.MaxMessages, 1),
+			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds)) * time.Second,
+		},
+		Wait:         time.Duration(deref(req.WaitSeconds, 0)) * time.Second,
+		FallbackPoll: h.FallbackPoll,
+		Stop:         h.Stop,
+	}
+	msgs, dead, err := store.MessageReceive(ctx, h.Pool, h.Notifier, p)
+	if err != nil {
+		return err
+	}
+	h.Metrics.deadLettered.WithLabelValues(n).Add(float64(dead))
+	h.Metrics.received.WithLabelValues(n).Add(float64(len(msgs)))
+	out := make([]receivedMessage, len(msgs))
+	for i, m := range msgs {
+		attrs := m.Attributes
+		if attrs == nil {
+			attrs = emptyObject
+		}
+		out[i] = receivedMessage{
+			ID:           store.FormatMessageID(m.ID),
+			Body:         m.Body,
+			Attributes:   attrs,
+			Group:        m.Group,
+			DedupID:      m.DedupID,
+			Receipt:      m.Receipt.String(),
+			ReceiveCount: m.ReceiveCount,
+			SentAt:       m.SentAt.UTC(),
+		}
+	}
+	return reply(c, http.StatusOK, map[string]any{"messages": out})
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+type receiptsRequest struct {
+	Receipts []string `json:"receipts"`
+}
+
+type nackRequest struct {
+	Receipts     []string `json:"receipts"`
+	DelaySeconds *int     `json:"delay_seconds"`
+	Error        *string  `json:"error"`
+	DeadLetter   bool     `json:"dead_letter"`
+}
+
+type extendRequest struct {
+	Receipts                 []string `json:"receipts"`
+	VisibilityTimeoutSeconds *int     `json:"visibility_timeout_seconds"`
+}
+
+type receiptResult struct {
+	Receipt string `json:"receipt"`
+	Status  string `json:"status"`
+}
+
+func (h *handler) parseReceipts(raw []string) ([]store.Receipt, error) {
+	if raw == nil {
+		return nil, invalid("receipts", "is required")
+	}
+	if len(raw) == 0 {
+		return nil, invalid("receipts", "must not be empty")
+	}
+	if len(raw) > h.limits.MaxBatch {
+		return nil, tooLarge("a batch holds at most %d receipts, not %d", h.limits.MaxBatch, len(raw))
+	}
+	out := make([]store.Receipt, len(raw))
+	for i, s := range raw {
+		r, err := store.ParseReceipt(s)
+		if err != nil {
+			return nil, invalid(fmt.Sprintf("receipts[%d]", i), "is not a receipt issued by Ferry")
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func receiptReply(c echo.Context, raw []string, results []store.ReceiptResult) error {
+	out := make([]receiptResult, len(results))
+	for i, r := range results {
+		status := "stale"
+		if r.OK {
+			status = "ok"
+		}
+		out[i] = receiptResult{Receipt: raw[i], Status: status}
+	}
+	return reply(c, http.StatusOK, map[string]any{"results": out})
+}
+
+func countOK(results []store.ReceiptResult) (n int) {
+	for _, r := range results {
+		if r.OK {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *handler) messageAck(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req receiptsRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	receipts, err := h.parseReceipts(req.Receipts)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.queues.Get(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	results, err := store.MessageAck(ctx, h.Pool, q.ID, receipts)
+	if err != nil {
+		return err
+	}
+	h.Metrics.acked.WithLabelValues(n).Add(float64(countOK(results)))
+	return receiptReply(c, req.Receipts, results)
+}
+
+func (h *handler) messageNack(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req nackRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	receipts, err := h.parseReceipts(req.Receipts)
+	if err != nil {
+		return err
+	}
+	var cs checks
+	cs.intRange("delay_seconds", req.DelaySeconds, 0, maxVisibilitySeconds)
+	if req.Error != nil && (len(*req.Error) > 4096 || !safeText(*req.Error)) {
+		cs.add("error", "must be at most 4096 bytes of text")
+	}
+	if err := cs.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.queues.Get(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	p := store.NackParams{Queue: q, Receipts: receipts, Error: req.Error, DeadLetter: req.DeadLetter}
+	if req.DelaySeconds != nil {
+		d := time.Duration(*req.DelaySeconds) * time.Second
+		p.Delay = &d
+	}
+	results, dead, err := store.MessageNack(ctx, h.Pool, p)
+	if err != nil {
+		return err
+	}
+	h.Metrics.nacked.WithLabelValues(n).Add(float64(countOK(results)))
+	h.Metrics.deadLettered.WithLabelValues(n).Add(float64(dead))
+	return receiptReply(c, req.Receipts, results)
+}
+
+func (h *handler) messageExtend(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	var req extendRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	receipts, err := h.parseReceipts(req.Receipts)
+	if err != nil {
+		return err
+	}
+	if req.VisibilityTimeoutSeconds == nil {
+		return invalid("visibility_timeout_seconds", "is required")
+	}
+	var cs checks
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	if err := cs.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.queues.Get(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	results, err := store.MessageExtend(ctx, h.Pool, q.ID, receipts, time.Duration(*req.VisibilityTimeoutSeconds)*time.Second)
+	if err != nil {
+		return err
+	}
+	return receiptReply(c, req.Receipts, results)
+}
+
+func (h *handler) messagePurge(c echo.Context) error {
+	n, err := name(c, "queue")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := store.QueueGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	if err := store.MessagePurge(ctx, h.Pool, q.ID); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

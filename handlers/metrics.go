@@ -1,0 +1,110 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Metrics holds Ferry's Prometheus metrics, on a registry of its own (so
+// that several servers can live in one test process).
+type Metrics struct {
+	reg          *prometheus.Registry
+	httpDuration *prometheus.HistogramVec
+	sent         *prometheus.CounterVec
+	received     *prometheus.CounterVec
+	acked        *prometheus.CounterVec
+	nacked       *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics. Queue depth and age are read from the
+// database at scrape time (the stats queries are cheap at any depth).
+func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
+	reg := prometheus.NewRegistry()
+	counter := func(name, help string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: name, Help: help}, []string{"queue"})
+		reg.MustRegister(c)
+		return c
+	}
+	m := &Metrics{
+		reg: reg,
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "ferry", Name: "http_request_duration_seconds",
+			Help:    "HTTP request duration by method, route and status.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 25},
+		}, []string{"method", "route", "status"}),
+		sent:         counter("messages_sent_total", "Messages enqueued (duplicates excluded)."),
+		received:     counter("messages_received_total", "Messages handed to consumers (each receive counts)."),
+		acked:        counter("messages_acked_total", "Messages acknowledged."),
+		nacked:       counter("messages_nacked_total", "Messages released by nack."),
+		deadLettered: counter("messages_dead_lettered_total", "Messages moved to the dead letters."),
+	}
+	reg.MustRegister(m.httpDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&depthCollector{pool: pool, log: log})
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) observeHTTP(method, route string, status int, took time.Duration) {
+	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(took.Seconds())
+}
+
+var (
+	depthDesc = prometheus.NewDesc("ferry_queue_messages", "Messages in a queue by state.",
+		[]string{"queue", "state"}, nil)
+	ageDesc = prometheus.NewDesc("ferry_queue_oldest_age_seconds", "Age of the oldest live message of a queue.",
+		[]string{"queue"}, nil)
+)
+
+type depthCollector struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- ageDesc
+}
+
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	queues, err := store.QueueList(ctx, d.pool)
+	if err != nil {
+		d.log.Warn("metrics: list queues", "error", err)
+		return
+	}
+	ids := make([]int64, len(queues))
+	for i, q := range queues {
+		ids[i] = q.ID
+	}
+	stats, err := store.QueueStatsGet(ctx, d.pool, ids)
+	if err != nil {
+		d.log.Warn("metrics: queue stats", "error", err)
+		return
+	}
+	for _, q := range queues {
+		s := stats[q.ID]
+		for state, v := range map[string]int64{
+			"available": s.Available, "in_flight": s.InFlight, "delayed": s.Delayed, "dead_letters": s.DeadLetters,
+		} {
+			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(v), q.Name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), q.Name)
+	}
+}

@@ -1,0 +1,147 @@
+// Package migrations holds Ferry's schema as numbered golang-migrate files,
+// embedded in the binary, and applies them together with River's own
+// migrations.
+//
+// One owner of the schema: Ferry's tables are migrated by golang-migrate
+// (table ferry_schema_migrations), River's tables by River's migrator (its
+// own river_migration table, in the connection's default schema). Both run
+// inside one session-level advisory lock, so several Ferry instances that
+// start at once apply each migration exactly once, and a half-migrated
+// database is never seen by another starting instance.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// lockKey is the advisory lock held while migrating ("ferry-mi").
+const lockKey int64 = 0x66657272d6d69
+
+// table is where golang-migrate records Ferry's schema version.
+const table = "ferry_schema_migrations"
+
+// Files returns the embedded migration files (for hashing a test template).
+func Files() embed.FS { return files }
+
+// Latest is the newest schema version in this binary.
+func Latest() (uint, error) {
+	src, err := iofs.New(files, ".")
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	v, err := src.First()
+	if err != nil {
+		return 0, err
+	}
+	for {
+		next, err := src.Next(v)
+		if err != nil {
+			return v, nil
+		}
+		v = next
+	}
+}
+
+// Up applies every pending Ferry and River migration.
+func Up(ctx context.Context, databaseURL string) error {
+	return withLock(ctx, databaseURL, func(m *migrate.Migrate, pool *pgxpool.Pool) error {
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate ferry schema: %w", err)
+		}
+		rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+		if err != nil {
+			return err
+		}
+		if _, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("migrate river schema: %w", err)
+		}
+		return nil
+	})
+}
+
+// Down reverts the newest Ferry migration (River's tables are kept: they
+// hold no Ferry data and other software may share them).
+func Down(ctx context.Context, databaseURL string) error {
+	return withLock(ctx, databaseURL, func(m *migrate.Migrate, _ *pgxpool.Pool) error {
+		if err := m.Steps(-1); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		return nil
+	})
+}
+
+// Version reports the database's Ferry schema version and whether a failed
+// migration left it dirty. Version 0 means no migration has been applied.
+func Version(ctx context.Context, databaseURL string) (version uint, dirty bool, err error) {
+	err = withLock(ctx, databaseURL, func(m *migrate.Migrate, _ *pgxpool.Pool) error {
+		version, dirty, err = m.Version()
+		if errors.Is(err, migrate.ErrNilVersion) {
+			version, dirty, err = 0, false, nil
+		}
+		return err
+	})
+	return version, dirty, err
+}
+
+func withLock(ctx context.Context, databaseURL string, fn func(*migrate.Migrate, *pgxpool.Pool) error) error {
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+
+	// Hold the lock on a connection of its own for the whole run.
+	lockConn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer lockConn.Release()
+	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the unlock must run even when ctx is cancelled.
+		_, _ = lockConn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", lockKey)
+	}()
+
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	m, err := newMigrate(db)
+	if err != nil {
+		return err
+	}
+	return fn(m, pool)
+}
+
+func newMigrate(db *sql.DB) (*migrate.Migrate, error) {
+	src, err := iofs.New(files, ".")
+	if err != nil {
+		return nil, err
+	}
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: table})
+	if err != nil {
+		return nil, fmt.Errorf("migrate driver: %w", err)
+	}
+	return migrate.NewWithInstance("iofs", src, "pgx5", drv)
+}

@@ -1,0 +1,262 @@
+package openapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/openapi"
+)
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+
+	doc, err := openapi.Load()
+	require.NoError(t, err)
+	require.Equal(t, "3.0.3", doc.OpenAPI)
+	require.NoError(t, doc.Validate(context.Background()))
+	require.NotEmpty(t, doc.Info.Description)
+
+	// Each Load is a fresh document: changing one does not leak.
+	doc.Servers = nil
+	again, err := openapi.Load()
+	require.NoError(t, err)
+	require.NotEmpty(t, again.Servers)
+}
+
+func TestSpec(t *testing.T) {
+	t.Parallel()
+
+	onDisk, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	require.Equal(t, onDisk, openapi.Spec())
+
+	// Spec hands out copies.
+	s := openapi.Spec()
+	s[0] = 'X'
+	require.True(t, bytes.Equal(onDisk, openapi.Spec()))
+}
+
+// TestOperations holds the spec to the rules every operation follows, so an
+// operation added later cannot forget its errors or its security.
+func TestOperations(t *testing.T) {
+	t.Parallel()
+
+	doc, err := openapi.Load()
+	require.NoError(t, err)
+
+	require.Len(t, doc.Security, 1)
+	require.Contains(t, doc.Security[0], "bearerAuth")
+
+	ids := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			require.NotEmpty(t, op.OperationID, name)
+			require.False(t, ids[op.OperationID], "%s: duplicate operationId %s", name, op.OperationID)
+			ids[op.OperationID] = true
+			require.NotEmpty(t, op.Summary, name)
+			require.NotEmpty(t, op.Description, name)
+			require.NotNil(t, op.Responses.Default(), "%s: no default response", name)
+
+			if strings.HasPrefix(path, "/v1/") {
+				require.Nil(t, op.Security, "%s: /v1 routes use the global bearerAuth", name)
+				for _, status := range []int{401, 403} {
+					require.NotNil(t, op.Responses.Status(status), "%s: no %d", name, status)
+				}
+				if op.RequestBody != nil {
+					for _, status := range []int{400, 413} {
+						require.NotNil(t, op.Responses.Status(status), "%s: has a body, no %d", name, status)
+					}
+				}
+				if strings.Contains(path, "{queue}") {
+					require.NotNil(t, op.Responses.Status(400), "%s: invalid names are 400", name)
+					if method != "PUT" {
+						require.NotNil(t, op.Responses.Status(404), "%s: no 404", name)
+					}
+				}
+			} else {
+				require.NotNil(t, op.Security, "%s: operational routes need no key", name)
+				require.Empty(t, *op.Security, "%s: operational routes need no key", name)
+			}
+
+			// Every error response is a Problem.
+			for code, resp := range op.Responses.Map() {
+				if code != "default" && code[0] != '4' && code[0] != '5' {
+					continue
+				}
+				require.Len(t, resp.Value.Content, 1, "%s %s", name, code)
+				mt := resp.Value.Content.Get("application/problem+json")
+				require.NotNil(t, mt, "%s %s: not application/problem+json", name, code)
+				require.Equal(t, "#/components/schemas/Problem", mt.Schema.Ref, "%s %s", name, code)
+			}
+		}
+	}
+
+	// The first slice: work queues and operations.
+	want := []string{
+		"listQueues", "putQueue", "getQueue", "deleteQueue",
+		"sendMessages", "purgeMessages", "receiveMessages",
+		"ackMessages", "nackMessages", "extendMessages",
+		"listDeadLetters", "purgeDeadLetters", "redriveDeadLetters",
+		"healthz", "readyz", "metrics", "openapi",
+	}
+	for _, id := range want {
+		require.True(t, ids[id], "missing operation %s", id)
+	}
+
+	// Queue names are restricted as API.md says.
+	name := doc.Components.Schemas["Name"].Value
+	require.Equal(t, `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, name.Pattern)
+
+	// Every response object is closed: the server may not send fields the
+	// contract does not name.
+	for schemaName, ref := range doc.Components.Schemas {
+		s := ref.Value
+		if s.Type.Is("object") && s.AdditionalProperties.Schema == nil {
+			require.NotNil(t, s.AdditionalProperties.Has, "%s: set additionalProperties", schemaName)
+			if schemaName != "Attributes" {
+				require.False(t, *s.AdditionalProperties.Has, "%s: additionalProperties should be false", schemaName)
+			}
+		}
+	}
+}
+
+// TestRequestSchemas checks that the request schemas encode the rules of
+// API.md: strict fields, ranges that are refused rather than clamped,
+// non-empty batches and mutually exclusive fields.
+func TestRequestSchemas(t *testing.T) {
+	t.Parallel()
+
+	doc, err := openapi.Load()
+	require.NoError(t, err)
+
+	tests := []struct {
+		schema string
+		body   string
+		ok     bool
+	}{
+		{"QueueConfig", `{}`, true},
+		{"QueueConfig", `{"visibility_timeout_seconds": 60, "max_receives": 10, "retention_seconds": 60, "delay_seconds": 86400, "dedup_window_seconds": 0, "max_depth": 1000000000000, "retry_min_seconds": 0, "retry_max_seconds": 43200}`, true},
+		{"QueueConfig", `{"push": {"url": "https://example.com"}}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": -1}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": 43201}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": 1.5}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": "30"}`, false},
+		{"QueueConfig", `{"max_receives": 0}`, false},
+		{"QueueConfig", `{"retention_seconds": 59}`, false},
+		{"QueueConfig", `{"retention_seconds": 1209601}`, false},
+		{"QueueConfig", `{"max_depth": 1000000000001}`, false},
+
+		{"SendRequest", `{"messages": [{"body": {"order_id": "ORD-9912"}, "attributes": {"type": "order.created"}, "group": "acct-456", "dedup_id": "evt_7b2f9c", "delay_seconds": 0}]}`, true},
+		{"SendRequest", `{"messages": [{"body": null}, {"body": 1}, {"body": "s"}, {"body": [1, {}]}, {"body": true}]}`, true},
+		{"SendRequest", `{"messages": [{"body": {}, "deliver_at": "2030-01-02T03:04:05Z"}]}`, true},
+		{"SendRequest", `{"messages": []}`, false},
+		{"SendRequest", `{}`, false},
+		{"SendRequest", `{"messages": [{}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "extra": 1}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "delay_seconds": -1}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "delay_seconds": 5, "deliver_at": "2030-01-02T03:04:05Z"}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "deliver_at": "tomorrow"}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "attributes": {"n": 1}}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "group": ""}]}`, false},
+		{"SendRequest", `{"messages": [{"body": 1, "dedup_id": "` + strings.Repeat("x", 129) + `"}]}`, false},
+
+		{"ReceiveRequest", `{}`, true},
+		{"ReceiveRequest", `{"max_messages": 100, "visibility_timeout_seconds": 0, "wait_seconds": 20}`, true},
+		{"ReceiveRequest", `{"max_messages": 101}`, false},
+		{"ReceiveRequest", `{"max_messages": 0}`, false},
+		{"ReceiveRequest", `{"wait_seconds": 21}`, false},
+
+		{"AckRequest", `{"receipts": ["r1"]}`, true},
+		{"AckRequest", `{"receipts": []}`, false},
+		{"AckRequest", `{"receipts": [""]}`, false},
+		{"NackRequest", `{"receipts": ["r1"], "delay_seconds": 5, "error": "text", "dead_letter": false}`, true},
+		{"NackRequest", `{"receipts": ["r1"], "error": "` + strings.Repeat("e", 4097) + `"}`, false},
+		{"NackRequest", `{"receipts": ["r1"], "delay_seconds": -1}`, false},
+		{"ExtendRequest", `{"receipts": ["r1"], "visibility_timeout_seconds": 60}`, true},
+		{"ExtendRequest", `{"receipts": ["r1"]}`, false},
+
+		{"RedriveRequest", `{"ids": ["1", "2"]}`, true},
+		{"RedriveRequest", `{"limit": 100}`, true},
+		{"RedriveRequest", `{"limit": 10001}`, false},
+		{"RedriveRequest", `{"ids": ["1"], "limit": 1}`, false},
+		{"RedriveRequest", `{}`, false},
+		{"RedriveRequest", `{"ids": []}`, false},
+	}
+	for _, tt := range tests {
+		var value any
+		dec := json.NewDecoder(strings.NewReader(tt.body))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&value), tt.body)
+		ref := doc.Components.Schemas[tt.schema]
+		require.NotNil(t, ref, tt.schema)
+		err := ref.Value.VisitJSON(value, openapi3.VisitAsRequest())
+		if tt.ok {
+			require.NoError(t, err, "%s %s", tt.schema, tt.body)
+		} else {
+			require.Error(t, err, "%s %s", tt.schema, tt.body)
+		}
+	}
+}
+
+// TestResponseSchemas checks the response shapes against the examples of
+// API.md.
+func TestResponseSchemas(t *testing.T) {
+	t.Parallel()
+
+	doc, err := openapi.Load()
+	require.NoError(t, err)
+
+	deadLetter := `{"id": "7", "body": {"a": 1}, "attributes": {}, "group": null, "dedup_id": null, "receive_count": 5, "last_error": null, "sent_at": "2025-01-01T00:00:00Z", "dead_lettered_at": "2025-01-01T00:01:00.123456+02:00"}`
+	tests := []struct {
+		schema string
+		body   string
+		ok     bool
+	}{
+		{"SendResponse", `{"messages": [{"id": "1", "duplicate": false}, {"id": "1", "duplicate": true}]}`, true},
+		{"SendResponse", `{"messages": [{"id": 1, "duplicate": false}]}`, false},
+		{"ReceiveResponse", `{"messages": []}`, true},
+		{"ReceiveResponse", `{"messages": [{"id": "1", "body": null, "attributes": {}, "group": "g", "dedup_id": null, "receipt": "r", "receive_count": 1, "sent_at": "2025-01-01T00:00:00Z"}]}`, true},
+		{"ReceiveResponse", `{"messages": [{"id": "1", "body": null, "attributes": {}, "group": "g", "dedup_id": null, "receipt": "r", "receive_count": 0, "sent_at": "2025-01-01T00:00:00Z"}]}`, false},
+		{"ReceiveResponse", `{"messages": [{"id": "1", "body": null, "group": "g", "dedup_id": null, "receipt": "r", "receive_count": 1, "sent_at": "2025-01-01T00:00:00Z"}]}`, false},
+		{"ReceiptResults", `{"results": [{"receipt": "r", "status": "ok"}, {"receipt": "s", "status": "stale"}]}`, true},
+		{"ReceiptResults", `{"results": [{"receipt": "r", "status": "gone"}]}`, false},
+		{"DeadLetterPage", `{"messages": [` + deadLetter + `], "next": "c1"}`, true},
+		{"DeadLetterPage", `{"messages": [], "next": null}`, true},
+		{"DeadLetterPage", `{"messages": []}`, false},
+		{"RedriveResponse", `{"redriven": 3}`, true},
+		{"Problem", `{"type": "about:blank", "title": "Not Found", "status": 404, "detail": "queue q1 not found", "code": "not_found"}`, true},
+		{"Problem", `{"type": "about:blank", "title": "Bad", "status": 400, "detail": "d", "code": "invalid_request", "errors": [{"field": "messages", "message": "empty"}], "request_id": "abc"}`, true},
+		{"Problem", `{"type": "about:blank", "title": "Bad", "status": 400, "code": "invalid_request"}`, false},
+		{"Health", `{"status": "ok"}`, true},
+		{"Ready", `{"status": "ready"}`, true},
+	}
+	for _, tt := range tests {
+		var value any
+		dec := json.NewDecoder(strings.NewReader(tt.body))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&value), tt.body)
+		err := doc.Components.Schemas[tt.schema].Value.VisitJSON(value, openapi3.VisitAsResponse())
+		if tt.ok {
+			require.NoError(t, err, "%s %s", tt.schema, tt.body)
+		} else {
+			require.Error(t, err, "%s %s", tt.schema, tt.body)
+		}
+	}
+
+	// A queue response carries every config field, required.
+	queue := doc.Components.Schemas["Queue"].Value
+	config := doc.Components.Schemas["QueueConfig"].Value
+	for field := range config.Properties {
+		require.True(t, slices.Contains(queue.Required, field), "Queue must require %s", field)
+		require.Equal(t, config.Properties[field].Ref, queue.Properties[field].Ref, field)
+	}
+}

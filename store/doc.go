@@ -1,0 +1,59 @@
+// Package store is the broker: every SQL statement Ferry runs and every
+// transaction it opens lives here. Handlers and jobs call it; it imports
+// neither.
+//
+// # Messages and leases
+//
+// A live message is a row of ferry.messages. A receive claims up to N
+// visible rows (visible_at <= now(), not waiting) with FOR UPDATE SKIP
+// LOCKED, in (visible_at, id) order, and in the same statement moves
+// visible_at to now() + the visibility timeout, increments receive_count and
+// sets a fresh random claim_token. The receipt handed to the consumer encodes
+// (message id, claim_token). When the lease expires the row is simply visible
+// again: no sweeper is needed for redelivery.
+//
+// A receipt is current while the row exists, carries the same claim_token
+// and its lease has not expired. ack deletes the row only if the receipt is
+// current; nack sets a new visible_at and clears claim_token, so every
+// receipt of the message goes stale; extend moves visible_at of a current
+// lease. A stale receipt changes nothing and is reported as "stale".
+//
+// # Dead letters
+//
+// A message is dead-lettered instead of being delivered a
+// (max_receives+1)-th time: the claim skips rows whose receive_count has
+// reached max_receives and moves them to ferry.dead_letters, keeping id,
+// body, receive_count and last_error. nack with dead_letter (or a nack of
+// the last allowed receive) moves the message at once. Redrive moves dead
+// letters back with receive_count 0 and their original ids, so they keep
+// their send order.
+//
+// # Groups
+//
+// Messages of a group are delivered one at a time in send order. Only the
+// group's head (its oldest live message) is claimable; the others are
+// stored with waiting = true and are invisible to the claim index. When the
+// head leaves (ack, dead letter, retention) the next message is promoted in
+// the same statement. Sends and promotions of a group are serialised by a
+// transaction advisory lock on (queue, group), always taken before any row
+// lock, so a send never files a message as waiting behind a head that is
+// being removed. A poison head holds its group only until it is
+// dead-lettered.
+//
+// # Dedup
+//
+// ferry.dedup has one row per (queue, dedup_id) with the message it made and
+// when the window ends. Sends insert it with ON CONFLICT: a live conflict
+// means duplicate (the first message's id is answered and nothing is
+// enqueued), an expired one is taken over. Concurrent identical sends are
+// settled by the primary key, never by a read-then-write check.
+//
+// # Counting
+//
+// Statement-level triggers keep per-queue counters (ferry.queue_counts) of
+// live messages and dead letters, spread over 16 slots by transaction id.
+// Stats read those sums plus the (small) part of the claim index whose
+// visible_at is in the future, so they stay cheap with millions of
+// messages. max_depth compares the counter with the batch size before
+// writing; concurrent sends can overshoot it by at most their own batches.
+package store

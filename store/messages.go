@@ -1,0 +1,646 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Receipt identifies one claim of one message: the message id and the claim
+// token the claim set. It is handed to consumers as an opaque string.
+type Receipt struct {
+	MessageID int64
+	Token     int64
+}
+
+// String encodes the receipt.
+func (r Receipt) String() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(r.MessageID))
+	binary.BigEndian.PutUint64(b[8:], uint64(r.Token))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ParseReceipt decodes a receipt made by Receipt.String.
+func ParseReceipt(s string) (Receipt, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return Receipt{}, errors.New("malformed receipt")
+	}
+	return Receipt{
+		MessageID: int64(binary.BigEndian.Uint64(b[:8])),
+		Token:     int64(binary.BigEndian.Uint64(b[8:])),
+	}, nil
+}
+
+// FormatMessageID renders a message id for clients.
+func FormatMessageID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// ParseMessageID parses an id made by FormatMessageID; ok is false for
+// anything else (such an id names no message).
+func ParseMessageID(s string) (id int64, ok bool) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// SendMessage is one message of a send batch, already validated.
+type SendMessage struct {
+	Body       json.RawMessage
+	Attributes json.RawMessage // a JSON object, or nil
+	Group      string          // "" = no group
+	DedupID    string          // "" = no dedup
+	// Delay and DeliverAt: at most one is set; neither means the queue's
+	// default delay.
+	Delay     *time.Duration
+	DeliverAt *time.Time
+}
+
+// SendResult is the outcome of one message of a send batch.
+type SendResult struct {
+	ID        int64
+	Duplicate bool
+}
+
+// messageSend writes msgs to queue q inside tx and answers one result per
+// message in order. A dedup id seen on the queue within its window (or
+// earlier in msgs) answers the first message's id with Duplicate set and
+// enqueues nothing. The caller has already checked max_depth.
+//
+// Statements: the queue lock (shared) and, for grouped messages, the group
+// locks (exclusive, in key order); then one INSERT of the whole batch that
+// also claims the dedup ids; and, only when there were duplicates, one
+// SELECT of the first messages' ids.
+func messageSend(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) ([]SendResult, error) {
+	retention := time.Duration(q.RetentionSeconds) * time.Second
+	var (
+		bodies   = make([]string, len(msgs))
+		attrs    = make([]*string, len(msgs))
+		groups   = make([]*string, len(msgs))
+		dedups   = make([]*string, len(msgs))
+		delaysMs = make([]int64, len(msgs))
+		at       = make([]*time.Time, len(msgs))
+		// firstOf maps a dedup id to the index of its first use in msgs.
+		firstOf   = map[string]int{}
+		repeatOf  = make([]int, len(msgs))
+		grpNames  []string
+		seenGroup = map[string]bool{}
+	)
+	for i, m := range msgs {
+		repeatOf[i] = -1
+		bodies[i] = string(m.Body)
+		if len(m.Attributes) > 0 {
+			s := string(m.Attributes)
+			attrs[i] = &s
+		}
+		if m.Group != "" {
+			g := m.Group
+			groups[i] = &g
+			if !seenGroup[g] {
+				seenGroup[g] = true
+				grpNames = append(grpNames, g)
+			}
+		}
+		if m.DedupID != "" {
+			if j, ok := firstOf[m.DedupID]; ok {
+				repeatOf[i] = j
+			} else {
+				firstOf[m.DedupID] = i
+				d := m.DedupID
+				dedups[i] = &d
+			}
+		}
+		switch {
+		case m.DeliverAt != nil:
+			if time.Until(*m.DeliverAt) >= retention {
+				return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].deliver_at", i), Message: "is beyond the queue's retention"}
+			}
+			t := *m.DeliverAt
+			at[i] = &t
+		case m.Delay != nil:
+			if *m.Delay >= retention {
+				return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].delay_seconds", i), Message: "is beyond the queue's retention"}
+			}
+			delaysMs[i] = m.Delay.Milliseconds()
+		default:
+			delaysMs[i] = int64(q.DelaySeconds) * 1000
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, q.ID)
+	if len(grpNames) > 0 {
+		b.Queue(`
+			SELECT count(pg_advisory_xact_lock(k)) FROM (
+				SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
+			) locks`, q.ID, grpNames)
+	}
+	// Repeats inside the batch are not sent: they become duplicates of
+	// their first occurrence below.
+	b.Queue(`
+		WITH input AS (
+			SELECT nextval('ferry.message_id_seq') AS id, t.*
+			FROM (
+				SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::boolean[])
+					WITH ORDINALITY AS t(body, attributes, grp, dedup_id, delay_ms, deliver_at, repeat, ord)
+				WHERE NOT repeat
+				ORDER BY ord
+			) t
+			WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
+		),
+		claimed_dedup AS (
+			INSERT INTO ferry.dedup AS d (queue_id, dedup_id, message_id, expires_at)
+			SELECT $1, dedup_id, id, now() + make_interval(secs => $9) FROM input WHERE dedup_id IS NOT NULL
+			ON CONFLICT (queue_id, dedup_id) DO UPDATE
+				SET message_id = excluded.message_id, expires_at = excluded.expires_at
+				WHERE d.expires_at <= now()
+			RETURNING message_id
+		),
+		fresh AS (
+			SELECT * FROM input WHERE dedup_id IS NULL OR id IN (SELECT message_id FROM claimed_dedup)
+		),
+		inserted AS (
+			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, grp, dedup_id, attributes, body)
+			SELECT $1, id,
+				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'),
+				grp IS NOT NULL AND (
+					row_number() OVER (PARTITION BY grp ORDER BY ord) > 1
+					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = fresh.grp)),
+				grp, dedup_id, attributes::json, body::json
+			FROM fresh
+			RETURNING id
+		)
+		SELECT input.ord, input.id, inserted.id IS NOT NULL FROM input LEFT JOIN inserted USING (id)`,
+		q.ID, bodies, attrs, groups, dedups, delaysMs, at, repeatFlags(repeatOf), q.DedupWindowSeconds)
+
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			return nil, interpretError("message send", err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, interpretError("message send", err)
+	}
+	// ord counts the messages that were sent (non-repeats), from 1.
+	sentIndex := make([]int, 0, len(msgs))
+	for i := range msgs {
+		if repeatOf[i] < 0 {
+			sentIndex = append(sentIndex, i)
+		}
+	}
+	results := make([]SendResult, len(msgs))
+	var missing []string // dedup ids whose first message is older
+	got := 0
+	for rows.Next() {
+		var (
+			ord      int
+			id       int64
+			inserted bool
+		)
+		if err := rows.Scan(&ord, &id, &inserted); err != nil {
+			return nil, interpretError("message send", err)
+		}
+		got++
+		i := sentIndex[ord-1]
+		if inserted {
+			results[i] = SendResult{ID: id}
+		} else {
+			results[i] = SendResult{Duplicate: true}
+			missing = append(missing, msgs[i].DedupID)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError("message send", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, interpretError("message send", err)
+	}
+	if got == 0 && len(sentIndex) > 0 {
+		return nil, fmt.Errorf("message send: %w", ErrNotFound) // the queue was deleted meanwhile
+	}
+	if len(missing) > 0 {
+		// The dedup rows that beat us are committed (ON CONFLICT waited for
+		// them), so this statement's fresh snapshot sees them.
+		rows, err := tx.Query(ctx, `SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`, q.ID, missing)
+		if err != nil {
+			return nil, interpretError("message send", err)
+		}
+		first := map[string]int64{}
+		for rows.Next() {
+			var (
+				d  string
+				id int64
+			)
+			if err := rows.Scan(&d, &id); err != nil {
+				return nil, interpretError("message send", err)
+			}
+			first[d] = id
+		}
+		if err := rows.Err(); err != nil {
+			return nil, interpretError("message send", err)
+		}
+		for i := range results {
+			if results[i].Duplicate && repeatOf[i] < 0 {
+				results[i].ID = first[msgs[i].DedupID]
+			}
+		}
+	}
+	for i, j := range repeatOf {
+		if j >= 0 {
+			results[i] = SendResult{ID: results[j].ID, Duplicate: true}
+		}
+	}
+	return results, nil
+}
+
+func repeatFlags(repeatOf []int) []bool {
+	flags := make([]bool, len(repeatOf))
+	for i, j := range repeatOf {
+		flags[i] = j >= 0
+	}
+	return flags
+}
+
+// Message is a claimed message, as a consumer receives it.
+type Message struct {
+	ID           int64
+	Body         json.RawMessage
+	Attributes   json.RawMessage
+	Group        *string
+	DedupID      *string
+	Receipt      Receipt
+	ReceiveCount int
+	SentAt       time.Time
+}
+
+// ClaimParams selects what MessageClaim takes.
+type ClaimParams struct {
+	Queue             Queue
+	Max               int
+	VisibilityTimeout time.Duration
+}
+
+// MessageClaim leases up to Max visible messages of the queue and reports
+// how many it dead-lettered instead (their receive_count had reached
+// max_receives). It costs one statement when nothing is dead-lettered.
+func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, error) {
+	var (
+		msgs []Message
+		dead int
+	)
+	// Each pass dead-letters what it cannot deliver; a few passes fill the
+	// batch even behind a run of exhausted messages.
+	for pass := 0; pass < 3 && len(msgs) < p.Max; pass++ {
+		got, over, err := messageClaimOnce(ctx, db, p, p.Max-len(msgs))
+		if err != nil {
+			return msgs, dead, err
+		}
+		msgs = append(msgs, got...)
+		if len(over) == 0 {
+			break
+		}
+		n, err := messageDeadLetter(ctx, db, p.Queue.ID, over, nil,
+			fmt.Sprintf("NOT m.waiting AND m.visible_at <= now() AND m.receive_count >= %d", p.Queue.MaxReceives))
+		if err != nil {
+			return msgs, dead, err
+		}
+		dead += n
+	}
+	return msgs, dead, nil
+}
+
+func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
+	rows, err := db.Query(ctx, `
+		WITH candidate AS (
+			SELECT id, receive_count >= $3 AS exhausted
+			FROM ferry.messages
+			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
+			ORDER BY visible_at, id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		),
+		claimed AS (
+			UPDATE ferry.messages m SET
+				visible_at = clock_timestamp() + $4 * interval '1 millisecond',
+				receive_count = m.receive_count + 1,
+				claim_token = (random() * 9007199254740991)::bigint
+			FROM candidate c
+			WHERE m.queue_id = $1 AND m.id = c.id AND NOT c.exhausted
+			RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.claim_token, m.receive_count, m.sent_at, m.visible_at
+		)
+		SELECT false, id, body::text, attributes::text, grp, dedup_id, claim_token, receive_count, sent_at FROM claimed
+		UNION ALL
+		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`,
+		p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds())
+	if err != nil {
+		return nil, nil, interpretError("message claim", err)
+	}
+	defer rows.Close()
+	var (
+		msgs      []Message
+		exhausted []int64
+	)
+	for rows.Next() {
+		var (
+			over  bool
+			m     Message
+			body  *string
+			attrs *string
+			token *int64
+			rc    *int
+			sent  *time.Time
+		)
+		if err := rows.Scan(&over, &m.ID, &body, &attrs, &m.Group, &m.DedupID, &token, &rc, &sent); err != nil {
+			return nil, nil, interpretError("message claim", err)
+		}
+		if over {
+			exhausted = append(exhausted, m.ID)
+			continue
+		}
+		m.Body = json.RawMessage(*body)
+		if attrs != nil {
+			m.Attributes = json.RawMessage(*attrs)
+		}
+		m.Receipt = Receipt{MessageID: m.ID, Token: *token}
+		m.ReceiveCount = *rc
+		m.SentAt = *sent
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretError("message claim", err)
+	}
+	// Claims are returned in claim order.
+	return msgs, exhausted, nil
+}
+
+// lockGroupsOf is the statement that takes the group locks of the given
+// live messages, in key order. It runs before any statement that removes a
+// group head, so that group locks are always taken before row locks.
+const lockGroupsOf = `
+	SELECT count(pg_advisory_xact_lock(k)) FROM (
+		SELECT DISTINCT ferry.group_lock_key(queue_id, grp) AS k
+		FROM ferry.messages WHERE queue_id = $1 AND id = ANY($2) AND grp IS NOT NULL
+		ORDER BY k
+	) locks`
+
+// promoteAfter is the tail of a statement whose CTE "gone" (columns id,
+// grp) removed messages from the queue $1: it makes the oldest waiting
+// message of each group that lost its head the new head.
+const promoteAfter = `
+	promoted AS (
+		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+		FROM (SELECT DISTINCT grp FROM gone WHERE grp IS NOT NULL) g
+		WHERE n.queue_id = $1 AND n.grp = g.grp AND n.waiting
+			AND n.id = (SELECT min(w.id) FROM ferry.messages w WHERE w.queue_id = $1 AND w.grp = g.grp AND w.waiting)
+			AND NOT EXISTS (
+				SELECT 1 FROM ferry.messages h
+				WHERE h.queue_id = $1 AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone))
+		RETURNING n.id
+	)`
+
+// messageDeadLetter moves the given messages of queue queueID to the dead
+// letters, if they still satisfy cond (an SQL condition on the message row
+// m, re-checked under the lock), promoting the next message of their
+// groups. lastError, when set, replaces last_error.
+func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, lastError *string, cond string) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockGroupsOf, queueID, ids)
+	b.Queue(`
+		WITH gone AS (
+			DELETE FROM ferry.messages m WHERE m.queue_id = $1 AND m.id = ANY($2) AND `+cond+`
+			RETURNING m.*
+		),
+		dead AS (
+			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, last_error, attributes, body)
+			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, coalesce($3, last_error), attributes, body FROM gone
+		),`+promoteAfter+`
+		SELECT count(*) FROM gone`, queueID, ids, lastError)
+	var n int
+	err := retry(ctx, func() error {
+		br := db.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&n); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return n, interpretError("message dead-letter", err)
+}
+
+// ReceiptResult tells, per receipt, whether an ack, nack or extend applied.
+type ReceiptResult struct {
+	Receipt Receipt
+	OK      bool
+}
+
+func receiptArrays(receipts []Receipt) (ids, tokens []int64) {
+	ids = make([]int64, len(receipts))
+	tokens = make([]int64, len(receipts))
+	for i, r := range receipts {
+		ids[i], tokens[i] = r.MessageID, r.Token
+	}
+	return ids, tokens
+}
+
+func receiptResults(receipts []Receipt, applied map[int64]int64) []ReceiptResult {
+	out := make([]ReceiptResult, len(receipts))
+	for i, r := range receipts {
+		tok, ok := applied[r.MessageID]
+		out[i] = ReceiptResult{Receipt: r, OK: ok && tok == r.Token}
+	}
+	return out
+}
+
+// current is the condition that a receipt (r.id, r.token) is the current
+// lease of message m.
+const current = `m.id = r.id AND m.claim_token = r.token AND m.visible_at > now()`
+
+// MessageAck deletes the messages whose receipts are current and promotes
+// the next message of their groups. One round trip.
+func MessageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt) ([]ReceiptResult, error) {
+	ids, tokens := receiptArrays(receipts)
+	b := &pgx.Batch{}
+	b.Queue(lockGroupsOf, queueID, ids)
+	b.Queue(`
+		WITH gone AS (
+			DELETE FROM ferry.messages m USING unnest($2::bigint[], $3::bigint[]) AS r(id, token)
+			WHERE m.queue_id = $1 AND `+current+`
+			RETURNING m.id, m.grp, m.claim_token
+		),`+promoteAfter+`
+		SELECT id, claim_token FROM gone`, queueID, ids, tokens)
+	applied, err := runReceiptBatch(ctx, db, b)
+	if err != nil {
+		return nil, interpretError("message ack", err)
+	}
+	return receiptResults(receipts, applied), nil
+}
+
+// NackParams says what to do with nacked messages.
+type NackParams struct {
+	Queue    Queue
+	Receipts []Receipt
+	// Delay before redelivery; nil means the queue's backoff.
+	Delay *time.Duration
+	// Error is kept as last_error when set.
+	Error *string
+	// DeadLetter moves the messages to the dead letters at once.
+	DeadLetter bool
+}
+
+// MessageNack releases the leases of current receipts: the messages become
+// visible again after the delay (or the queue's exponential backoff with
+// jitter) and every receipt of them goes stale. A message nacked with
+// DeadLetter, or on its last allowed receive, is dead-lettered at once. It
+// reports how many messages were dead-lettered.
+func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, int, error) {
+	ids, tokens := receiptArrays(p.Receipts)
+	var delayMs *int64
+	if p.Delay != nil {
+		ms := p.Delay.Milliseconds()
+		delayMs = &ms
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockGroupsOf, p.Queue.ID, ids)
+	b.Queue(`
+		WITH target AS (
+			SELECT m.id, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
+			FROM ferry.messages m JOIN unnest($2::bigint[], $3::bigint[]) AS r(id, token)
+				ON m.queue_id = $1 AND `+current+`
+			FOR UPDATE OF m
+		),
+		released AS (
+			UPDATE ferry.messages m SET
+				claim_token = NULL,
+				last_error = coalesce($6, m.last_error),
+				visible_at = now() + coalesce($7 * interval '1 millisecond',
+					-- exponential backoff with equal jitter: half fixed, half random
+					make_interval(secs => least($9::float8, $8::float8 * power(2, least(m.receive_count - 1, 30)))
+						* (0.5 + random() / 2)))
+			FROM target t WHERE m.queue_id = $1 AND m.id = t.id AND NOT t.dead
+			RETURNING m.id, t.claim_token
+		),
+		gone AS (
+			DELETE FROM ferry.messages m USING target t
+			WHERE m.queue_id = $1 AND m.id = t.id AND t.dead
+			RETURNING m.*, t.claim_token AS receipt_token
+		),
+		dead AS (
+			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, last_error, attributes, body)
+			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, coalesce($6, last_error), attributes, body FROM gone
+		),`+promoteAfter+`
+		SELECT id, claim_token, false FROM released
+		UNION ALL SELECT id, receipt_token, true FROM gone`,
+		p.Queue.ID, ids, tokens, p.DeadLetter, p.Queue.MaxReceives, p.Error, delayMs,
+		p.Queue.RetryMinSeconds, p.Queue.RetryMaxSeconds)
+	applied := map[int64]int64{}
+	dead := 0
+	err := retry(ctx, func() error {
+		clear(applied)
+		dead = 0
+		br := db.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				id, tok int64
+				isDead  bool
+			)
+			if err := rows.Scan(&id, &tok, &isDead); err != nil {
+				return err
+			}
+			applied[id] = tok
+			if isDead {
+				dead++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, 0, interpretError("message nack", err)
+	}
+	return receiptResults(p.Receipts, applied), dead, nil
+}
+
+// MessageExtend moves the lease of current receipts to now + timeout.
+func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, timeout time.Duration) ([]ReceiptResult, error) {
+	ids, tokens := receiptArrays(receipts)
+	rows, err := db.Query(ctx, `
+		UPDATE ferry.messages m SET visible_at = clock_timestamp() + $4 * interval '1 millisecond'
+		FROM unnest($2::bigint[], $3::bigint[]) AS r(id, token)
+		WHERE m.queue_id = $1 AND `+current+`
+		RETURNING m.id, m.claim_token`, queueID, ids, tokens, timeout.Milliseconds())
+	if err != nil {
+		return nil, interpretError("message extend", err)
+	}
+	applied, err := collectApplied(rows)
+	if err != nil {
+		return nil, interpretError("message extend", err)
+	}
+	return receiptResults(receipts, applied), nil
+}
+
+func collectApplied(rows pgx.Rows) (map[int64]int64, error) {
+	defer rows.Close()
+	applied := map[int64]int64{}
+	for rows.Next() {
+		var id, tok int64
+		if err := rows.Scan(&id, &tok); err != nil {
+			return nil, err
+		}
+		applied[id] = tok
+	}
+	return applied, rows.Err()
+}
+
+func runReceiptBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, error) {
+	var applied map[int64]int64
+	err := retry(ctx, func() error {
+		br := db.SendBatch(ctx, b)
+		defer br.Close()
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if applied, err = collectApplied(rows); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return applied, err
+}
+
+// MessagePurge deletes every live message of the queue (available, delayed
+// and in flight; their receipts go stale). It waits for sends in progress
+// and holds off new ones while it runs.
+func MessagePurge(ctx context.Context, db DBTX, queueID int64) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
+	b.Queue(`DELETE FROM ferry.messages WHERE queue_id = $1`, queueID)
+	return interpretError("message purge", retry(ctx, func() error { return runBatch(ctx, db, b) }))
+}

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// notifyChannel is the Postgres channel on which Ferry instances announce
+// that queues got new messages. The payload is a comma-separated list of
+// queue ids.
+const notifyChannel = "ferry_messages"
+
+// Notifier wakes long polls when messages arrive, in this process and in
+// every other Ferry instance on the same database.
+//
+// After a send commits, Published wakes local waiters at once and queues a
+// NOTIFY. NOTIFYs are rate-limited: at most one per Window, carrying every
+// queue that got messages since the last one (never one per message or per
+// send: NOTIFY takes a global lock at commit). The first send after a quiet
+// period is announced immediately. Each instance LISTENs on one dedicated
+// connection and wakes its waiters for the queues named. Waiters also poll
+// on their own every FallbackPoll, which covers messages that become
+// visible by time (delays, expired leases) and a lost listener connection.
+type Notifier struct {
+	pool   *pgxpool.Pool
+	window time.Duration
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[int64]chan struct{} // closed (and replaced) to wake
+	pending map[int64]struct{}
+	kick    chan struct{}
+}
+
+// NewNotifier makes a Notifier; Run starts it.
+func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *Notifier {
+	if window <= 0 {
+		window = 10 * time.Millisecond
+	}
+	return &Notifier{
+		pool:    pool,
+		window:  window,
+		log:     log,
+		waiters: map[int64]chan struct{}{},
+		pending: map[int64]struct{}{},
+		kick:    make(chan struct{}, 1),
+	}
+}
+
+// Wait returns a channel that is closed the next time queueID may have new
+// messages. Take it before checking for messages, so that a wake between
+// the check and the wait is not lost.
+func (n *Notifier) Wait(queueID int64) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.waiters[queueID]
+	if !ok {
+		ch = make(chan struct{})
+		n.waiters[queueID] = ch
+	}
+	return ch
+}
+
+// wake wakes the local waiters of the given queues (all queues if ids is
+// nil).
+func (n *Notifier) wake(ids []int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ids == nil {
+		for id, ch := range n.waiters {
+			close(ch)
+			delete(n.waiters, id)
+		}
+		return
+	}
+	for _, id := range ids {
+		if ch, ok := n.waiters[id]; ok {
+			close(ch)
+			delete(n.waiters, id)
+		}
+	}
+}
+
+// Published announces that the queues got messages (call after commit).
+func (n *Notifier) Published(queueIDs []int64) {
+	n.wake(queueIDs)
+	n.mu.Lock()
+	for _, id := range queueIDs {
+		n.pending[id] = struct{}{}
+	}
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run listens and notifies until ctx ends.
+func (n *Notifier) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); n.listen(ctx) }()
+	go func() { defer wg.Done(); n.announce(ctx) }()
+	wg.Wait()
+}
+
+func (n *Notifier) announce(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		}
+		if wait := n.window - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		n.mu.Lock()
+		ids := make([]string, 0, len(n.pending))
+		for id := range n.pending {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		last = time.Now()
+		// Payloads must stay under 8000 bytes.
+		for len(ids) > 0 {
+			k := min(len(ids), 500)
+			if _, err := n.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, strings.Join(ids[:k], ",")); err != nil && ctx.Err() == nil {
+				n.log.Warn("notify failed; waiters fall back to polling", "error", err)
+			}
+			ids = ids[k:]
+		}
+	}
+}
+
+func (n *Notifier) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("listener connection lost; reconnecting", "error", err, "in", backoff)
+		n.wake(nil) // let waiters check for themselves meanwhile
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (n *Notifier) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	n.wake(nil) // anything sent while we were not listening
+	for {
+		note, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for _, s := range strings.Split(note.Payload, ",") {
+			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			n.wake(ids)
+		}
+	}
+}
+
+// ReceiveParams is a receive request: a claim, and how long to wait for
+// messages when none are visible.
+type ReceiveParams struct {
+	ClaimParams
+	Wait time.Duration
+	// FallbackPoll is how often a waiting receive checks on its own
+	// (default 1s).
+	FallbackPoll time.Duration
+	// Stop, when closed, ends the wait early (server shutdown).
+	Stop <-chan struct{}
+}
+
+// MessageReceive claims messages, long-polling up to p.Wait when none are
+// visible: it returns as soon as a claim finds any. It reports how many
+// messages it dead-lettered on the way.
+func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) ([]Message, int, error) {
+	deadline := time.Now().Add(p.Wait)
+	poll := p.FallbackPoll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	dead := 0
+	for {
+		wake := n.Wait(p.Queue.ID)
+		msgs, d, err := MessageClaim(ctx, db, p.ClaimParams)
+		dead += d
+		if err != nil || len(msgs) > 0 {
+			return msgs, dead, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, dead, nil
+		}
+		timer := time.NewTimer(min(left, poll))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-p.Stop:
+			timer.Stop()
+			return nil, dead, nil
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, dead, nil
+		}
+		timer.Stop()
+	}
+}

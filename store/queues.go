@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// QueueConfig is a queue's configuration. The zero value is not valid; see
+// DefaultQueueConfig.
+type QueueConfig struct {
+	VisibilityTimeoutSeconds int
+	MaxReceives              int
+	RetentionSeconds         int
+	DelaySeconds             int
+	DedupWindowSeconds       int
+	MaxDepth                 int64
+	RetryMinSeconds          int
+	RetryMaxSeconds          int
+}
+
+// DefaultQueueConfig is what a new queue gets for every field not given.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{
+		VisibilityTimeoutSeconds: 30,
+		MaxReceives:              5,
+		RetentionSeconds:         345600,
+		DelaySeconds:             0,
+		DedupWindowSeconds:       300,
+		MaxDepth:                 0,
+		RetryMinSeconds:          1,
+		RetryMaxSeconds:          300,
+	}
+}
+
+// QueuePatch holds the fields a PUT gives; nil fields keep their value (or
+// take the default on creation).
+type QueuePatch struct {
+	VisibilityTimeoutSeconds *int
+	MaxReceives              *int
+	RetentionSeconds         *int
+	DelaySeconds             *int
+	DedupWindowSeconds       *int
+	MaxDepth                 *int64
+	RetryMinSeconds          *int
+	RetryMaxSeconds          *int
+}
+
+func (p QueuePatch) apply(c QueueConfig) QueueConfig {
+	set := func(dst *int, src *int) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&c.VisibilityTimeoutSeconds, p.VisibilityTimeoutSeconds)
+	set(&c.MaxReceives, p.MaxReceives)
+	set(&c.RetentionSeconds, p.RetentionSeconds)
+	set(&c.DelaySeconds, p.DelaySeconds)
+	set(&c.DedupWindowSeconds, p.DedupWindowSeconds)
+	if p.MaxDepth != nil {
+		c.MaxDepth = *p.MaxDepth
+	}
+	set(&c.RetryMinSeconds, p.RetryMinSeconds)
+	set(&c.RetryMaxSeconds, p.RetryMaxSeconds)
+	return c
+}
+
+// Validate checks the rules that involve more than one field.
+func (c QueueConfig) Validate() error {
+	if c.RetryMinSeconds > c.RetryMaxSeconds {
+		return &ValidationError{Field: "retry_min_seconds", Message: "must not exceed retry_max_seconds"}
+	}
+	if c.DelaySeconds >= c.RetentionSeconds {
+		return &ValidationError{Field: "delay_seconds", Message: "must be less than retention_seconds"}
+	}
+	return nil
+}
+
+// Queue is a queue's configuration and identity.
+type Queue struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	QueueConfig
+}
+
+// QueueStats describes a queue's content. Available includes grouped
+// messages waiting behind their group's head.
+type QueueStats struct {
+	Available        int64
+	InFlight         int64
+	Delayed          int64
+	DeadLetters      int64
+	OldestAgeSeconds int64
+}
+
+const queueColumns = `id, name, created_at, updated_at, visibility_timeout_seconds, max_receives,
+	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds`
+
+func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
+	var q Queue
+	dest := append([]any{&q.ID, &q.Name, &q.CreatedAt, &q.UpdatedAt, &q.VisibilityTimeoutSeconds,
+		&q.MaxReceives, &q.RetentionSeconds, &q.DelaySeconds, &q.DedupWindowSeconds, &q.MaxDepth,
+		&q.RetryMinSeconds, &q.RetryMaxSeconds}, extra...)
+	err := row.Scan(dest...)
+	return q, err
+}
+
+// QueueUpsert creates the named queue, or changes the given fields of an
+// existing one. It reports whether the queue was created.
+func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
+	var (
+		q       Queue
+		created bool
+	)
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			existing, err := scanQueue(tx.QueryRow(ctx,
+				`SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 FOR UPDATE`, name))
+			created = errors.Is(err, pgx.ErrNoRows)
+			if err != nil && !created {
+				return err
+			}
+			cfg := DefaultQueueConfig()
+			if !created {
+				cfg = existing.QueueConfig
+			}
+			cfg = patch.apply(cfg)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			q, err = scanQueue(tx.QueryRow(ctx, `
+				INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
+					delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (name) DO UPDATE SET
+					visibility_timeout_seconds = excluded.visibility_timeout_seconds,
+					max_receives = excluded.max_receives,
+					retention_seconds = excluded.retention_seconds,
+					delay_seconds = excluded.delay_seconds,
+					dedup_window_seconds = excluded.dedup_window_seconds,
+					max_depth = excluded.max_depth,
+					retry_min_seconds = excluded.retry_min_seconds,
+					retry_max_seconds = excluded.retry_max_seconds,
+					updated_at = now()
+				RETURNING `+queueColumns,
+				name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds, cfg.DelaySeconds,
+				cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds))
+			return err
+		})
+	})
+	if err != nil {
+		var verr *ValidationError
+		if errors.As(err, &verr) {
+			return Queue{}, false, verr
+		}
+		return Queue{}, false, interpretError("queue upsert", err)
+	}
+	return q, created, nil
+}
+
+// QueueGet returns the named queue.
+func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
+	q, err := scanQueue(db.QueryRow(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1`, name))
+	return q, interpretError("queue get", err)
+}
+
+// QueueList returns every queue, by name.
+func QueueList(ctx context.Context, db DBTX) ([]Queue, error) {
+	rows, err := db.Query(ctx, `SELECT `+queueColumns+` FROM ferry.queues ORDER BY name`)
+	if err != nil {
+		return nil, interpretError("queue list", err)
+	}
+	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
+	return queues, interpretError("queue list", err)
+}
+
+// QueueDelete deletes the named queue and returns its id; db must be a
+// transaction. The queue's messages, dead letters and dedup ids are removed
+// afterwards in bounded batches by QueueDeleteContent, which the caller
+// schedules in the same transaction. The queue's lock is taken exclusively
+// first, and sends hold it in shared mode and insert only while the queue
+// exists, so no message can land in a deleted queue.
+func QueueDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, `
+		SELECT id FROM ferry.queues, pg_advisory_xact_lock(ferry.queue_lock_key(id)) WHERE name = $1`,
+		name).Scan(&id)
+	if err != nil {
+		return 0, interpretError("queue delete", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM ferry.queues WHERE id = $1`, id); err != nil {
+		return 0, interpretError("queue delete", err)
+	}
+	return id, nil
+}
+
+// QueueDeleteContent deletes up to limit rows of a deleted queue's content
+// and reports how many it deleted; 0 means nothing of the queue is left.
+func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) (int64, error) {
+	var n int64
+	for _, table := range []string{"ferry.messages", "ferry.dead_letters"} {
+		tag, err := db.Exec(ctx, fmt.Sprintf(`
+			DELETE FROM %[1]s WHERE queue_id = $1 AND id IN (SELECT id FROM %[1]s WHERE queue_id = $1 LIMIT $2)`, table),
+			queueID, limit)
+		if err != nil {
+			return n, interpretError("queue delete content", err)
+		}
+		n += tag.RowsAffected()
+		if n >= int64(limit) {
+			return n, nil
+		}
+	}
+	tag, err := db.Exec(ctx, `
+		DELETE FROM ferry.dedup WHERE queue_id = $1 AND dedup_id IN
+			(SELECT dedup_id FROM ferry.dedup WHERE queue_id = $1 LIMIT $2)`, queueID, limit)
+	if err != nil {
+		return n, interpretError("queue delete content", err)
+	}
+	n += tag.RowsAffected()
+	if n == 0 {
+		_, err = db.Exec(ctx, `DELETE FROM ferry.queue_counts WHERE queue_id = $1`, queueID)
+	}
+	return n, interpretError("queue delete content", err)
+}
+
+// QueueStatsGet returns the stats of the given queues, keyed by id. Its cost
+// does not grow with the number of available messages: counts come from the
+// trigger-kept counters, and only messages whose visible_at lies in the
+// future (in flight or delayed) are scanned.
+func QueueStatsGet(ctx context.Context, db DBTX, queueIDs []int64) (map[int64]QueueStats, error) {
+	rows, err := db.Query(ctx, `
+		SELECT q.id,
+			coalesce(c.messages, 0), coalesce(c.dead_letters, 0),
+			coalesce(f.in_flight, 0), coalesce(f.delayed, 0),
+			coalesce(extract(epoch FROM now() - o.sent_at)::bigint, 0)
+		FROM unnest($1::bigint[]) AS q(id)
+		LEFT JOIN LATERAL (
+			SELECT sum(messages)::bigint AS messages, sum(dead_letters)::bigint AS dead_letters
+			FROM ferry.queue_counts WHERE queue_id = q.id
+		) c ON true
+		LEFT JOIN LATERAL (
+			SELECT count(*) FILTER (WHERE claim_token IS NOT NULL) AS in_flight,
+			       count(*) FILTER (WHERE claim_token IS NULL) AS delayed
+			FROM ferry.messages WHERE queue_id = q.id AND NOT waiting AND visible_at > now()
+		) f ON true
+		LEFT JOIN LATERAL (
+			SELECT sent_at FROM ferry.messages WHERE queue_id = q.id ORDER BY id LIMIT 1
+		) o ON true`, queueIDs)
+	if err != nil {
+		return nil, interpretError("queue stats", err)
+	}
+	defer rows.Close()
+	stats := make(map[int64]QueueStats, len(queueIDs))
+	for rows.Next() {
+		var (
+			id    int64
+			total int64
+			s     QueueStats
+		)
+		if err := rows.Scan(&id, &total, &s.DeadLetters, &s.InFlight, &s.Delayed, &s.OldestAgeSeconds); err != nil {
+			return nil, interpretError("queue stats", err)
+		}
+		s.Available = max(0, total-s.InFlight-s.Delayed)
+		s.OldestAgeSeconds = max(0, s.OldestAgeSeconds)
+		stats[id] = s
+	}
+	return stats, interpretError("queue stats", rows.Err())
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what every store function runs its SQL on: a pool, a connection
+// or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// TxBeginner is a DBTX that can also open a transaction (a pool or a conn).
+type TxBeginner interface {
+	DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+var (
+	// ErrNotFound means the named queue (or other resource) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the request conflicts with the resource's state.
+	ErrConflict = errors.New("conflict")
+)
+
+// ValidationError is a client mistake found by the store, where the check
+// needs the database's state (e.g. a delay longer than the queue's
+// retention). Field names the offending input.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// QueueFullError means a send would take the queue past its max_depth. The
+// whole batch was refused; nothing was written.
+type QueueFullError struct {
+	Depth    int64
+	MaxDepth int64
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("queue is full: depth %d, max_depth %d", e.Depth, e.MaxDepth)
+}
+
+// interpretError maps pgx errors to the store's sentinels.
+func interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%s: %w (%s)", op, ErrConflict, pgErr.ConstraintName)
+		case "23514": // check_violation
+			return &ValidationError{Field: pgErr.ConstraintName, Message: "violates constraint"}
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isRetryable reports whether a transaction failed only because of
+// concurrency (a deadlock or serialization failure) and can be run again.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// retry runs fn up to three times while it fails with a retryable error.
+func retry(ctx context.Context, fn func() error) error {
+	var err error
+	for range 3 {
+		if err = fn(); !isRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// runBatch sends the statements of b in one round trip. Without an explicit
+// transaction, Postgres runs a pipelined batch as one implicit transaction:
+// all of it commits or none of it does, and each statement still sees what
+// the ones before it did.
+func runBatch(ctx context.Context, db DBTX, b *pgx.Batch) error {
+	return db.SendBatch(ctx, b).Close()
+}
