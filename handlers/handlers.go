@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ferry-mq/ferry/store"
 )

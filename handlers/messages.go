@@ -137,14 +137,14 @@ type receiveRequest struct {
 }
 
 type receivedMessage struct {
-	ID           string            `json:"id"`
-	Body         json.RawMessage   `json:"body"`
-	Attributes   json.RawMessage   `json:"attributes"`
-	Group        *string           `json:"group"`
-	DedupID      *string           `json:"dedup_id"`
-	Receipt      string            `json:"receipt"`
-	ReceiveCount int               `json:"receive_count"`
-	SentAt       time.Time         `json:"sent_at"`
+	ID           string          `json:"id"`
+	Body         json.RawMessage `json:"body"`
+	Attributes   json.RawMessage `json:"attributes"`
+	Group        *string         `json:"group"`
+	DedupID      *string         `json:"dedup_id"`
+	Receipt      string          `json:"receipt"`
+	ReceiveCount int             `json:"receive_count"`
+	SentAt       time.Time       `json:"sent_at"`
 }
 
 var emptyObject = json.RawMessage(`{}`)
