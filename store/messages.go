@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -378,7 +380,8 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 	if err := rows.Err(); err != nil {
 		return nil, nil, interpretError("message claim", err)
 	}
-	// Claims are returned in claim order.
+	// Oldest first: the UPDATE returns rows in no particular order.
+	slices.SortFunc(msgs, func(a, b Message) int { return cmp.Compare(a.ID, b.ID) })
 	return msgs, exhausted, nil
 }
 

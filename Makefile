@@ -1,0 +1,38 @@
+# Ferry — common tasks. `make help` lists them.
+SHELL := /bin/bash
+GO    ?= go
+PKG   := ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: dev
+dev: ## Run Ferry with a private PostgreSQL in ./.ferry (no setup needed)
+	$(GO) run ./cmd/ferry dev
+
+.PHONY: build
+build: ## Build bin/ferry (static)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ferry ./cmd/ferry
+
+.PHONY: test
+test: ## Run every test against real PostgreSQL (started by the tests), with -race
+	$(GO) test -race -count=1 -timeout 10m $(PKG)
+
+.PHONY: bench
+bench: ## Benchmark Ferry against raw SQL on one durable database; writes docs/benchmarks.md
+	$(GO) run ./cmd/ferry-bench -out docs/benchmarks.md
+
+.PHONY: lint
+lint: ## gofmt, go vet, and golangci-lint when installed
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKG)
+	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed; skipped"; fi
+
+.PHONY: migrate
+migrate: ## Apply migrations to FERRY_DATABASE_URL
+	$(GO) run ./cmd/ferry migrate up
