@@ -19,8 +19,11 @@ import (
 
 // Deps is everything the handlers need.
 type Deps struct {
-	Pool     *pgxpool.Pool
-	Sender   *store.Sender
+	Pool   *pgxpool.Pool
+	Sender *store.Sender
+	// Queues caches queue configurations for the hot paths; shared with
+	// the Sender so that this instance's changes are seen at once.
+	Queues   *store.QueueCache
 	Notifier *store.Notifier
 	// River inserts jobs (e.g. a deleted queue's cleanup) in the
 	// transaction that makes them necessary.
@@ -51,7 +54,10 @@ func New(d Deps) *echo.Echo {
 	if d.Limits.MaxBodyBytes == 0 {
 		d.Limits = Limits{MaxBodyBytes: 256 << 10, MaxBatch: 1000, MaxRequestBytes: 10 << 20}
 	}
-	h := &handler{Deps: d, limits: d.Limits, queues: store.NewQueueCache(time.Second)}
+	if d.Queues == nil {
+		d.Queues = store.NewQueueCache(time.Second)
+	}
+	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

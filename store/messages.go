@@ -70,95 +70,112 @@ type SendResult struct {
 	Duplicate bool
 }
 
-// messageSend writes msgs to queue q inside tx and answers one result per
-// message in order. A dedup id seen on the queue within its window (or
-// earlier in msgs) answers the first message's id with Duplicate set and
-// enqueues nothing. The caller has already checked max_depth.
-//
-// Statements: the queue lock (shared) and, for grouped messages, the group
-// locks (exclusive, in key order); then one INSERT of the whole batch that
-// also claims the dedup ids; and, only when there were duplicates, one
-// SELECT of the first messages' ids.
-func messageSend(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) ([]SendResult, error) {
+// sendPlan is one queue's share of a send transaction: the statements
+// that write its messages, queued on a shared batch, and how to read their
+// results back.
+type sendPlan struct {
+	q    Queue
+	msgs []SendMessage
+	// repeatOf[i] is the index of the first message of msgs with the same
+	// dedup id, or -1.
+	repeatOf []int
+	// sent lists the indexes of msgs that are written (not repeats).
+	sent    []int
+	results []SendResult
+}
+
+// planSend validates msgs against the queue's configuration and prepares
+// their write. Within msgs, a repeated dedup id becomes a duplicate of its
+// first occurrence without reaching the database.
+func planSend(q Queue, msgs []SendMessage) (*sendPlan, error) {
 	retention := time.Duration(q.RetentionSeconds) * time.Second
+	p := &sendPlan{q: q, msgs: msgs, repeatOf: make([]int, len(msgs)), results: make([]SendResult, len(msgs))}
+	firstOf := map[string]int{}
+	for i, m := range msgs {
+		p.repeatOf[i] = -1
+		switch {
+		case m.DeliverAt != nil && time.Until(*m.DeliverAt) >= retention:
+			return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].deliver_at", i), Message: "is beyond the queue's retention"}
+		case m.Delay != nil && *m.Delay >= retention:
+			return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].delay_seconds", i), Message: "is beyond the queue's retention"}
+		}
+		if m.DedupID != "" {
+			if j, ok := firstOf[m.DedupID]; ok {
+				p.repeatOf[i] = j
+				continue
+			}
+			firstOf[m.DedupID] = i
+		}
+		p.sent = append(p.sent, i)
+	}
+	return p, nil
+}
+
+// queue adds the plan's statements to b: the queue lock (shared), the
+// group locks (exclusive, in key order) for grouped messages, and one
+// INSERT of the whole batch that also claims the dedup ids. The INSERT
+// writes nothing if the queue no longer exists.
+func (p *sendPlan) queue(b *pgx.Batch) {
+	n := len(p.sent)
 	var (
-		bodies   = make([]string, len(msgs))
-		attrs    = make([]*string, len(msgs))
-		groups   = make([]*string, len(msgs))
-		dedups   = make([]*string, len(msgs))
-		delaysMs = make([]int64, len(msgs))
-		at       = make([]*time.Time, len(msgs))
-		// firstOf maps a dedup id to the index of its first use in msgs.
-		firstOf   = map[string]int{}
-		repeatOf  = make([]int, len(msgs))
+		bodies    = make([]string, n)
+		attrs     = make([]*string, n)
+		groups    = make([]*string, n)
+		dedups    = make([]*string, n)
+		delaysMs  = make([]int64, n)
+		at        = make([]*time.Time, n)
 		grpNames  []string
 		seenGroup = map[string]bool{}
 	)
-	for i, m := range msgs {
-		repeatOf[i] = -1
-		bodies[i] = string(m.Body)
+	for k, i := range p.sent {
+		m := p.msgs[i]
+		bodies[k] = string(m.Body)
 		if len(m.Attributes) > 0 {
 			s := string(m.Attributes)
-			attrs[i] = &s
+			attrs[k] = &s
 		}
 		if m.Group != "" {
 			g := m.Group
-			groups[i] = &g
+			groups[k] = &g
 			if !seenGroup[g] {
 				seenGroup[g] = true
 				grpNames = append(grpNames, g)
 			}
 		}
 		if m.DedupID != "" {
-			if j, ok := firstOf[m.DedupID]; ok {
-				repeatOf[i] = j
-			} else {
-				firstOf[m.DedupID] = i
-				d := m.DedupID
-				dedups[i] = &d
-			}
+			d := m.DedupID
+			dedups[k] = &d
 		}
 		switch {
 		case m.DeliverAt != nil:
-			if time.Until(*m.DeliverAt) >= retention {
-				return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].deliver_at", i), Message: "is beyond the queue's retention"}
-			}
 			t := *m.DeliverAt
-			at[i] = &t
+			at[k] = &t
 		case m.Delay != nil:
-			if *m.Delay >= retention {
-				return nil, &ValidationError{Field: fmt.Sprintf("messages[%d].delay_seconds", i), Message: "is beyond the queue's retention"}
-			}
-			delaysMs[i] = m.Delay.Milliseconds()
+			delaysMs[k] = m.Delay.Milliseconds()
 		default:
-			delaysMs[i] = int64(q.DelaySeconds) * 1000
+			delaysMs[k] = int64(p.q.DelaySeconds) * 1000
 		}
 	}
-
-	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, q.ID)
+	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
 	if len(grpNames) > 0 {
 		b.Queue(`
 			SELECT count(pg_advisory_xact_lock(k)) FROM (
 				SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
-			) locks`, q.ID, grpNames)
+			) locks`, p.q.ID, grpNames)
 	}
-	// Repeats inside the batch are not sent: they become duplicates of
-	// their first occurrence below.
 	b.Queue(`
 		WITH input AS (
 			SELECT nextval('ferry.message_id_seq') AS id, t.*
 			FROM (
-				SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::boolean[])
-					WITH ORDINALITY AS t(body, attributes, grp, dedup_id, delay_ms, deliver_at, repeat, ord)
-				WHERE NOT repeat
+				SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
+					WITH ORDINALITY AS t(body, attributes, grp, dedup_id, delay_ms, deliver_at, ord)
 				ORDER BY ord
 			) t
 			WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
 		),
 		claimed_dedup AS (
 			INSERT INTO ferry.dedup AS d (queue_id, dedup_id, message_id, expires_at)
-			SELECT $1, dedup_id, id, now() + make_interval(secs => $9) FROM input WHERE dedup_id IS NOT NULL
+			SELECT $1, dedup_id, id, now() + make_interval(secs => $8) FROM input WHERE dedup_id IS NOT NULL
 			ON CONFLICT (queue_id, dedup_id) DO UPDATE
 				SET message_id = excluded.message_id, expires_at = excluded.expires_at
 				WHERE d.expires_at <= now()
@@ -179,28 +196,32 @@ func messageSend(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) ([
 			RETURNING id
 		)
 		SELECT input.ord, input.id, inserted.id IS NOT NULL FROM input LEFT JOIN inserted USING (id)`,
-		q.ID, bodies, attrs, groups, dedups, delaysMs, at, repeatFlags(repeatOf), q.DedupWindowSeconds)
+		p.q.ID, bodies, attrs, groups, dedups, delaysMs, at, p.q.DedupWindowSeconds)
+}
 
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	for range b.Len() - 1 {
+// statements is how many statements queue adds to the batch.
+func (p *sendPlan) statements() int {
+	for _, i := range p.sent {
+		if p.msgs[i].Group != "" {
+			return 3
+		}
+	}
+	return 2
+}
+
+// read takes the plan's results from br. It returns ErrNotFound if the
+// queue was deleted before the insert.
+func (p *sendPlan) read(br pgx.BatchResults) error {
+	for range p.statements() - 1 {
 		if _, err := br.Exec(); err != nil {
-			return nil, interpretError("message send", err)
+			return err
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, interpretError("message send", err)
+		return err
 	}
-	// ord counts the messages that were sent (non-repeats), from 1.
-	sentIndex := make([]int, 0, len(msgs))
-	for i := range msgs {
-		if repeatOf[i] < 0 {
-			sentIndex = append(sentIndex, i)
-		}
-	}
-	results := make([]SendResult, len(msgs))
-	var missing []string // dedup ids whose first message is older
+	defer rows.Close()
 	got := 0
 	for rows.Next() {
 		var (
@@ -209,67 +230,68 @@ func messageSend(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) ([
 			inserted bool
 		)
 		if err := rows.Scan(&ord, &id, &inserted); err != nil {
-			return nil, interpretError("message send", err)
+			return err
 		}
 		got++
-		i := sentIndex[ord-1]
-		if inserted {
-			results[i] = SendResult{ID: id}
-		} else {
-			results[i] = SendResult{Duplicate: true}
-			missing = append(missing, msgs[i].DedupID)
-		}
+		// A duplicate's id is the first message's, found by
+		// resolveDuplicates after the commit.
+		p.results[p.sent[ord-1]] = SendResult{ID: id, Duplicate: !inserted}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, interpretError("message send", err)
+		return err
 	}
-	if err := br.Close(); err != nil {
-		return nil, interpretError("message send", err)
+	if got == 0 && len(p.sent) > 0 {
+		return ErrNotFound
 	}
-	if got == 0 && len(sentIndex) > 0 {
-		return nil, fmt.Errorf("message send: %w", ErrNotFound) // the queue was deleted meanwhile
-	}
-	if len(missing) > 0 {
-		// The dedup rows that beat us are committed (ON CONFLICT waited for
-		// them), so this statement's fresh snapshot sees them.
-		rows, err := tx.Query(ctx, `SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`, q.ID, missing)
-		if err != nil {
-			return nil, interpretError("message send", err)
-		}
-		first := map[string]int64{}
-		for rows.Next() {
-			var (
-				d  string
-				id int64
-			)
-			if err := rows.Scan(&d, &id); err != nil {
-				return nil, interpretError("message send", err)
-			}
-			first[d] = id
-		}
-		if err := rows.Err(); err != nil {
-			return nil, interpretError("message send", err)
-		}
-		for i := range results {
-			if results[i].Duplicate && repeatOf[i] < 0 {
-				results[i].ID = first[msgs[i].DedupID]
-			}
-		}
-	}
-	for i, j := range repeatOf {
-		if j >= 0 {
-			results[i] = SendResult{ID: results[j].ID, Duplicate: true}
-		}
-	}
-	return results, nil
+	return nil
 }
 
-func repeatFlags(repeatOf []int) []bool {
-	flags := make([]bool, len(repeatOf))
-	for i, j := range repeatOf {
-		flags[i] = j >= 0
+// resolveDuplicates answers duplicates with the first message's id. It runs
+// after the commit: the dedup rows that beat this send were committed
+// before its INSERT finished (ON CONFLICT waits for them), and they do not
+// change within their window.
+func (p *sendPlan) resolveDuplicates(ctx context.Context, db DBTX) error {
+	var missing []string
+	for _, i := range p.sent {
+		if p.results[i].Duplicate {
+			missing = append(missing, p.msgs[i].DedupID)
+		}
 	}
-	return flags
+	if len(missing) > 0 {
+		rows, err := db.Query(ctx, `SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`, p.q.ID, missing)
+		if err != nil {
+			return err
+		}
+		first, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct {
+			d  string
+			id int64
+		}, error) {
+			var v struct {
+				d  string
+				id int64
+			}
+			err := row.Scan(&v.d, &v.id)
+			return v, err
+		})
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]int64, len(first))
+		for _, v := range first {
+			byID[v.d] = v.id
+		}
+		for _, i := range p.sent {
+			if p.results[i].Duplicate {
+				p.results[i].ID = byID[p.msgs[i].DedupID]
+			}
+		}
+	}
+	for i, j := range p.repeatOf {
+		if j >= 0 {
+			p.results[i] = SendResult{ID: p.results[j].ID, Duplicate: true}
+		}
+	}
+	return nil
 }
 
 // Message is a claimed message, as a consumer receives it.

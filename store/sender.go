@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,6 +29,7 @@ type Sender struct {
 	maxMessages int
 	// committed is called after each commit with the queues written to.
 	committed func(queueIDs []int64)
+	queues    *QueueCache
 	wg        sync.WaitGroup
 	stop      chan struct{}
 }
@@ -51,6 +53,9 @@ type SenderConfig struct {
 	// Committed, if set, is called after every commit with the ids of the
 	// queues that got messages (used to wake long polls).
 	Committed func(queueIDs []int64)
+	// Queues caches queue configurations (shared with the handlers, so a
+	// PUT on this instance is seen at once). Nil makes a private cache.
+	Queues *QueueCache
 }
 
 // NewSender starts a Sender's workers; Close stops them.
@@ -60,7 +65,11 @@ func NewSender(pool *pgxpool.Pool, cfg SenderConfig) *Sender {
 		requests:    make(chan *sendRequest, 1024),
 		maxMessages: cfg.MaxMessages,
 		committed:   cfg.Committed,
+		queues:      cfg.Queues,
 		stop:        make(chan struct{}),
+	}
+	if s.queues == nil {
+		s.queues = NewQueueCache(time.Second)
 	}
 	if s.maxMessages <= 0 {
 		s.maxMessages = 2000
@@ -173,97 +182,148 @@ func (s *Sender) writeTx(batch []*sendRequest) ([]int64, error) {
 	ctx := context.Background() // a taken request is written to the end
 	var written []int64
 	err := retry(ctx, func() error {
-		written = written[:0]
-		for _, r := range batch {
-			r.results, r.err = nil, nil
-		}
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			names := make([]string, 0, len(batch))
-			for _, r := range batch {
-				names = append(names, r.queue)
-			}
-			queues, depths, err := queuesForSend(ctx, tx, names)
-			if err != nil {
-				return err
-			}
-			// Queues in id order: a fixed lock order across transactions.
-			byQueue := map[int64][]*sendRequest{}
-			var ids []int64
-			for _, r := range batch {
-				q, ok := queues[r.queue]
-				if !ok {
-					r.err = fmt.Errorf("message send: queue %q: %w", r.queue, ErrNotFound)
-					continue
-				}
-				if q.MaxDepth > 0 {
-					if depths[q.ID]+int64(len(r.msgs)) > q.MaxDepth {
-						r.err = &QueueFullError{Depth: depths[q.ID], MaxDepth: q.MaxDepth}
-						continue
-					}
-					depths[q.ID] += int64(len(r.msgs))
-				}
-				if byQueue[q.ID] == nil {
-					ids = append(ids, q.ID)
-				}
-				r.queueID = q.ID
-				byQueue[q.ID] = append(byQueue[q.ID], r)
-			}
-			slices.Sort(ids)
-			for _, id := range ids {
-				reqs := byQueue[id]
-				q := queues[reqs[0].queue]
-				var all []SendMessage
-				for _, r := range reqs {
-					all = append(all, r.msgs...)
-				}
-				results, err := messageSend(ctx, tx, q, all)
-				var verr *ValidationError
-				if errors.As(err, &verr) && len(reqs) > 1 {
-					return err // retried request by request by write
-				}
-				if errors.As(err, &verr) || errors.Is(err, ErrNotFound) {
-					for _, r := range reqs {
-						r.err = err
-					}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				for _, r := range reqs {
-					r.results, results = results[:len(r.msgs)], results[len(r.msgs):]
-				}
-				written = append(written, id)
-			}
-			return nil
-		})
+		var err error
+		written, err = s.writeOnce(ctx, batch)
+		return err
 	})
 	return written, err
 }
 
-// queuesForSend loads the named queues and, for those with a max_depth,
-// their current depth.
-func queuesForSend(ctx context.Context, tx pgx.Tx, names []string) (map[string]Queue, map[int64]int64, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT `+queueColumns+`,
-			CASE WHEN max_depth > 0 THEN
-				(SELECT coalesce(sum(messages), 0)::bigint FROM ferry.queue_counts c WHERE c.queue_id = q.id)
-			ELSE 0 END
-		FROM ferry.queues q WHERE name = ANY($1)`, names)
+// writeOnce writes batch in one implicit transaction (one pipelined
+// round trip; two when a queue has a max_depth to check). Requests refused
+// for their own reasons get r.err and are left out.
+func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, error) {
+	type queueWrite struct {
+		q    Queue
+		reqs []*sendRequest
+		plan *sendPlan
+	}
+	byQueue := map[int64]*queueWrite{}
+	var limited []int64
+	for _, r := range batch {
+		r.results, r.err, r.queueID = nil, nil, 0
+		q, err := s.queues.Get(ctx, s.pool, r.queue)
+		if errors.Is(err, ErrNotFound) {
+			r.err = fmt.Errorf("message send: queue %q: %w", r.queue, ErrNotFound)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Each request is checked on its own, so a bad one refuses only
+		// itself.
+		if _, err := planSend(q, r.msgs); err != nil {
+			r.err = err
+			continue
+		}
+		w := byQueue[q.ID]
+		if w == nil {
+			w = &queueWrite{q: q}
+			byQueue[q.ID] = w
+			if q.MaxDepth > 0 {
+				limited = append(limited, q.ID)
+			}
+		}
+		w.reqs = append(w.reqs, r)
+	}
+	if len(limited) > 0 {
+		depths, err := queueDepths(ctx, s.pool, limited)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range limited {
+			w := byQueue[id]
+			admitted := w.reqs[:0]
+			for _, r := range w.reqs {
+				if d := depths[id]; d+int64(len(r.msgs)) > w.q.MaxDepth {
+					r.err = &QueueFullError{Depth: d, MaxDepth: w.q.MaxDepth}
+					continue
+				}
+				depths[id] += int64(len(r.msgs))
+				admitted = append(admitted, r)
+			}
+			w.reqs = admitted
+		}
+	}
+	// Queues in id order: one lock order for every transaction.
+	ids := make([]int64, 0, len(byQueue))
+	for id, w := range byQueue {
+		if len(w.reqs) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		w := byQueue[id]
+		var all []SendMessage
+		for _, r := range w.reqs {
+			all = append(all, r.msgs...)
+		}
+		w.plan, _ = planSend(w.q, all) // each request was valid alone
+		w.plan.queue(b)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	var gone []int64 // queues deleted since they were cached
+	for _, id := range ids {
+		if err := byQueue[id].plan.read(br); errors.Is(err, ErrNotFound) {
+			gone = append(gone, id)
+		} else if err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	// Committed. Answer each request with its share of the results.
+	written := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		w := byQueue[id]
+		if slices.Contains(gone, id) {
+			s.queues.Forget(w.q.Name)
+			for _, r := range w.reqs {
+				r.err = fmt.Errorf("message send: queue %q: %w", r.queue, ErrNotFound)
+			}
+			continue
+		}
+		// Past the commit nothing may fail the transaction (write would
+		// send it again): a failed lookup fails only its requests.
+		if err := w.plan.resolveDuplicates(ctx, s.pool); err != nil {
+			for _, r := range w.reqs {
+				r.err = fmt.Errorf("message send: committed, but reading duplicates failed: %w", err)
+			}
+			written = append(written, id)
+			continue
+		}
+		results := w.plan.results
+		for _, r := range w.reqs {
+			r.queueID = id
+			r.results, results = results[:len(r.msgs)], results[len(r.msgs):]
+		}
+		written = append(written, id)
+	}
+	return written, nil
+}
+
+// queueDepths returns the number of live messages of each queue.
+func queueDepths(ctx context.Context, db DBTX, ids []int64) (map[int64]int64, error) {
+	rows, err := db.Query(ctx, `
+		SELECT queue_id, sum(messages)::bigint FROM ferry.queue_counts WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
 	if err != nil {
-		return nil, nil, interpretError("message send", err)
+		return nil, interpretError("queue depth", err)
 	}
 	defer rows.Close()
-	queues := map[string]Queue{}
-	depths := map[int64]int64{}
+	depths := make(map[int64]int64, len(ids))
 	for rows.Next() {
-		var depth int64
-		q, err := scanQueue(rows, &depth)
-		if err != nil {
-			return nil, nil, interpretError("message send", err)
+		var id, d int64
+		if err := rows.Scan(&id, &d); err != nil {
+			return nil, interpretError("queue depth", err)
 		}
-		queues[q.Name] = q
-		depths[q.ID] = depth
+		depths[id] = d
 	}
-	return queues, depths, interpretError("message send", rows.Err())
+	return depths, interpretError("queue depth", rows.Err())
 }

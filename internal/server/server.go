@@ -130,11 +130,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
 	s.bg.Add(1)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
-	s.sender = store.NewSender(pool, store.SenderConfig{Workers: cfg.SendWorkers, Committed: s.notifier.Published})
+	queues := store.NewQueueCache(time.Second)
+	s.sender = store.NewSender(pool, store.SenderConfig{
+		Workers: cfg.SendWorkers, Committed: s.notifier.Published, Queues: queues,
+	})
 
 	e := handlers.New(handlers.Deps{
 		Pool:     pool,
 		Sender:   s.sender,
+		Queues:   queues,
 		Notifier: s.notifier,
 		River:    s.river,
 		Log:      log,
