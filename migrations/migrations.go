@@ -131,6 +131,9 @@ func withLock(ctx context.Context, databaseURL string, fn func(*migrate.Migrate,
 	if err != nil {
 		return err
 	}
+	// Close releases golang-migrate's own connection: a database with a
+	// session left on it cannot be used as a template, for one.
+	defer m.Close()
 	return fn(m, pool)
 }
 

@@ -3,7 +3,8 @@
 // A package's TestMain calls Main. Main connects to the server named by
 // FERRY_TEST_DATABASE_URL, or else starts a private throwaway cluster
 // (internal/pgcluster, not durable, in a temporary directory removed at the
-// end). On that server it makes sure a template database holds the current
+// end: under /dev/shm when that is a tmpfs with room, for speed, else under
+// os.TempDir(); setting TMPDIR picks the latter). On that server it makes sure a template database holds the current
 // schema: ferry_tpl_<hash>, named by a hash of Ferry's migration files and
 // River's migrations, created and migrated once per server and reused by
 // every later run with the same migrations. NewDatabase then clones it with
@@ -34,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -125,7 +127,11 @@ func run(m *testing.M) int {
 	s.admin = admin
 
 	begin := time.Now()
-	if s.template, err = ensureTemplate(ctx, s); err != nil {
+	if s.template, err = templateName(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		return 1
+	}
+	if err := ensureTemplate(ctx, s.admin, s.adminURL, s.template); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: template database on %s: %v\n", redact(s.adminURL), err)
 		return 1
 	}
@@ -137,11 +143,12 @@ func run(m *testing.M) int {
 }
 
 // startCluster starts a private, non-durable cluster in a new temporary
-// directory, returned for removal, after removing those of dead test
-// processes.
+// directory (see clusterBaseDir), returned for removal, after removing those
+// of dead test processes.
 func startCluster(ctx context.Context, logf func(string, ...any)) (*pgcluster.Cluster, string, error) {
-	reapOrphans(logf)
-	dir, err := os.MkdirTemp("", tempPrefix)
+	base := clusterBaseDir()
+	reapOrphans(logf, base, os.TempDir())
+	dir, err := os.MkdirTemp(base, tempPrefix)
 	if err != nil {
 		return nil, "", err
 	}
@@ -160,8 +167,12 @@ func startCluster(ctx context.Context, logf func(string, ...any)) (*pgcluster.Cl
 // reapOrphans removes private cluster directories left by test processes
 // that died without cleaning up. Their servers notice that postmaster.pid is
 // gone and shut down within a minute.
-func reapOrphans(logf func(string, ...any)) {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+func reapOrphans(logf func(string, ...any), bases ...string) {
+	var dirs []string
+	for _, base := range slices.Compact(bases) {
+		found, _ := filepath.Glob(filepath.Join(base, tempPrefix+"*"))
+		dirs = append(dirs, found...)
+	}
 	for _, dir := range dirs {
 		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
 		if err != nil {
@@ -191,21 +202,18 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// ensureTemplate returns the name of the template database for the current
-// migrations, creating and migrating it when the server has no complete one.
-// A server-wide advisory lock makes concurrent test processes build it once.
-func ensureTemplate(ctx context.Context, s *server) (string, error) {
-	name, err := templateName()
+// ensureTemplate makes sure the server has a complete template database
+// called name, creating and migrating it when the server has none (or an
+// incomplete one, left by a run that died). A server-wide advisory lock makes
+// concurrent test processes build it once.
+func ensureTemplate(ctx context.Context, admin *pgxpool.Pool, adminURL, name string) error {
+	conn, err := admin.Acquire(ctx)
 	if err != nil {
-		return "", err
-	}
-	conn, err := s.admin.Acquire(ctx)
-	if err != nil {
-		return "", err
+		return err
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock); err != nil {
-		return "", fmt.Errorf("take template lock: %w", err)
+		return fmt.Errorf("take template lock: %w", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLock)
@@ -215,37 +223,36 @@ func ensureTemplate(ctx context.Context, s *server) (string, error) {
 	err = conn.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name).Scan(&comment)
 	switch {
 	case err == nil && comment != nil && *comment == templateReady:
-		return name, nil
+		return nil
 	case err == nil:
 		// A run died while building it.
 		if _, err := conn.Exec(ctx, "DROP DATABASE "+ident(name)+" WITH (FORCE)"); err != nil {
-			return "", fmt.Errorf("drop incomplete template %s: %w", name, err)
+			return fmt.Errorf("drop incomplete template %s: %w", name, err)
 		}
 	case !errors.Is(err, pgx.ErrNoRows):
-		return "", fmt.Errorf("look up template %s: %w", name, err)
+		return fmt.Errorf("look up template %s: %w", name, err)
 	}
 
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
-		return "", fmt.Errorf("create template %s: %w", name, err)
+		return fmt.Errorf("create template %s: %w", name, err)
 	}
-	if err := migrations.Up(ctx, s.url(name)); err != nil {
-		return "", fmt.Errorf("migrate template %s: %w", name, err)
+	if err := migrations.Up(ctx, withDatabase(adminURL, name)); err != nil {
+		return fmt.Errorf("migrate template %s: %w", name, err)
 	}
-	// A template cannot be cloned while anyone is connected to it, so close
-	// it to new sessions, autovacuum's included (left open, autovacuum keeps
-	// visiting the fresh database and every clone waits ~300 ms for its
-	// worker to quit), and end the sessions left: migrations.Up may leave
-	// one behind.
+	// A template cannot be cloned while anyone is connected to it: close it
+	// to new sessions (a stray psql, a test that connects to the wrong
+	// database, autovacuum, which skips databases that refuse connections)
+	// and end the ones left; migrations.Up leaves one behind.
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident(name)+" WITH ALLOW_CONNECTIONS false"); err != nil {
-		return "", fmt.Errorf("close template %s to connections: %w", name, err)
+		return fmt.Errorf("close template %s to connections: %w", name, err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
-		return "", fmt.Errorf("disconnect from template %s: %w", name, err)
+		return fmt.Errorf("disconnect from template %s: %w", name, err)
 	}
 	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(name)+" IS '"+templateReady+"'"); err != nil {
-		return "", fmt.Errorf("mark template %s ready: %w", name, err)
+		return fmt.Errorf("mark template %s ready: %w", name, err)
 	}
-	return name, nil
+	return nil
 }
 
 // templateName is ferry_tpl_ and 12 hex digits of a SHA-256 of every Ferry
@@ -350,9 +357,12 @@ func TemplateName() string {
 	return s.template
 }
 
-// url returns adminURL with its database replaced by name.
-func (s *server) url(name string) string {
-	u, err := url.Parse(s.adminURL)
+// url returns the URL of database name on the server.
+func (s *server) url(name string) string { return withDatabase(s.adminURL, name) }
+
+// withDatabase returns serverURL with its database replaced by name.
+func withDatabase(serverURL, name string) string {
+	u, err := url.Parse(serverURL)
 	if err != nil {
 		panic(err) // run checked it
 	}

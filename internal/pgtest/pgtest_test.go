@@ -40,34 +40,57 @@ func nameOf(t *testing.T, dbURL string) string {
 	return strings.TrimPrefix(u.Path, "/")
 }
 
-// TestTemplateRebuiltWhenIncomplete is not parallel: it rebuilds the template
-// before the parallel tests clone it.
-func TestTemplateRebuiltWhenIncomplete(t *testing.T) {
-	s := current.Load()
+func TestEnsureTemplate(t *testing.T) {
+	t.Parallel()
+
+	// A template of its own: rebuilding the real one would pull it away
+	// from the tests cloning it, here and in other processes on the server.
+	name := databaseName("tpl")
 	admin := adminPool(t)
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident(name))
+		require.NoError(t, err)
+	})
 	oid := func() uint32 {
 		var oid uint32
-		require.NoError(t, admin.QueryRow(t.Context(), "SELECT oid FROM pg_database WHERE datname = $1", s.template).Scan(&oid))
+		require.NoError(t, admin.QueryRow(t.Context(), "SELECT oid FROM pg_database WHERE datname = $1", name).Scan(&oid))
 		return oid
 	}
-	before := oid()
+	var comment *string
+	var allowConn bool
+	describe := func() {
+		require.NoError(t, admin.QueryRow(t.Context(),
+			"SELECT shobj_description(oid, 'pg_database'), datallowconn FROM pg_database WHERE datname = $1", name).
+			Scan(&comment, &allowConn))
+	}
 
-	name, err := ensureTemplate(t.Context(), s)
-	require.NoError(t, err)
-	require.Equal(t, s.template, name)
-	require.Equal(t, before, oid(), "a complete template is reused")
+	require.NoError(t, ensureTemplate(t.Context(), admin, AdminURL(), name))
+	first := oid()
+	describe()
+	require.Equal(t, templateReady, *comment)
+	require.False(t, allowConn, "nobody can connect to the template and block clones")
 
-	_, err = admin.Exec(t.Context(), "COMMENT ON DATABASE "+ident(s.template)+" IS NULL")
-	require.NoError(t, err)
-	name, err = ensureTemplate(t.Context(), s)
-	require.NoError(t, err)
-	require.Equal(t, s.template, name)
-	require.NotEqual(t, before, oid(), "an unmarked template is dropped and built again")
+	require.NoError(t, ensureTemplate(t.Context(), admin, AdminURL(), name))
+	require.Equal(t, first, oid(), "a complete template is reused")
 
-	var comment string
-	require.NoError(t, admin.QueryRow(t.Context(),
-		"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", s.template).Scan(&comment))
-	require.Equal(t, templateReady, comment)
+	_, err := admin.Exec(t.Context(), "COMMENT ON DATABASE "+ident(name)+" IS NULL")
+	require.NoError(t, err)
+	require.NoError(t, ensureTemplate(t.Context(), admin, AdminURL(), name))
+	require.NotEqual(t, first, oid(), "an unmarked (incomplete) template is dropped and built again")
+	describe()
+	require.Equal(t, templateReady, *comment)
+
+	clone := databaseName("clone")
+	_, err = admin.Exec(t.Context(), "CREATE DATABASE "+ident(clone)+" TEMPLATE "+ident(name))
+	require.NoError(t, err)
+	conn, err := pgx.Connect(t.Context(), withDatabase(AdminURL(), clone))
+	require.NoError(t, err, "clones accept connections")
+	var queues bool
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT to_regclass('ferry.queues') IS NOT NULL").Scan(&queues))
+	require.True(t, queues)
+	require.NoError(t, conn.Close(t.Context()))
+	_, err = admin.Exec(t.Context(), "DROP DATABASE "+ident(clone))
+	require.NoError(t, err)
 }
 
 func TestTemplateName(t *testing.T) {

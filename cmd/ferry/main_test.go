@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeRefusesWithoutRequiredConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, dbURL, key string
+		want             []string
+	}{
+		{"nothing", "", "", []string{"FERRY_DATABASE_URL", "FERRY_ADMIN_KEY"}},
+		{"no key", "postgres://127.0.0.1:1/x", "", []string{"FERRY_ADMIN_KEY"}},
+		{"no database", "", "a-long-enough-admin-key", []string{"FERRY_DATABASE_URL"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FERRY_DATABASE_URL", tc.dbURL)
+			t.Setenv("FERRY_ADMIN_KEY", tc.key)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"serve"}, &out, &errOut)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			if len(tc.want) == 1 {
+				other := map[string]string{"FERRY_DATABASE_URL": "FERRY_ADMIN_KEY", "FERRY_ADMIN_KEY": "FERRY_DATABASE_URL"}[tc.want[0]]
+				require.NotContains(t, err.Error(), other, "only the missing variable is named")
+			}
+		})
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Error(t, run(context.Background(), []string{"frobnicate"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "usage: ferry")
+	require.Error(t, run(context.Background(), nil, &out, &errOut))
+}
+
+var baseURLRe = regexp.MustCompile(`base URL\s+(http://\S+)`)
+var keyRe = regexp.MustCompile(`admin key\s+(\S+)`)
+
+// runDev starts `ferry dev` on dataDir, waits until it prints its URL,
+// checks that it serves, and returns the admin key. Cancelling stops it.
+func runDev(t *testing.T, dataDir string) (key string) {
+	t.Setenv("FERRY_DATA_DIR", dataDir)
+	t.Setenv("FERRY_LISTEN", "127.0.0.1:0")
+	t.Setenv("FERRY_DATABASE_URL", "")
+	t.Setenv("FERRY_ADMIN_KEY", "")
+	t.Setenv("FERRY_LOG_LEVEL", "warn")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"dev"}, &out, &errOut) }()
+
+	var base string
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("ferry dev exited early: %v\n%s", err, errOut.String())
+		default:
+		}
+		m := baseURLRe.FindStringSubmatch(out.String())
+		if m == nil {
+			return false
+		}
+		base = m[1]
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "ferry dev never printed its URL; stderr:\n%s", errOut.String())
+	key = keyRe.FindStringSubmatch(out.String())[1]
+	require.Contains(t, out.String(), "curl", "prints a curl example")
+
+	req, _ := http.NewRequest("PUT", base+"/v1/queues/dev-check", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Contains(t, []int{200, 201}, resp.StatusCode)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "Ctrl-C stops ferry dev cleanly")
+	case <-time.After(30 * time.Second):
+		t.Fatal("ferry dev did not stop")
+	}
+	_, err = http.Get(base + "/healthz")
+	require.Error(t, err, "the server is gone after the stop")
+	return key
+}
+
+func TestDevStartsPrivatePostgresAndReusesIt(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "ferry-data")
+	key1 := runDev(t, dataDir)
+	require.FileExists(t, filepath.Join(dataDir, "pg", "PG_VERSION"))
+	stored, err := os.ReadFile(filepath.Join(dataDir, "admin-key"))
+	require.NoError(t, err)
+	require.Equal(t, key1, strings.TrimSpace(string(stored)))
+
+	key2 := runDev(t, dataDir)
+	require.Equal(t, key1, key2, "the second run reuses the data directory and its key")
+}

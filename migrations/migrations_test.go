@@ -1,0 +1,108 @@
+package migrations_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/migrations"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var dbSeq atomic.Int64
+
+// emptyDatabase creates a database with no schema at all (not cloned from
+// the migrated template) and returns its URL.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("ferry_migrate_%d_%d", time.Now().UnixNano(), dbSeq.Add(1))
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pgtest.AdminURL())
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(pgtest.AdminURL())
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Several instances starting at once must apply each migration exactly
+// once and all succeed.
+func TestUpConcurrent(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = migrations.Up(ctx, dbURL)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	latest, err := migrations.Latest()
+	require.NoError(t, err)
+	v, dirty, err := migrations.Version(ctx, dbURL)
+	require.NoError(t, err)
+	require.False(t, dirty)
+	require.Equal(t, latest, v)
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var tables int
+	require.NoError(t, conn.QueryRow(ctx,
+		`SELECT count(*) FROM pg_tables WHERE schemaname = 'ferry' OR tablename = 'river_job'`).Scan(&tables))
+	require.GreaterOrEqual(t, tables, 6, "ferry tables and River's job table exist")
+}
+
+func TestDownAndUpAgain(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	for {
+		v, _, err := migrations.Version(ctx, dbURL)
+		require.NoError(t, err)
+		if v == 0 {
+			break
+		}
+		require.NoError(t, migrations.Down(ctx, dbURL))
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'ferry')`).Scan(&exists))
+	require.False(t, exists, "down removes the ferry schema")
+
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	latest, _ := migrations.Latest()
+	v, dirty, err := migrations.Version(ctx, dbURL)
+	require.NoError(t, err)
+	require.False(t, dirty)
+	require.Equal(t, latest, v)
+}
