@@ -7,7 +7,6 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,7 +150,7 @@ type Config struct {
 }
 
 // Register adds Ferry's workers and periodic jobs to a River config.
-func Register(cfg *river.Config, pool *pgxpool.Pool, every Config, log *slog.Logger) {
+func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 	if every.RetentionEvery <= 0 {
 		every.RetentionEvery = time.Minute
 	}
@@ -174,5 +173,4 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config, log *slog.Log
 		periodic(every.DedupEvery, DedupExpiryArgs{}),
 		periodic(time.Hour, OrphanSweepArgs{}),
 	)
-	_ = log
 }

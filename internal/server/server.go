@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Logger: log.With("component", "river"),
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 	}
-	jobs.Register(rcfg, pool, jobs.Config{RetentionEvery: cfg.RetentionEvery}, log)
+	jobs.Register(rcfg, pool, jobs.Config{RetentionEvery: cfg.RetentionEvery})
 	s.river, err = river.NewClient(riverpgxv5.New(pool), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
