@@ -64,6 +64,9 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 		}
 		return problem(http.StatusBadRequest, codeInvalid, "a JSON request body is required")
 	}
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		return problem(http.StatusBadRequest, codeInvalid, "the request body must be a JSON object, not null")
+	}
 	if !utf8.Valid(body) {
 		return problem(http.StatusBadRequest, codeInvalid, "the request body is not valid UTF-8")
 	}

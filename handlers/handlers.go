@@ -69,20 +69,22 @@ func New(d Deps) *echo.Echo {
 	e.GET("/metrics", echo.WrapHandler(d.Metrics.Handler()))
 	e.GET("/openapi.yaml", h.spec)
 
-	v1 := e.Group("/v1", h.auth)
-	v1.GET("/queues", h.queueList)
-	v1.PUT("/queues/:queue", h.queuePut)
-	v1.GET("/queues/:queue", h.queueGet)
-	v1.DELETE("/queues/:queue", h.queueDelete)
-	v1.POST("/queues/:queue/messages", h.messageSend)
-	v1.DELETE("/queues/:queue/messages", h.messagePurge)
-	v1.POST("/queues/:queue/receive", h.messageReceive)
-	v1.POST("/queues/:queue/ack", h.messageAck)
-	v1.POST("/queues/:queue/nack", h.messageNack)
-	v1.POST("/queues/:queue/extend", h.messageExtend)
-	v1.GET("/queues/:queue/dead-letters", h.deadLetterList)
-	v1.DELETE("/queues/:queue/dead-letters", h.deadLetterPurge)
-	v1.POST("/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
+	// Auth is attached per route: Echo's Group.Use would add catch-all
+	// routes that turn a wrong method (405) into a 404.
+	v1 := func(method, path string, fn echo.HandlerFunc) { e.Add(method, "/v1"+path, fn, h.auth) }
+	v1(http.MethodGet, "/queues", h.queueList)
+	v1(http.MethodPut, "/queues/:queue", h.queuePut)
+	v1(http.MethodGet, "/queues/:queue", h.queueGet)
+	v1(http.MethodDelete, "/queues/:queue", h.queueDelete)
+	v1(http.MethodPost, "/queues/:queue/messages", h.messageSend)
+	v1(http.MethodDelete, "/queues/:queue/messages", h.messagePurge)
+	v1(http.MethodPost, "/queues/:queue/receive", h.messageReceive)
+	v1(http.MethodPost, "/queues/:queue/ack", h.messageAck)
+	v1(http.MethodPost, "/queues/:queue/nack", h.messageNack)
+	v1(http.MethodPost, "/queues/:queue/extend", h.messageExtend)
+	v1(http.MethodGet, "/queues/:queue/dead-letters", h.deadLetterList)
+	v1(http.MethodDelete, "/queues/:queue/dead-letters", h.deadLetterPurge)
+	v1(http.MethodPost, "/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
 	return e
 }
 

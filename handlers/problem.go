@@ -78,7 +78,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		p := toProblem(err)
-		if p.Status >= 500 {
+		if p.Status == http.StatusInternalServerError {
 			log.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
 				"path", c.Request().URL.Path, "error", err)
 		}

@@ -2,7 +2,9 @@ package handlers_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,4 +48,149 @@ func TestQueueWalkthrough(t *testing.T) {
 	r = env.Do("GET", "/v1/queues/jobs", nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.EqualValues(t, 0, r.Map(t)["stats"].(map[string]any)["available"])
+}
+
+func TestQueuePutGetListDelete(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	before := time.Now().Add(-time.Minute)
+
+	// No queues yet: an empty list, not null.
+	r0 := env.Do("GET", "/v1/queues", nil)
+	require.Equal(t, http.StatusOK, r0.Status)
+	require.JSONEq(t, `{"queues":[]}`, string(r0.Body))
+
+	// Create with an empty object: every default.
+	r := env.Do("PUT", "/v1/queues/alpha", map[string]any{})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	obj := r.Map(t)
+	requireKeys(t, obj, queueKeys, "queue")
+	requireKeys(t, obj["stats"].(map[string]any), statsKeys, "stats")
+	var q queueJSON
+	r.JSON(t, &q)
+	require.Equal(t, queueJSON{
+		Name: "alpha", VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600,
+		DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, RetryMinSeconds: 1, RetryMaxSeconds: 300,
+		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+	}, q)
+	require.True(t, q.CreatedAt.After(before), "created_at %v", q.CreatedAt)
+	require.False(t, q.UpdatedAt.Before(q.CreatedAt))
+
+	// Create without a body at all: the same as {}.
+	r = env.Do("PUT", "/v1/queues/bravo", nil)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+
+	// Create with every field set.
+	custom := map[string]any{
+		"visibility_timeout_seconds": 45, "max_receives": 3, "retention_seconds": 3600, "delay_seconds": 2,
+		"dedup_window_seconds": 60, "max_depth": 100, "retry_min_seconds": 2, "retry_max_seconds": 20,
+	}
+	r = env.Do("PUT", "/v1/queues/charlie", custom)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var c queueJSON
+	r.JSON(t, &c)
+	wantC := queueJSON{
+		Name: "charlie", VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, DelaySeconds: 2,
+		DedupWindowSeconds: 60, MaxDepth: 100, RetryMinSeconds: 2, RetryMaxSeconds: 20,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+	require.Equal(t, wantC, c)
+
+	// Update one field: 200, the others keep their (non-default) values.
+	r = env.Do("PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var c2 queueJSON
+	r.JSON(t, &c2)
+	wantC.MaxReceives = 7
+	wantC.UpdatedAt = c2.UpdatedAt
+	require.Equal(t, wantC, c2)
+	require.True(t, c2.CreatedAt.Equal(c.CreatedAt), "created_at must not change on update")
+	require.False(t, c2.UpdatedAt.Before(c.UpdatedAt))
+
+	// An empty update changes nothing and is still 200; so is no body.
+	for _, body := range []any{map[string]any{}, nil} {
+		r = env.Do("PUT", "/v1/queues/charlie", body)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var c3 queueJSON
+		r.JSON(t, &c3)
+		wantC.UpdatedAt = c3.UpdatedAt
+		require.Equal(t, wantC, c3)
+	}
+
+	// GET one.
+	r = env.Do("GET", "/v1/queues/charlie", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	requireKeys(t, r.Map(t), queueKeys, "queue")
+	var g queueJSON
+	r.JSON(t, &g)
+	wantC.UpdatedAt = g.UpdatedAt
+	require.Equal(t, wantC, g)
+
+	// GET all, sorted by name.
+	r = env.Do("GET", "/v1/queues", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	requireKeys(t, r.Map(t), []string{"queues"}, "queue list")
+	var list struct {
+		Queues []queueJSON `json:"queues"`
+	}
+	r.JSON(t, &list)
+	names := []string{}
+	for _, q := range list.Queues {
+		names = append(names, q.Name)
+	}
+	require.Equal(t, []string{"alpha", "bravo", "charlie"}, names)
+	require.Equal(t, 7, list.Queues[2].MaxReceives)
+
+	// DELETE: 204 with no body, then 404 everywhere.
+	send(t, env, "charlie", msg("left behind"), msg("in flight", "delay_seconds", 0)) // charlie delays by 2 s
+	flying := receive(t, env, "charlie", nil)
+	require.Len(t, flying, 1)
+	r = env.Do("DELETE", "/v1/queues/charlie", nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+	require.Empty(t, r.Body)
+	requireProblem(t, env.Do("GET", "/v1/queues/charlie", nil), http.StatusNotFound, "not_found")
+	requireProblem(t, env.Do("DELETE", "/v1/queues/charlie", nil), http.StatusNotFound, "not_found")
+	requireProblem(t, env.Do("POST", "/v1/queues/charlie/messages", map[string]any{"messages": []any{msg(1)}}),
+		http.StatusNotFound, "not_found")
+	r = env.Do("GET", "/v1/queues", nil)
+	r.JSON(t, &list)
+	require.Len(t, list.Queues, 2)
+
+	// Recreating the name makes a fresh queue: defaults, and nothing of the
+	// old one's messages.
+	r = env.Do("PUT", "/v1/queues/charlie", nil)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r.JSON(t, &c)
+	require.Equal(t, 5, c.MaxReceives)
+	require.Equal(t, statsJSON{}, c.Stats)
+	require.Empty(t, receive(t, env, "charlie", nil))
+	require.Equal(t, []string{"stale"}, ack(t, env, "charlie", flying[0].Receipt),
+		"a receipt of the deleted queue is stale on its successor")
+}
+
+func TestQueueNames(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	for _, name := range []string{"a", "A9", "orders.eu-west_1", "9lives", strings.Repeat("x", 128)} {
+		r := env.Do("PUT", qpath(name), nil)
+		require.Equal(t, http.StatusCreated, r.Status, "%q: %s", name, r.Body)
+		require.Equal(t, name, getQueue(t, env, name).Name)
+	}
+}
+
+// TestQueuePutWithoutChangeKeepsUpdatedAt: the spec defines updated_at as
+// "when the queue's configuration last changed (its creation time if
+// never)"; a PUT that changes nothing must not move it.
+func TestQueuePutWithoutChangeKeepsUpdatedAt(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	created := putQueue(t, env, "same", map[string]any{"max_receives": 3})
+	require.True(t, created.UpdatedAt.Equal(created.CreatedAt), "updated_at is the creation time at first")
+	for _, body := range []map[string]any{nil, {}, {"max_receives": 3}} {
+		q := putQueue(t, env, "same", body)
+		require.True(t, q.UpdatedAt.Equal(created.UpdatedAt), "PUT %v changed nothing but moved updated_at: %v → %v",
+			body, created.UpdatedAt, q.UpdatedAt)
+	}
+	changed := putQueue(t, env, "same", map[string]any{"max_receives": 4})
+	require.True(t, changed.UpdatedAt.After(created.UpdatedAt))
 }

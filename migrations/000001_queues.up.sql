@@ -22,7 +22,9 @@ CREATE TABLE ferry.queues (
 
 -- Message ids come from one sequence, so within a queue id order is send
 -- order (and, for a group, commit order: sends to a group are serialised).
-CREATE SEQUENCE ferry.message_id_seq AS bigint CACHE 100;
+-- No CACHE: a cache hands each connection its own block of ids, and id
+-- order would stop following send order.
+CREATE SEQUENCE ferry.message_id_seq AS bigint;
 
 -- Live messages: available, delayed, in flight, or waiting behind the head of
 -- their group. Acked messages are deleted; dead letters move to

@@ -54,6 +54,7 @@
 // live messages and dead letters, spread over 16 slots by transaction id.
 // Stats read those sums plus the (small) part of the claim index whose
 // visible_at is in the future, so they stay cheap with millions of
-// messages. max_depth compares the counter with the batch size before
-// writing; concurrent sends can overshoot it by at most their own batches.
+// messages. A send to a queue with a max_depth takes the queue's lock
+// exclusively, then compares the counter plus the batch with the limit, so
+// concurrent sends (from any number of instances) never pass it together.
 package store

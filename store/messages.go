@@ -425,7 +425,9 @@ const promoteAfter = `
 		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
 		FROM (SELECT DISTINCT grp FROM gone WHERE grp IS NOT NULL) g
 		WHERE n.queue_id = $1 AND n.grp = g.grp AND n.waiting
-			AND n.id = (SELECT min(w.id) FROM ferry.messages w WHERE w.queue_id = $1 AND w.grp = g.grp AND w.waiting)
+			AND n.id = (
+				SELECT min(w.id) FROM ferry.messages w
+				WHERE w.queue_id = $1 AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone))
 			AND NOT EXISTS (
 				SELECT 1 FROM ferry.messages h
 				WHERE h.queue_id = $1 AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone))

@@ -133,6 +133,10 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			if !created && cfg == existing.QueueConfig {
+				q = existing // nothing changes: updated_at stays
+				return nil
+			}
 			q, err = scanQueue(tx.QueryRow(ctx, `
 				INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
 					delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)

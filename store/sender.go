@@ -226,8 +226,23 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 		}
 		w.reqs = append(w.reqs, r)
 	}
+	// A queue with a max_depth is written under its exclusive lock, taken
+	// before its depth is read, so concurrent sends (from any instance)
+	// cannot together pass the limit. That needs an explicit transaction;
+	// without a limit, the batch below is its own implicit transaction.
+	var (
+		db DBTX = s.pool
+		tx pgx.Tx
+	)
 	if len(limited) > 0 {
-		depths, err := queueDepths(ctx, s.pool, limited)
+		var err error
+		if tx, err = s.pool.Begin(ctx); err != nil {
+			return nil, err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+		db = tx
+		slices.Sort(limited)
+		depths, err := queueDepthsLocked(ctx, tx, limited)
 		if err != nil {
 			return nil, err
 		}
@@ -266,7 +281,7 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 		w.plan, _ = planSend(w.q, all) // each request was valid alone
 		w.plan.queue(b)
 	}
-	br := s.pool.SendBatch(ctx, b)
+	br := db.SendBatch(ctx, b)
 	var gone []int64 // queues deleted since they were cached
 	for _, id := range ids {
 		if err := byQueue[id].plan.read(br); errors.Is(err, ErrNotFound) {
@@ -278,6 +293,11 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	}
 	if err := br.Close(); err != nil {
 		return nil, err
+	}
+	if tx != nil {
+		if err := tx.Commit(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// Committed. Answer each request with its share of the results.
 	written := make([]int64, 0, len(ids))
@@ -309,10 +329,18 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	return written, nil
 }
 
-// queueDepths returns the number of live messages of each queue.
-func queueDepths(ctx context.Context, db DBTX, ids []int64) (map[int64]int64, error) {
-	rows, err := db.Query(ctx, `
-		SELECT queue_id, sum(messages)::bigint FROM ferry.queue_counts WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
+// queueDepthsLocked takes the exclusive locks of the given queues (in the
+// given order) and then reads their depths, in one round trip.
+func queueDepthsLocked(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id)`, ids)
+	b.Queue(`SELECT queue_id, sum(messages)::bigint FROM ferry.queue_counts WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, interpretError("queue depth", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, interpretError("queue depth", err)
 	}

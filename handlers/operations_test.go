@@ -1,0 +1,213 @@
+package handlers_test
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/openapi"
+)
+
+func TestHealthAndReadyNeedNoKey(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	for _, h := range []http.Header{{}, {"Authorization": {"Bearer wrong"}}} {
+		r := env.DoWith("GET", "/healthz", nil, h)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.JSONEq(t, `{"status":"ok"}`, string(r.Body))
+		r = env.DoWith("GET", "/readyz", nil, h)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		require.JSONEq(t, `{"status":"ready"}`, string(r.Body))
+	}
+}
+
+// dbName is the database name in a postgres:// URL.
+func dbName(t testing.TB, dbURL string) string {
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	return strings.TrimPrefix(u.Path, "/")
+}
+
+func adminExec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.AdminURL())
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql, args...)
+	require.NoError(t, err, "%s", sql)
+}
+
+// TestReadyzDatabaseUnreachable cuts the server off its database (no new
+// connections allowed, existing ones terminated): /readyz must say 503
+// while /healthz stays 200, and readiness must come back with the database.
+func TestReadyzDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	require.Equal(t, http.StatusOK, env.Do("GET", "/readyz", nil).Status)
+
+	name := pgx.Identifier{dbName(t, env.DatabaseURL)}.Sanitize()
+	adminExec(t, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS false")
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			adminExec(t, "ALTER DATABASE "+name+" WITH ALLOW_CONNECTIONS true")
+		}
+	}
+	t.Cleanup(restore)
+	adminExec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+		dbName(t, env.DatabaseURL))
+
+	var r ferrytest.Response
+	require.Eventually(t, func() bool {
+		r = env.Do("GET", "/readyz", nil)
+		return r.Status == http.StatusServiceUnavailable
+	}, 10*time.Second, 100*time.Millisecond, "readyz while the database is unreachable: %d %s", r.Status, r.Body)
+	p := requireProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	require.NotContains(t, p["detail"], "ALLOW_CONNECTIONS", "no internals in the detail")
+	r = env.Do("GET", "/healthz", nil)
+	require.Equal(t, http.StatusOK, r.Status, "liveness does not depend on the database")
+
+	restore()
+	require.Eventually(t, func() bool {
+		return env.Do("GET", "/readyz", nil).Status == http.StatusOK
+	}, 15*time.Second, 100*time.Millisecond, "ready again once the database is back")
+	// And the API works again.
+	putQueue(t, env, "after-outage", nil)
+	send(t, env, "after-outage", msg(1))
+	require.Len(t, receive(t, env, "after-outage", nil), 1)
+}
+
+// TestReadyzSchemaNotCurrent marks the schema dirty (a half-applied
+// migration): /readyz must say 503 until it is clean again.
+func TestReadyzSchemaNotCurrent(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, env.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET dirty = true`)
+	require.NoError(t, err)
+	requireProblem(t, env.Do("GET", "/readyz", nil), http.StatusServiceUnavailable, "unavailable")
+	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET dirty = false, version = version - 1`)
+	require.NoError(t, err)
+	requireProblem(t, env.Do("GET", "/readyz", nil), http.StatusServiceUnavailable, "unavailable")
+	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET version = version + 1`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, env.Do("GET", "/readyz", nil).Status)
+}
+
+// metrics scrapes /metrics (no key) and returns samples by series, e.g.
+// `ferry_messages_sent_total{queue="m"}` → 3 (labels as exposed).
+func metrics(t testing.TB, env *ferrytest.Env) (map[string]float64, string) {
+	t.Helper()
+	r := env.DoWith("GET", "/metrics", nil, http.Header{})
+	require.Equal(t, http.StatusOK, r.Status)
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "text/plain", mt)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		require.Positive(t, i, "sample line %q", line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, "sample line %q", line)
+		out[line[:i]] = v
+	}
+	return out, string(r.Body)
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putQueue(t, env, "mq", nil)
+
+	m, text := metrics(t, env)
+	require.Contains(t, text, "# TYPE ferry_queue_messages gauge")
+	require.Contains(t, text, "# TYPE ferry_http_request_duration_seconds histogram")
+	require.Equal(t, 0.0, m[`ferry_queue_messages{queue="mq",state="available"}`])
+	require.Contains(t, m, `ferry_queue_messages{queue="mq",state="available"}`)
+	for _, state := range []string{"in_flight", "delayed", "dead_letters"} {
+		require.Contains(t, m, `ferry_queue_messages{queue="mq",state="`+state+`"}`)
+	}
+	sent0 := m[`ferry_messages_sent_total{queue="mq"}`]
+	sends0 := m[`ferry_http_request_duration_seconds_count{method="POST",route="/v1/queues/:queue/messages",status="201"}`]
+
+	send(t, env, "mq", msg(1), msg(2), msg(3), msg("later", "delay_seconds", 600))
+	send(t, env, "mq", msg("dup", "dedup_id", "x"))
+	send(t, env, "mq", msg("dup", "dedup_id", "x")) // a duplicate is not counted
+	got := receive(t, env, "mq", map[string]any{"max_messages": 2})
+	ack(t, env, "mq", receipts(got)...)
+	one := receive(t, env, "mq", nil)
+	settle(t, env, "mq", "nack", map[string]any{"receipts": receipts(one), "dead_letter": true})
+
+	m, _ = metrics(t, env)
+	require.Equal(t, sent0+5, m[`ferry_messages_sent_total{queue="mq"}`])
+	require.Equal(t, 3.0, m[`ferry_messages_received_total{queue="mq"}`])
+	require.Equal(t, 2.0, m[`ferry_messages_acked_total{queue="mq"}`])
+	require.Equal(t, 1.0, m[`ferry_messages_dead_lettered_total{queue="mq"}`])
+	require.Equal(t, 1.0, m[`ferry_queue_messages{queue="mq",state="available"}`])
+	require.Equal(t, 1.0, m[`ferry_queue_messages{queue="mq",state="delayed"}`])
+	require.Equal(t, 0.0, m[`ferry_queue_messages{queue="mq",state="in_flight"}`])
+	require.Equal(t, 1.0, m[`ferry_queue_messages{queue="mq",state="dead_letters"}`])
+	require.Equal(t, sends0+3,
+		m[`ferry_http_request_duration_seconds_count{method="POST",route="/v1/queues/:queue/messages",status="201"}`])
+	require.GreaterOrEqual(t,
+		m[`ferry_http_request_duration_seconds_count{method="POST",route="/v1/queues/:queue/receive",status="200"}`], 2.0)
+	require.Contains(t, m, `ferry_http_request_duration_seconds_bucket{method="POST",route="/v1/queues/:queue/ack",status="200",le="+Inf"}`)
+	require.Contains(t, m, `ferry_queue_oldest_age_seconds{queue="mq"}`)
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	r := env.DoWith("GET", "/openapi.yaml", nil, http.Header{})
+	require.Equal(t, http.StatusOK, r.Status)
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "application/yaml", mt)
+	require.Equal(t, openapi.Spec(), r.Body, "serves the project's openapi.yaml as is")
+
+	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(context.Background()))
+	for path, methods := range map[string][]string{
+		"/v1/queues":                              {"GET"},
+		"/v1/queues/{queue}":                      {"PUT", "GET", "DELETE"},
+		"/v1/queues/{queue}/messages":             {"POST", "DELETE"},
+		"/v1/queues/{queue}/receive":              {"POST"},
+		"/v1/queues/{queue}/ack":                  {"POST"},
+		"/v1/queues/{queue}/nack":                 {"POST"},
+		"/v1/queues/{queue}/extend":               {"POST"},
+		"/v1/queues/{queue}/dead-letters":         {"GET", "DELETE"},
+		"/v1/queues/{queue}/dead-letters/redrive": {"POST"},
+		"/healthz":      {"GET"},
+		"/readyz":       {"GET"},
+		"/metrics":      {"GET"},
+		"/openapi.yaml": {"GET"},
+	} {
+		item := doc.Paths.Find(path)
+		require.NotNil(t, item, "path %s", path)
+		for _, m := range methods {
+			require.NotNil(t, item.GetOperation(m), "%s %s", m, path)
+		}
+	}
+}
