@@ -197,22 +197,41 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 		)
 		SELECT input.ord, input.id, inserted.id IS NOT NULL FROM input LEFT JOIN inserted USING (id)`,
 		p.q.ID, bodies, attrs, groups, dedups, delaysMs, at, p.q.DedupWindowSeconds)
+	if p.dedupIDs() != nil {
+		// In the same transaction, after the INSERT: the dedup rows that
+		// beat this send are committed (ON CONFLICT waited for them), so
+		// this statement's snapshot sees them, and no sweep or takeover
+		// can change them before the answer is read.
+		b.Queue(`SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`,
+			p.q.ID, p.dedupIDs())
+	}
 }
 
-// statements is how many statements queue adds to the batch.
-func (p *sendPlan) statements() int {
+// dedupIDs lists the dedup ids of the messages written, or nil.
+func (p *sendPlan) dedupIDs() []string {
+	var ids []string
 	for _, i := range p.sent {
-		if p.msgs[i].Group != "" {
-			return 3
+		if d := p.msgs[i].DedupID; d != "" {
+			ids = append(ids, d)
 		}
 	}
-	return 2
+	return ids
 }
 
-// read takes the plan's results from br. It returns ErrNotFound if the
-// queue was deleted before the insert.
+// locks is how many lock statements queue adds before the INSERT.
+func (p *sendPlan) locks() int {
+	for _, i := range p.sent {
+		if p.msgs[i].Group != "" {
+			return 2
+		}
+	}
+	return 1
+}
+
+// read takes the plan's results from br and answers duplicates with the
+// first message's id. It returns ErrNotFound if the queue no longer exists.
 func (p *sendPlan) read(br pgx.BatchResults) error {
-	for range p.statements() - 1 {
+	for range p.locks() {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
@@ -221,7 +240,6 @@ func (p *sendPlan) read(br pgx.BatchResults) error {
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	got := 0
 	for rows.Next() {
 		var (
@@ -230,61 +248,45 @@ func (p *sendPlan) read(br pgx.BatchResults) error {
 			inserted bool
 		)
 		if err := rows.Scan(&ord, &id, &inserted); err != nil {
+			rows.Close()
 			return err
 		}
 		got++
-		// A duplicate's id is the first message's, found by
-		// resolveDuplicates after the commit.
 		p.results[p.sent[ord-1]] = SendResult{ID: id, Duplicate: !inserted}
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if got == 0 && len(p.sent) > 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// resolveDuplicates answers duplicates with the first message's id. It runs
-// after the commit: the dedup rows that beat this send were committed
-// before its INSERT finished (ON CONFLICT waits for them), and they do not
-// change within their window.
-func (p *sendPlan) resolveDuplicates(ctx context.Context, db DBTX) error {
-	var missing []string
-	for _, i := range p.sent {
-		if p.results[i].Duplicate {
-			missing = append(missing, p.msgs[i].DedupID)
-		}
-	}
-	if len(missing) > 0 {
-		rows, err := db.Query(ctx, `SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`, p.q.ID, missing)
+	if p.dedupIDs() != nil {
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		first, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct {
-			d  string
-			id int64
-		}, error) {
-			var v struct {
+		first := map[string]int64{}
+		for rows.Next() {
+			var (
 				d  string
 				id int64
+			)
+			if err := rows.Scan(&d, &id); err != nil {
+				rows.Close()
+				return err
 			}
-			err := row.Scan(&v.d, &v.id)
-			return v, err
-		})
-		if err != nil {
-			return err
+			first[d] = id
 		}
-		byID := make(map[string]int64, len(first))
-		for _, v := range first {
-			byID[v.d] = v.id
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
 		}
 		for _, i := range p.sent {
 			if p.results[i].Duplicate {
-				p.results[i].ID = byID[p.msgs[i].DedupID]
+				p.results[i].ID = first[p.msgs[i].DedupID]
 			}
 		}
+	}
+	if got == 0 && len(p.sent) > 0 {
+		return ErrNotFound
 	}
 	for i, j := range p.repeatOf {
 		if j >= 0 {

@@ -42,6 +42,7 @@ type sendRequest struct {
 	queueID int64
 	err     error
 	done    chan struct{}
+	retried bool // already written again after a stale cache entry
 }
 
 // SenderConfig configures NewSender.
@@ -170,6 +171,15 @@ func (s *Sender) write(batch []*sendRequest) {
 	for _, r := range live {
 		if err != nil {
 			r.err, r.results = err, nil
+		}
+		if errors.Is(r.err, errStaleQueue) {
+			if r.retried {
+				r.err = fmt.Errorf("message send: queue %q: %w", r.queue, ErrNotFound)
+			} else {
+				r.retried = true
+				s.write([]*sendRequest{r})
+				continue
+			}
 		}
 		close(r.done)
 	}
@@ -304,19 +314,13 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	for _, id := range ids {
 		w := byQueue[id]
 		if slices.Contains(gone, id) {
+			// The cached queue was deleted (perhaps recreated under the
+			// same name): write calls these requests again, once, with a
+			// fresh lookup.
 			s.queues.Forget(w.q.Name)
 			for _, r := range w.reqs {
-				r.err = fmt.Errorf("message send: queue %q: %w", r.queue, ErrNotFound)
+				r.err = errStaleQueue
 			}
-			continue
-		}
-		// Past the commit nothing may fail the transaction (write would
-		// send it again): a failed lookup fails only its requests.
-		if err := w.plan.resolveDuplicates(ctx, s.pool); err != nil {
-			for _, r := range w.reqs {
-				r.err = fmt.Errorf("message send: committed, but reading duplicates failed: %w", err)
-			}
-			written = append(written, id)
 			continue
 		}
 		results := w.plan.results
@@ -328,6 +332,9 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	}
 	return written, nil
 }
+
+// errStaleQueue marks a request whose cached queue no longer exists.
+var errStaleQueue = errors.New("queue changed since it was cached")
 
 // queueDepthsLocked takes the exclusive locks of the given queues (in the
 // given order) and then reads their depths, in one round trip.

@@ -1,0 +1,322 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one test's database and the store objects most tests need.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	dbURL  string
+	pool   *pgxpool.Pool
+	sender *store.Sender
+}
+
+// newEnv gives the test a fresh database, a pool big enough for the
+// concurrency tests (the default of max(4, NumCPU) would serialise them) and
+// a Sender, all closed at cleanup.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	e := &env{t: t, ctx: context.Background(), dbURL: dbURL}
+	e.pool = e.newPool(24)
+	e.sender = e.newSender(store.SenderConfig{})
+	return e
+}
+
+// newPool opens another pool on the test's database, closed at cleanup.
+func (e *env) newPool(maxConns int32) *pgxpool.Pool {
+	return e.newNamedPool(maxConns, "")
+}
+
+// newNamedPool opens a pool whose sessions carry the given
+// application_name, so that pg_stat_activity can tell them apart.
+func (e *env) newNamedPool(maxConns int32, appName string) *pgxpool.Pool {
+	e.t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	require.NoError(e.t, err)
+	cfg.MaxConns = maxConns
+	if appName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	}
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(e.t, err)
+	e.t.Cleanup(pool.Close)
+	return pool
+}
+
+// newSender starts a Sender on the env's pool, closed at cleanup.
+func (e *env) newSender(cfg store.SenderConfig) *store.Sender {
+	return e.newSenderOn(e.pool, cfg)
+}
+
+func (e *env) newSenderOn(pool *pgxpool.Pool, cfg store.SenderConfig) *store.Sender {
+	s := store.NewSender(pool, cfg)
+	e.t.Cleanup(s.Close)
+	return s
+}
+
+// queue creates a queue with the given configuration changes.
+func (e *env) queue(name string, patch store.QueuePatch) store.Queue {
+	e.t.Helper()
+	q, created, err := store.QueueUpsert(e.ctx, e.pool, name, patch)
+	require.NoError(e.t, err)
+	require.True(e.t, created)
+	return q
+}
+
+// send sends msgs with the env's Sender and requires success.
+func (e *env) send(q store.Queue, msgs ...store.SendMessage) []store.SendResult {
+	e.t.Helper()
+	res, qid, err := e.sender.Send(e.ctx, q.Name, msgs)
+	require.NoError(e.t, err)
+	require.Equal(e.t, q.ID, qid)
+	require.Len(e.t, res, len(msgs))
+	return res
+}
+
+// claim claims up to max messages with the given lease.
+func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message {
+	e.t.Helper()
+	msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
+	require.NoError(e.t, err)
+	return msgs
+}
+
+// ack acks receipts and returns the ok flags in order.
+func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
+	e.t.Helper()
+	res, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts)
+	require.NoError(e.t, err)
+	return oks(res)
+}
+
+// nack nacks receipts and returns the ok flags and how many were
+// dead-lettered.
+func (e *env) nack(p store.NackParams) ([]bool, int) {
+	e.t.Helper()
+	res, dead, err := store.MessageNack(e.ctx, e.pool, p)
+	require.NoError(e.t, err)
+	return oks(res), dead
+}
+
+// extend extends receipts' leases and returns the ok flags.
+func (e *env) extend(q store.Queue, timeout time.Duration, receipts ...store.Receipt) []bool {
+	e.t.Helper()
+	res, err := store.MessageExtend(e.ctx, e.pool, q.ID, receipts, timeout)
+	require.NoError(e.t, err)
+	return oks(res)
+}
+
+// count runs a SELECT count(*)-like query and returns its single number.
+func (e *env) count(sql string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+// live counts the queue's live messages.
+func (e *env) live(q store.Queue) int64 {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID)
+}
+
+// deadLetters counts the queue's dead letters.
+func (e *env) deadLetters(q store.Queue) int64 {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM ferry.dead_letters WHERE queue_id = $1`, q.ID)
+}
+
+// stats returns the queue's stats.
+func (e *env) stats(q store.Queue) store.QueueStats {
+	e.t.Helper()
+	st, err := store.QueueStatsGet(e.ctx, e.pool, []int64{q.ID})
+	require.NoError(e.t, err)
+	s, ok := st[q.ID]
+	require.True(e.t, ok)
+	return s
+}
+
+// requireCountersExact checks the trigger-kept counters against the tables.
+func (e *env) requireCountersExact(q store.Queue) {
+	e.t.Helper()
+	s := e.stats(q)
+	require.Equal(e.t, e.live(q), s.Available+s.InFlight+s.Delayed, "live messages by stats vs table")
+	require.Equal(e.t, e.deadLetters(q), s.DeadLetters, "dead letters by stats vs table")
+}
+
+// waitVisible waits until message id's lease has run out (its visible_at
+// has passed), without claiming it.
+func (e *env) waitVisible(q store.Queue, id int64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		var expired bool
+		err := e.pool.QueryRow(e.ctx,
+			`SELECT visible_at <= now() FROM ferry.messages WHERE queue_id = $1 AND id = $2`, q.ID, id).Scan(&expired)
+		return err == nil && expired
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// claimEventually claims until at least one message comes back (e.g. once a
+// lease expired) and returns what that claim got.
+func (e *env) claimEventually(q store.Queue, max int, lease time.Duration) []store.Message {
+	e.t.Helper()
+	var (
+		got []store.Message
+		err error
+	)
+	require.Eventually(e.t, func() bool {
+		got, _, err = store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
+		return err != nil || len(got) > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(e.t, err)
+	return got
+}
+
+func oks(res []store.ReceiptResult) []bool {
+	out := make([]bool, len(res))
+	for i, r := range res {
+		out[i] = r.OK
+	}
+	return out
+}
+
+func receipts(msgs []store.Message) []store.Receipt {
+	out := make([]store.Receipt, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Receipt
+	}
+	return out
+}
+
+func ids(msgs []store.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func resultIDs(res []store.SendResult) []int64 {
+	out := make([]int64, len(res))
+	for i, r := range res {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// payload is the body most tests send: which producer/group and a sequence
+// number.
+type payload struct {
+	G   string `json:"g,omitempty"`
+	P   int    `json:"p,omitempty"`
+	Seq int    `json:"seq"`
+}
+
+func body(t testing.TB, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+func decode(t testing.TB, raw json.RawMessage) payload {
+	t.Helper()
+	var p payload
+	require.NoError(t, json.Unmarshal(raw, &p), "body %s", raw)
+	return p
+}
+
+// msg is a message with body {"seq": seq}.
+func msg(seq int) store.SendMessage {
+	return store.SendMessage{Body: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, seq))}
+}
+
+// grouped is a message of group g with body {"g": g, "seq": seq}.
+func grouped(g string, seq int) store.SendMessage {
+	return store.SendMessage{Group: g, Body: json.RawMessage(fmt.Sprintf(`{"g":%q,"seq":%d}`, g, seq))}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// pause waits d. It paces polling loops; it never stands in for
+// synchronisation.
+func pause(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	<-timer.C
+}
+
+// counts returns the queue's stats without the age, which depends on the
+// clock.
+func (e *env) counts(q store.Queue) store.QueueStats {
+	e.t.Helper()
+	s := e.stats(q)
+	s.OldestAgeSeconds = 0
+	return s
+}
+
+// holdKey is the advisory lock key the hold trigger waits on.
+const holdKey = 0x686f6c64 // "hold"
+
+// holdSends makes every statement that inserts into ferry.messages (sends,
+// redrives) stop at its end, inside its transaction, until release is
+// called: an AFTER INSERT statement trigger, installed on the test's own
+// database, waits for an advisory lock the test holds. It fires also when
+// the INSERT writes no row (e.g. only duplicates). Tests use it to make an
+// interleaving happen every time instead of by chance.
+func (e *env) holdSends() (release func()) {
+	e.t.Helper()
+	_, err := e.pool.Exec(e.ctx, `
+		CREATE OR REPLACE FUNCTION public.test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(`+fmt.Sprint(holdKey)+`); RETURN NULL; END $$;
+		CREATE OR REPLACE TRIGGER test_hold AFTER INSERT ON ferry.messages
+			FOR EACH STATEMENT EXECUTE FUNCTION public.test_hold();`)
+	require.NoError(e.t, err)
+	holder, err := e.pool.Acquire(e.ctx)
+	require.NoError(e.t, err)
+	_, err = holder.Exec(e.ctx, `SELECT pg_advisory_lock($1)`, holdKey)
+	require.NoError(e.t, err)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_, err := holder.Exec(e.ctx, `SELECT pg_advisory_unlock($1)`, holdKey)
+			holder.Release()
+			require.NoError(e.t, err)
+		})
+	}
+	e.t.Cleanup(release)
+	return release
+}
+
+// lockWaiters counts the sessions named appName that wait for a lock.
+func (e *env) lockWaiters(appName string) (int, error) {
+	var n int
+	err := e.pool.QueryRow(e.ctx, `
+		SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock'`, appName).Scan(&n)
+	return n, err
+}
+
+func (e *env) activityWaitingEventually(appName string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		n, err := e.lockWaiters(appName)
+		return err == nil && n > 0
+	}, 10*time.Second, time.Millisecond, "%s never waited for a lock", appName)
+}
