@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// FerryClient is the small part of Ferry's HTTP API the bench uses. It is
+// what an ordinary Go client would do: encoding/json, keep-alive
+// connections, the whole response read.
+type FerryClient struct {
+	base string
+	hc   *http.Client
+}
+
+// NewFerryClient returns a client for the server at base.
+func NewFerryClient(base string) *FerryClient {
+	return &FerryClient{base: base, hc: newHTTPClient()}
+}
+
+// At returns a client for another server, sharing the connection pool.
+func (c *FerryClient) At(base string) *FerryClient {
+	return &FerryClient{base: base, hc: c.hc}
+}
+
+func (c *FerryClient) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// CreateQueue creates a queue with the default configuration.
+func (c *FerryClient) CreateQueue(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodPut, "/v1/queues/"+name, []byte(`{}`), http.StatusCreated)
+	return err
+}
+
+// SendRequest encodes a send of n messages with the bench body, once, so
+// that the load generator does not re-encode it on every request.
+func SendRequest(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"messages":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"body":`)
+		b.WriteString(body)
+		b.WriteByte('}')
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// Send posts an encoded send request (see SendRequest).
+func (c *FerryClient) Send(ctx context.Context, queue string, req []byte) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/messages", req, http.StatusCreated)
+	return err
+}
+
+// Receive claims up to maxMessages messages, waiting up to wait seconds, and
+// returns their receipts.
+func (c *FerryClient) Receive(ctx context.Context, queue string, maxMessages, wait int) ([]string, error) {
+	req := fmt.Appendf(nil, `{"max_messages":%d,"wait_seconds":%d}`, maxMessages, wait)
+	out, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/receive", req, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var reply struct {
+		Messages []struct {
+			Receipt string `json:"receipt"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(out, &reply); err != nil {
+		return nil, err
+	}
+	receipts := make([]string, len(reply.Messages))
+	for i, m := range reply.Messages {
+		receipts[i] = m.Receipt
+	}
+	return receipts, nil
+}
+
+// Ack acknowledges receipts; a stale receipt is an error (no lease of the
+// bench ever expires).
+func (c *FerryClient) Ack(ctx context.Context, queue string, receipts []string) error {
+	req, err := json.Marshal(map[string][]string{"receipts": receipts})
+	if err != nil {
+		return err
+	}
+	out, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/ack", req, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var reply struct {
+		Results []struct {
+			Status string `json:"status"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &reply); err != nil {
+		return err
+	}
+	for _, r := range reply.Results {
+		if r.Status != "ok" {
+			return fmt.Errorf("ack: a receipt was %q", r.Status)
+		}
+	}
+	return nil
+}

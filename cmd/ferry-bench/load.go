@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/pprof"
+	"sync"
+	"time"
+)
+
+// errDrained is returned by a consumer operation that found the queue
+// empty: the worker stops, and the measurement window ends at the last
+// completed operation.
+var errDrained = errors.New("queue drained")
+
+// loadOp is one operation of one worker (a request, a transaction); it
+// returns the number of messages it moved.
+type loadOp func(ctx context.Context, worker int) (int, error)
+
+// Phase is the outcome of one measured load.
+type Phase struct {
+	Messages int64
+	Elapsed  time.Duration
+	// Latencies of the operations counted.
+	Latencies []time.Duration
+	CPU       CPUUsage
+	// WALBytes is the WAL written and WriteXacts the transaction ids
+	// assigned (write transactions) during the window, by anyone: the
+	// database is otherwise idle but for River's occasional bookkeeping.
+	WALBytes   int64
+	WriteXacts int64
+	// Waits is what the database's backends were doing.
+	Waits   Waits
+	Drained bool
+}
+
+// Rate is the messages per second.
+func (p Phase) Rate() float64 { return Rate{Count: p.Messages, Elapsed: p.Elapsed}.PerSecond() }
+
+// WALPerMessage is the WAL bytes per message moved.
+func (p Phase) WALPerMessage() float64 { return perMessage(p.WALBytes, p.Messages) }
+
+// XactsPerMessage is the write transactions per message moved.
+func (p Phase) XactsPerMessage() float64 { return perMessage(p.WriteXacts, p.Messages) }
+
+func perMessage(n, messages int64) float64 {
+	if messages == 0 {
+		return 0
+	}
+	return float64(n) / float64(messages)
+}
+
+// Merge combines two phases of the same side (CPU weighted by time).
+func (p Phase) Merge(q Phase) Phase {
+	total := p.Elapsed + q.Elapsed
+	w := func(a, b float64) float64 {
+		if total <= 0 {
+			return 0
+		}
+		return (a*p.Elapsed.Seconds() + b*q.Elapsed.Seconds()) / total.Seconds()
+	}
+	return Phase{
+		Messages:  p.Messages + q.Messages,
+		Elapsed:   total,
+		Latencies: append(append([]time.Duration(nil), p.Latencies...), q.Latencies...),
+		CPU: CPUUsage{
+			Self: w(p.CPU.Self, q.CPU.Self), PG: w(p.CPU.PG, q.CPU.PG), Other: w(p.CPU.Other, q.CPU.Other),
+			IRQ: w(p.CPU.IRQ, q.CPU.IRQ), PGKnown: p.CPU.PGKnown || q.CPU.PGKnown,
+		},
+		WALBytes:   p.WALBytes + q.WALBytes,
+		WriteXacts: p.WriteXacts + q.WriteXacts,
+		Waits:      p.Waits.Merge(q.Waits),
+		Drained:    p.Drained || q.Drained,
+	}
+}
+
+// warmupFor is the unmeasured lead-in before a window of length d.
+func warmupFor(d time.Duration) time.Duration { return min(time.Second, d/5) }
+
+// runLoad runs workers goroutines, each calling op in a loop, for a warmup
+// and then a measured window of length d. An operation counts when it
+// completes inside the window (operations in flight at its start count,
+// those in flight at its end do not, which balances out). label names the
+// load in CPU profiles.
+func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.Duration, op loadOp) (Phase, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	from := start.Add(warmupFor(d))
+	until := from.Add(d)
+
+	var (
+		mu       sync.Mutex
+		res      Phase
+		lastDone time.Time
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go pprof.Do(ctx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) {
+			defer wg.Done()
+			var (
+				n    int64
+				lat  []time.Duration
+				last time.Time
+			)
+			defer func() {
+				mu.Lock()
+				res.Messages += n
+				res.Latencies = append(res.Latencies, lat...)
+				if last.After(lastDone) {
+					lastDone = last
+				}
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(until) {
+					return
+				}
+				k, err := op(ctx, w)
+				t1 := time.Now()
+				if errors.Is(err, errDrained) {
+					mu.Lock()
+					res.Drained = true
+					mu.Unlock()
+					return
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil && ctx.Err() == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				if !t1.Before(from) && !t1.After(until) {
+					n += int64(k)
+					lat = append(lat, t1.Sub(t0))
+					last = t1
+				}
+			}
+		})
+	}
+
+	sleepUntil(ctx, from)
+	cpu0, db0 := b.cpu.Sample(), b.dbPosition(ctx)
+	waitCtx, stopWaits := context.WithDeadline(ctx, until)
+	defer stopWaits()
+	waits := make(chan Waits, 1)
+	go func() { waits <- b.sampleWaits(waitCtx) }()
+	sleepUntil(ctx, until)
+	cpu, db1 := b.cpu.Since(cpu0), b.dbPosition(ctx)
+	sampled := <-waits
+	wg.Wait()
+	if firstErr != nil {
+		return res, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	res.CPU, res.WALBytes, res.WriteXacts, res.Waits = cpu, db1.wal-db0.wal, db1.xid-db0.xid, sampled
+	res.Elapsed = until.Sub(from)
+	if res.Drained {
+		if lastDone.Before(from) {
+			return res, errors.New("the queue drained before the measurement began: raise -prefill")
+		}
+		res.Elapsed = lastDone.Sub(from)
+	}
+	return res, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
+// side is one of the two things compared.
+type side int
+
+const (
+	rawSide side = iota
+	ferrySide
+)
+
+func (s side) String() string {
+	if s == rawSide {
+		return "raw"
+	}
+	return "ferry"
+}
+
+// alternate measures both sides for perSide each, split into -rounds
+// rounds per side run in the order raw, Ferry, Ferry, raw, raw, Ferry, ...
+// so that drift and bursts of other load on a shared machine hit both sides
+// alike. prepare runs before every round (typically resetting the tables).
+// It returns each side's merged phases and the Ferry/raw rate ratio of each
+// pair of rounds, which shows the noise.
+func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare func(side) error, run func(side, time.Duration) (Phase, error)) (rawRes, ferryRes Phase, pairs []float64, err error) {
+	var res [2]Phase
+	rounds := b.opts.Rounds
+	for i := range rounds {
+		if err := ctx.Err(); err != nil {
+			return Phase{}, Phase{}, nil, err
+		}
+		order := []side{rawSide, ferrySide}
+		if i%2 == 1 {
+			order = []side{ferrySide, rawSide}
+		}
+		var pair [2]Phase
+		for _, s := range order {
+			if err := prepare(s); err != nil {
+				return Phase{}, Phase{}, nil, err
+			}
+			p, err := run(s, perSide/time.Duration(rounds))
+			if err != nil {
+				return Phase{}, Phase{}, nil, fmt.Errorf("%s: %w", s, err)
+			}
+			pair[s] = p
+			res[s] = res[s].Merge(p)
+		}
+		ratio := pair[ferrySide].Rate() / pair[rawSide].Rate()
+		pairs = append(pairs, ratio)
+		progress("  round %d/%d: raw %.0f msgs/s, Ferry %.0f msgs/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
+	}
+	return res[rawSide], res[ferrySide], pairs, nil
+}

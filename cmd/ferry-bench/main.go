@@ -1,0 +1,224 @@
+// Command ferry-bench measures Ferry side by side with raw SQL on the same
+// schema, in one run, against one durable PostgreSQL database, and prints a
+// markdown report (`make bench` writes it to docs/benchmarks.md).
+//
+// Unless -database-url (or FERRY_BENCH_DATABASE_URL) names a server, it
+// starts a private durable cluster (fsync and synchronous_commit on) in a
+// temporary directory on disk, and removes it at the end. On that server it
+// creates a database, boots Ferry in-process on 127.0.0.1:0 (which applies
+// the migrations), and opens a separate pool for the raw SQL side. Raw SQL
+// writes the same columns into the same ferry.messages table, for queues
+// created through the API, so triggers and indexes are identical.
+//
+// Each scenario runs on fresh queues after the tables are truncated and a
+// CHECKPOINT, so scenarios do not affect each other; throughput scenarios
+// run each side in several rounds in the order raw, Ferry, Ferry, raw, ...,
+// so that drift and bursts of other load on a shared machine hit both sides
+// alike (-rounds). Both sides always use the same concurrency and the same
+// message bodies.
+//
+// Usage:
+//
+//	go run ./cmd/ferry-bench -out docs/benchmarks.md
+//	go run ./cmd/ferry-bench -quick            # a ~1 minute smoke run
+//	go run ./cmd/ferry-bench -only 2,4         # selected scenarios
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options are the command-line settings.
+type Options struct {
+	DatabaseURL string
+	DataDir     string
+	Out         string
+	Quick       bool
+	Only        map[int]bool
+	CPUProfile  string
+
+	SendWorkers    int           // Ferry's SendWorkers
+	Duration       time.Duration // per side, for each throughput scenario
+	Rounds         int           // rounds per side of each throughput scenario
+	Churn          time.Duration
+	Prefill        int // messages per run of the receive+ack scenario
+	SmallDepth     int
+	LargeDepth     int
+	ClaimIters     int
+	WakeIters      int
+	ChurnDepth     int
+	StatementsMsgs int
+}
+
+func parseFlags() (Options, error) {
+	var (
+		o    Options
+		only string
+	)
+	flag.StringVar(&o.DatabaseURL, "database-url", os.Getenv("FERRY_BENCH_DATABASE_URL"),
+		"superuser URL of an existing PostgreSQL server (default $FERRY_BENCH_DATABASE_URL; empty: start a private durable cluster); the bench creates and drops a database of its own there")
+	flag.StringVar(&o.DataDir, "data-dir", os.TempDir(), "parent directory of the private cluster's temporary data directory (must be a real disk, not tmpfs)")
+	flag.StringVar(&o.Out, "out", "", "also write the markdown report to this file")
+	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages")
+	flag.StringVar(&only, "only", "", "comma-separated scenario numbers to run (default all)")
+	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (load-generator goroutines carry the pprof label role=client)")
+	flag.IntVar(&o.SendWorkers, "send-workers", 4, "Ferry's SendWorkers (group-commit transactions in flight); shown in the report header")
+	flag.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time per side of each throughput scenario")
+	flag.IntVar(&o.Rounds, "rounds", 4, "rounds per side that -duration is split into (alternating raw and Ferry)")
+	flag.DurationVar(&o.Churn, "churn", 30*time.Second, "duration of each side of the churn scenario")
+	flag.IntVar(&o.Prefill, "prefill", 300_000, "messages prefilled before each run of the receive+ack scenario")
+	flag.IntVar(&o.SmallDepth, "small", 10_000, "queue depth of the small claim-latency measurement")
+	flag.IntVar(&o.LargeDepth, "large", 1_000_000, "queue depth of the large claim-latency measurement")
+	flag.IntVar(&o.ClaimIters, "claim-iterations", 1000, "receive+ack round trips per side and depth in the claim-latency scenario")
+	flag.IntVar(&o.WakeIters, "wake-iterations", 200, "messages per variant of the long-poll wake scenario")
+	flag.IntVar(&o.ChurnDepth, "churn-depth", 100_000, "steady queue depth of the churn scenario")
+	flag.IntVar(&o.StatementsMsgs, "statements-messages", 2000, "messages per phase of the statements-per-message scenario")
+	flag.Parse()
+
+	if o.Quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("duration", func() { o.Duration = 2 * time.Second })
+		def("rounds", func() { o.Rounds = 2 })
+		def("churn", func() { o.Churn = 4 * time.Second })
+		def("prefill", func() { o.Prefill = 100_000 })
+		def("large", func() { o.LargeDepth = 200_000 })
+		def("claim-iterations", func() { o.ClaimIters = 200 })
+		def("wake-iterations", func() { o.WakeIters = 40 })
+		def("churn-depth", func() { o.ChurnDepth = 20_000 })
+		def("statements-messages", func() { o.StatementsMsgs = 500 })
+	}
+	if only != "" {
+		o.Only = map[int]bool{}
+		for _, s := range strings.Split(only, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 || n > len(scenarios) {
+				return o, fmt.Errorf("-only: %q is not a scenario number (1-%d)", s, len(scenarios))
+			}
+			o.Only[n] = true
+		}
+	}
+	if o.Rounds < 1 || o.Duration/time.Duration(o.Rounds) < 500*time.Millisecond || o.Churn < time.Second {
+		return o, errors.New("-rounds must be at least 1, -duration / -rounds at least 500ms and -churn at least 1s")
+	}
+	return o, nil
+}
+
+// scenario is one section of the report.
+type scenario struct {
+	title string
+	run   func(b *Bench, ctx context.Context) (*Section, error)
+}
+
+var scenarios = []scenario{
+	{"Batch send", (*Bench).batchSend},
+	{"Single-message send", (*Bench).singleSend},
+	{"Receive + ack", (*Bench).receiveAck},
+	{"Long-poll wake latency", (*Bench).wakeLatency},
+	{"Claim latency vs backlog", (*Bench).claimLatency},
+	{"Table and index size under churn", (*Bench).churn},
+	{"SQL statements per message", (*Bench).statements},
+}
+
+func main() {
+	opts, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ferry-bench:", err)
+		os.Exit(2)
+	}
+	if err := run(opts); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(opts Options) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	if opts.CPUProfile != "" {
+		f, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+
+	begin := time.Now()
+	b, err := Setup(ctx, opts, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+
+	rep := &Report{Header: b.header}
+	for i, sc := range scenarios {
+		n := i + 1
+		if opts.Only != nil && !opts.Only[n] {
+			continue
+		}
+		progress("scenario %d: %s", n, sc.title)
+		started := time.Now()
+		sec, err := sc.run(b, ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			sec = &Section{Notes: []string{fmt.Sprintf("**Failed:** %v", err)}}
+			progress("scenario %d failed: %v", n, err)
+		}
+		sec.Number, sec.Title = n, sc.title
+		rep.Sections = append(rep.Sections, sec)
+		progress("scenario %d done in %s", n, time.Since(started).Round(100*time.Millisecond))
+	}
+	rep.Took = time.Since(begin)
+
+	md := rep.Markdown()
+	fmt.Print(md)
+	if opts.Out != "" {
+		if err := os.MkdirAll(filepath.Dir(opts.Out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.Out, []byte(md), 0o644); err != nil {
+			return err
+		}
+		progress("report written to %s", opts.Out)
+	}
+	return nil
+}
+
+// progress prints a timestamped line to stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s ferry-bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
