@@ -168,6 +168,10 @@ func (s *Sender) write(batch []*sendRequest) {
 		}
 		return
 	}
+	// Wake long polls before answering: the sooner the better.
+	if err == nil && len(queueIDs) > 0 && s.committed != nil {
+		s.committed(queueIDs)
+	}
 	for _, r := range live {
 		if err != nil {
 			r.err, r.results = err, nil
@@ -182,9 +186,6 @@ func (s *Sender) write(batch []*sendRequest) {
 			}
 		}
 		close(r.done)
-	}
-	if err == nil && len(queueIDs) > 0 && s.committed != nil {
-		s.committed(queueIDs)
 	}
 }
 
