@@ -53,15 +53,22 @@ func (h *handler) toSendMessages(items []sendItem) ([]store.SendMessage, error) 
 			cs.add(f("body"), "is required")
 			continue
 		}
-		var body bytes.Buffer
-		if err := json.Compact(&body, m.Body); err != nil {
-			cs.add(f("body"), "is not valid JSON")
-			continue
+		// The decoder has validated the body. The limit applies to its
+		// compact encoding; compacting (a second pass over it) is needed
+		// only when the body as sent is over the limit.
+		body := []byte(m.Body)
+		if len(body) > h.limits.MaxBodyBytes {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, body); err != nil {
+				cs.add(f("body"), "is not valid JSON")
+				continue
+			}
+			if compact.Len() > h.limits.MaxBodyBytes {
+				return nil, tooLarge("%s is %d bytes; the limit is %d", f("body"), compact.Len(), h.limits.MaxBodyBytes)
+			}
+			body = compact.Bytes()
 		}
-		if body.Len() > h.limits.MaxBodyBytes {
-			return nil, tooLarge("%s is %d bytes; the limit is %d", f("body"), body.Len(), h.limits.MaxBodyBytes)
-		}
-		sm := store.SendMessage{Body: body.Bytes()}
+		sm := store.SendMessage{Body: body}
 		if len(m.Attributes) > 0 {
 			for k, v := range m.Attributes {
 				if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 {

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -66,12 +67,14 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		took := time.Since(start)
 		h.Metrics.observeHTTP(c.Request().Method, route, status, took)
-		lvl := h.Log.Debug
+		level := slog.LevelDebug
 		if status >= 500 {
-			lvl = h.Log.Warn
+			level = slog.LevelWarn
 		}
-		lvl("request", "request_id", requestID(c), "method", c.Request().Method, "path", c.Request().URL.Path,
-			"route", route, "status", status, "duration_ms", took.Milliseconds())
+		if ctx := c.Request().Context(); h.Log.Enabled(ctx, level) {
+			h.Log.Log(ctx, level, "request", "request_id", requestID(c), "method", c.Request().Method,
+				"path", c.Request().URL.Path, "route", route, "status", status, "duration_ms", took.Milliseconds())
+		}
 		return nil
 	}
 }

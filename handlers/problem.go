@@ -78,7 +78,11 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		p := toProblem(err)
-		if p.Status == http.StatusInternalServerError {
+		if p.Status == http.StatusInternalServerError && c.Request().Context().Err() != nil {
+			// The client went away mid-request; there is no one to answer.
+			log.Debug("client left before the answer", "request_id", requestID(c), "error", err)
+			p = problem(499, codeInternal, "client closed the request")
+		} else if p.Status == http.StatusInternalServerError {
 			log.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
 				"path", c.Request().URL.Path, "error", err)
 		}

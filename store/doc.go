@@ -51,7 +51,7 @@
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of
-// live messages and dead letters, spread over 16 slots by transaction id.
+// live messages and dead letters, spread over 64 slots by backend pid.
 // Stats read those sums plus the (small) part of the claim index whose
 // visible_at is in the future, so they stay cheap with millions of
 // messages. A send to a queue with a max_depth takes the queue's lock

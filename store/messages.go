@@ -163,6 +163,21 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 				SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
 			) locks`, p.q.ID, grpNames)
 	}
+	if p.simple() {
+		// No group and no dedup id: a plain INSERT, without the CTEs and
+		// the window the general statement needs. Ids come from the
+		// sequence in input order, so the i-th smallest id returned is the
+		// i-th message.
+		b.Queue(`
+			INSERT INTO ferry.messages (queue_id, id, visible_at, attributes, body)
+			SELECT $1, nextval('ferry.message_id_seq'),
+				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'), attributes::json, body::json
+			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS t(body, attributes, delay_ms, deliver_at)
+			WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
+			RETURNING id`,
+			p.q.ID, bodies, attrs, delaysMs, at)
+		return
+	}
 	b.Queue(`
 		WITH input AS (
 			SELECT nextval('ferry.message_id_seq') AS id, t.*
@@ -218,6 +233,39 @@ func (p *sendPlan) dedupIDs() []string {
 	return ids
 }
 
+// simple reports whether no message has a group or a dedup id.
+func (p *sendPlan) simple() bool {
+	for _, i := range p.sent {
+		if p.msgs[i].Group != "" || p.msgs[i].DedupID != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// readSimple reads the ids the plain INSERT returned.
+func (p *sendPlan) readSimple(br pgx.BatchResults) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 && len(p.sent) > 0 {
+		return ErrNotFound
+	}
+	if len(ids) != len(p.sent) {
+		return fmt.Errorf("message send: %d ids for %d messages", len(ids), len(p.sent))
+	}
+	slices.Sort(ids)
+	for k, i := range p.sent {
+		p.results[i] = SendResult{ID: ids[k]}
+	}
+	return nil
+}
+
 // locks is how many lock statements queue adds before the INSERT.
 func (p *sendPlan) locks() int {
 	for _, i := range p.sent {
@@ -235,6 +283,9 @@ func (p *sendPlan) read(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
+	}
+	if p.simple() {
+		return p.readSimple(br)
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -18,15 +18,23 @@ import (
 // fsyncs) instead of paying one each. Every request is answered only after
 // the transaction holding it committed.
 //
-// A few workers run at once so that one transaction is being gathered while
-// another commits. A request is never split across transactions; a request
-// refused for its own reason (unknown queue, queue full, invalid delay)
-// does not affect the others in its transaction.
+// Small transactions (under 100 messages) run one at a time: while one
+// commits, the next gathers everything that arrives, so 32 concurrent
+// single sends share a commit instead of spreading over the workers. Larger
+// transactions run in parallel, up to the number of workers. A request is
+// never split across transactions; a request refused for its own reason
+// (unknown queue, queue full, invalid delay) does not affect the others in
+// its transaction.
 type Sender struct {
 	pool     *pgxpool.Pool
 	requests chan *sendRequest
 	// maxMessages caps the messages gathered into one transaction.
 	maxMessages int
+	// bigBatch is the size from which a transaction starts without waiting
+	// for the small one in flight.
+	bigBatch int
+	// smallSlot is held by the one small transaction in flight.
+	smallSlot chan struct{}
 	// committed is called after each commit with the queues written to.
 	committed func(queueIDs []int64)
 	queues    *QueueCache
@@ -67,6 +75,8 @@ func NewSender(pool *pgxpool.Pool, cfg SenderConfig) *Sender {
 		maxMessages: cfg.MaxMessages,
 		committed:   cfg.Committed,
 		queues:      cfg.Queues,
+		bigBatch:    100,
+		smallSlot:   make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 	}
 	if s.queues == nil {
@@ -130,17 +140,47 @@ func (s *Sender) work() {
 		}
 		batch := []*sendRequest{first}
 		n := len(first.msgs)
+		// A small transaction waits for the small one in flight to commit,
+		// gathering the requests that arrive meanwhile: many concurrent
+		// single sends then share one commit instead of spreading thinly
+		// over every worker. A transaction that is already big does not
+		// wait, so large batches still write in parallel.
+		small := false
 	gather:
 		for n < s.maxMessages {
+			if n >= s.bigBatch {
+				select {
+				case r := <-s.requests:
+					batch = append(batch, r)
+					n += len(r.msgs)
+					continue
+				default:
+					break gather
+				}
+			}
 			select {
+			case s.smallSlot <- struct{}{}:
+				small = true
+				// Take what is already waiting, then write.
+				for n < s.maxMessages {
+					select {
+					case r := <-s.requests:
+						batch = append(batch, r)
+						n += len(r.msgs)
+					default:
+						break gather
+					}
+				}
+				break gather
 			case r := <-s.requests:
 				batch = append(batch, r)
 				n += len(r.msgs)
-			default:
-				break gather
 			}
 		}
 		s.write(batch)
+		if small {
+			<-s.smallSlot
+		}
 	}
 }
 
