@@ -163,3 +163,30 @@ func reply(c echo.Context, status int, v any) error {
 	c.Response().WriteHeader(status)
 	return jsonEncode(c.Response(), v)
 }
+
+// compactLen is the length of raw's compact JSON encoding.
+func compactLen(raw []byte) int {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return len(raw)
+	}
+	return b.Len()
+}
+
+// hasNUL reports whether a JSON value holds a string with a NUL character
+// (written \u0000), which PostgreSQL's jsonb refuses.
+func hasNUL(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`\u0000`)) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
+			return true
+		}
+	}
+}

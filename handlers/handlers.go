@@ -85,6 +85,12 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodGet, "/queues/:queue/dead-letters", h.deadLetterList)
 	v1(http.MethodDelete, "/queues/:queue/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, "/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
+	v1(http.MethodGet, "/topics", h.topicList)
+	v1(http.MethodPut, "/topics/:topic", h.topicPut)
+	v1(http.MethodGet, "/topics/:topic", h.topicGet)
+	v1(http.MethodDelete, "/topics/:topic", h.topicDelete)
+	v1(http.MethodPost, "/topics/:topic/events", h.eventPublish)
+	v1(http.MethodGet, "/topics/:topic/events", h.eventRead)
 	return e
 }
 

@@ -25,6 +25,7 @@ type Metrics struct {
 	acked        *prometheus.CounterVec
 	nacked       *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
+	published    *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics. Queue depth and age are read from the
@@ -48,6 +49,12 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 		acked:        counter("messages_acked_total", "Messages acknowledged."),
 		nacked:       counter("messages_nacked_total", "Messages released by nack."),
 		deadLettered: counter("messages_dead_lettered_total", "Messages moved to the dead letters."),
+		published: func() *prometheus.CounterVec {
+			c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "events_published_total",
+				Help: "Events appended to a topic (duplicates excluded)."}, []string{"topic"})
+			reg.MustRegister(c)
+			return c
+		}(),
 	}
 	reg.MustRegister(m.httpDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -69,6 +76,10 @@ var (
 		[]string{"queue", "state"}, nil)
 	ageDesc = prometheus.NewDesc("ferry_queue_oldest_age_seconds", "Age of the oldest live message of a queue.",
 		[]string{"queue"}, nil)
+	headDesc = prometheus.NewDesc("ferry_topic_head_offset", "Offset of the newest event of a topic partition (-1 when empty).",
+		[]string{"topic", "partition"}, nil)
+	oldestDesc = prometheus.NewDesc("ferry_topic_oldest_offset", "Oldest retained offset of a topic partition.",
+		[]string{"topic", "partition"}, nil)
 )
 
 type depthCollector struct {
@@ -79,6 +90,8 @@ type depthCollector struct {
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
 	ch <- ageDesc
+	ch <- headDesc
+	ch <- oldestDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -106,5 +119,26 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(v), q.Name, state)
 		}
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), q.Name)
+	}
+	topics, err := store.TopicList(ctx, d.pool)
+	if err != nil {
+		d.log.Warn("metrics: list topics", "error", err)
+		return
+	}
+	tids := make([]int64, len(topics))
+	for i, t := range topics {
+		tids[i] = t.ID
+	}
+	offs, err := store.TopicOffsets(ctx, d.pool, tids)
+	if err != nil {
+		d.log.Warn("metrics: topic offsets", "error", err)
+		return
+	}
+	for _, t := range topics {
+		for _, o := range offs[t.ID] {
+			p := strconv.Itoa(o.Partition)
+			ch <- prometheus.MustNewConstMetric(headDesc, prometheus.GaugeValue, float64(o.HeadOffset), t.Name, p)
+			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, float64(o.OldestOffset), t.Name, p)
+		}
 	}
 }

@@ -20,8 +20,8 @@ import (
 // holds locks or bloats tables with one huge DELETE.
 const batch = 5000
 
-// RetentionArgs: delete messages past their queue's retention, and dead
-// letters dead for longer than it.
+// RetentionArgs: delete messages past their queue's retention, dead
+// letters dead for longer than it, and events past their topic's.
 type RetentionArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -41,14 +41,19 @@ func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		e, err := store.EventExpire(ctx, w.Pool, batch)
+		if err != nil {
+			return err
+		}
+		if n == 0 && e == 0 {
 			return nil
 		}
 	}
 	return nil
 }
 
-// DedupExpiryArgs: forget dedup ids whose window has ended.
+// DedupExpiryArgs: forget dedup ids (of messages and of events) whose
+// window has ended.
 type DedupExpiryArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -64,8 +69,15 @@ type DedupExpiryWorker struct {
 func (w *DedupExpiryWorker) Work(ctx context.Context, job *river.Job[DedupExpiryArgs]) error {
 	for ctx.Err() == nil {
 		n, err := store.DedupExpire(ctx, w.Pool, batch)
-		if err != nil || n < batch {
+		if err != nil {
 			return err
+		}
+		e, err := store.EventDedupExpire(ctx, w.Pool, batch)
+		if err != nil {
+			return err
+		}
+		if n < batch && e < batch {
+			return nil
 		}
 	}
 	return nil
@@ -107,6 +119,45 @@ func (w *QueueCleanupWorker) Work(ctx context.Context, job *river.Job[QueueClean
 func InsertQueueCleanup(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, queueID int64) error {
 	if _, err := client.InsertTx(ctx, tx, QueueCleanupArgs{QueueID: queueID}, nil); err != nil {
 		return fmt.Errorf("insert queue cleanup job: %w", err)
+	}
+	return nil
+}
+
+// TopicCleanupArgs: delete what a deleted topic left behind. Inserted in
+// the transaction that deletes the topic.
+type TopicCleanupArgs struct {
+	TopicID int64 `json:"topic_id"`
+}
+
+// Kind implements river.JobArgs.
+func (TopicCleanupArgs) Kind() string { return "ferry_topic_cleanup" }
+
+// TopicCleanupWorker runs TopicCleanupArgs.
+type TopicCleanupWorker struct {
+	river.WorkerDefaults[TopicCleanupArgs]
+	Pool *pgxpool.Pool
+}
+
+// Work deletes the topic's events and dedup ids in bounded batches.
+func (w *TopicCleanupWorker) Work(ctx context.Context, job *river.Job[TopicCleanupArgs]) error {
+	for {
+		n, err := store.TopicDeleteContent(ctx, w.Pool, job.Args.TopicID, batch)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// InsertTopicCleanup schedules the cleanup of a deleted topic in tx.
+func InsertTopicCleanup(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, topicID int64) error {
+	if _, err := client.InsertTx(ctx, tx, TopicCleanupArgs{TopicID: topicID}, nil); err != nil {
+		return fmt.Errorf("insert topic cleanup job: %w", err)
 	}
 	return nil
 }
@@ -162,6 +213,7 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 	river.AddWorker(workers, &DedupExpiryWorker{Pool: pool})
 	river.AddWorker(workers, &QueueCleanupWorker{Pool: pool})
 	river.AddWorker(workers, &OrphanSweepWorker{Pool: pool})
+	river.AddWorker(workers, &TopicCleanupWorker{Pool: pool})
 	cfg.Workers = workers
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),

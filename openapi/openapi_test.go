@@ -76,7 +76,7 @@ func TestOperations(t *testing.T) {
 						require.NotNil(t, op.Responses.Status(status), "%s: has a body, no %d", name, status)
 					}
 				}
-				if strings.Contains(path, "{queue}") {
+				if strings.Contains(path, "{queue}") || strings.Contains(path, "{topic}") {
 					require.NotNil(t, op.Responses.Status(400), "%s: invalid names are 400", name)
 					if method != "PUT" {
 						require.NotNil(t, op.Responses.Status(404), "%s: no 404", name)
@@ -100,8 +100,10 @@ func TestOperations(t *testing.T) {
 		}
 	}
 
-	// The first slice: work queues and operations.
+	// The first slice: work queues and operations; then topics.
 	want := []string{
+		"listTopics", "putTopic", "getTopic", "deleteTopic",
+		"publishEvents", "readEvents",
 		"listQueues", "putQueue", "getQueue", "deleteQueue",
 		"sendMessages", "purgeMessages", "receiveMessages",
 		"ackMessages", "nackMessages", "extendMessages",
@@ -112,9 +114,47 @@ func TestOperations(t *testing.T) {
 		require.True(t, ids[id], "missing operation %s", id)
 	}
 
-	// Queue names are restricted as API.md says.
+	// Queue and topic names are restricted as API.md says.
 	name := doc.Components.Schemas["Name"].Value
 	require.Equal(t, `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, name.Pattern)
+	for _, param := range []string{"Queue", "Topic"} {
+		p := doc.Components.Parameters[param].Value
+		require.Equal(t, "path", p.In, param)
+		require.Equal(t, "#/components/schemas/Name", p.Schema.Ref, param)
+	}
+
+	// Shrinking a topic's partitions is a conflict.
+	putTopic := doc.Paths.Find("/v1/topics/{topic}").Put
+	require.NotNil(t, putTopic.Responses.Status(409))
+
+	// Reading a topic takes the query parameters of API.md, with their ranges.
+	readEvents := doc.Paths.Find("/v1/topics/{topic}/events").Get
+	params := map[string]*openapi3.Schema{}
+	for _, p := range readEvents.Parameters {
+		require.Equal(t, "query", p.Value.In, p.Value.Name)
+		params[p.Value.Name] = p.Value.Schema.Value
+	}
+	require.Len(t, params, 5)
+	for _, tt := range []struct {
+		param string
+		value any
+		ok    bool
+	}{
+		{"partition", 0, true}, {"partition", 255, true}, {"partition", -1, false}, {"partition", 256, false},
+		{"from_offset", 0, true}, {"from_offset", int64(1) << 40, true}, {"from_offset", -1, false},
+		{"from_time", "2025-06-01T10:00:00Z", true}, {"from_time", "yesterday", false},
+		{"limit", 1, true}, {"limit", 1000, true}, {"limit", 0, false}, {"limit", 1001, false},
+		{"wait_seconds", 0, true}, {"wait_seconds", 20, true}, {"wait_seconds", 21, false}, {"wait_seconds", -1, false},
+	} {
+		s := params[tt.param]
+		require.NotNil(t, s, tt.param)
+		err := s.VisitJSON(tt.value)
+		if tt.ok {
+			require.NoError(t, err, "%s=%v", tt.param, tt.value)
+		} else {
+			require.Error(t, err, "%s=%v", tt.param, tt.value)
+		}
+	}
 
 	// Every response object is closed: the server may not send fields the
 	// contract does not name.
@@ -190,6 +230,37 @@ func TestRequestSchemas(t *testing.T) {
 		{"RedriveRequest", `{"ids": ["1"], "limit": 1}`, false},
 		{"RedriveRequest", `{}`, false},
 		{"RedriveRequest", `{"ids": []}`, false},
+
+		{"TopicConfig", `{}`, true},
+		{"TopicConfig", `{"partitions": 4, "retention_seconds": 604800, "dedup_window_seconds": 300}`, true},
+		{"TopicConfig", `{"partitions": 1, "retention_seconds": 60, "dedup_window_seconds": 0}`, true},
+		{"TopicConfig", `{"partitions": 256, "retention_seconds": 31536000, "dedup_window_seconds": 86400}`, true},
+		{"TopicConfig", `{"partitions": 0}`, false},
+		{"TopicConfig", `{"partitions": 257}`, false},
+		{"TopicConfig", `{"partitions": 2.5}`, false},
+		{"TopicConfig", `{"retention_seconds": 59}`, false},
+		{"TopicConfig", `{"retention_seconds": 31536001}`, false},
+		{"TopicConfig", `{"dedup_window_seconds": -1}`, false},
+		{"TopicConfig", `{"dedup_window_seconds": 86401}`, false},
+		{"TopicConfig", `{"name": "t1"}`, false},
+
+		{"PublishRequest", `{"events": [{"id": "evt-771", "type": "order.created", "key": "ORD-9912", "data": {"customer_id": "cust-456"}, "attributes": {"region": "eu"}}]}`, true},
+		{"PublishRequest", `{"events": [{"type": "t"}, {"type": "t", "data": null}, {"type": "t", "data": [1, "x"]}, {"type": "t", "data": 3.5}, {"type": "t", "data": false}]}`, true},
+		{"PublishRequest", `{"events": [{"type": "` + strings.Repeat("t", 256) + `", "id": "` + strings.Repeat("i", 256) + `", "key": "` + strings.Repeat("k", 256) + `"}]}`, true},
+		{"PublishRequest", `{"events": []}`, false},
+		{"PublishRequest", `{}`, false},
+		{"PublishRequest", `{"events": [{}]}`, false},
+		{"PublishRequest", `{"events": [{"data": {"a": 1}}]}`, false},
+		{"PublishRequest", `{"events": [{"type": ""}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "` + strings.Repeat("t", 257) + `"}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "id": ""}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "key": ""}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "key": "` + strings.Repeat("k", 257) + `"}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "key": null}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "attributes": {"n": 1}}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t", "partition": 1}]}`, false},
+		{"PublishRequest", `{"events": [{"type": "t"}], "topic": "t1"}`, false},
+		{"PublishRequest", `{"events": [` + strings.Repeat(`{"type": "t"}, `, 1000) + `{"type": "t"}]}`, false},
 	}
 	for _, tt := range tests {
 		var value any
@@ -215,6 +286,8 @@ func TestResponseSchemas(t *testing.T) {
 	doc, err := openapi.Load()
 	require.NoError(t, err)
 
+	event := `{"id": "evt-771", "type": "order.created", "key": "ORD-9912", "data": {"customer_id": "cust-456"}, "attributes": {"region": "eu"}, "partition": 2, "offset": 41, "published_at": "2025-06-01T10:00:00.123456Z"}`
+	topic := `{"name": "orders", "partitions": 2, "retention_seconds": 604800, "dedup_window_seconds": 300, "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "offsets": [{"partition": 0, "head_offset": 41, "oldest_offset": 7}, {"partition": 1, "head_offset": -1, "oldest_offset": 0}]}`
 	deadLetter := `{"id": "7", "body": {"a": 1}, "attributes": {}, "group": null, "dedup_id": null, "receive_count": 5, "last_error": null, "sent_at": "2025-01-01T00:00:00Z", "dead_lettered_at": "2025-01-01T00:01:00.123456+02:00"}`
 	tests := []struct {
 		schema string
@@ -236,6 +309,24 @@ func TestResponseSchemas(t *testing.T) {
 		{"Problem", `{"type": "about:blank", "title": "Not Found", "status": 404, "detail": "queue q1 not found", "code": "not_found"}`, true},
 		{"Problem", `{"type": "about:blank", "title": "Bad", "status": 400, "detail": "d", "code": "invalid_request", "errors": [{"field": "messages", "message": "empty"}], "request_id": "abc"}`, true},
 		{"Problem", `{"type": "about:blank", "title": "Bad", "status": 400, "code": "invalid_request"}`, false},
+
+		{"PublishResponse", `{"events": [{"id": "evt-771", "partition": 2, "offset": 0, "duplicate": false}, {"id": "evt-771", "partition": 2, "offset": 0, "duplicate": true}]}`, true},
+		{"PublishResponse", `{"events": [{"id": "evt-771", "partition": 2, "offset": -1, "duplicate": false}]}`, false},
+		{"PublishResponse", `{"events": [{"id": "evt-771", "partition": 2, "offset": 0}]}`, false},
+		{"EventPage", `{"events": [], "next_offset": 0}`, true},
+		{"EventPage", `{"events": [` + event + `, ` + strings.Replace(strings.Replace(event, `"offset": 41`, `"offset": 42`, 1), `"key": "ORD-9912"`, `"key": null`, 1) + `], "next_offset": 43}`, true},
+		{"EventPage", `{"events": [` + strings.Replace(event, `"data": {"customer_id": "cust-456"}`, `"data": null`, 1) + `], "next_offset": 42}`, true},
+		{"EventPage", `{"events": []}`, false},
+		{"EventPage", `{"events": [` + strings.Replace(event, `"attributes": {"region": "eu"}, `, "", 1) + `], "next_offset": 42}`, false},
+		{"EventPage", `{"events": [` + strings.Replace(event, `"published_at": "2025-06-01T10:00:00.123456Z"`, `"published_at": "now"`, 1) + `], "next_offset": 42}`, false},
+		{"EventPage", `{"events": [` + strings.Replace(event, `"id": "evt-771", `, `"id": "evt-771", "duplicate": false, `, 1) + `], "next_offset": 42}`, false},
+		{"TopicList", `{"topics": []}`, true},
+		{"TopicList", `{"topics": [` + topic + `]}`, true},
+		{"Topic", topic, true},
+		{"Topic", strings.Replace(topic, `"head_offset": -1, "oldest_offset": 0`, `"head_offset": -2, "oldest_offset": 0`, 1), false},
+		{"Topic", strings.Replace(topic, `, "offsets": [`, `, "stats": {}, "offsets": [`, 1), false},
+		{"Topic", strings.Replace(topic, `"partitions": 2, `, "", 1), false},
+		{"Topic", strings.Replace(topic, `"offsets": [{"partition": 0, "head_offset": 41, "oldest_offset": 7}, {"partition": 1, "head_offset": -1, "oldest_offset": 0}]`, `"offsets": []`, 1), false},
 		{"Health", `{"status": "ok"}`, true},
 		{"Ready", `{"status": "ready"}`, true},
 	}
@@ -252,11 +343,15 @@ func TestResponseSchemas(t *testing.T) {
 		}
 	}
 
-	// A queue response carries every config field, required.
-	queue := doc.Components.Schemas["Queue"].Value
-	config := doc.Components.Schemas["QueueConfig"].Value
-	for field := range config.Properties {
-		require.True(t, slices.Contains(queue.Required, field), "Queue must require %s", field)
-		require.Equal(t, config.Properties[field].Ref, queue.Properties[field].Ref, field)
+	// A queue or topic response carries every config field, required, with
+	// the same schema as the request.
+	for resource, configName := range map[string]string{"Queue": "QueueConfig", "Topic": "TopicConfig"} {
+		resp := doc.Components.Schemas[resource].Value
+		config := doc.Components.Schemas[configName].Value
+		for field := range config.Properties {
+			require.True(t, slices.Contains(resp.Required, field), "%s must require %s", resource, field)
+			require.NotEmpty(t, config.Properties[field].Ref, "%s.%s", configName, field)
+			require.Equal(t, config.Properties[field].Ref, resp.Properties[field].Ref, "%s.%s", resource, field)
+		}
 	}
 }

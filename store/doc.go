@@ -48,6 +48,23 @@
 // enqueued), an expired one is taken over. Concurrent identical sends are
 // settled by the primary key, never by a read-then-write check.
 //
+// # Topics and offsets
+//
+// A topic is an append-only log in ferry.events, split into partitions.
+// ferry.topic_partitions holds each partition's next offset. A publish
+// locks the partition rows it writes to (in partition order) before
+// anything else and keeps them to its commit, then takes
+// next_offset..next_offset+n-1 for its events. Offsets of a partition are
+// therefore assigned one transaction at a time and become visible in
+// offset order: dense, from 0, and a reader that has seen offset N never
+// later finds a new event at an offset <= N. (Sequence-assigned ids would
+// not do: they are taken in one order and committed in another.)
+//
+// Event ids are deduplicated within the topic's window by the primary key
+// of ferry.event_dedup, claimed before offsets are assigned, so a
+// duplicate never consumes an offset; its row remembers where the
+// original landed.
+//
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of

@@ -1,0 +1,356 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Bounds of topic settings (part of the contract, openapi.yaml).
+const (
+	maxPartitions            = 256
+	minTopicRetentionSeconds = 60
+	maxTopicRetentionSeconds = 31536000 // a year
+)
+
+type topicRequest struct {
+	Partitions         *int `json:"partitions"`
+	RetentionSeconds   *int `json:"retention_seconds"`
+	DedupWindowSeconds *int `json:"dedup_window_seconds"`
+}
+
+type topicResponse struct {
+	Name               string         `json:"name"`
+	Partitions         int            `json:"partitions"`
+	RetentionSeconds   int            `json:"retention_seconds"`
+	DedupWindowSeconds int            `json:"dedup_window_seconds"`
+	CreatedAt          time.Time      `json:"created_at"`
+	UpdatedAt          time.Time      `json:"updated_at"`
+	Offsets            []offsetsReply `json:"offsets"`
+}
+
+type offsetsReply struct {
+	Partition    int   `json:"partition"`
+	HeadOffset   int64 `json:"head_offset"`
+	OldestOffset int64 `json:"oldest_offset"`
+}
+
+func toTopicResponse(t store.Topic, offs []store.PartitionOffsets) topicResponse {
+	out := topicResponse{
+		Name: t.Name, Partitions: t.Partitions, RetentionSeconds: t.RetentionSeconds,
+		DedupWindowSeconds: t.DedupWindowSeconds, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
+		Offsets: make([]offsetsReply, len(offs)),
+	}
+	for i, o := range offs {
+		out.Offsets[i] = offsetsReply(o)
+	}
+	return out
+}
+
+func (h *handler) topicPut(c echo.Context) error {
+	n, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	var req topicRequest
+	if err := h.decode(c, &req, true); err != nil {
+		return err
+	}
+	var cs checks
+	cs.intRange("partitions", req.Partitions, 1, maxPartitions)
+	cs.intRange("retention_seconds", req.RetentionSeconds, minTopicRetentionSeconds, maxTopicRetentionSeconds)
+	cs.intRange("dedup_window_seconds", req.DedupWindowSeconds, 0, maxDedupSeconds)
+	if err := cs.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, created, err := store.TopicUpsert(ctx, h.Pool, n, store.TopicPatch(req))
+	if err != nil {
+		var shrink *store.ShrinkError
+		if errors.As(err, &shrink) {
+			return problem(http.StatusConflict, codeConflict, shrink.Error())
+		}
+		return err
+	}
+	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return reply(c, status, toTopicResponse(t, offs[t.ID]))
+}
+
+func (h *handler) topicGet(c echo.Context) error {
+	n, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
+	if err != nil {
+		return err
+	}
+	return reply(c, http.StatusOK, toTopicResponse(t, offs[t.ID]))
+}
+
+func (h *handler) topicList(c echo.Context) error {
+	ctx := c.Request().Context()
+	topics, err := store.TopicList(ctx, h.Pool)
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(topics))
+	for i, t := range topics {
+		ids[i] = t.ID
+	}
+	offs, err := store.TopicOffsets(ctx, h.Pool, ids)
+	if err != nil {
+		return err
+	}
+	out := make([]topicResponse, len(topics))
+	for i, t := range topics {
+		out[i] = toTopicResponse(t, offs[t.ID])
+	}
+	return reply(c, http.StatusOK, map[string]any{"topics": out})
+}
+
+func (h *handler) topicDelete(c echo.Context) error {
+	n, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+		id, err := store.TopicDelete(ctx, tx, n)
+		if err != nil {
+			return err
+		}
+		return jobs.InsertTopicCleanup(ctx, h.River, tx, id)
+	})
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type publishRequest struct {
+	Events []publishItem `json:"events"`
+}
+
+type publishItem struct {
+	ID         *string           `json:"id"`
+	Type       *string           `json:"type"`
+	Key        *string           `json:"key"`
+	Data       json.RawMessage   `json:"data"`
+	Attributes map[string]string `json:"attributes"`
+}
+
+type publishResult struct {
+	ID        string `json:"id"`
+	Partition int    `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+func (h *handler) toPublishEvents(items []publishItem) ([]store.PublishEvent, error) {
+	if items == nil {
+		return nil, invalid("events", "is required")
+	}
+	if len(items) == 0 {
+		return nil, invalid("events", "must not be empty")
+	}
+	if len(items) > h.limits.MaxBatch {
+		return nil, tooLarge("a batch holds at most %d events, not %d", h.limits.MaxBatch, len(items))
+	}
+	var cs checks
+	out := make([]store.PublishEvent, len(items))
+	text := func(field string, v *string, required bool) string {
+		if v == nil {
+			if required {
+				cs.add(field, "is required")
+			}
+			return ""
+		}
+		if *v == "" || len(*v) > 256 || !safeText(*v) {
+			cs.add(field, "must be 1-256 bytes of text")
+		}
+		return *v
+	}
+	for i, e := range items {
+		f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
+		ev := store.PublishEvent{
+			ID:   text(f("id"), e.ID, false),
+			Type: text(f("type"), e.Type, true),
+			Key:  e.Key,
+		}
+		text(f("key"), e.Key, false)
+		if len(e.Data) > 0 && string(e.Data) != "null" {
+			if len(e.Data) > h.limits.MaxBodyBytes {
+				if c := compactLen(e.Data); c > h.limits.MaxBodyBytes {
+					return nil, tooLarge("%s is %d bytes; the limit is %d", f("data"), c, h.limits.MaxBodyBytes)
+				}
+			}
+			if hasNUL(e.Data) {
+				cs.add(f("data"), `must not contain the escape \u0000 (PostgreSQL jsonb cannot store it)`)
+			}
+			ev.Data = e.Data
+		}
+		if len(e.Attributes) > 0 {
+			for k, v := range e.Attributes {
+				if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 || !safeText(v) {
+					cs.add(f("attributes"), "keys must be 1-256 bytes and values at most 4096 bytes of text")
+					break
+				}
+			}
+			ev.Attributes, _ = json.Marshal(e.Attributes)
+		}
+		out[i] = ev
+	}
+	return out, cs.err()
+}
+
+func (h *handler) eventPublish(c echo.Context) error {
+	n, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	var req publishRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	events, err := h.toPublishEvents(req.Events)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	results, err := store.EventPublish(ctx, h.Pool, t, events)
+	if err != nil {
+		return err
+	}
+	h.Notifier.Published([]int64{store.TopicWakeKey(t.ID)})
+	out := make([]publishResult, len(results))
+	fresh := 0
+	for i, r := range results {
+		out[i] = publishResult(r)
+		if !r.Duplicate {
+			fresh++
+		}
+	}
+	h.Metrics.published.WithLabelValues(n).Add(float64(fresh))
+	return reply(c, http.StatusCreated, map[string]any{"events": out})
+}
+
+type eventReply struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Key         *string         `json:"key"`
+	Data        json.RawMessage `json:"data"`
+	Attributes  json.RawMessage `json:"attributes"`
+	Partition   int             `json:"partition"`
+	Offset      int64           `json:"offset"`
+	PublishedAt time.Time       `json:"published_at"`
+}
+
+var jsonNull = json.RawMessage(`null`)
+
+func (h *handler) eventRead(c echo.Context) error {
+	n, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	for k := range q {
+		switch k {
+		case "partition", "from_offset", "from_time", "limit", "wait_seconds":
+		default:
+			return invalid(k, "unknown query parameter")
+		}
+	}
+	intParam := func(name string, def, lo, hi int64) (int64, error) {
+		s := c.QueryParam(name)
+		if s == "" {
+			return def, nil
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < lo || v > hi {
+			return 0, invalid(name, "must be an integer between %d and %d", lo, hi)
+		}
+		return v, nil
+	}
+	partition, err := intParam("partition", 0, 0, maxPartitions-1)
+	if err != nil {
+		return err
+	}
+	from, err := intParam("from_offset", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam("limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	wait, err := intParam("wait_seconds", 0, 0, 20)
+	if err != nil {
+		return err
+	}
+	p := store.ReadParams{
+		Partition: int(partition), FromOffset: from, Limit: int(limit),
+		Wait: time.Duration(wait) * time.Second, FallbackPoll: h.FallbackPoll, Stop: h.Stop,
+	}
+	if s := c.QueryParam("from_time"); s != "" {
+		if c.QueryParam("from_offset") != "" {
+			return invalid("from_time", "cannot be combined with from_offset")
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return invalid("from_time", "must be an RFC 3339 time")
+		}
+		p.FromTime = &at
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, n)
+	if err != nil {
+		return err
+	}
+	if p.Partition >= t.Partitions {
+		return invalid("partition", "must be below the topic's %d partitions", t.Partitions)
+	}
+	p.Topic = t
+	events, next, err := store.EventRead(ctx, h.Pool, h.Notifier, p)
+	if err != nil {
+		return err
+	}
+	out := make([]eventReply, len(events))
+	for i, e := range events {
+		data, attrs := e.Data, e.Attributes
+		if data == nil {
+			data = jsonNull
+		}
+		if attrs == nil {
+			attrs = emptyObject
+		}
+		out[i] = eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
+			Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}
+	}
+	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
+}

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS ferry.event_dedup, ferry.events, ferry.topic_partitions, ferry.topics;

@@ -1,0 +1,443 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PublishEvent is one event of a publish batch, already validated.
+type PublishEvent struct {
+	ID         string // "" = generate one
+	Type       string
+	Key        *string
+	Data       json.RawMessage // nil = no data
+	Attributes json.RawMessage // a JSON object, or nil
+}
+
+// PublishResult is where one published event landed.
+type PublishResult struct {
+	ID        string
+	Partition int
+	Offset    int64
+	Duplicate bool
+}
+
+// PartitionForKey is the partition of a keyed event: the FNV-1a 32-bit
+// hash of the key's UTF-8 bytes, as an unsigned integer, modulo the
+// partitions. Growing a topic's partitions remaps keys.
+func PartitionForKey(key string, partitions int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(partitions))
+}
+
+// spread hands out partitions round-robin to keyless events, per topic.
+var spread sync.Map // topic id → *atomic.Uint64
+
+func nextPartition(topicID int64, partitions int) int {
+	v, _ := spread.LoadOrStore(topicID, new(atomic.Uint64))
+	return int(v.(*atomic.Uint64).Add(1) % uint64(partitions))
+}
+
+// NewEventID makes an id for an event published without one.
+func NewEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "evt_" + hex.EncodeToString(b[:])
+}
+
+// EventPublish appends events to the topic and answers, in order, where
+// each landed. An id seen on the topic within its dedup window (or earlier
+// in the batch) is a duplicate: it answers the original's partition and
+// offset and appends nothing.
+//
+// Offsets: the transaction locks the partition rows it writes to (in
+// partition order) before anything else and holds them to its commit, so
+// offsets of a partition are assigned by one transaction at a time, densely
+// and in commit order. published_at is the clock read under that lock, so
+// it grows with the offset (as long as the server's clock does not step
+// back), and the first event at or after a time is also the lowest offset
+// at or after it. It runs in two round trips: the locks, the dedup
+// claims and the duplicates' answers; then the offsets, the events and the
+// dedup rows' offsets, and the commit.
+func EventPublish(ctx context.Context, db TxBeginner, t Topic, events []PublishEvent) ([]PublishResult, error) {
+	results := make([]PublishResult, len(events))
+	firstOf := map[string]int{}
+	repeatOf := make([]int, len(events))
+	var (
+		ids, types, keys, data, attrs []*string
+		parts                         []int32
+		index                         []int // position in events of each row sent
+	)
+	for i, e := range events {
+		repeatOf[i] = -1
+		id := e.ID
+		if id == "" {
+			id = NewEventID()
+		}
+		results[i].ID = id
+		if j, ok := firstOf[id]; ok {
+			repeatOf[i] = j
+			continue
+		}
+		firstOf[id] = i
+		p := 0
+		if e.Key != nil {
+			p = PartitionForKey(*e.Key, t.Partitions)
+		} else {
+			p = nextPartition(t.ID, t.Partitions)
+		}
+		results[i].Partition = p
+		idc, typ := id, e.Type
+		ids = append(ids, &idc)
+		types = append(types, &typ)
+		keys = append(keys, e.Key)
+		data = append(data, rawPtr(e.Data))
+		attrs = append(attrs, rawPtr(e.Attributes))
+		parts = append(parts, int32(p))
+		index = append(index, i)
+	}
+	touched := slices.Clone(parts)
+	slices.Sort(touched)
+	touched = slices.Compact(touched)
+
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`
+				SELECT count(*) FROM (
+					SELECT 1 FROM ferry.topic_partitions
+					WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
+				) locked`, t.ID, touched)
+			// Claim the ids, in id order (two batches with the same ids
+			// never wait on each other crosswise). A live conflict is a
+			// duplicate; an expired one is taken over.
+			b.Queue(`
+				INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
+				SELECT $1, id, p, -1, now() + make_interval(secs => $4)
+				FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
+				ON CONFLICT (topic_id, event_id) DO UPDATE
+					SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
+					WHERE d.expires_at <= now()
+				RETURNING event_id`, t.ID, ids, parts, t.DedupWindowSeconds)
+			br := tx.SendBatch(ctx, b)
+			var locked int
+			if err := br.QueryRow().Scan(&locked); err != nil {
+				br.Close()
+				return err
+			}
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				br.Close()
+				return err
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+			if locked != len(touched) {
+				return ErrNotFound // the topic was deleted
+			}
+			fresh := make(map[string]bool, len(claimed))
+			for _, id := range claimed {
+				fresh[id] = true
+			}
+			var (
+				fIDs, fTypes, fKeys, fData, fAttrs []*string
+				fParts                             []int32
+				fIndex                             []int
+				dups                               []string
+			)
+			for k, i := range index {
+				if !fresh[*ids[k]] {
+					results[i].Duplicate = true
+					dups = append(dups, *ids[k])
+					continue
+				}
+				fIDs = append(fIDs, ids[k])
+				fTypes = append(fTypes, types[k])
+				fKeys = append(fKeys, keys[k])
+				fData = append(fData, data[k])
+				fAttrs = append(fAttrs, attrs[k])
+				fParts = append(fParts, parts[k])
+				fIndex = append(fIndex, i)
+			}
+			b = &pgx.Batch{}
+			if len(fIDs) > 0 {
+				b.Queue(`
+					WITH input AS (
+						SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
+							WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
+					),
+					counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
+					bumped AS (
+						UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
+						FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
+						RETURNING p.partition, p.next_offset - c.n AS base
+					),
+					numbered AS (
+						SELECT i.*, b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off
+						FROM input i JOIN bumped b USING (partition)
+					),
+					appended AS (
+						INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
+						SELECT $1, partition, off, id, type, key, attributes::jsonb, data::jsonb, clock_timestamp()
+						FROM numbered ORDER BY partition, off
+					)
+					SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs)
+			}
+			if len(dups) > 0 {
+				// The rows that beat this publish are committed (ON
+				// CONFLICT waited for them), so this snapshot sees them.
+				b.Queue(`SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = ANY($2)`, t.ID, dups)
+			}
+			br = tx.SendBatch(ctx, b)
+			defer br.Close()
+			if len(fIDs) > 0 {
+				rows, err := br.Query()
+				if err != nil {
+					return err
+				}
+				for rows.Next() {
+					var (
+						ord int
+						off int64
+					)
+					if err := rows.Scan(&ord, &off); err != nil {
+						rows.Close()
+						return err
+					}
+					results[fIndex[ord-1]].Offset = off
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+			}
+			if len(dups) > 0 {
+				rows, err := br.Query()
+				if err != nil {
+					return err
+				}
+				orig := map[string]PublishResult{}
+				for rows.Next() {
+					var r PublishResult
+					if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
+						rows.Close()
+						return err
+					}
+					orig[r.ID] = r
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				for i := range results {
+					if results[i].Duplicate && repeatOf[i] < 0 {
+						o := orig[results[i].ID]
+						results[i].Partition, results[i].Offset = o.Partition, o.Offset
+					}
+				}
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+			if len(fIDs) == 0 {
+				return nil
+			}
+			// The dedup rows learn where their events landed.
+			offs := make([]int64, len(fIDs))
+			for k, i := range fIndex {
+				offs[k] = results[i].Offset
+			}
+			_, err = tx.Exec(ctx, `
+				UPDATE ferry.event_dedup d SET "offset" = t.off
+				FROM unnest($2::text[], $3::bigint[]) AS t(id, off)
+				WHERE d.topic_id = $1 AND d.event_id = t.id`, t.ID, fIDs, offs)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, interpretError("event publish", err)
+	}
+	for i, j := range repeatOf {
+		if j >= 0 {
+			results[i] = PublishResult{ID: results[j].ID, Partition: results[j].Partition, Offset: results[j].Offset, Duplicate: true}
+		}
+	}
+	return results, nil
+}
+
+func rawPtr(r json.RawMessage) *string {
+	if r == nil {
+		return nil
+	}
+	s := string(r)
+	return &s
+}
+
+// Event is an event as readers see it.
+type Event struct {
+	ID          string
+	Type        string
+	Key         *string
+	Data        json.RawMessage // nil when the event had none
+	Attributes  json.RawMessage // nil when none
+	Partition   int
+	Offset      int64
+	PublishedAt time.Time
+}
+
+// ReadParams selects events of one partition: from FromOffset, or from the
+// first event published at or after FromTime.
+type ReadParams struct {
+	Topic      Topic
+	Partition  int
+	FromOffset int64
+	FromTime   *time.Time
+	Limit      int
+	// Wait, when no event is there yet, long-polls that long.
+	Wait         time.Duration
+	FallbackPoll time.Duration
+	Stop         <-chan struct{}
+}
+
+// TopicWakeKey is the Notifier key of a topic: topics share the notifier
+// with queues, whose keys are their (positive) ids.
+func TopicWakeKey(topicID int64) int64 { return -topicID }
+
+// EventRead returns up to Limit events of the partition in offset order
+// and the offset to read next. With FromTime, the position is the first
+// offset published at or after it.
+func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event, int64, error) {
+	from := p.FromOffset
+	if p.FromTime != nil {
+		err := db.QueryRow(ctx, `
+			SELECT coalesce(
+				(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND published_at >= $3
+				 ORDER BY published_at, "offset" LIMIT 1),
+				(SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2), 0)`,
+			p.Topic.ID, p.Partition, *p.FromTime).Scan(&from)
+		if err != nil {
+			return nil, 0, interpretError("event read", err)
+		}
+	}
+	deadline := time.Now().Add(p.Wait)
+	poll := p.FallbackPoll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		var wake <-chan struct{}
+		if n != nil {
+			wake = n.Wait(TopicWakeKey(p.Topic.ID))
+		}
+		events, err := eventReadOnce(ctx, db, p.Topic.ID, p.Partition, from, p.Limit)
+		if err != nil || len(events) > 0 {
+			next := from
+			if len(events) > 0 {
+				next = events[len(events)-1].Offset + 1
+			}
+			return events, next, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 || wake == nil {
+			return nil, max(from, oldestOffset(ctx, db, p.Topic.ID, p.Partition)), nil
+		}
+		timer := time.NewTimer(min(left, poll))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-p.Stop:
+			timer.Stop()
+			return nil, from, nil
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, from, nil
+		}
+		timer.Stop()
+	}
+}
+
+// oldestOffset is the partition's oldest retained offset (its next offset
+// when nothing is retained); 0 if it cannot be read.
+func oldestOffset(ctx context.Context, db DBTX, topicID int64, partition int) int64 {
+	var o int64
+	_ = db.QueryRow(ctx, `
+		SELECT coalesce(
+			(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 ORDER BY "offset" LIMIT 1),
+			(SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2), 0)`,
+		topicID, partition).Scan(&o)
+	return o
+}
+
+func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, from int64, limit int) ([]Event, error) {
+	rows, err := db.Query(ctx, `
+		SELECT id, type, key, data::text, attributes::text, partition, "offset", published_at
+		FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND "offset" >= $3
+		ORDER BY "offset" LIMIT $4`, topicID, partition, from, limit)
+	if err != nil {
+		return nil, interpretError("event read", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+		var (
+			e           Event
+			data, attrs *string
+		)
+		err := row.Scan(&e.ID, &e.Type, &e.Key, &data, &attrs, &e.Partition, &e.Offset, &e.PublishedAt)
+		if data != nil {
+			e.Data = json.RawMessage(*data)
+		}
+		if attrs != nil {
+			e.Attributes = json.RawMessage(*attrs)
+		}
+		return e, err
+	})
+	return events, interpretError("event read", err)
+}
+
+// EventExpire deletes, per topic partition, up to limit events older than
+// the topic's retention, oldest first, and reports how many it deleted.
+func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM ferry.events e USING (
+			SELECT v.topic_id, v.partition, v."offset"
+			FROM ferry.topics t
+			JOIN ferry.topic_partitions p ON p.topic_id = t.id
+			CROSS JOIN LATERAL (
+				SELECT topic_id, partition, "offset" FROM ferry.events
+				WHERE topic_id = t.id AND partition = p.partition
+					AND published_at < now() - t.retention_seconds * interval '1 second'
+				ORDER BY published_at LIMIT $1
+			) v
+		) old
+		WHERE e.topic_id = old.topic_id AND e.partition = old.partition AND e."offset" = old."offset"`, limit)
+	if err != nil {
+		return 0, interpretError("event expire", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// EventDedupExpire deletes up to limit event ids whose window has ended.
+func EventDedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM ferry.event_dedup WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM ferry.event_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT $1))`, limit)
+	if err != nil {
+		return 0, interpretError("event dedup expire", err)
+	}
+	return tag.RowsAffected(), nil
+}

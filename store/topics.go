@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TopicConfig is a topic's configuration.
+type TopicConfig struct {
+	Partitions         int
+	RetentionSeconds   int
+	DedupWindowSeconds int
+}
+
+// DefaultTopicConfig is what a new topic gets for every field not given.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{Partitions: 4, RetentionSeconds: 604800, DedupWindowSeconds: 300}
+}
+
+// TopicPatch holds the fields a PUT gives; nil fields keep their value.
+type TopicPatch struct {
+	Partitions         *int
+	RetentionSeconds   *int
+	DedupWindowSeconds *int
+}
+
+// Topic is a topic's configuration and identity.
+type Topic struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	TopicConfig
+}
+
+// PartitionOffsets describes one partition's log: HeadOffset is the newest
+// event's offset (-1 when there never was one), OldestOffset the oldest
+// retained (HeadOffset+1 when none is retained).
+type PartitionOffsets struct {
+	Partition    int
+	HeadOffset   int64
+	OldestOffset int64
+}
+
+// ShrinkError refuses a PUT that lowers a topic's partitions.
+type ShrinkError struct{ From, To int }
+
+func (e *ShrinkError) Error() string {
+	return fmt.Sprintf("partitions can only grow (from %d; %d asked)", e.From, e.To)
+}
+
+// Unwrap makes a ShrinkError an ErrConflict.
+func (e *ShrinkError) Unwrap() error { return ErrConflict }
+
+const topicColumns = `id, name, created_at, updated_at, partitions, retention_seconds, dedup_window_seconds`
+
+func scanTopic(row pgx.Row) (Topic, error) {
+	var t Topic
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.UpdatedAt, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds)
+	return t, err
+}
+
+// TopicUpsert creates the named topic or changes the given fields of an
+// existing one, adding partitions when they grow. It reports whether the
+// topic was created.
+func TopicUpsert(ctx context.Context, db TxBeginner, name string, patch TopicPatch) (Topic, bool, error) {
+	var (
+		t       Topic
+		created bool
+	)
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			existing, err := scanTopic(tx.QueryRow(ctx,
+				`SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1 FOR UPDATE`, name))
+			created = errors.Is(err, pgx.ErrNoRows)
+			if err != nil && !created {
+				return err
+			}
+			cfg := DefaultTopicConfig()
+			if !created {
+				cfg = existing.TopicConfig
+			}
+			if patch.Partitions != nil {
+				if !created && *patch.Partitions < cfg.Partitions {
+					return &ShrinkError{From: cfg.Partitions, To: *patch.Partitions}
+				}
+				cfg.Partitions = *patch.Partitions
+			}
+			if patch.RetentionSeconds != nil {
+				cfg.RetentionSeconds = *patch.RetentionSeconds
+			}
+			if patch.DedupWindowSeconds != nil {
+				cfg.DedupWindowSeconds = *patch.DedupWindowSeconds
+			}
+			if !created && cfg == existing.TopicConfig {
+				t = existing
+				return nil
+			}
+			t, err = scanTopic(tx.QueryRow(ctx, `
+				INSERT INTO ferry.topics AS t (name, partitions, retention_seconds, dedup_window_seconds)
+				VALUES ($1, $2, $3, $4)
+				ON CONFLICT (name) DO UPDATE SET
+					partitions = excluded.partitions,
+					retention_seconds = excluded.retention_seconds,
+					dedup_window_seconds = excluded.dedup_window_seconds,
+					updated_at = now()
+				RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds))
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `
+				INSERT INTO ferry.topic_partitions (topic_id, partition)
+				SELECT $1, p FROM generate_series(0, $2 - 1) AS p
+				ON CONFLICT DO NOTHING`, t.ID, t.Partitions)
+			return err
+		})
+	})
+	if err != nil {
+		var shrink *ShrinkError
+		if errors.As(err, &shrink) {
+			return Topic{}, false, shrink
+		}
+		return Topic{}, false, interpretError("topic upsert", err)
+	}
+	return t, created, nil
+}
+
+// TopicGet returns the named topic.
+func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
+	t, err := scanTopic(db.QueryRow(ctx, `SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1`, name))
+	return t, interpretError("topic get", err)
+}
+
+// TopicList returns every topic, by name.
+func TopicList(ctx context.Context, db DBTX) ([]Topic, error) {
+	rows, err := db.Query(ctx, `SELECT `+topicColumns+` FROM ferry.topics ORDER BY name`)
+	if err != nil {
+		return nil, interpretError("topic list", err)
+	}
+	topics, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
+	return topics, interpretError("topic list", err)
+}
+
+// TopicOffsets returns the head and oldest retained offset of every
+// partition of the given topics, keyed by topic id, in partition order.
+// Each is one index probe.
+func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]PartitionOffsets, error) {
+	rows, err := db.Query(ctx, `
+		SELECT p.topic_id, p.partition, p.next_offset - 1,
+			coalesce((SELECT e."offset" FROM ferry.events e
+				WHERE e.topic_id = p.topic_id AND e.partition = p.partition ORDER BY e."offset" LIMIT 1), p.next_offset)
+		FROM ferry.topic_partitions p
+		WHERE p.topic_id = ANY($1)
+		ORDER BY p.topic_id, p.partition`, topicIDs)
+	if err != nil {
+		return nil, interpretError("topic offsets", err)
+	}
+	defer rows.Close()
+	out := make(map[int64][]PartitionOffsets, len(topicIDs))
+	for rows.Next() {
+		var (
+			id int64
+			o  PartitionOffsets
+		)
+		if err := rows.Scan(&id, &o.Partition, &o.HeadOffset, &o.OldestOffset); err != nil {
+			return nil, interpretError("topic offsets", err)
+		}
+		out[id] = append(out[id], o)
+	}
+	return out, interpretError("topic offsets", rows.Err())
+}
+
+// TopicDelete deletes the named topic and returns its id; its events,
+// partitions and dedup ids are removed afterwards in bounded batches by
+// TopicDeleteContent (scheduled by the caller in the same transaction).
+// Publishing holds the topic's partition rows, so the delete waits for
+// publishes in progress, and later ones find no topic.
+func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
+	var id int64
+	if err := tx.QueryRow(ctx, `DELETE FROM ferry.topics WHERE name = $1 RETURNING id`, name).Scan(&id); err != nil {
+		return 0, interpretError("topic delete", err)
+	}
+	// Taking the partition rows waits for publishes in flight; removing
+	// them makes later publishes find nothing to write to.
+	if _, err := tx.Exec(ctx, `DELETE FROM ferry.topic_partitions WHERE topic_id = $1`, id); err != nil {
+		return 0, interpretError("topic delete", err)
+	}
+	return id, nil
+}
+
+// TopicDeleteContent deletes up to limit rows of a deleted topic's events
+// and dedup ids, and reports how many; 0 means nothing is left.
+func TopicDeleteContent(ctx context.Context, db DBTX, topicID int64, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM ferry.events WHERE (topic_id, partition, "offset") IN (
+			SELECT topic_id, partition, "offset" FROM ferry.events WHERE topic_id = $1 LIMIT $2)`, topicID, limit)
+	if err != nil {
+		return 0, interpretError("topic delete content", err)
+	}
+	n := tag.RowsAffected()
+	if n >= int64(limit) {
+		return n, nil
+	}
+	tag, err = db.Exec(ctx, `
+		DELETE FROM ferry.event_dedup WHERE topic_id = $1 AND event_id IN (
+			SELECT event_id FROM ferry.event_dedup WHERE topic_id = $1 LIMIT $2)`, topicID, limit)
+	if err != nil {
+		return n, interpretError("topic delete content", err)
+	}
+	return n + tag.RowsAffected(), nil
+}
