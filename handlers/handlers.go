@@ -21,6 +21,8 @@ import (
 type Deps struct {
 	Pool   *pgxpool.Pool
 	Sender *store.Sender
+	// Publisher appends events with group commit.
+	Publisher *store.Publisher
 	// Queues caches queue configurations for the hot paths; shared with
 	// the Sender so that this instance's changes are seen at once.
 	Queues   *store.QueueCache

@@ -243,11 +243,10 @@ func (h *handler) eventPublish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	results, err := store.EventPublish(ctx, h.Pool, t, events)
+	results, err := h.Publisher.Publish(ctx, t, events)
 	if err != nil {
 		return err
 	}
-	h.Notifier.Published([]int64{store.TopicWakeKey(t.ID)})
 	out := make([]publishResult, len(results))
 	fresh := 0
 	for i, r := range results {

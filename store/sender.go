@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,20 +25,11 @@ import (
 // (unknown queue, queue full, invalid delay) does not affect the others in
 // its transaction.
 type Sender struct {
-	pool     *pgxpool.Pool
-	requests chan *sendRequest
-	// maxMessages caps the messages gathered into one transaction.
-	maxMessages int
-	// bigBatch is the size from which a transaction starts without waiting
-	// for the small one in flight.
-	bigBatch int
-	// smallSlot is held by the one small transaction in flight.
-	smallSlot chan struct{}
+	pool *pgxpool.Pool
+	c    *coalescer[*sendRequest]
 	// committed is called after each commit with the queues written to.
 	committed func(queueIDs []int64)
 	queues    *QueueCache
-	wg        sync.WaitGroup
-	stop      chan struct{}
 }
 
 type sendRequest struct {
@@ -69,38 +59,24 @@ type SenderConfig struct {
 
 // NewSender starts a Sender's workers; Close stops them.
 func NewSender(pool *pgxpool.Pool, cfg SenderConfig) *Sender {
-	s := &Sender{
-		pool:        pool,
-		requests:    make(chan *sendRequest, 1024),
-		maxMessages: cfg.MaxMessages,
-		committed:   cfg.Committed,
-		queues:      cfg.Queues,
-		bigBatch:    100,
-		smallSlot:   make(chan struct{}, 1),
-		stop:        make(chan struct{}),
-	}
+	s := &Sender{pool: pool, committed: cfg.Committed, queues: cfg.Queues}
 	if s.queues == nil {
 		s.queues = NewQueueCache(time.Second)
 	}
-	if s.maxMessages <= 0 {
-		s.maxMessages = 2000
+	maxMessages := cfg.MaxMessages
+	if maxMessages <= 0 {
+		maxMessages = 2000
 	}
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = 4
 	}
-	for range workers {
-		s.wg.Add(1)
-		go s.work()
-	}
+	s.c = newCoalescer(workers, maxMessages, 100, func(r *sendRequest) int { return len(r.msgs) }, s.write)
 	return s
 }
 
 // Close stops the workers after the requests already taken are written.
-func (s *Sender) Close() {
-	close(s.stop)
-	s.wg.Wait()
-}
+func (s *Sender) Close() { s.c.close() }
 
 // Send writes msgs to the named queue and answers one result per message,
 // in order, after the commit. It returns ErrNotFound for an unknown queue,
@@ -108,80 +84,13 @@ func (s *Sender) Close() {
 // input the queue's configuration refuses; in each case nothing is written.
 func (s *Sender) Send(ctx context.Context, queue string, msgs []SendMessage) ([]SendResult, int64, error) {
 	req := &sendRequest{ctx: ctx, queue: queue, msgs: msgs, done: make(chan struct{})}
-	select {
-	case s.requests <- req:
-	case <-ctx.Done():
-		return nil, 0, ctx.Err()
-	case <-s.stop:
-		return nil, 0, errors.New("message send: server is shutting down")
+	if err := s.c.submit(ctx, req); err != nil {
+		return nil, 0, fmt.Errorf("message send: %w", err)
 	}
 	// Once taken, a request is always answered: the caller must not give
 	// up on a write that may commit.
 	<-req.done
 	return req.results, req.queueID, req.err
-}
-
-func (s *Sender) work() {
-	defer s.wg.Done()
-	for {
-		var first *sendRequest
-		select {
-		case first = <-s.requests:
-		case <-s.stop:
-			// Answer whatever was queued before the stop.
-			for {
-				select {
-				case r := <-s.requests:
-					s.write([]*sendRequest{r})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*sendRequest{first}
-		n := len(first.msgs)
-		// A small transaction waits for the small one in flight to commit,
-		// gathering the requests that arrive meanwhile: many concurrent
-		// single sends then share one commit instead of spreading thinly
-		// over every worker. A transaction that is already big does not
-		// wait, so large batches still write in parallel.
-		small := false
-	gather:
-		for n < s.maxMessages {
-			if n >= s.bigBatch {
-				select {
-				case r := <-s.requests:
-					batch = append(batch, r)
-					n += len(r.msgs)
-					continue
-				default:
-					break gather
-				}
-			}
-			select {
-			case s.smallSlot <- struct{}{}:
-				small = true
-				// Take what is already waiting, then write.
-				for n < s.maxMessages {
-					select {
-					case r := <-s.requests:
-						batch = append(batch, r)
-						n += len(r.msgs)
-					default:
-						break gather
-					}
-				}
-				break gather
-			case r := <-s.requests:
-				batch = append(batch, r)
-				n += len(r.msgs)
-			}
-		}
-		s.write(batch)
-		if small {
-			<-s.smallSlot
-		}
-	}
 }
 
 // write runs one transaction for batch and answers every request in it. If

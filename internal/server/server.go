@@ -69,18 +69,19 @@ func (c Config) Check() error {
 
 // Server is a running Ferry.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	pool     *pgxpool.Pool
-	river    *river.Client[pgx.Tx]
-	sender   *store.Sender
-	notifier *store.Notifier
-	http     *http.Server
-	ln       net.Listener
-	stop     chan struct{}
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
-	served   chan error
+	cfg       Config
+	log       *slog.Logger
+	pool      *pgxpool.Pool
+	river     *river.Client[pgx.Tx]
+	sender    *store.Sender
+	publisher *store.Publisher
+	notifier  *store.Notifier
+	http      *http.Server
+	ln        net.Listener
+	stop      chan struct{}
+	cancel    context.CancelFunc
+	bg        sync.WaitGroup
+	served    chan error
 }
 
 // New applies migrations (unless disabled), connects, starts River and the
@@ -135,14 +136,26 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Workers: cfg.SendWorkers, Committed: s.notifier.Published, Queues: queues,
 	})
 
+	s.publisher = store.NewPublisher(pool, store.PublisherConfig{
+		Workers: cfg.SendWorkers,
+		Published: func(topicIDs []int64) {
+			keys := make([]int64, len(topicIDs))
+			for i, id := range topicIDs {
+				keys[i] = store.TopicWakeKey(id)
+			}
+			s.notifier.Published(keys)
+		},
+	})
+
 	e := handlers.New(handlers.Deps{
-		Pool:     pool,
-		Sender:   s.sender,
-		Queues:   queues,
-		Notifier: s.notifier,
-		River:    s.river,
-		Log:      log,
-		AdminKey: cfg.AdminKey,
+		Pool:      pool,
+		Sender:    s.sender,
+		Publisher: s.publisher,
+		Queues:    queues,
+		Notifier:  s.notifier,
+		River:     s.river,
+		Log:       log,
+		AdminKey:  cfg.AdminKey,
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
@@ -221,6 +234,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) stopBackground(ctx context.Context) {
 	s.sender.Close()
+	s.publisher.Close()
 	if err := s.river.Stop(ctx); err != nil {
 		s.log.Warn("river stop", "error", err)
 	}

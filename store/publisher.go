@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Publisher appends events with group commit, as Sender does for
+// messages: publishes that arrive while a transaction commits are merged,
+// per topic, into the next one. That matters more for topics than for
+// queues: a publish holds its partitions' locks until it commits, so
+// publishes to one partition commit one after another, and only sharing
+// transactions lets them share a commit. Every request is answered after
+// the transaction holding it committed.
+type Publisher struct {
+	pool      *pgxpool.Pool
+	c         *coalescer[*publishRequest]
+	published func(topicIDs []int64)
+}
+
+type publishRequest struct {
+	ctx     context.Context
+	topic   Topic
+	events  []PublishEvent
+	results []PublishResult
+	err     error
+	done    chan struct{}
+}
+
+// PublisherConfig configures NewPublisher.
+type PublisherConfig struct {
+	// Workers is the number of transactions in progress at once (default 4).
+	Workers int
+	// MaxEvents caps the events of one transaction (default 2000).
+	MaxEvents int
+	// Published, if set, is called after every commit with the ids of the
+	// topics that got events (used to wake long polls).
+	Published func(topicIDs []int64)
+}
+
+// NewPublisher starts a Publisher's workers; Close stops them.
+func NewPublisher(pool *pgxpool.Pool, cfg PublisherConfig) *Publisher {
+	p := &Publisher{pool: pool, published: cfg.Published}
+	maxEvents := cfg.MaxEvents
+	if maxEvents <= 0 {
+		maxEvents = 2000
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	p.c = newCoalescer(workers, maxEvents, 100, func(r *publishRequest) int { return len(r.events) }, p.write)
+	return p
+}
+
+// Close stops the workers after the requests already taken are written.
+func (p *Publisher) Close() { p.c.close() }
+
+// Publish appends events to topic t, as EventPublish does, sharing the
+// transaction with concurrent publishes to the same topic.
+func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent) ([]PublishResult, error) {
+	req := &publishRequest{ctx: ctx, topic: t, events: events, done: make(chan struct{})}
+	if err := p.c.submit(ctx, req); err != nil {
+		return nil, fmt.Errorf("event publish: %w", err)
+	}
+	<-req.done // a taken request is always answered
+	return req.results, req.err
+}
+
+// write publishes batch, one transaction per topic. If a merged
+// transaction fails, its requests are retried one by one, so one request's
+// failure cannot fail the others.
+func (p *Publisher) write(batch []*publishRequest) {
+	ctx := context.Background() // a taken request is written to the end
+	byTopic := map[int64][]*publishRequest{}
+	var order []int64
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.err = r.ctx.Err()
+			close(r.done)
+			continue
+		}
+		if byTopic[r.topic.ID] == nil {
+			order = append(order, r.topic.ID)
+		}
+		byTopic[r.topic.ID] = append(byTopic[r.topic.ID], r)
+	}
+	var written []int64
+	for _, id := range order {
+		reqs := byTopic[id]
+		if p.publish(ctx, reqs) == nil {
+			written = append(written, id)
+		} else if len(reqs) > 1 {
+			for _, r := range reqs {
+				if p.publish(ctx, []*publishRequest{r}) == nil {
+					written = append(written, id)
+				}
+			}
+		}
+	}
+	if len(written) > 0 && p.published != nil {
+		p.published(written)
+	}
+	for _, reqs := range byTopic {
+		for _, r := range reqs {
+			close(r.done)
+		}
+	}
+}
+
+// publish writes reqs (all for one topic) in one transaction and sets
+// their results, or their error.
+func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) error {
+	t := reqs[0].topic
+	var all []PublishEvent
+	for _, r := range reqs {
+		all = append(all, r.events...)
+		if r.topic.Partitions > t.Partitions {
+			t = r.topic // the freshest view of a growing topic
+		}
+	}
+	results, err := EventPublish(ctx, p.pool, t, all)
+	for _, r := range reqs {
+		if err != nil {
+			r.results, r.err = nil, err
+			continue
+		}
+		r.results, r.err, results = results[:len(r.events)], nil, results[len(r.events):]
+	}
+	return err
+}
