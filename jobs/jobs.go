@@ -101,13 +101,19 @@ type QueueCleanupWorker struct {
 
 // Work deletes the queue's rows in bounded batches.
 func (w *QueueCleanupWorker) Work(ctx context.Context, job *river.Job[QueueCleanupArgs]) error {
+	return untilEmpty(ctx, func() (int64, error) {
+		return store.QueueDeleteContent(ctx, w.Pool, job.Args.QueueID, batch)
+	})
+}
+
+// untilEmpty calls step, one bounded batch at a time, until it deletes
+// nothing. If the job's time runs out first, River retries it and the next
+// run goes on where this one stopped.
+func untilEmpty(ctx context.Context, step func() (int64, error)) error {
 	for {
-		n, err := store.QueueDeleteContent(ctx, w.Pool, job.Args.QueueID, batch)
-		if err != nil {
+		n, err := step()
+		if err != nil || n == 0 {
 			return err
-		}
-		if n == 0 {
-			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -140,18 +146,9 @@ type TopicCleanupWorker struct {
 
 // Work deletes the topic's events and dedup ids in bounded batches.
 func (w *TopicCleanupWorker) Work(ctx context.Context, job *river.Job[TopicCleanupArgs]) error {
-	for {
-		n, err := store.TopicDeleteContent(ctx, w.Pool, job.Args.TopicID, batch)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
+	return untilEmpty(ctx, func() (int64, error) {
+		return store.TopicDeleteContent(ctx, w.Pool, job.Args.TopicID, batch)
+	})
 }
 
 // InsertTopicCleanup schedules the cleanup of a deleted topic in tx.
@@ -181,14 +178,9 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweep
 		return err
 	}
 	for _, id := range ids {
-		for {
-			n, err := store.QueueDeleteContent(ctx, w.Pool, id, batch)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				break
-			}
+		err := untilEmpty(ctx, func() (int64, error) { return store.QueueDeleteContent(ctx, w.Pool, id, batch) })
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -335,41 +335,19 @@ func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event
 			return nil, 0, interpretError("event read", err)
 		}
 	}
-	deadline := time.Now().Add(p.Wait)
-	poll := p.FallbackPoll
-	if poll <= 0 {
-		poll = time.Second
+	var events []Event
+	err := longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+		var err error
+		events, err = eventReadOnce(ctx, db, p.Topic.ID, p.Partition, from, p.Limit)
+		return len(events) > 0, err
+	})
+	if err != nil {
+		return nil, 0, err
 	}
-	for {
-		var wake <-chan struct{}
-		if n != nil {
-			wake = n.Wait(TopicWakeKey(p.Topic.ID))
-		}
-		events, err := eventReadOnce(ctx, db, p.Topic.ID, p.Partition, from, p.Limit)
-		if err != nil || len(events) > 0 {
-			next := from
-			if len(events) > 0 {
-				next = events[len(events)-1].Offset + 1
-			}
-			return events, next, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 || wake == nil {
-			return nil, max(from, oldestOffset(ctx, db, p.Topic.ID, p.Partition)), nil
-		}
-		timer := time.NewTimer(min(left, poll))
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-p.Stop:
-			timer.Stop()
-			return nil, from, nil
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, from, nil
-		}
-		timer.Stop()
+	if len(events) == 0 {
+		return nil, max(from, oldestOffset(ctx, db, p.Topic.ID, p.Partition)), nil
 	}
+	return events, events[len(events)-1].Offset + 1, nil
 }
 
 // oldestOffset is the partition's oldest retained offset (its next offset

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strconv"
@@ -206,34 +207,62 @@ type ReceiveParams struct {
 // visible: it returns as soon as a claim finds any. It reports how many
 // messages it dead-lettered on the way.
 func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) ([]Message, int, error) {
-	deadline := time.Now().Add(p.Wait)
-	poll := p.FallbackPoll
-	if poll <= 0 {
-		poll = time.Second
-	}
-	dead := 0
-	for {
-		wake := n.Wait(p.Queue.ID)
-		msgs, d, err := MessageClaim(ctx, db, p.ClaimParams)
+	var (
+		msgs []Message
+		dead int
+	)
+	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+		var (
+			d   int
+			err error
+		)
+		msgs, d, err = MessageClaim(ctx, db, p.ClaimParams)
 		dead += d
-		if err != nil || len(msgs) > 0 {
-			return msgs, dead, err
+		return len(msgs) > 0, err
+	})
+	return msgs, dead, err
+}
+
+// longPoll calls try until it finds something, fails, or wait has passed,
+// re-trying whenever the Notifier wakes key and at least every poll
+// (default 1s). It ends early, finding nothing, when stop closes or ctx
+// ends. With a nil Notifier it tries once.
+func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Duration, stop <-chan struct{}, try func() (bool, error)) error {
+	deadline := time.Now().Add(wait)
+	poll = cmp.Or(poll, time.Second)
+	for {
+		var wake <-chan struct{}
+		if n != nil {
+			// Taken before trying, so a wake-up in between is not lost.
+			wake = n.Wait(key)
+		}
+		found, err := try()
+		if err != nil || found {
+			return err
 		}
 		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, dead, nil
+		if left <= 0 || n == nil {
+			return nil
 		}
 		timer := time.NewTimer(min(left, poll))
 		select {
 		case <-wake:
 		case <-timer.C:
-		case <-p.Stop:
-			timer.Stop()
-			return nil, dead, nil
+		case <-stop:
 		case <-ctx.Done():
-			timer.Stop()
-			return nil, dead, nil
 		}
 		timer.Stop()
+		if ctx.Err() != nil || isClosed(stop) {
+			return nil
+		}
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
