@@ -49,6 +49,7 @@ type handler struct {
 	Deps
 	limits Limits
 	queues *store.QueueCache
+	topics *store.TopicCache
 }
 
 // New returns the Echo instance serving Ferry's API.
@@ -59,7 +60,7 @@ func New(d Deps) *echo.Echo {
 	if d.Queues == nil {
 		d.Queues = store.NewQueueCache(time.Second)
 	}
-	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues}
+	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -74,6 +74,7 @@ func (h *handler) topicPut(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	t, created, err := store.TopicUpsert(ctx, h.Pool, n, store.TopicPatch(req))
+	h.topics.Forget(n)
 	if err != nil {
 		var shrink *store.ShrinkError
 		if errors.As(err, &shrink) {
@@ -143,6 +144,7 @@ func (h *handler) topicDelete(c echo.Context) error {
 		}
 		return jobs.InsertTopicCleanup(ctx, h.River, tx, id)
 	})
+	h.topics.Forget(n)
 	if err != nil {
 		return err
 	}
@@ -239,11 +241,19 @@ func (h *handler) eventPublish(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, n)
+	t, err := h.topics.Get(ctx, h.Pool, n)
 	if err != nil {
 		return err
 	}
 	results, err := h.Publisher.Publish(ctx, t, events)
+	if errors.Is(err, store.ErrNotFound) {
+		// The cached topic may have been deleted and created again.
+		h.topics.Forget(n)
+		if t, err = h.topics.Get(ctx, h.Pool, n); err != nil {
+			return err
+		}
+		results, err = h.Publisher.Publish(ctx, t, events)
+	}
 	if err != nil {
 		return err
 	}

@@ -47,3 +47,10 @@ CREATE TABLE ferry.event_dedup (
     PRIMARY KEY (topic_id, event_id)
 );
 CREATE INDEX event_dedup_expiry_idx ON ferry.event_dedup (expires_at);
+
+-- Raises no_data_found (P0002) from inside a statement, so that a pipelined
+-- transaction stops when what it writes to has gone (a deleted topic).
+CREATE FUNCTION ferry.raise_not_found(what text) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = what || ' not found';
+END $$;

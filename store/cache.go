@@ -6,49 +6,62 @@ import (
 	"time"
 )
 
-// QueueCache remembers queues by name for a short time, so the hot paths
-// (receive, ack, nack, extend) do not read the queue row on every request.
-// A configuration change reaches other instances within the TTL; this
-// instance's own changes are seen at once (Forget).
-type QueueCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]cachedQueue
+// NameCache remembers resources (queues, topics) by name for a short time,
+// so hot paths (send, receive, ack, publish) do not read the resource's row
+// on every request. A change made through another instance is seen within
+// the TTL; this instance's own changes are seen at once (Forget).
+type NameCache[T any] struct {
+	ttl  time.Duration
+	load func(ctx context.Context, db DBTX, name string) (T, error)
+	mu   sync.Mutex
+	m    map[string]cached[T]
 }
 
-type cachedQueue struct {
-	q  Queue
+type cached[T any] struct {
+	v  T
 	at time.Time
 }
 
-// NewQueueCache makes a cache whose entries live for ttl.
+// QueueCache caches queues by name.
+type QueueCache = NameCache[Queue]
+
+// TopicCache caches topics by name.
+type TopicCache = NameCache[Topic]
+
+// NewQueueCache makes a queue cache whose entries live for ttl.
 func NewQueueCache(ttl time.Duration) *QueueCache {
-	return &QueueCache{ttl: ttl, m: map[string]cachedQueue{}}
+	return &QueueCache{ttl: ttl, load: QueueGet, m: map[string]cached[Queue]{}}
 }
 
-// Get returns the named queue, from the cache when fresh.
-func (c *QueueCache) Get(ctx context.Context, db DBTX, name string) (Queue, error) {
+// NewTopicCache makes a topic cache whose entries live for ttl.
+func NewTopicCache(ttl time.Duration) *TopicCache {
+	return &TopicCache{ttl: ttl, load: TopicGet, m: map[string]cached[Topic]{}}
+}
+
+// Get returns the named resource, from the cache when fresh.
+func (c *NameCache[T]) Get(ctx context.Context, db DBTX, name string) (T, error) {
 	c.mu.Lock()
 	e, ok := c.m[name]
 	c.mu.Unlock()
 	if ok && time.Since(e.at) < c.ttl {
-		return e.q, nil
+		return e.v, nil
 	}
-	q, err := QueueGet(ctx, db, name)
+	v, err := c.load(ctx, db, name)
 	if err != nil {
-		return Queue{}, err
+		var zero T
+		return zero, err
 	}
 	c.mu.Lock()
 	if len(c.m) > 10000 {
 		clear(c.m)
 	}
-	c.m[name] = cachedQueue{q: q, at: time.Now()}
+	c.m[name] = cached[T]{v: v, at: time.Now()}
 	c.mu.Unlock()
-	return q, nil
+	return v, nil
 }
 
-// Forget drops the named queue from the cache.
-func (c *QueueCache) Forget(name string) {
+// Forget drops the named resource from the cache.
+func (c *NameCache[T]) Forget(name string) {
 	c.mu.Lock()
 	delete(c.m, name)
 	c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PublishEvent is one event of a publish batch, already validated.
@@ -60,16 +62,23 @@ func NewEventID() string {
 // in the batch) is a duplicate: it answers the original's partition and
 // offset and appends nothing.
 //
-// Offsets: the transaction locks the partition rows it writes to (in
-// partition order) before anything else and holds them to its commit, so
-// offsets of a partition are assigned by one transaction at a time, densely
-// and in commit order. published_at is the clock read under that lock, so
-// it grows with the offset (as long as the server's clock does not step
-// back), and the first event at or after a time is also the lowest offset
-// at or after it. It runs in two round trips: the locks, the dedup
-// claims and the duplicates' answers; then the offsets, the events and the
-// dedup rows' offsets, and the commit.
-func EventPublish(ctx context.Context, db TxBeginner, t Topic, events []PublishEvent) ([]PublishResult, error) {
+// It is one transaction in two round trips. First the event ids are
+// claimed in ferry.event_dedup (in id order, so two publishes of the same
+// ids never wait on each other crosswise) and every claimed id's row is
+// read back: a duplicate's row, committed by the publish that beat it,
+// tells where the original landed. Then the partition rows are locked (in
+// partition order), offsets next_offset..next_offset+n-1 taken, the events
+// appended with the dedup rows pointing at them, and the transaction
+// committed. The partition locks are thus held for one round trip and the
+// commit; a transaction never waits for a partition while holding one, or
+// for an id while holding a partition.
+//
+// Offsets of a partition are therefore assigned by one transaction at a
+// time, densely and in commit order. published_at is the clock read under
+// the lock, so it grows with the offset (as long as the server's clock
+// does not step back), and the first event at or after a time is also the
+// lowest offset at or after it.
+func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, error) {
 	results := make([]PublishResult, len(events))
 	firstOf := map[string]int{}
 	repeatOf := make([]int, len(events))
@@ -106,169 +115,18 @@ func EventPublish(ctx context.Context, db TxBeginner, t Topic, events []PublishE
 		parts = append(parts, int32(p))
 		index = append(index, i)
 	}
-	touched := slices.Clone(parts)
-	slices.Sort(touched)
-	touched = slices.Compact(touched)
-
 	err := retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue(`
-				SELECT count(*) FROM (
-					SELECT 1 FROM ferry.topic_partitions
-					WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
-				) locked`, t.ID, touched)
-			// Claim the ids, in id order (two batches with the same ids
-			// never wait on each other crosswise). A live conflict is a
-			// duplicate; an expired one is taken over.
-			b.Queue(`
-				INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
-				SELECT $1, id, p, -1, now() + make_interval(secs => $4)
-				FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
-				ON CONFLICT (topic_id, event_id) DO UPDATE
-					SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
-					WHERE d.expires_at <= now()
-				RETURNING event_id`, t.ID, ids, parts, t.DedupWindowSeconds)
-			br := tx.SendBatch(ctx, b)
-			var locked int
-			if err := br.QueryRow().Scan(&locked); err != nil {
-				br.Close()
-				return err
-			}
-			rows, err := br.Query()
-			if err != nil {
-				br.Close()
-				return err
-			}
-			claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				br.Close()
-				return err
-			}
-			if err := br.Close(); err != nil {
-				return err
-			}
-			if locked != len(touched) {
-				return ErrNotFound // the topic was deleted
-			}
-			fresh := make(map[string]bool, len(claimed))
-			for _, id := range claimed {
-				fresh[id] = true
-			}
-			var (
-				fIDs, fTypes, fKeys, fData, fAttrs []*string
-				fParts                             []int32
-				fIndex                             []int
-				dups                               []string
-			)
-			for k, i := range index {
-				if !fresh[*ids[k]] {
-					results[i].Duplicate = true
-					dups = append(dups, *ids[k])
-					continue
-				}
-				fIDs = append(fIDs, ids[k])
-				fTypes = append(fTypes, types[k])
-				fKeys = append(fKeys, keys[k])
-				fData = append(fData, data[k])
-				fAttrs = append(fAttrs, attrs[k])
-				fParts = append(fParts, parts[k])
-				fIndex = append(fIndex, i)
-			}
-			b = &pgx.Batch{}
-			if len(fIDs) > 0 {
-				b.Queue(`
-					WITH input AS (
-						SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
-							WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
-					),
-					counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
-					bumped AS (
-						UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
-						FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
-						RETURNING p.partition, p.next_offset - c.n AS base
-					),
-					numbered AS (
-						SELECT i.*, b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off
-						FROM input i JOIN bumped b USING (partition)
-					),
-					appended AS (
-						INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
-						SELECT $1, partition, off, id, type, key, attributes::jsonb, data::jsonb, clock_timestamp()
-						FROM numbered ORDER BY partition, off
-					)
-					SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs)
-			}
-			if len(dups) > 0 {
-				// The rows that beat this publish are committed (ON
-				// CONFLICT waited for them), so this snapshot sees them.
-				b.Queue(`SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = ANY($2)`, t.ID, dups)
-			}
-			br = tx.SendBatch(ctx, b)
-			defer br.Close()
-			if len(fIDs) > 0 {
-				rows, err := br.Query()
-				if err != nil {
-					return err
-				}
-				for rows.Next() {
-					var (
-						ord int
-						off int64
-					)
-					if err := rows.Scan(&ord, &off); err != nil {
-						rows.Close()
-						return err
-					}
-					results[fIndex[ord-1]].Offset = off
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return err
-				}
-			}
-			if len(dups) > 0 {
-				rows, err := br.Query()
-				if err != nil {
-					return err
-				}
-				orig := map[string]PublishResult{}
-				for rows.Next() {
-					var r PublishResult
-					if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
-						rows.Close()
-						return err
-					}
-					orig[r.ID] = r
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return err
-				}
-				for i := range results {
-					if results[i].Duplicate && repeatOf[i] < 0 {
-						o := orig[results[i].ID]
-						results[i].Partition, results[i].Offset = o.Partition, o.Offset
-					}
-				}
-			}
-			if err := br.Close(); err != nil {
-				return err
-			}
-			if len(fIDs) == 0 {
-				return nil
-			}
-			// The dedup rows learn where their events landed.
-			offs := make([]int64, len(fIDs))
-			for k, i := range fIndex {
-				offs[k] = results[i].Offset
-			}
-			_, err = tx.Exec(ctx, `
-				UPDATE ferry.event_dedup d SET "offset" = t.off
-				FROM unnest($2::text[], $3::bigint[]) AS t(id, off)
-				WHERE d.topic_id = $1 AND d.event_id = t.id`, t.ID, fIDs, offs)
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
 			return err
-		})
+		}
+		defer conn.Release()
+		err = publishTx(ctx, conn.Conn(), t, ids, types, keys, data, attrs, parts, index, results)
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			// Leave the connection clean; the pool drops it if this fails.
+			_, _ = conn.Exec(context.Background(), "ROLLBACK")
+		}
+		return err
 	})
 	if err != nil {
 		return nil, interpretError("event publish", err)
@@ -279,6 +137,153 @@ func EventPublish(ctx context.Context, db TxBeginner, t Topic, events []PublishE
 		}
 	}
 	return results, nil
+}
+
+// publishTx runs EventPublish's transaction on conn: BEGIN travels with
+// the first batch and COMMIT with the second.
+func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, data, attrs []*string,
+	parts []int32, index []int, results []PublishResult) error {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`
+		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
+		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
+		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
+		ON CONFLICT (topic_id, event_id) DO UPDATE
+			SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
+			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
+	// Fresh claims read back as offset -1 (this transaction's own rows);
+	// duplicates as the committed original.
+	b.Queue(`SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = ANY($2)`, t.ID, ids)
+	br := conn.SendBatch(ctx, b)
+	rows, err := func() (pgx.Rows, error) {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		return br.Query()
+	}()
+	if err != nil {
+		br.Close()
+		return err
+	}
+	claims := map[string]PublishResult{}
+	for rows.Next() {
+		var r PublishResult
+		if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
+			rows.Close()
+			br.Close()
+			return err
+		}
+		claims[r.ID] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		br.Close()
+		return err
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+
+	var (
+		fIDs, fTypes, fKeys, fData, fAttrs []*string
+		fParts                             []int32
+		fIndex                             []int
+	)
+	for k, i := range index {
+		c := claims[*ids[k]]
+		if c.Offset >= 0 {
+			results[i].Duplicate = true
+			results[i].Partition, results[i].Offset = c.Partition, c.Offset
+			continue
+		}
+		results[i].Duplicate = false
+		fIDs = append(fIDs, ids[k])
+		fTypes = append(fTypes, types[k])
+		fKeys = append(fKeys, keys[k])
+		fData = append(fData, data[k])
+		fAttrs = append(fAttrs, attrs[k])
+		fParts = append(fParts, parts[k])
+		fIndex = append(fIndex, i)
+	}
+	touched := append([]int32{}, fParts...) // never nil: NULL would not compare
+	slices.Sort(touched)
+	touched = slices.Compact(touched)
+
+	b = &pgx.Batch{}
+	// A deleted topic has no partition rows: then the transaction stops
+	// here and nothing of it, dedup claims included, is kept.
+	b.Queue(`
+		SELECT CASE WHEN count(*) = cardinality($2::int[]) THEN count(*) ELSE ferry.raise_not_found('topic') END
+		FROM (
+			SELECT 1 FROM ferry.topic_partitions
+			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
+		) locked`, t.ID, touched)
+	b.Queue(`
+		WITH input AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
+				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
+		),
+		counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
+		bumped AS (
+			UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
+			FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
+			RETURNING p.partition, p.next_offset - c.n AS base
+		),
+		numbered AS (
+			SELECT i.*, b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off
+			FROM input i JOIN bumped b USING (partition)
+		),
+		appended AS (
+			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
+			SELECT $1, partition, off, id, type, key, attributes::jsonb, data::jsonb, clock_timestamp()
+			FROM numbered ORDER BY partition, off
+		),
+		located AS (
+			UPDATE ferry.event_dedup d SET "offset" = n.off
+			FROM numbered n WHERE d.topic_id = $1 AND d.event_id = n.id
+		)
+		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs)
+	b.Queue(`COMMIT`)
+	br = conn.SendBatch(ctx, b)
+	defer br.Close()
+	var locked int
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return err
+	}
+	got := 0
+	for rows.Next() {
+		var (
+			ord int
+			off int64
+		)
+		if err := rows.Scan(&ord, &off); err != nil {
+			rows.Close()
+			return err
+		}
+		results[fIndex[ord-1]].Offset = off
+		got++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil { // COMMIT
+		return err
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	if locked != len(touched) || got != len(fIDs) {
+		return fmt.Errorf("event publish: %d of %d partitions, %d of %d events", locked, len(touched), got, len(fIDs))
+	}
+	return nil
 }
 
 func rawPtr(r json.RawMessage) *string {

@@ -67,6 +67,8 @@ func interpretError(op string, err error) error {
 			return fmt.Errorf("%s: %w (%s)", op, ErrConflict, pgErr.ConstraintName)
 		case "23514": // check_violation
 			return &ValidationError{Field: pgErr.ConstraintName, Message: "violates constraint"}
+		case "P0002": // no_data_found, from ferry.raise_not_found
+			return fmt.Errorf("%s: %w (%s)", op, ErrNotFound, pgErr.Message)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

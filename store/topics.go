@@ -185,8 +185,12 @@ func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
 		return 0, interpretError("topic delete", err)
 	}
 	// Taking the partition rows waits for publishes in flight; removing
-	// them makes later publishes find nothing to write to.
-	if _, err := tx.Exec(ctx, `DELETE FROM ferry.topic_partitions WHERE topic_id = $1`, id); err != nil {
+	// them makes later publishes find nothing to write to. They are locked
+	// in partition order, as publishes lock them, or the two deadlock.
+	_, err := tx.Exec(ctx, `
+		DELETE FROM ferry.topic_partitions WHERE topic_id = $1 AND partition IN (
+			SELECT partition FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE)`, id)
+	if err != nil {
 		return 0, interpretError("topic delete", err)
 	}
 	return id, nil
