@@ -3,6 +3,8 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -136,4 +138,119 @@ func waitFor(t *testing.T, events <-chan *river.Event, kind string) {
 			t.Fatalf("job %s did not complete", kind)
 		}
 	}
+}
+
+// publishN publishes n events with ids prefix-0.. to the topic, in batches.
+func publishN(t *testing.T, pool *pgxpool.Pool, tp store.Topic, prefix string, n int) {
+	t.Helper()
+	for start := 0; start < n; start += 1000 {
+		var batch []store.PublishEvent
+		for i := start; i < min(n, start+1000); i++ {
+			batch = append(batch, store.PublishEvent{ID: fmt.Sprintf("%s-%d", prefix, i), Type: "t", Data: json.RawMessage(`{"n":1}`)})
+		}
+		_, err := store.EventPublish(context.Background(), pool, tp, batch)
+		require.NoError(t, err)
+	}
+}
+
+// Deleting a topic inserts its cleanup job in the same transaction; the job
+// removes every row the topic had, across several of its bounded batches
+// (more events than one batch), and nothing of other topics.
+func TestTopicCleanupJob(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	tp, _, err := store.TopicUpsert(ctx, pool, "doomed", store.TopicPatch{})
+	require.NoError(t, err)
+	other, _, err := store.TopicUpsert(ctx, pool, "other", store.TopicPatch{})
+	require.NoError(t, err)
+	publishN(t, pool, tp, "e", 6200)
+	publishN(t, pool, other, "e", 10)
+
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		id, err := store.TopicDelete(ctx, tx, "doomed")
+		if err != nil {
+			return err
+		}
+		return jobs.InsertTopicCleanup(ctx, client, tx, id)
+	}))
+	waitFor(t, events, (jobs.TopicCleanupArgs{}).Kind())
+
+	for _, table := range []string{"ferry.events", "ferry.event_dedup", "ferry.topic_partitions"} {
+		require.Zero(t, count(t, pool, `SELECT count(*) FROM `+table+` WHERE topic_id = $1`, tp.ID), table)
+	}
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, other.ID))
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, other.ID))
+	require.Equal(t, 4, count(t, pool, `SELECT count(*) FROM ferry.topic_partitions WHERE topic_id = $1`, other.ID))
+}
+
+// A cleanup job inserted with a delete that rolls back never runs against
+// the live topic: nothing is deleted.
+func TestTopicCleanupJobRolledBack(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	tp, _, err := store.TopicUpsert(ctx, pool, "kept", store.TopicPatch{})
+	require.NoError(t, err)
+	publishN(t, pool, tp, "e", 20)
+	errRollback := errors.New("roll back")
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		id, err := store.TopicDelete(ctx, tx, "kept")
+		if err != nil {
+			return err
+		}
+		if err := jobs.InsertTopicCleanup(ctx, client, tx, id); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM river_job WHERE kind = $1`, (jobs.TopicCleanupArgs{}).Kind()))
+	require.Equal(t, 20, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
+	_, err = store.TopicGet(ctx, pool, "kept")
+	require.NoError(t, err)
+}
+
+// The retention job deletes events older than their topic's retention (and
+// only those), and the dedup job forgets event ids past their window.
+func TestTopicRetentionAndDedupJobs(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	sixty, one := 60, 1
+	tp, _, err := store.TopicUpsert(ctx, pool, "short", store.TopicPatch{RetentionSeconds: &sixty, Partitions: &one})
+	require.NoError(t, err)
+	long, _, err := store.TopicUpsert(ctx, pool, "long", store.TopicPatch{Partitions: &one})
+	require.NoError(t, err)
+	publishN(t, pool, tp, "s", 50)
+	publishN(t, pool, long, "l", 10)
+	// The clock edge: offsets 0-19 were published 61 s ago, just past
+	// retention; the other topic's events are as old, within its 7 days.
+	_, err = pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1 AND "offset" < 20`, tp.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1`, long.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second' WHERE topic_id = $1 AND "offset" % 2 = 0`, tp.ID)
+	require.NoError(t, err)
+
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
+	require.NoError(t, err)
+	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
+	_, err = client.Insert(ctx, jobs.DedupExpiryArgs{}, nil)
+	require.NoError(t, err)
+	waitFor(t, events, (jobs.DedupExpiryArgs{}).Kind())
+
+	require.Equal(t, 30, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
+	require.Equal(t, 20, count(t, pool, `SELECT min("offset") FROM ferry.events WHERE topic_id = $1`, tp.ID), "oldest first")
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, long.ID))
+	offs, err := store.TopicOffsets(ctx, pool, []int64{tp.ID})
+	require.NoError(t, err)
+	require.Equal(t, []store.PartitionOffsets{{Partition: 0, HeadOffset: 49, OldestOffset: 20}}, offs[tp.ID])
+	require.Equal(t, 25, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, tp.ID))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE expires_at < now()`))
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, long.ID))
 }

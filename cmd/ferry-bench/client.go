@@ -62,6 +62,39 @@ func (c *FerryClient) CreateQueue(ctx context.Context, name string) error {
 	return err
 }
 
+// CreateTopic creates a topic with the given number of partitions.
+func (c *FerryClient) CreateTopic(ctx context.Context, name string, partitions int) error {
+	_, err := c.do(ctx, http.MethodPut, "/v1/topics/"+name, fmt.Appendf(nil, `{"partitions":%d}`, partitions), http.StatusCreated)
+	return err
+}
+
+// PublishRequest encodes a publish of one event per key, each with the
+// bench body as its data and no id (Ferry makes one), once, so that the
+// load generator does not re-encode it on every request.
+func PublishRequest(keys []string) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"events":[`)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		b.WriteString(`{"type":"` + eventType + `","key":`)
+		b.Write(key)
+		b.WriteString(`,"data":`)
+		b.WriteString(body)
+		b.WriteByte('}')
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// Publish posts an encoded publish request (see PublishRequest).
+func (c *FerryClient) Publish(ctx context.Context, topic string, req []byte) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/topics/"+topic+"/events", req, http.StatusCreated)
+	return err
+}
+
 // SendRequest encodes a send of n messages with the bench body, once, so
 // that the load generator does not re-encode it on every request.
 func SendRequest(n int) []byte {

@@ -8,7 +8,8 @@
 // creates a database, boots Ferry in-process on 127.0.0.1:0 (which applies
 // the migrations), and opens a separate pool for the raw SQL side. Raw SQL
 // writes the same columns into the same ferry.messages table, for queues
-// created through the API, so triggers and indexes are identical.
+// created through the API, so triggers and indexes are identical (and, for
+// topics, into ferry.topic_partitions and ferry.events).
 //
 // Each scenario runs on fresh queues after the tables are truncated and a
 // CHECKPOINT, so scenarios do not affect each other; throughput scenarios
@@ -135,6 +136,7 @@ var scenarios = []scenario{
 	{"Claim latency vs backlog", (*Bench).claimLatency},
 	{"Table and index size under churn", (*Bench).churn},
 	{"SQL statements per message", (*Bench).statements},
+	{"Topic publish", (*Bench).topicPublish},
 }
 
 func main() {
@@ -183,6 +185,9 @@ func run(opts Options) (err error) {
 	}()
 
 	rep := &Report{Header: b.header}
+	// broken is a correctness failure seen under load (a broken offset
+	// invariant): the report is still written, then the run fails.
+	var broken error
 	for i, sc := range scenarios {
 		n := i + 1
 		if opts.Only != nil && !opts.Only[n] {
@@ -197,6 +202,9 @@ func run(opts Options) (err error) {
 			}
 			sec = &Section{Notes: []string{fmt.Sprintf("**Failed:** %v", err)}}
 			progress("scenario %d failed: %v", n, err)
+			if de := (*densityError)(nil); errors.As(err, &de) && broken == nil {
+				broken = fmt.Errorf("scenario %d: %w", n, err)
+			}
 		}
 		sec.Number, sec.Title = n, sc.title
 		rep.Sections = append(rep.Sections, sec)
@@ -215,7 +223,7 @@ func run(opts Options) (err error) {
 		}
 		progress("report written to %s", opts.Out)
 	}
-	return nil
+	return broken
 }
 
 // progress prints a timestamped line to stderr.

@@ -135,8 +135,21 @@ func fmtInt(n int64) string {
 	return string(out)
 }
 
-// fmtRate renders a rate per second.
-func fmtRate(perSecond float64) string { return fmtInt(int64(math.Round(perSecond))) + " msgs/s" }
+// fmtRate renders a rate of messages per second.
+func fmtRate(perSecond float64) string { return fmtRateOf(perSecond, messages) }
+
+// fmtRateOf renders a rate per second of what u counts.
+func fmtRateOf(perSecond float64, u unit) string {
+	return fmtInt(int64(math.Round(perSecond))) + " " + u.many + "/s"
+}
+
+// unit is what a scenario moves: messages or events.
+type unit struct{ one, many string }
+
+var (
+	messages = unit{"message", "msgs"}
+	events   = unit{"event", "events"}
+)
 
 // fmtMs renders a duration in milliseconds with useful precision.
 func fmtMs(d time.Duration) string {
@@ -184,18 +197,21 @@ func latencyRows(what string, raw, ferry Summary) []Row {
 	}
 }
 
-// evidenceRows are the CPU and WAL rows of two phases.
-func evidenceRows(raw, ferry Phase) []Row {
+// evidenceRows are the CPU and WAL rows of two phases that move messages.
+func evidenceRows(raw, ferry Phase) []Row { return evidenceRowsOf(raw, ferry, messages) }
+
+// evidenceRowsOf are the CPU and WAL rows of two phases, per unit moved.
+func evidenceRowsOf(raw, ferry Phase, u unit) []Row {
 	return []Row{
 		{Metric: "CPU cores in use", Raw: fmtCPU(raw.CPU), Ferry: fmtCPU(ferry.CPU)},
-		{Metric: "PostgreSQL CPU-ms per 1,000 msgs", Raw: cpuPer(raw.CPU.PG, raw, raw.CPU.PGKnown), Ferry: cpuPer(ferry.CPU.PG, ferry, ferry.CPU.PGKnown),
+		{Metric: "PostgreSQL CPU-ms per 1,000 " + u.many, Raw: cpuPer(raw.CPU.PG, raw, raw.CPU.PGKnown), Ferry: cpuPer(ferry.CPU.PG, ferry, ferry.CPU.PGKnown),
 			Ratio: ratioOf(ferry.CPU.PG/ferry.Rate(), raw.CPU.PG/raw.Rate())},
-		{Metric: "bench-process CPU-ms per 1,000 msgs", Raw: cpuPer(raw.CPU.Self, raw, true), Ferry: cpuPer(ferry.CPU.Self, ferry, true),
+		{Metric: "bench-process CPU-ms per 1,000 " + u.many, Raw: cpuPer(raw.CPU.Self, raw, true), Ferry: cpuPer(ferry.CPU.Self, ferry, true),
 			Ratio: ratioOf(ferry.CPU.Self/ferry.Rate(), raw.CPU.Self/raw.Rate())},
-		{Metric: "WAL bytes per message", Raw: fmt.Sprintf("%.0f", raw.WALPerMessage()), Ferry: fmt.Sprintf("%.0f", ferry.WALPerMessage()),
+		{Metric: "WAL bytes per " + u.one, Raw: fmt.Sprintf("%.0f", raw.WALPerMessage()), Ferry: fmt.Sprintf("%.0f", ferry.WALPerMessage()),
 			Ratio: ratioOf(ferry.WALPerMessage(), raw.WALPerMessage())},
 		{Metric: "PostgreSQL client backends: average active, and what they wait on", Raw: raw.Waits.String(), Ferry: ferry.Waits.String()},
-		{Metric: "write transactions per message", Raw: fmt.Sprintf("%.3f", raw.XactsPerMessage()), Ferry: fmt.Sprintf("%.3f", ferry.XactsPerMessage()),
+		{Metric: "write transactions per " + u.one, Raw: fmt.Sprintf("%.3f", raw.XactsPerMessage()), Ferry: fmt.Sprintf("%.3f", ferry.XactsPerMessage()),
 			Ratio: ratioOf(ferry.XactsPerMessage(), raw.XactsPerMessage())},
 	}
 }

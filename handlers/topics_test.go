@@ -1,0 +1,887 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/pgtest"
+)
+
+// The topic shapes of API.md § Topics, decoded.
+
+type topicJSON struct {
+	Name               string        `json:"name"`
+	Partitions         int           `json:"partitions"`
+	RetentionSeconds   int           `json:"retention_seconds"`
+	DedupWindowSeconds int           `json:"dedup_window_seconds"`
+	CreatedAt          time.Time     `json:"created_at"`
+	UpdatedAt          time.Time     `json:"updated_at"`
+	Offsets            []offsetsJSON `json:"offsets"`
+}
+
+type offsetsJSON struct {
+	Partition    int   `json:"partition"`
+	HeadOffset   int64 `json:"head_offset"`
+	OldestOffset int64 `json:"oldest_offset"`
+}
+
+type publishedJSON struct {
+	ID        string `json:"id"`
+	Partition int    `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+type eventJSON struct {
+	ID          string            `json:"id"`
+	Type        string            `json:"type"`
+	Key         *string           `json:"key"`
+	Data        json.RawMessage   `json:"data"`
+	Attributes  map[string]string `json:"attributes"`
+	Partition   int               `json:"partition"`
+	Offset      int64             `json:"offset"`
+	PublishedAt time.Time         `json:"published_at"`
+}
+
+type eventPageJSON struct {
+	Events     []eventJSON `json:"events"`
+	NextOffset int64       `json:"next_offset"`
+}
+
+var (
+	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "created_at", "updated_at", "offsets"}
+	offsetsKeys   = []string{"partition", "head_offset", "oldest_offset"}
+	publishedKeys = []string{"id", "partition", "offset", "duplicate"}
+	eventKeys     = []string{"id", "type", "key", "data", "attributes", "partition", "offset", "published_at"}
+	eventPageKeys = []string{"events", "next_offset"}
+)
+
+func tpath(topic string, rest ...string) string {
+	return "/v1/topics/" + url.PathEscape(topic) + strings.Join(rest, "")
+}
+
+// requireTopicKeys checks the members of a topic object and its offsets.
+func requireTopicKeys(t testing.TB, obj map[string]any) {
+	t.Helper()
+	requireKeys(t, obj, topicKeys, "topic")
+	offs, ok := obj["offsets"].([]any)
+	require.True(t, ok, "offsets is an array: %v", obj["offsets"])
+	for _, o := range offs {
+		requireKeys(t, o.(map[string]any), offsetsKeys, "partition offsets")
+	}
+}
+
+// putTopic PUTs the topic and requires the given status (201 or 200).
+func putTopic(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any, status int) topicJSON {
+	t.Helper()
+	var body any
+	if cfg != nil {
+		body = cfg
+	}
+	r := env.Do("PUT", tpath(name), body)
+	require.Equal(t, status, r.Status, "PUT %s: %s", name, r.Body)
+	requireTopicKeys(t, r.Map(t))
+	var tp topicJSON
+	r.JSON(t, &tp)
+	return tp
+}
+
+func getTopic(t testing.TB, env *ferrytest.Env, name string) topicJSON {
+	t.Helper()
+	r := env.Do("GET", tpath(name), nil)
+	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", name, r.Body)
+	requireTopicKeys(t, r.Map(t))
+	var tp topicJSON
+	r.JSON(t, &tp)
+	return tp
+}
+
+func listTopics(t testing.TB, env *ferrytest.Env) []topicJSON {
+	t.Helper()
+	r := env.Do("GET", "/v1/topics", nil)
+	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
+	m := r.Map(t)
+	requireKeys(t, m, []string{"topics"}, "topic list")
+	list, ok := m["topics"].([]any)
+	require.True(t, ok, "topics is an array, never null: %s", r.Body)
+	for _, tp := range list {
+		requireTopicKeys(t, tp.(map[string]any))
+	}
+	var out struct {
+		Topics []topicJSON `json:"topics"`
+	}
+	r.JSON(t, &out)
+	return out.Topics
+}
+
+// evt builds one event of a publish batch.
+func evt(typ string, kv ...any) map[string]any {
+	m := map[string]any{"type": typ}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func publishEvents(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []publishedJSON {
+	t.Helper()
+	r := env.Do("POST", tpath(topic, "/events"), map[string]any{"events": events})
+	require.Equal(t, http.StatusCreated, r.Status, "publish: %s", r.Body)
+	m := r.Map(t)
+	requireKeys(t, m, []string{"events"}, "publish answer")
+	for _, e := range m["events"].([]any) {
+		requireKeys(t, e.(map[string]any), publishedKeys, "publish result")
+	}
+	var out struct {
+		Events []publishedJSON `json:"events"`
+	}
+	r.JSON(t, &out)
+	require.Len(t, out.Events, len(events))
+	for i, e := range events {
+		if id, ok := e["id"].(string); ok {
+			require.Equal(t, id, out.Events[i].ID, "results in request order")
+		}
+	}
+	return out.Events
+}
+
+// readEvents GETs a page of events with the given query string.
+func readEvents(t testing.TB, env *ferrytest.Env, topic, query string) eventPageJSON {
+	t.Helper()
+	r := env.Do("GET", tpath(topic, "/events")+query, nil)
+	require.Equal(t, http.StatusOK, r.Status, "read %s: %s", query, r.Body)
+	return decodePage(t, r.Body)
+}
+
+func decodePage(t testing.TB, body []byte) eventPageJSON {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
+	requireKeys(t, m, eventPageKeys, "event page")
+	evs, ok := m["events"].([]any)
+	require.True(t, ok, "events is an array, never null: %s", body)
+	for _, e := range evs {
+		requireKeys(t, e.(map[string]any), eventKeys, "event")
+	}
+	var page eventPageJSON
+	require.NoError(t, json.Unmarshal(body, &page))
+	return page
+}
+
+func pageOffsets(p eventPageJSON) []int64 {
+	out := []int64{}
+	for _, e := range p.Events {
+		out = append(out, e.Offset)
+	}
+	return out
+}
+
+func offsetRange(from, to int64) []int64 {
+	out := []int64{}
+	for o := from; o <= to; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
+// getAsync GETs path with the admin key through env's validating client,
+// without require (for goroutines).
+func getAsync(env *ferrytest.Env, path string) asyncResult {
+	start := time.Now()
+	req, err := http.NewRequest("GET", env.URL+path, nil)
+	if err != nil {
+		return asyncResult{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
+	resp, err := env.Client.Do(req)
+	if err != nil {
+		return asyncResult{err: err, took: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return asyncResult{status: resp.StatusCode, body: b, err: err, took: time.Since(start)}
+}
+
+func TestTopicPutGetListDelete(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+
+	created := putTopic(t, env, "orders", nil, http.StatusCreated)
+	require.Equal(t, "orders", created.Name)
+	require.Equal(t, 4, created.Partitions)
+	require.Equal(t, 604800, created.RetentionSeconds)
+	require.Equal(t, 300, created.DedupWindowSeconds)
+	require.True(t, created.UpdatedAt.Equal(created.CreatedAt), "updated_at is the creation time at first")
+	require.WithinDuration(t, time.Now(), created.CreatedAt, time.Minute)
+	require.Equal(t, []offsetsJSON{{0, -1, 0}, {1, -1, 0}, {2, -1, 0}, {3, -1, 0}}, created.Offsets)
+	require.Equal(t, created, getTopic(t, env, "orders"))
+
+	// A PUT changes only the fields given.
+	upd := putTopic(t, env, "orders", map[string]any{"retention_seconds": 3600}, http.StatusOK)
+	require.Equal(t, 4, upd.Partitions)
+	require.Equal(t, 3600, upd.RetentionSeconds)
+	require.Equal(t, 300, upd.DedupWindowSeconds)
+	require.True(t, upd.CreatedAt.Equal(created.CreatedAt))
+	require.False(t, upd.UpdatedAt.Before(created.UpdatedAt))
+	upd = putTopic(t, env, "orders", map[string]any{"dedup_window_seconds": 0}, http.StatusOK)
+	require.Equal(t, 3600, upd.RetentionSeconds)
+	require.Equal(t, 0, upd.DedupWindowSeconds)
+
+	// A PUT that changes nothing keeps updated_at.
+	for _, body := range []map[string]any{nil, {}, {"partitions": 4}, {"partitions": 4, "retention_seconds": 3600, "dedup_window_seconds": 0}} {
+		same := putTopic(t, env, "orders", body, http.StatusOK)
+		require.Equal(t, upd, same, "PUT %v changed nothing", body)
+	}
+
+	// Partitions grow; new ones start empty.
+	publishEvents(t, env, "orders", evt("t", "key", "a"), evt("t", "key", "a")) // "a" → partition 0 of 4
+	grown := putTopic(t, env, "orders", map[string]any{"partitions": 6}, http.StatusOK)
+	require.Equal(t, 6, grown.Partitions)
+	require.Equal(t, []offsetsJSON{{0, 1, 0}, {1, -1, 0}, {2, -1, 0}, {3, -1, 0}, {4, -1, 0}, {5, -1, 0}}, grown.Offsets)
+
+	// Shrinking is a conflict that changes nothing.
+	for _, n := range []int{5, 1} {
+		r := env.Do("PUT", tpath("orders"), map[string]any{"partitions": n, "retention_seconds": 60})
+		requireProblem(t, r, http.StatusConflict, "conflict")
+	}
+	require.Equal(t, grown, getTopic(t, env, "orders"))
+
+	// The list, sorted by name.
+	putTopic(t, env, "audit", map[string]any{"partitions": 1, "retention_seconds": 60, "dedup_window_seconds": 86400}, http.StatusCreated)
+	list := listTopics(t, env)
+	require.Len(t, list, 2)
+	require.Equal(t, "audit", list[0].Name)
+	require.Equal(t, topicJSON{Name: "audit", Partitions: 1, RetentionSeconds: 60, DedupWindowSeconds: 86400,
+		CreatedAt: list[0].CreatedAt, UpdatedAt: list[0].CreatedAt, Offsets: []offsetsJSON{{0, -1, 0}}}, list[0])
+	require.Equal(t, grown, list[1])
+
+	// Delete: 204 without a body, then 404 everywhere.
+	r := env.Do("DELETE", tpath("orders"), nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+	require.Empty(t, r.Body)
+	requireProblem(t, env.Do("GET", tpath("orders"), nil), http.StatusNotFound, "not_found")
+	requireProblem(t, env.Do("DELETE", tpath("orders"), nil), http.StatusNotFound, "not_found")
+	requireProblem(t, env.Do("GET", tpath("orders", "/events"), nil), http.StatusNotFound, "not_found")
+	requireProblem(t, env.Do("POST", tpath("orders", "/events"), map[string]any{"events": []any{evt("t")}}), http.StatusNotFound, "not_found")
+	list = listTopics(t, env)
+	require.Len(t, list, 1)
+	require.Equal(t, "audit", list[0].Name)
+
+	// The name again: a new, empty topic.
+	again := putTopic(t, env, "orders", map[string]any{"partitions": 2}, http.StatusCreated)
+	require.Equal(t, 604800, again.RetentionSeconds, "a new topic takes the defaults")
+	require.Equal(t, []offsetsJSON{{0, -1, 0}, {1, -1, 0}}, again.Offsets)
+	res := publishEvents(t, env, "orders", evt("t", "key", "a"))
+	require.EqualValues(t, 0, res[0].Offset)
+
+	// The deleted topic's rows are cleaned up by the job it scheduled.
+	pool := env.Server.Pool()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `
+			SELECT (SELECT count(*) FROM ferry.events e WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = e.topic_id))
+			     + (SELECT count(*) FROM ferry.event_dedup d WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = d.topic_id))
+			     + (SELECT count(*) FROM ferry.topic_partitions p WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = p.topic_id))`).Scan(&n)
+		return err == nil && n == 0
+	}, 20*time.Second, 20*time.Millisecond, "the deleted topic's events, ids and partitions are removed")
+}
+
+func TestTopicNames(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	for _, name := range []string{"a", "A9", "orders.eu-west_1", "9lives", strings.Repeat("x", 128)} {
+		require.Equal(t, name, putTopic(t, env, name, nil, http.StatusCreated).Name)
+		require.Equal(t, name, getTopic(t, env, name).Name)
+		publishEvents(t, env, name, evt("t"))
+	}
+}
+
+func TestPublishAndRead(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "orders", nil, http.StatusCreated)
+	before := time.Now()
+
+	res := publishEvents(t, env, "orders",
+		evt("order.created", "id", "evt-771", "key", "ORD-9912", "data", map[string]any{"customer_id": "cust-456"}, "attributes", map[string]any{"region": "eu"}),
+		evt("ping", "key", keyFor(t, 1, 4)),
+		evt("order.created", "id", "evt-771", "key", "a"), // a duplicate, whose key would go elsewhere
+		evt("order.paid", "id", "evt-772", "key", "a", "data", []any{1, "two", nil}),
+		evt("order.paid", "id", "evt-773", "key", "ORD-9912", "data", "text"),
+	)
+	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0}, res[0], "fnv1a32(ORD-9912) mod 4 = 2")
+	require.NotEmpty(t, res[1].ID, "a generated id")
+	require.Equal(t, publishedJSON{ID: res[1].ID, Partition: 1, Offset: 0}, res[1])
+	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, res[2])
+	require.Equal(t, publishedJSON{ID: "evt-772", Partition: 0, Offset: 0}, res[3], "fnv1a32(a) mod 4 = 0")
+	require.Equal(t, publishedJSON{ID: "evt-773", Partition: 2, Offset: 1}, res[4])
+	// A keyless event, alone.
+	keyless := publishEvents(t, env, "orders", evt("ping"))[0]
+	require.NotEmpty(t, keyless.ID)
+	require.False(t, keyless.Duplicate)
+	res = append(res, keyless)
+
+	// A duplicate in a later request answers the original.
+	dup := publishEvents(t, env, "orders", evt("x", "id", "evt-771"))
+	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, dup[0])
+
+	page := readEvents(t, env, "orders", "?partition=2&limit=2")
+	require.Equal(t, []int64{0, 1}, pageOffsets(page))
+	require.EqualValues(t, 2, page.NextOffset)
+	first := page.Events[0]
+	require.Equal(t, "evt-771", first.ID)
+	require.Equal(t, "order.created", first.Type)
+	require.Equal(t, "ORD-9912", *first.Key)
+	require.JSONEq(t, `{"customer_id":"cust-456"}`, string(first.Data))
+	require.Equal(t, map[string]string{"region": "eu"}, first.Attributes)
+	require.Equal(t, 2, first.Partition)
+	require.WithinDuration(t, before, first.PublishedAt, time.Minute)
+	require.JSONEq(t, `"text"`, string(page.Events[1].Data))
+	require.Equal(t, map[string]string{}, page.Events[1].Attributes, "no attributes read back as {}")
+
+	page = readEvents(t, env, "orders", "?partition=0&limit=1")
+	require.Equal(t, []int64{0}, pageOffsets(page))
+	require.JSONEq(t, `[1,"two",null]`, string(page.Events[0].Data))
+
+	// The keyless ping: data null, key null, attributes {}.
+	r := env.Do("GET", tpath("orders", "/events")+fmt.Sprintf("?partition=%d&from_offset=%d", keyless.Partition, keyless.Offset), nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	var raw struct {
+		Events []map[string]json.RawMessage `json:"events"`
+	}
+	r.JSON(t, &raw)
+	require.Equal(t, keyless.ID, strings.Trim(string(raw.Events[0]["id"]), `"`))
+	require.Equal(t, "null", string(raw.Events[0]["key"]))
+	require.Equal(t, "null", string(raw.Events[0]["data"]))
+	require.Equal(t, "{}", string(raw.Events[0]["attributes"]))
+
+	// GET shows the heads: the highest offset answered per partition.
+	heads := []int64{-1, -1, -1, -1}
+	for _, r := range res {
+		heads[r.Partition] = max(heads[r.Partition], r.Offset)
+	}
+	for i, o := range getTopic(t, env, "orders").Offsets {
+		require.Equal(t, offsetsJSON{i, heads[i], 0}, o)
+	}
+
+	// Empty reads: next_offset is the position asked for.
+	for _, q := range []string{
+		fmt.Sprintf("?partition=2&from_offset=%d", heads[2]+1),
+		"?partition=2&from_offset=50",
+		fmt.Sprintf("?partition=3&from_offset=%d&wait_seconds=0", heads[3]+1),
+	} {
+		page := readEvents(t, env, "orders", q)
+		require.Empty(t, page.Events, q)
+		from, _ := url.ParseQuery(strings.TrimPrefix(q, "?"))
+		require.Equal(t, from.Get("from_offset"), fmt.Sprint(page.NextOffset), q)
+	}
+}
+
+func TestReadPaging(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "log", map[string]any{"partitions": 1}, http.StatusCreated)
+	var batch []map[string]any
+	for i := range 25 {
+		batch = append(batch, evt("t", "id", fmt.Sprintf("e%d", i), "data", i))
+	}
+	res := publishEvents(t, env, "log", batch...)
+	for i, r := range res {
+		require.Equal(t, publishedJSON{ID: fmt.Sprintf("e%d", i), Partition: 0, Offset: int64(i)}, r)
+	}
+
+	// Pages of 10 from next_offset: every event once, in order.
+	var got []int64
+	next := int64(0)
+	for range 10 {
+		page := readEvents(t, env, "log", fmt.Sprintf("?partition=0&from_offset=%d&limit=10", next))
+		require.LessOrEqual(t, len(page.Events), 10)
+		if len(page.Events) == 0 {
+			require.Equal(t, next, page.NextOffset)
+			break
+		}
+		for _, e := range page.Events {
+			require.JSONEq(t, fmt.Sprint(e.Offset), string(e.Data))
+		}
+		got = append(got, pageOffsets(page)...)
+		require.Equal(t, page.Events[len(page.Events)-1].Offset+1, page.NextOffset)
+		next = page.NextOffset
+	}
+	require.Equal(t, offsetRange(0, 24), got)
+	require.EqualValues(t, 25, next)
+
+	// Defaults: partition 0, from_offset 0, limit 100.
+	page := readEvents(t, env, "log", "")
+	require.Equal(t, offsetRange(0, 24), pageOffsets(page))
+	// limit 1 and 1000 are in range.
+	require.Equal(t, []int64{7}, pageOffsets(readEvents(t, env, "log", "?from_offset=7&limit=1")))
+	require.Len(t, readEvents(t, env, "log", "?limit=1000").Events, 25)
+
+	// from_time: the first event published at or after it (inclusive).
+	all := readEvents(t, env, "log", "").Events
+	for _, i := range []int{0, 5, 24} {
+		ts := all[i].PublishedAt
+		want := []int64{}
+		for _, e := range all {
+			if !e.PublishedAt.Before(ts) {
+				want = append(want, e.Offset)
+			}
+		}
+		page := readEvents(t, env, "log", "?from_time="+url.QueryEscape(ts.Format(time.RFC3339Nano)))
+		require.Equal(t, want, pageOffsets(page), "from_time of offset %d", i)
+		require.EqualValues(t, 25, page.NextOffset)
+		require.LessOrEqual(t, page.Events[0].Offset, int64(i), "inclusive")
+	}
+	// With a time zone offset, and paged.
+	ts := all[5].PublishedAt.In(time.FixedZone("", 2*3600))
+	page = readEvents(t, env, "log", "?limit=3&from_time="+url.QueryEscape(ts.Format(time.RFC3339Nano)))
+	require.Len(t, page.Events, 3)
+	require.Equal(t, page.Events[2].Offset+1, page.NextOffset)
+	// Long before everything: from 0. After everything: nothing, next_offset head+1.
+	page = readEvents(t, env, "log", "?from_time=2000-01-01T00:00:00Z")
+	require.Equal(t, offsetRange(0, 24), pageOffsets(page))
+	page = readEvents(t, env, "log", "?from_time="+url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	require.Empty(t, page.Events)
+	require.EqualValues(t, 25, page.NextOffset, "head_offset + 1")
+}
+
+// withAppName returns the database URL with an application_name, so that
+// pg_stat_activity tells a server's sessions apart.
+func withAppName(t testing.TB, dbURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestEventLongPollAcrossInstances: a read waiting on server A returns soon
+// after a publish through server B on the same database. Both poll only
+// every 30 s, so only the Postgres NOTIFY can explain a prompt return.
+func TestEventLongPollAcrossInstances(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	a := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"), withPoll(30*time.Second))
+	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
+	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
+	ctx := context.Background()
+	pool := b.Server.Pool()
+
+	// parked waits until server A has run the read's query, after since
+	// (the database's clock), and found nothing: the request now waits.
+	parked := func(since time.Time) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			var n int
+			err := pool.QueryRow(ctx, `
+				SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = 'ferry-a'
+					AND query LIKE '%"offset" >= $3%' AND query_start >= $1 AND state = 'idle'`, since).Scan(&n)
+			return err == nil && n > 0
+		}, 10*time.Second, time.Millisecond, "server A never ran the read")
+	}
+	dbNow := func() time.Time {
+		var now time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
+		return now
+	}
+
+	next := int64(0)
+	for round := range 3 {
+		since := dbNow()
+		done := make(chan asyncResult, 1)
+		go func() {
+			done <- getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
+		}()
+		parked(since)
+		select {
+		case res := <-done:
+			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)
+		default:
+		}
+		// A publish to the other partition does not answer this read.
+		publishEvents(t, b, "lp", evt("other", "key", keyFor(t, 0, 2)))
+		sent := publishEvents(t, b, "lp", evt("wake", "id", fmt.Sprintf("wake-%d", round), "key", keyFor(t, 1, 2)))
+		sentAt := time.Now()
+		res := <-done
+		require.NoError(t, res.err)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		page := decodePage(t, res.body)
+		require.Len(t, page.Events, 1, "round %d", round)
+		require.Equal(t, sent[0].ID, page.Events[0].ID)
+		require.Equal(t, next, page.Events[0].Offset)
+		require.Equal(t, next+1, page.NextOffset)
+		require.Less(t, time.Since(sentAt), 1500*time.Millisecond, "round %d: the wake-up must travel through NOTIFY, not a poll", round)
+		next = page.NextOffset
+	}
+
+	// Nothing comes: empty after the whole wait, next_offset the position.
+	res := getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=1", next))
+	require.NoError(t, res.err)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	page := decodePage(t, res.body)
+	require.Empty(t, page.Events)
+	require.Equal(t, next, page.NextOffset)
+	require.GreaterOrEqual(t, res.took, 900*time.Millisecond)
+}
+
+// keyFor returns a key that fnv1a32 maps to partition p of n.
+func keyFor(t testing.TB, p, n int) string {
+	t.Helper()
+	for i := range 1000 {
+		k := fmt.Sprintf("k%d", i)
+		h := uint32(2166136261)
+		for _, c := range []byte(k) {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+		if int(h%uint32(n)) == p {
+			return k
+		}
+	}
+	t.Fatalf("no key for partition %d of %d", p, n)
+	return ""
+}
+
+// The body limit: data of exactly the limit is accepted, one byte more is
+// a 413 (as compact JSON, like message bodies).
+func TestEventDataLimit(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, withLimits(1024, 0))
+	putTopic(t, env, "big", map[string]any{"partitions": 1}, http.StatusCreated)
+	exact := strings.Repeat("x", 1024-2) // with its quotes, 1024 bytes
+	publishEvents(t, env, "big", evt("t", "data", exact))
+	// Whitespace outside strings does not count.
+	r := env.Do("POST", tpath("big", "/events"), `{"events":[{"type":"t","data":   "`+exact+`"   }]}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = env.Do("POST", tpath("big", "/events"), map[string]any{"events": []any{evt("t", "data", exact+"y")}})
+	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
+	require.EqualValues(t, 1, getTopic(t, env, "big").Offsets[0].HeadOffset)
+}
+
+// topicState is everything a refused topic request could change.
+type topicState struct {
+	Topics []topicJSON
+	Rows   map[string]int
+}
+
+func topicSnapshot(t testing.TB, env *ferrytest.Env) topicState {
+	t.Helper()
+	s := topicState{Topics: listTopics(t, env), Rows: map[string]int{}}
+	for table, query := range map[string]string{
+		"events":          `SELECT count(*) FROM ferry.events`,
+		"event ids":       `SELECT count(*) FROM ferry.event_dedup`,
+		"partitions":      `SELECT count(*) FROM ferry.topic_partitions`,
+		"cleanup jobs":    `SELECT count(*) FROM river_job WHERE kind = 'ferry_topic_cleanup'`,
+		"newest event at": `SELECT coalesce(extract(epoch FROM max(published_at)) * 1e6, 0)::bigint FROM ferry.events`,
+	} {
+		var n int
+		require.NoError(t, env.Server.Pool().QueryRow(context.Background(), query).Scan(&n))
+		s.Rows[table] = n
+	}
+	return s
+}
+
+// runTopicBadCases sends each case and checks the problem and that nothing
+// was written.
+func runTopicBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := forTest(env, t)
+			before := topicSnapshot(t, env)
+			header := tc.header
+			if header == nil {
+				header = http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
+			}
+			r := env.DoWith(tc.method, tc.path, tc.body, header)
+			requireProblem(t, r, tc.status, tc.code)
+			require.Equal(t, before, topicSnapshot(t, env), "a refused request must write nothing")
+		})
+	}
+}
+
+func TestTopicBadRequests(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "bad", map[string]any{"partitions": 2, "dedup_window_seconds": 60}, http.StatusCreated)
+	publishEvents(t, env, "bad", evt("t", "id", "existing"), evt("t"))
+
+	const (
+		bad      = http.StatusBadRequest
+		tooLarge = http.StatusRequestEntityTooLarge
+		inv      = "invalid_request"
+		big      = "payload_too_large"
+	)
+	events := tpath("bad", "/events")
+	ok := evt("t", "id", "should-not-be-written")
+	batch := func(evs ...any) map[string]any { return map[string]any{"events": evs} }
+	thousandOne := make([]any, 1001)
+	for i := range thousandOne {
+		thousandOne[i] = evt("t")
+	}
+	cases := []badCase{
+		// Publish.
+		{"no body", "POST", events, nil, nil, bad, inv},
+		{"empty object", "POST", events, `{}`, nil, bad, inv},
+		{"null body", "POST", events, `null`, nil, bad, inv},
+		{"events null", "POST", events, `{"events":null}`, nil, bad, inv},
+		{"events empty", "POST", events, `{"events":[]}`, nil, bad, inv},
+		{"events not an array", "POST", events, `{"events":{"type":"t"}}`, nil, bad, inv},
+		{"event not an object", "POST", events, `{"events":["t"]}`, nil, bad, inv},
+		{"malformed JSON", "POST", events, `{"events":[{"type":"t"}`, nil, bad, inv},
+		{"trailing data", "POST", events, `{"events":[{"type":"t"}]} {}`, nil, bad, inv},
+		{"event without type", "POST", events, batch(ok, map[string]any{"id": "x"}), nil, bad, inv},
+		{"type null", "POST", events, batch(ok, map[string]any{"type": nil}), nil, bad, inv},
+		{"type empty", "POST", events, batch(ok, evt("")), nil, bad, inv},
+		{"type 257 bytes", "POST", events, batch(ok, evt(strings.Repeat("t", 257))), nil, bad, inv},
+		{"type 129 two-byte runes", "POST", events, batch(ok, evt(strings.Repeat("é", 129))), nil, bad, inv},
+		{"type with NUL", "POST", events, batch(ok, evt("a\u0000b")), nil, bad, inv},
+		{"type a number", "POST", events, batch(ok, map[string]any{"type": 1}), nil, bad, inv},
+		{"id empty", "POST", events, batch(ok, evt("t", "id", "")), nil, bad, inv},
+		{"id 257 bytes", "POST", events, batch(ok, evt("t", "id", strings.Repeat("i", 257))), nil, bad, inv},
+		{"key empty", "POST", events, batch(ok, evt("t", "key", "")), nil, bad, inv},
+		{"key 257 bytes", "POST", events, batch(ok, evt("t", "key", strings.Repeat("k", 257))), nil, bad, inv},
+		{"key a number", "POST", events, batch(ok, evt("t", "key", 7)), nil, bad, inv},
+		{"unknown field in event", "POST", events, batch(ok, evt("t", "body", 1)), nil, bad, inv},
+		{"unknown top-level field", "POST", events, map[string]any{"events": []any{ok}, "topic": "bad"}, nil, bad, inv},
+		{"attributes not strings", "POST", events, batch(ok, evt("t", "attributes", map[string]any{"n": 1})), nil, bad, inv},
+		{"attributes an array", "POST", events, batch(ok, evt("t", "attributes", []any{"a"})), nil, bad, inv},
+		{"attribute key empty", "POST", events, batch(ok, evt("t", "attributes", map[string]any{"": "v"})), nil, bad, inv},
+		{"data with NUL", "POST", events, `{"events":[{"type":"t","id":"nul"},{"type":"t","data":{"s":"a\u0000b"}}]}`, nil, bad, inv},
+		{"data with nested NUL", "POST", events, `{"events":[{"type":"t","data":[1,{"k":["\u0000"]}]}]}`, nil, bad, inv},
+		{"data key with NUL", "POST", events, `{"events":[{"type":"t","data":{"a\u0000":1}}]}`, nil, bad, inv},
+		{"1001 events", "POST", events, batch(thousandOne...), nil, tooLarge, big},
+		{"data over the limit", "POST", events, batch(ok, evt("t", "data", strings.Repeat("x", 256<<10))), nil, tooLarge, big},
+		{"duplicate of existing and a bad one", "POST", events, batch(evt("t", "id", "existing"), evt("")), nil, bad, inv},
+
+		// PUT.
+		{"partitions 0", "PUT", tpath("new"), map[string]any{"partitions": 0}, nil, bad, inv},
+		{"partitions 257", "PUT", tpath("new"), map[string]any{"partitions": 257}, nil, bad, inv},
+		{"partitions -1", "PUT", tpath("new"), map[string]any{"partitions": -1}, nil, bad, inv},
+		{"partitions x", "PUT", tpath("new"), `{"partitions":"x"}`, nil, bad, inv},
+		{"partitions 1.5", "PUT", tpath("new"), `{"partitions":1.5}`, nil, bad, inv},
+		{"partitions null object", "PUT", tpath("new"), `{"partitions":{}}`, nil, bad, inv},
+		{"retention 59", "PUT", tpath("new"), map[string]any{"retention_seconds": 59}, nil, bad, inv},
+		{"retention over a year", "PUT", tpath("new"), map[string]any{"retention_seconds": 31536001}, nil, bad, inv},
+		{"dedup -1", "PUT", tpath("new"), map[string]any{"dedup_window_seconds": -1}, nil, bad, inv},
+		{"dedup over a day", "PUT", tpath("new"), map[string]any{"dedup_window_seconds": 86401}, nil, bad, inv},
+		{"unknown config field", "PUT", tpath("new"), map[string]any{"partitons": 2}, nil, bad, inv},
+		{"config not an object", "PUT", tpath("new"), `[]`, nil, bad, inv},
+		{"bad update of existing", "PUT", tpath("bad"), map[string]any{"partitions": 4, "retention_seconds": 59}, nil, bad, inv},
+		{"shrink", "PUT", tpath("bad"), map[string]any{"partitions": 1}, nil, http.StatusConflict, "conflict"},
+		{"shrink with other changes", "PUT", tpath("bad"), map[string]any{"partitions": 1, "retention_seconds": 60}, nil, http.StatusConflict, "conflict"},
+
+		// Read.
+		{"partition = partitions", "GET", events + "?partition=2", nil, nil, bad, inv},
+		{"partition 256", "GET", events + "?partition=256", nil, nil, bad, inv},
+		{"partition -1", "GET", events + "?partition=-1", nil, nil, bad, inv},
+		{"partition x", "GET", events + "?partition=x", nil, nil, bad, inv},
+		{"from_offset -1", "GET", events + "?from_offset=-1", nil, nil, bad, inv},
+		{"from_offset x", "GET", events + "?from_offset=x", nil, nil, bad, inv},
+		{"from_offset 1.0", "GET", events + "?from_offset=1.0", nil, nil, bad, inv},
+		{"from_time garbage", "GET", events + "?from_time=yesterday", nil, nil, bad, inv},
+		{"from_time a date only", "GET", events + "?from_time=2024-01-01", nil, nil, bad, inv},
+		{"from_time without zone", "GET", events + "?from_time=2024-01-01T00:00:00", nil, nil, bad, inv},
+		{"from_time with from_offset", "GET", events + "?from_offset=0&from_time=2024-01-01T00:00:00Z", nil, nil, bad, inv},
+		{"limit 0", "GET", events + "?limit=0", nil, nil, bad, inv},
+		{"limit 1001", "GET", events + "?limit=1001", nil, nil, bad, inv},
+		{"limit -1", "GET", events + "?limit=-1", nil, nil, bad, inv},
+		{"wait_seconds 21", "GET", events + "?wait_seconds=21", nil, nil, bad, inv},
+		{"wait_seconds -1", "GET", events + "?wait_seconds=-1", nil, nil, bad, inv},
+		{"wait_seconds 1.5", "GET", events + "?wait_seconds=1.5", nil, nil, bad, inv},
+		{"unknown query parameter", "GET", events + "?offset=0", nil, nil, bad, inv},
+		{"unknown query parameter too", "GET", events + "?partition=0&max_events=5", nil, nil, bad, inv},
+
+		// Unknown topic.
+		{"get unknown", "GET", tpath("ghost"), nil, nil, http.StatusNotFound, "not_found"},
+		{"delete unknown", "DELETE", tpath("ghost"), nil, nil, http.StatusNotFound, "not_found"},
+		{"publish unknown", "POST", tpath("ghost", "/events"), batch(evt("t")), nil, http.StatusNotFound, "not_found"},
+		{"read unknown", "GET", tpath("ghost", "/events"), nil, nil, http.StatusNotFound, "not_found"},
+		{"long-poll unknown", "GET", tpath("ghost", "/events") + "?wait_seconds=5", nil, nil, http.StatusNotFound, "not_found"},
+	}
+	runTopicBadCases(t, env, cases)
+
+	// Nothing of it was written; the topic still works.
+	tp := getTopic(t, env, "bad")
+	require.Equal(t, 2, tp.Partitions)
+	require.Equal(t, 604800, tp.RetentionSeconds)
+	require.Equal(t, 60, tp.DedupWindowSeconds)
+	res := publishEvents(t, env, "bad", evt("t", "id", "should-not-be-written"), evt("t", "id", "nul"))
+	require.False(t, res[0].Duplicate, "the refused batches' ids were not remembered")
+	require.False(t, res[1].Duplicate)
+}
+
+func TestBadTopicNames(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "ok", nil, http.StatusCreated)
+	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", "t✓", "a%b", "a:b", "a@b", "a+b", "a*"}
+	var cases []badCase
+	for _, n := range names {
+		cases = append(cases,
+			badCase{fmt.Sprintf("put %q", n), "PUT", tpath(n), `{}`, nil, http.StatusBadRequest, "invalid_request"},
+			badCase{fmt.Sprintf("get %q", n), "GET", tpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
+			badCase{fmt.Sprintf("delete %q", n), "DELETE", tpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
+			badCase{fmt.Sprintf("publish %q", n), "POST", tpath(n, "/events"), `{"events":[{"type":"t"}]}`, nil, http.StatusBadRequest, "invalid_request"},
+			badCase{fmt.Sprintf("read %q", n), "GET", tpath(n, "/events"), nil, nil, http.StatusBadRequest, "invalid_request"},
+		)
+	}
+	runTopicBadCases(t, env, cases)
+	require.Len(t, listTopics(t, env), 1)
+}
+
+func TestTopicAuth(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "secured", map[string]any{"partitions": 1}, http.StatusCreated)
+	publishEvents(t, env, "secured", evt("t"))
+	headers := map[string]http.Header{
+		"missing":   {},
+		"wrong key": {"Authorization": {"Bearer wrong-key-0123456789abcdef"}},
+		"no scheme": {"Authorization": {ferrytest.AdminKey}},
+	}
+	routes := []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/topics", nil},
+		{"PUT", tpath("intruder"), `{}`},
+		{"PUT", tpath("secured"), `{"partitions":2}`},
+		{"GET", tpath("secured"), nil},
+		{"DELETE", tpath("secured"), nil},
+		{"POST", tpath("secured", "/events"), `{"events":[{"type":"t"}]}`},
+		{"GET", tpath("secured", "/events"), nil},
+		{"GET", tpath("secured", "/events") + "?wait_seconds=5", nil},
+		{"GET", tpath("ghost"), nil},
+	}
+	var cases []badCase
+	for hname, h := range headers {
+		for _, rt := range routes {
+			cases = append(cases, badCase{hname + " " + rt.method + " " + rt.path, rt.method, rt.path, rt.body, h, http.StatusUnauthorized, "unauthorized"})
+		}
+	}
+	runTopicBadCases(t, env, cases)
+	require.Len(t, listTopics(t, env), 1)
+	require.EqualValues(t, 0, getTopic(t, env, "secured").Offsets[0].HeadOffset)
+}
+
+// A publish with a Content-Type other than JSON is refused.
+func TestPublishContentType(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putTopic(t, env, "ct", nil, http.StatusCreated)
+	r := env.DoWith("POST", tpath("ct", "/events"), `{"events":[{"type":"t"}]}`,
+		http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}, "Content-Type": {"text/plain"}})
+	requireProblem(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
+	for _, o := range getTopic(t, env, "ct").Offsets {
+		require.EqualValues(t, -1, o.HeadOffset)
+	}
+}
+
+// TestTopicDeleteDuringPublish: a DELETE that meets a publish in progress
+// answers 204 (the publish lands before it or gets 404), never a 500. The
+// interleaving is forced as in the store's TestTopicDeleteMeetsWaitingPublish:
+// the publish holds partition 0 and waits for partition 1 (held by the
+// test); the DELETE takes partition 2 first (the partition rows' physical
+// order, after publishes to 0 and 1 and an ANALYZE as autovacuum makes,
+// is 2, 0, 1) and waits for 0.
+func TestTopicDeleteDuringPublish(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	env := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"))
+	putTopic(t, env, "crossed", map[string]any{"partitions": 3}, http.StatusCreated)
+	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 0, 3)))
+	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 1, 3)))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `ANALYZE ferry.topic_partitions`)
+	require.NoError(t, err)
+
+	waiting := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			var got int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = 'ferry-a' AND wait_event_type = 'Lock'`).Scan(&got)
+			return err == nil && got >= n
+		}, 10*time.Second, time.Millisecond, "waiting for %d sessions of the server to wait for a lock", n)
+	}
+
+	holder, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM ferry.topic_partitions p JOIN ferry.topics t ON t.id = p.topic_id
+		WHERE t.name = 'crossed' AND p.partition = 1 FOR UPDATE OF p`)
+	require.NoError(t, err)
+
+	batch := map[string]any{"events": []any{
+		evt("t", "id", "x0", "key", keyFor(t, 0, 3)), evt("t", "id", "x1", "key", keyFor(t, 1, 3)), evt("t", "id", "x2", "key", keyFor(t, 2, 3)),
+	}}
+	published := make(chan asyncResult, 1)
+	go func() { published <- doAsync(env, "POST", tpath("crossed", "/events"), batch) }()
+	waiting(1)
+	deleted := make(chan asyncResult, 1)
+	go func() { deleted <- doAsync(env, "DELETE", tpath("crossed"), nil) }()
+	waiting(2)
+	require.NoError(t, holder.Rollback(ctx))
+
+	pub, del := <-published, <-deleted
+	require.NoError(t, pub.err)
+	require.NoError(t, del.err)
+	require.Equal(t, http.StatusNoContent, del.status, "DELETE: %s", del.body)
+	require.Contains(t, []int{http.StatusCreated, http.StatusNotFound}, pub.status, "publish: %s", pub.body)
+	requireProblem(t, env.Do("GET", tpath("crossed"), nil), http.StatusNotFound, "not_found")
+}
+
+// TestTopicChangedThroughOtherInstance: server A has just used the topic
+// (and may remember it); server B deletes it, and A's next publish is a
+// 404; B creates it again, and A's next publish lands in the new topic.
+// Nothing lands in the deleted one.
+func TestTopicChangedThroughOtherInstance(t *testing.T) {
+	t.Parallel()
+	a := ferrytest.Start(t)
+	b := ferrytest.StartOn(t, a.DatabaseURL)
+	putTopic(t, a, "shifty", map[string]any{"partitions": 2}, http.StatusCreated)
+	publishEvents(t, a, "shifty", evt("t", "id", "first", "key", keyFor(t, 1, 2)))
+
+	r := b.Do("DELETE", tpath("shifty"), nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+	r = a.Do("POST", tpath("shifty", "/events"), map[string]any{"events": []any{evt("t", "id", "lost")}})
+	requireProblem(t, r, http.StatusNotFound, "not_found")
+
+	putTopic(t, b, "shifty", map[string]any{"partitions": 1}, http.StatusCreated)
+	res := publishEvents(t, a, "shifty", evt("t", "id", "first", "key", keyFor(t, 1, 2)))
+	require.Equal(t, publishedJSON{ID: "first", Partition: 0, Offset: 0}, res[0], "a new topic: one partition, offsets from 0, old ids forgotten")
+	page := readEvents(t, b, "shifty", "")
+	require.Len(t, page.Events, 1)
+	require.Equal(t, "first", page.Events[0].ID)
+	require.Equal(t, []offsetsJSON{{0, 0, 0}}, getTopic(t, b, "shifty").Offsets)
+
+	// Grown through B: A publishes to the new partitions soon.
+	putTopic(t, b, "shifty", map[string]any{"partitions": 4}, http.StatusOK)
+	k3 := keyFor(t, 3, 4)
+	require.Eventually(t, func() bool {
+		res := doAsync(a, "POST", tpath("shifty", "/events"), map[string]any{"events": []any{evt("t", "key", k3)}})
+		var out struct {
+			Events []publishedJSON `json:"events"`
+		}
+		return res.err == nil && res.status == http.StatusCreated && json.Unmarshal(res.body, &out) == nil &&
+			len(out.Events) == 1 && out.Events[0].Partition == 3
+	}, 10*time.Second, 50*time.Millisecond, "A keeps using the old partition count")
+}
