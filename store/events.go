@@ -214,9 +214,12 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 
 	b = &pgx.Batch{}
 	// A deleted topic has no partition rows: then the transaction stops
-	// here and nothing of it, dedup claims included, is kept.
+	// here and nothing of it, dedup claims included, is kept (also when
+	// every event was a duplicate and no partition is to be locked).
 	b.Queue(`
-		SELECT CASE WHEN count(*) = cardinality($2::int[]) THEN count(*) ELSE ferry.raise_not_found('topic') END
+		SELECT CASE
+			WHEN count(*) = cardinality($2::int[]) AND EXISTS (SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1)
+			THEN count(*) ELSE ferry.raise_not_found('topic') END
 		FROM (
 			SELECT 1 FROM ferry.topic_partitions
 			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE

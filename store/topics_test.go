@@ -1102,6 +1102,12 @@ func TestTopicDelete(t *testing.T) {
 		require.True(t, errors.Is(err, store.ErrNotFound), "got %v", err)
 		require.Equal(t, before, e.topicRows(tp.ID), "a publish answered not found must write nothing (invariants 9, 10)")
 		require.Zero(t, e.count(`SELECT count(*) FROM ferry.event_dedup WHERE event_id = 'late'`))
+		// Also when every event repeats an id the deleted topic still
+		// remembers (its content is not cleaned up yet): not found, not
+		// duplicate answers pointing into a deleted topic.
+		res, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithID("e1"), eventWithID("e2")})
+		require.True(t, errors.Is(err, store.ErrNotFound), "a publish of only duplicates to a deleted topic: got %+v, %v", res, err)
+		require.Equal(t, before, e.topicRows(tp.ID))
 
 		var total int64
 		for {
