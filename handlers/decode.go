@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -173,20 +174,76 @@ func compactLen(raw []byte) int {
 	return b.Len()
 }
 
-// hasNUL reports whether a JSON value holds a string with a NUL character
-// (written \u0000), which PostgreSQL's jsonb refuses.
-func hasNUL(raw []byte) bool {
-	if !bytes.Contains(raw, []byte(`\u0000`)) {
-		return false
+// jsonbRefuses tells why PostgreSQL's jsonb would refuse raw, a valid JSON
+// value, or returns "". jsonb cannot hold the escape \u0000, unpaired
+// surrogate escapes, or numbers beyond its numeric type (131072 digits
+// before the decimal point, 16383 after).
+func jsonbRefuses(raw []byte) string {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] != '\\' {
+					continue
+				}
+				i++
+				if raw[i] != 'u' {
+					continue
+				}
+				r := hex4(raw[i+1 : i+5])
+				i += 4
+				switch {
+				case r == 0:
+					return `the escape \u0000`
+				case r >= 0xD800 && r <= 0xDBFF:
+					if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+						if lo := hex4(raw[i+3 : i+7]); lo >= 0xDC00 && lo <= 0xDFFF {
+							i += 6
+							continue
+						}
+					}
+					return "an unpaired surrogate escape"
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return "an unpaired surrogate escape"
+				}
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(raw) && strings.IndexByte("+-0123456789.eE", raw[j]) >= 0 {
+				j++
+			}
+			if !numericFits(string(raw[i:j])) {
+				return "a number beyond PostgreSQL's numeric range"
+			}
+			i = j - 1
+		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
+	return ""
+}
+
+func hex4(b []byte) rune {
+	v, _ := strconv.ParseUint(string(b), 16, 32)
+	return rune(v)
+}
+
+// numericFits reports whether a JSON number fits PostgreSQL's numeric.
+func numericFits(num string) bool {
+	mant, exp := num, 0
+	if k := strings.IndexAny(num, "eE"); k >= 0 {
+		mant = num[:k]
+		e, err := strconv.Atoi(num[k+1:])
+		if err != nil || e > 1_000_000 || e < -1_000_000 {
 			return false
 		}
-		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
-			return true
-		}
+		exp = e
 	}
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	intPart = strings.TrimLeft(intPart, "0")
+	if strings.Trim(intPart+frac, "0") == "" {
+		return true // zero, whatever its exponent
+	}
+	before := len(intPart) + exp
+	after := len(frac) - exp
+	return before <= 131072 && after <= 16383
 }

@@ -305,7 +305,11 @@ func (h *handler) messageAck(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.acked.WithLabelValues(n).Add(float64(countOK(results)))
+	if ok := countOK(results); ok > 0 {
+		h.Metrics.acked.WithLabelValues(n).Add(float64(ok))
+		// An ack may have made the next message of a group visible.
+		h.Notifier.Published([]int64{q.ID})
+	}
 	return receiptReply(c, req.Receipts, results)
 }
 
@@ -344,7 +348,12 @@ func (h *handler) messageNack(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.nacked.WithLabelValues(n).Add(float64(countOK(results)))
+	if ok := countOK(results); ok > 0 {
+		h.Metrics.nacked.WithLabelValues(n).Add(float64(ok))
+		// A nack without delay, or a dead-lettered group head, makes a
+		// message visible now.
+		h.Notifier.Published([]int64{q.ID})
+	}
 	h.Metrics.deadLettered.WithLabelValues(n).Add(float64(dead))
 	return receiptReply(c, req.Receipts, results)
 }

@@ -208,8 +208,8 @@ func (h *handler) toPublishEvents(items []publishItem) ([]store.PublishEvent, er
 					return nil, tooLarge("%s is %d bytes; the limit is %d", f("data"), c, h.limits.MaxBodyBytes)
 				}
 			}
-			if hasNUL(e.Data) {
-				cs.add(f("data"), `must not contain the escape \u0000 (PostgreSQL jsonb cannot store it)`)
+			if why := jsonbRefuses(e.Data); why != "" {
+				cs.add(f("data"), "must not contain %s (PostgreSQL's jsonb cannot store it)", why)
 			}
 			ev.Data = e.Data
 		}

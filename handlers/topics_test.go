@@ -885,3 +885,24 @@ func TestTopicChangedThroughOtherInstance(t *testing.T) {
 			len(out.Events) == 1 && out.Events[0].Partition == 3
 	}, 10*time.Second, 50*time.Millisecond, "A keeps using the old partition count")
 }
+
+// Data PostgreSQL's jsonb cannot hold is a 400 that writes nothing, never a
+// 500 (the reviewer's cases).
+func TestPublishDataJSONBRefuses(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/topics/jb", map[string]int{"partitions": 1}).Status)
+	for _, data := range []string{`{"a":1e1000000}`, `{"a":1e-1000000}`, `"\ud800"`, `{"x":"\u0000"}`} {
+		r := env.Do("POST", "/v1/topics/jb/events", `{"events":[{"type":"t","data":`+data+`}]}`)
+		require.Equal(t, http.StatusBadRequest, r.Status, "data %s: %s", data, r.Body)
+		require.Contains(t, string(r.Body), "invalid_request")
+	}
+	r := env.Do("POST", "/v1/topics/jb/events", `{"events":[{"type":"t","data":{"a":1e400,"s":"\ud83d\ude00"}}]}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var page struct {
+		Events []struct{ Offset int64 } `json:"events"`
+	}
+	env.Do("GET", "/v1/topics/jb/events", nil).JSON(t, &page)
+	require.Len(t, page.Events, 1, "only the valid publish wrote")
+	require.EqualValues(t, 0, page.Events[0].Offset)
+}

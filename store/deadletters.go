@@ -68,8 +68,13 @@ func DeadLetterRedrive(ctx context.Context, db TxBeginner, p RedriveParams) (int
 	var n int
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			// The targets, locked, then their groups' locks: a redriven
-			// message joins its group behind a head that cannot change.
+			// The queue's lock (shared, as sends take it: a purge or delete
+			// is not under way), the targets, then their groups' locks: a
+			// redriven message joins its group behind a head that cannot
+			// change.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.QueueID); err != nil {
+				return err
+			}
 			var rows pgx.Rows
 			var err error
 			if p.IDs != nil {

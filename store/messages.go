@@ -387,6 +387,11 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 		}
 		n, err := messageDeadLetter(ctx, db, p.Queue.ID, over, nil,
 			fmt.Sprintf("NOT m.waiting AND m.visible_at <= now() AND m.receive_count >= %d", p.Queue.MaxReceives))
+		if err != nil && len(msgs) > 0 {
+			// The claims stand; the exhausted messages are dead-lettered
+			// by a later claim.
+			return msgs, dead, nil
+		}
 		if err != nil {
 			return msgs, dead, err
 		}
