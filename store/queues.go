@@ -151,9 +151,13 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 					retry_min_seconds = excluded.retry_min_seconds,
 					retry_max_seconds = excluded.retry_max_seconds,
 					updated_at = now()
+				WHERE NOT $10 -- creating, and another request created it first: run again as an update
 				RETURNING `+queueColumns,
 				name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds, cfg.DelaySeconds,
-				cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds))
+				cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds, created))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errCreateRaced
+			}
 			return err
 		})
 	})

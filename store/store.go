@@ -74,11 +74,17 @@ func interpretError(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// errCreateRaced means another transaction created the row this one meant
+// to create; run again, the row is then updated.
+var errCreateRaced = errors.New("created concurrently")
+
 // isRetryable reports whether a transaction failed only because of
-// concurrency (a deadlock or serialization failure) and can be run again.
+// concurrency (a deadlock, a serialization failure, a lost creation race)
+// and can be run again.
 func isRetryable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+	return errors.Is(err, errCreateRaced) ||
+		(errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"))
 }
 
 // retry runs fn up to three times while it fails with a retryable error.

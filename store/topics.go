@@ -108,7 +108,11 @@ func TopicUpsert(ctx context.Context, db TxBeginner, name string, patch TopicPat
 					retention_seconds = excluded.retention_seconds,
 					dedup_window_seconds = excluded.dedup_window_seconds,
 					updated_at = now()
-				RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds))
+				WHERE NOT $5 -- creating, and another request created it first: run again as an update
+				RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds, created))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errCreateRaced
+			}
 			if err != nil {
 				return err
 			}
