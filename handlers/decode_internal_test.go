@@ -20,7 +20,7 @@ func TestJSONBRefuses(t *testing.T) {
 		{`[1e-1000000]`, true},
 		{`[1e400]`, false},
 		{`[-12.5e-3]`, false},
-		{`[0e-99999999]`, true}, // refused without asking whether PostgreSQL would take it
+		{`[0e-99999999]`, true},      // refused without asking whether PostgreSQL would take it
 		{`{"k":"1e1000000"}`, false}, // a string, not a number
 	} {
 		if got := jsonbRefuses([]byte(tc.json)) != ""; got != tc.refused {

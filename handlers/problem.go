@@ -118,6 +118,8 @@ func toProblem(err error) *Problem {
 			fmt.Sprintf("the queue holds %d of at most %d messages; retry later", full.Depth, full.MaxDepth))
 		p.header = http.Header{"Retry-After": []string{strconv.Itoa(1)}}
 		return p
+	case errors.Is(err, store.ErrShuttingDown):
+		return problem(http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; retry on another instance")
 	case errors.Is(err, store.ErrNotFound):
 		return problem(http.StatusNotFound, codeNotFound, "no such resource")
 	case errors.Is(err, store.ErrConflict):

@@ -6,8 +6,9 @@ import (
 	"sync"
 )
 
-// errStopping answers requests submitted after Close began.
-var errStopping = errors.New("server is shutting down")
+// ErrShuttingDown answers requests submitted after the server began to
+// stop.
+var ErrShuttingDown = errors.New("server is shutting down")
 
 // coalescer is the group-commit machinery shared by Sender and Publisher:
 // workers take submitted requests and hand them to write in batches, each
@@ -26,6 +27,11 @@ type coalescer[R any] struct {
 	smallSlot chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
+
+	// closing is set, under mu, before stop closes: no request is queued
+	// after the workers' last drain.
+	mu      sync.RWMutex
+	closing bool
 }
 
 func newCoalescer[R any](workers, maxItems, big int, size func(R) int, write func([]R)) *coalescer[R] {
@@ -48,18 +54,24 @@ func newCoalescer[R any](workers, maxItems, big int, size func(R) int, write fun
 // submit queues r for writing. Once it returns nil, r will be written (or
 // refused) and answered through whatever r carries.
 func (c *coalescer[R]) submit(ctx context.Context, r R) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closing {
+		return ErrShuttingDown
+	}
 	select {
 	case c.requests <- r:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.stop:
-		return errStopping
 	}
 }
 
 // close stops the workers after writing what was already submitted.
 func (c *coalescer[R]) close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	close(c.stop)
 	c.wg.Wait()
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -61,6 +62,14 @@ func (p *Publisher) Close() { p.c.close() }
 // Publish appends events to topic t, as EventPublish does, sharing the
 // transaction with concurrent publishes to the same topic.
 func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent) ([]PublishResult, error) {
+	// Ids are given before queueing, so a publish written again after a
+	// failed merged transaction keeps them (and its dedup protection).
+	events = slices.Clone(events)
+	for i := range events {
+		if events[i].ID == "" {
+			events[i].ID = NewEventID()
+		}
+	}
 	req := &publishRequest{ctx: ctx, topic: t, events: events, done: make(chan struct{})}
 	if err := p.c.submit(ctx, req); err != nil {
 		return nil, fmt.Errorf("event publish: %w", err)
@@ -70,8 +79,8 @@ func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent)
 }
 
 // write publishes batch, one transaction per topic. If a merged
-// transaction fails, its requests are retried one by one, so one request's
-// failure cannot fail the others.
+// transaction failed for certain, its requests are retried one by one, so
+// one request's failure cannot fail the others (see Sender.write).
 func (p *Publisher) write(batch []*publishRequest) {
 	ctx := context.Background() // a taken request is written to the end
 	byTopic := map[int64][]*publishRequest{}
@@ -90,9 +99,9 @@ func (p *Publisher) write(batch []*publishRequest) {
 	var written []int64
 	for _, id := range order {
 		reqs := byTopic[id]
-		if p.publish(ctx, reqs) == nil {
+		if err := p.publish(ctx, reqs); err == nil {
 			written = append(written, id)
-		} else if len(reqs) > 1 {
+		} else if len(reqs) > 1 && rolledBack(err) {
 			for _, r := range reqs {
 				if p.publish(ctx, []*publishRequest{r}) == nil {
 					written = append(written, id)

@@ -94,8 +94,10 @@ func (s *Sender) Send(ctx context.Context, queue string, msgs []SendMessage) ([]
 }
 
 // write runs one transaction for batch and answers every request in it. If
-// the transaction fails as a whole, each request is retried on its own, so
-// one request's failure cannot fail the others.
+// the transaction failed for certain (the database refused it), each
+// request is retried on its own, so one request's failure cannot fail the
+// others. If the outcome is unknown (the connection broke, perhaps after
+// the commit), nothing is written again: the requests get the error.
 func (s *Sender) write(batch []*sendRequest) {
 	// Requests whose client already left are dropped before writing.
 	live := batch[:0]
@@ -111,7 +113,7 @@ func (s *Sender) write(batch []*sendRequest) {
 		return
 	}
 	queueIDs, err := s.writeTx(live)
-	if err != nil && len(live) > 1 {
+	if err != nil && len(live) > 1 && rolledBack(err) {
 		for _, r := range live {
 			s.write([]*sendRequest{r})
 		}

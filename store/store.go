@@ -87,6 +87,14 @@ func isRetryable(err error) bool {
 		(errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"))
 }
 
+// rolledBack reports whether a failed transaction certainly did not
+// commit: the database itself answered with an error. A broken connection
+// leaves the outcome unknown.
+func rolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound)
+}
+
 // retry runs fn up to three times while it fails with a retryable error.
 func retry(ctx context.Context, fn func() error) error {
 	var err error
