@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -36,21 +37,57 @@ func MessageExpire(ctx context.Context, db TxBeginner, limit int) (int64, error)
 }
 
 func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit int) (int64, error) {
-	const victims = `
+	// Most runs find nothing to do: a look at the queue's oldest messages
+	// (ids follow send time, up to the length of a transaction) and its
+	// oldest dead letter says so without reading further.
+	var due bool
+	err := db.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM ferry.queues q,
+				LATERAL (SELECT sent_at FROM ferry.messages WHERE queue_id = $1 ORDER BY id LIMIT 100) m
+			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
+		) OR EXISTS (
+			SELECT 1 FROM ferry.queues q,
+				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
+			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
+		)`, queueID).Scan(&due)
+	if err != nil || !due {
+		return 0, interpretError("message expire", err)
+	}
+	n, err := messageDeleteSet(ctx, db, `
 		SELECT m.id, m.grp FROM (
 			SELECT id, grp, sent_at FROM ferry.messages WHERE queue_id = $1 ORDER BY id LIMIT $2
 		) m, ferry.queues q
-		WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'`
+		WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'`,
+		queueID, limit)
+	if err != nil {
+		return n, interpretError("message expire", err)
+	}
+	tag, err := db.Exec(ctx, `
+		DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id IN (
+			SELECT d.id FROM ferry.dead_letters d, ferry.queues q
+			WHERE d.queue_id = $1 AND q.id = $1
+				AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
+			ORDER BY d.dead_lettered_at LIMIT $2)`, queueID, limit)
+	return n + tag.RowsAffected(), interpretError("message expire", err)
+}
+
+// messageDeleteSet deletes, in one transaction, the messages of queue
+// args[0] that the victims query selects (columns id, grp; $1 is the queue
+// id, $2... the rest of args), promoting the next message of every group
+// whose head it removes. It takes the victims' group locks first and then
+// deletes only victims whose group it holds (the set may have grown in
+// between). It reports how many it deleted.
+func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args ...any) (int64, error) {
+	groupsParam := fmt.Sprintf("$%d", len(args)+1)
 	var n int64
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			// Lock the groups first, then delete only expired messages whose
-			// group is locked (the set may have grown in between).
 			rows, err := tx.Query(ctx, `
 				SELECT g, pg_advisory_xact_lock(k) FROM (
 					SELECT DISTINCT grp AS g, ferry.group_lock_key($1, grp) AS k
 					FROM (`+victims+`) v WHERE grp IS NOT NULL ORDER BY k
-				) s`, queueID, limit)
+				) s`, args...)
 			if err != nil {
 				return err
 			}
@@ -68,27 +105,16 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			err = tx.QueryRow(ctx, `
+			return tx.QueryRow(ctx, `
 				WITH gone AS (
 					DELETE FROM ferry.messages m USING (`+victims+`) v
-					WHERE m.queue_id = $1 AND m.id = v.id AND (m.grp IS NULL OR m.grp = ANY($3))
+					WHERE m.queue_id = $1 AND m.id = v.id AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`))
 					RETURNING m.id, m.grp
 				),`+promoteAfter+`
-				SELECT count(*) FROM gone`, queueID, limit, groups).Scan(&n)
-			if err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, `
-				DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id IN (
-					SELECT d.id FROM ferry.dead_letters d, ferry.queues q
-					WHERE d.queue_id = $1 AND q.id = $1
-						AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
-					ORDER BY d.dead_lettered_at LIMIT $2)`, queueID, limit)
-			n += tag.RowsAffected()
-			return err
+				SELECT count(*) FROM gone`, append(args, groups)...).Scan(&n)
 		})
 	})
-	return n, interpretError("message expire", err)
+	return n, err
 }
 
 // DedupExpire deletes up to limit dedup ids whose window has ended.

@@ -720,12 +720,44 @@ func runReceiptBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int6
 	return applied, err
 }
 
-// MessagePurge deletes every live message of the queue (available, delayed
-// and in flight; their receipts go stale). It waits for sends in progress
-// and holds off new ones while it runs.
-func MessagePurge(ctx context.Context, db DBTX, queueID int64) error {
+// MessagePurge deletes every message the queue holds when it starts
+// (available, delayed and in flight; their receipts go stale). It waits for
+// sends in progress and notes the newest id, then deletes up to that id in
+// bounded batches, each its own short transaction, so a purge of millions
+// neither holds a lock for long nor stalls sends to other queues. Messages
+// sent meanwhile are kept; a group whose head is purged gets its next
+// message promoted.
+func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
-	b.Queue(`DELETE FROM ferry.messages WHERE queue_id = $1`, queueID)
-	return interpretError("message purge", retry(ctx, func() error { return runBatch(ctx, db, b) }))
+	b.Queue(`SELECT coalesce(max(id), 0) FROM ferry.messages WHERE queue_id = $1`, queueID)
+	var fence int64
+	err := func() error {
+		br := db.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&fence); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return interpretError("message purge", err)
+	}
+	for {
+		n, err := messageDeleteSet(ctx, db, `
+			SELECT id, grp FROM ferry.messages WHERE queue_id = $1 AND id <= $3 ORDER BY id LIMIT $2`,
+			queueID, purgeBatch, fence)
+		if err != nil {
+			return interpretError("message purge", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
 }
+
+// purgeBatch bounds the messages one purge transaction deletes.
+const purgeBatch = 5000
