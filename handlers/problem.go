@@ -118,6 +118,10 @@ func toProblem(err error) *Problem {
 			fmt.Sprintf("the queue holds %d of at most %d messages; retry later", full.Depth, full.MaxDepth))
 		p.header = http.Header{"Retry-After": []string{strconv.Itoa(1)}}
 		return p
+	case errors.Is(err, store.ErrBusy):
+		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the queue is busy (purged, deleted or locked by other work); nothing was written, retry")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
 	case errors.Is(err, store.ErrShuttingDown):
 		return problem(http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; retry on another instance")
 	case errors.Is(err, store.ErrNotFound):

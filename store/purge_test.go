@@ -57,3 +57,40 @@ func TestPurgeInBatches(t *testing.T) {
 	require.Len(t, got, 1, "a message sent to a purged group is its head")
 	require.Equal(t, sent[0].ID, got[0].ID)
 }
+
+// A send stuck behind a lock held elsewhere gives up after the lock
+// timeout with ErrBusy, instead of holding up sends to other queues.
+func TestSendLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	a, _, err := store.QueueUpsert(ctx, pool, "held", store.QueuePatch{})
+	require.NoError(t, err)
+	_, _, err = store.QueueUpsert(ctx, pool, "free", store.QueuePatch{})
+	require.NoError(t, err)
+	s := store.NewSender(pool, store.SenderConfig{Workers: 2})
+	defer s.Close()
+
+	// Another session holds queue "held" exclusively (as a purge does).
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, a.ID)
+	require.NoError(t, err)
+
+	blocked := make(chan error, 1)
+	go func() {
+		_, _, err := s.Send(ctx, "held", []store.SendMessage{{Body: json.RawMessage(`1`)}})
+		blocked <- err
+	}()
+	// Sends to another queue still complete while that one waits.
+	start := time.Now()
+	_, _, err = s.Send(ctx, "free", []store.SendMessage{{Body: json.RawMessage(`2`)}})
+	require.NoError(t, err)
+	err = <-blocked
+	require.ErrorIs(t, err, store.ErrBusy)
+	require.Less(t, time.Since(start), 20*time.Second)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, a.ID).Scan(&n))
+	require.Zero(t, n, "the busy send wrote nothing")
+}

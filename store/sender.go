@@ -125,7 +125,7 @@ func (s *Sender) write(batch []*sendRequest) {
 	}
 	for _, r := range live {
 		if err != nil {
-			r.err, r.results = err, nil
+			r.err, r.results = interpretError("message send", err), nil
 		}
 		if errors.Is(r.err, errStaleQueue) {
 			if r.retried {
@@ -234,6 +234,11 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	}
 	slices.Sort(ids)
 	b := &pgx.Batch{}
+	// A send that waits long for a lock (a queue being purged or deleted, a
+	// group held by a slow transaction) would hold up every small send
+	// behind it, on every queue: it gives up after sendLockTimeout instead,
+	// and only its own requests fail (retried alone, then answered 503).
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, sendLockTimeout)
 	for _, id := range ids {
 		w := byQueue[id]
 		var all []SendMessage
@@ -244,6 +249,10 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 		w.plan.queue(b)
 	}
 	br := db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
 	var gone []int64 // queues deleted since they were cached
 	for _, id := range ids {
 		if err := byQueue[id].plan.read(br); errors.Is(err, ErrNotFound) {
@@ -287,6 +296,9 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 
 // errStaleQueue marks a request whose cached queue no longer exists.
 var errStaleQueue = errors.New("queue changed since it was cached")
+
+// sendLockTimeout bounds a send transaction's wait for any one lock.
+const sendLockTimeout = "5s"
 
 // queueDepthsLocked takes the exclusive locks of the given queues (in the
 // given order) and then reads their depths, in one round trip.

@@ -29,6 +29,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means the request conflicts with the resource's state.
 	ErrConflict = errors.New("conflict")
+	// ErrBusy means the request waited too long for a lock held by other
+	// work on the same resource; it wrote nothing and can be retried.
+	ErrBusy = errors.New("resource busy")
 )
 
 // ValidationError is a client mistake found by the store, where the check
@@ -67,6 +70,8 @@ func interpretError(op string, err error) error {
 			return fmt.Errorf("%s: %w (%s)", op, ErrConflict, pgErr.ConstraintName)
 		case "23514": // check_violation
 			return &ValidationError{Field: pgErr.ConstraintName, Message: "violates constraint"}
+		case "55P03": // lock_not_available: a lock_timeout expired
+			return fmt.Errorf("%s: %w", op, ErrBusy)
 		case "P0002": // no_data_found, from ferry.raise_not_found
 			return fmt.Errorf("%s: %w (%s)", op, ErrNotFound, pgErr.Message)
 		}
