@@ -301,13 +301,13 @@ func (h *handler) messageAck(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	results, err := store.MessageAck(ctx, h.Pool, q.ID, receipts)
+	results, promoted, err := store.MessageAck(ctx, h.Pool, q.ID, receipts)
 	if err != nil {
 		return err
 	}
-	if ok := countOK(results); ok > 0 {
-		h.Metrics.acked.WithLabelValues(n).Add(float64(ok))
-		// An ack may have made the next message of a group visible.
+	h.Metrics.acked.WithLabelValues(n).Add(float64(countOK(results)))
+	if promoted {
+		// The next message of a group is visible now.
 		h.Notifier.Published([]int64{q.ID})
 	}
 	return receiptReply(c, req.Receipts, results)
@@ -348,9 +348,10 @@ func (h *handler) messageNack(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok := countOK(results); ok > 0 {
-		h.Metrics.nacked.WithLabelValues(n).Add(float64(ok))
-		// A nack without delay, or a dead-lettered group head, makes a
+	ok := countOK(results)
+	h.Metrics.nacked.WithLabelValues(n).Add(float64(ok))
+	if ok > 0 && (dead > 0 || (req.DelaySeconds != nil && *req.DelaySeconds == 0)) {
+		// A nack without delay, or a dead-lettered group head, may make a
 		// message visible now.
 		h.Notifier.Published([]int64{q.ID})
 	}

@@ -159,7 +159,7 @@ func TestStaleReceipts(t *testing.T) {
 
 		before := e.claimState(q, r.MessageID)
 		// The right receipt against another queue.
-		res, err := store.MessageAck(e.ctx, e.pool, other.ID, []store.Receipt{r})
+		res, _, err := store.MessageAck(e.ctx, e.pool, other.ID, []store.Receipt{r})
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, oks(res))
 		res, _, err = store.MessageNack(e.ctx, e.pool, store.NackParams{Queue: other, Receipts: []store.Receipt{r}, DeadLetter: true})
@@ -226,7 +226,7 @@ func TestStaleReceipts(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(got))
+				res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(got))
 				if !assertNoError(t, err) {
 					return
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -127,7 +128,7 @@ func TestGroupOrdering(t *testing.T) {
 						continue
 					}
 					tr.releasing(msgs)
-					res, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
+					res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
 					if !assertNoError(t, err) {
 						return
 					}
@@ -349,7 +350,7 @@ func TestGroupOrdering(t *testing.T) {
 						deadLettered++
 						mu.Unlock()
 					} else {
-						res, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
+						res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
 						if !assertNoError(t, err) {
 							return
 						}
@@ -494,7 +495,7 @@ func TestGroupLockRaces(t *testing.T) {
 		head := e.claim(q, 1, time.Minute)
 		require.Len(t, head, 1)
 		e.whileHeld(q, func(tx pgx.Tx) {
-			res, err := store.MessageAck(e.ctx, tx, q.ID, receipts(head))
+			res, _, err := store.MessageAck(e.ctx, tx, q.ID, receipts(head))
 			require.NoError(t, err)
 			require.True(t, res[0].OK)
 		}, grouped("g", 1))
@@ -634,7 +635,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 		head := e.claim(q, 1, time.Minute)
 		require.Len(t, head, 1)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
-			res, err := store.MessageAck(e.ctx, opPool, q.ID, receipts(head))
+			res, _, err := store.MessageAck(e.ctx, opPool, q.ID, receipts(head))
 			if err == nil && !res[0].OK {
 				return fmt.Errorf("ack was stale")
 			}
@@ -685,7 +686,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 					return err
 				}
 				delivered = append(delivered, p.Seq)
-				if _, err := store.MessageAck(e.ctx, opPool, q.ID, []store.Receipt{m.Receipt}); err != nil {
+				if _, _, err := store.MessageAck(e.ctx, opPool, q.ID, []store.Receipt{m.Receipt}); err != nil {
 					return err
 				}
 			}
@@ -730,4 +731,28 @@ func TestGroupLockSendHeld(t *testing.T) {
 		e.requireOneHead(q, "g")
 		require.Equal(t, []int{0, 1}, e.drainGroup(q, "g"), "ids %d, %d", first.ID, second[0].ID)
 	})
+}
+
+// An ack that promotes a group's next message says so (the handler wakes
+// long polls on it); an ack that promotes nothing does not.
+func TestAckReportsPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	q, _, err := store.QueueUpsert(ctx, pool, "promo", store.QueuePatch{})
+	require.NoError(t, err)
+	s := store.NewSender(pool, store.SenderConfig{Workers: 1})
+	defer s.Close()
+	_, _, err = s.Send(ctx, "promo", []store.SendMessage{
+		{Body: json.RawMessage(`1`), Group: "g"}, {Body: json.RawMessage(`2`), Group: "g"}, {Body: json.RawMessage(`3`)},
+	})
+	require.NoError(t, err)
+	got, _, err := store.MessageClaim(ctx, pool, store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the group's head and the ungrouped message")
+	for _, m := range got {
+		_, promoted, err := store.MessageAck(ctx, pool, q.ID, []store.Receipt{m.Receipt})
+		require.NoError(t, err)
+		require.Equal(t, m.Group != nil, promoted, "message %d", m.ID)
+	}
 }

@@ -100,7 +100,7 @@ func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message
 // ack acks receipts and returns the ok flags in order.
 func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 	e.t.Helper()
-	res, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts)
+	res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts)
 	require.NoError(e.t, err)
 	return oks(res)
 }

@@ -554,22 +554,27 @@ const current = `m.id = r.id AND m.claim_token = r.token AND m.visible_at > now(
 
 // MessageAck deletes the messages whose receipts are current and promotes
 // the next message of their groups. One round trip.
-func MessageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt) ([]ReceiptResult, error) {
+// It also reports whether it promoted any message (one that is now
+// visible, for long polls to be woken).
+func MessageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt) ([]ReceiptResult, bool, error) {
 	ids, tokens := receiptArrays(receipts)
 	b := &pgx.Batch{}
 	b.Queue(lockGroupsOf, queueID, ids)
+	// The row (-1, n) counts the promoted messages; no receipt has id -1.
 	b.Queue(`
 		WITH gone AS (
 			DELETE FROM ferry.messages m USING unnest($2::bigint[], $3::bigint[]) AS r(id, token)
 			WHERE m.queue_id = $1 AND `+current+`
 			RETURNING m.id, m.grp, m.claim_token
 		),`+promoteAfter+`
-		SELECT id, claim_token FROM gone`, queueID, ids, tokens)
+		SELECT id, claim_token FROM gone
+		UNION ALL SELECT -1, count(*) FROM promoted HAVING count(*) > 0`, queueID, ids, tokens)
 	applied, err := runReceiptBatch(ctx, db, b)
 	if err != nil {
-		return nil, interpretError("message ack", err)
+		return nil, false, interpretError("message ack", err)
 	}
-	return receiptResults(receipts, applied), nil
+	_, promoted := applied[-1]
+	return receiptResults(receipts, applied), promoted, nil
 }
 
 // NackParams says what to do with nacked messages.

@@ -46,7 +46,7 @@ func TestPurgeInBatches(t *testing.T) {
 	stats, err := store.QueueStatsGet(ctx, pool, []int64{q.ID})
 	require.NoError(t, err)
 	require.Equal(t, store.QueueStats{}, stats[q.ID], "counters follow the purge")
-	res, err := store.MessageAck(ctx, pool, q.ID, []store.Receipt{inFlight[0].Receipt})
+	res, _, err := store.MessageAck(ctx, pool, q.ID, []store.Receipt{inFlight[0].Receipt})
 	require.NoError(t, err)
 	require.False(t, res[0].OK, "receipts of purged messages are stale")
 

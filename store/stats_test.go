@@ -138,7 +138,7 @@ func TestQueueStats(t *testing.T) {
 					switch (round + c) % 4 {
 					case 0, 1:
 						var res []store.ReceiptResult
-						res, err = store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
+						res, _, err = store.MessageAck(e.ctx, e.pool, q.ID, receipts(msgs))
 						for _, r := range res {
 							if r.OK {
 								acked.Add(1)
