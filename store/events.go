@@ -396,25 +396,41 @@ func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, f
 }
 
 // EventExpire deletes, per topic partition, up to limit events older than
-// the topic's retention, oldest first, and reports how many it deleted.
+// the topic's retention, oldest first, one topic per statement (so no
+// statement deletes more than partitions × limit rows), and reports how
+// many it deleted. The time index finds them without reading younger
+// events.
 func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.events e USING (
-			SELECT v.topic_id, v.partition, v."offset"
-			FROM ferry.topics t
-			JOIN ferry.topic_partitions p ON p.topic_id = t.id
-			CROSS JOIN LATERAL (
-				SELECT topic_id, partition, "offset" FROM ferry.events
-				WHERE topic_id = t.id AND partition = p.partition
-					AND published_at < now() - t.retention_seconds * interval '1 second'
-				ORDER BY published_at LIMIT $1
-			) v
-		) old
-		WHERE e.topic_id = old.topic_id AND e.partition = old.partition AND e."offset" = old."offset"`, limit)
+	rows, err := db.Query(ctx, `SELECT id FROM ferry.topics ORDER BY id`)
 	if err != nil {
 		return 0, interpretError("event expire", err)
 	}
-	return tag.RowsAffected(), nil
+	topics, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, interpretError("event expire", err)
+	}
+	var total int64
+	for _, id := range topics {
+		tag, err := db.Exec(ctx, `
+			DELETE FROM ferry.events e USING (
+				SELECT v.topic_id, v.partition, v."offset"
+				FROM ferry.topics t
+				JOIN ferry.topic_partitions p ON p.topic_id = t.id
+				CROSS JOIN LATERAL (
+					SELECT topic_id, partition, "offset" FROM ferry.events
+					WHERE topic_id = t.id AND partition = p.partition
+						AND published_at < now() - t.retention_seconds * interval '1 second'
+					ORDER BY published_at LIMIT $2
+				) v
+				WHERE t.id = $1
+			) old
+			WHERE e.topic_id = old.topic_id AND e.partition = old.partition AND e."offset" = old."offset"`, id, limit)
+		if err != nil {
+			return total, interpretError("event expire", err)
+		}
+		total += tag.RowsAffected()
+	}
+	return total, nil
 }
 
 // EventDedupExpire deletes up to limit event ids whose window has ended.
