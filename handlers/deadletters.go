@@ -24,8 +24,18 @@ type deadLetterReply struct {
 	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
 }
 
+// subscriptionDeadLetter is a subscription's dead letter: its id is the
+// event's id.
+type subscriptionDeadLetter struct {
+	ID             string          `json:"id"`
+	Event          json.RawMessage `json:"event"`
+	ReceiveCount   int             `json:"receive_count"`
+	LastError      *string         `json:"last_error"`
+	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
+}
+
 func (h *handler) deadLetterList(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -46,13 +56,28 @@ func (h *handler) deadLetterList(c echo.Context) error {
 		after = id
 	}
 	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, false)
 	if err != nil {
 		return err
 	}
 	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, limit)
 	if err != nil {
 		return err
+	}
+	var next *string
+	if more && len(dls) > 0 {
+		s := store.FormatMessageID(dls[len(dls)-1].ID)
+		next = &s
+	}
+	if ref.isSub() {
+		out := make([]subscriptionDeadLetter, len(dls))
+		for i, d := range dls {
+			out[i] = subscriptionDeadLetter{
+				ID: deref(d.EventID, ""), Event: d.Body, ReceiveCount: d.ReceiveCount, LastError: d.LastError,
+				DeadLetteredAt: d.DeadLetteredAt.UTC(),
+			}
+		}
+		return reply(c, http.StatusOK, map[string]any{"messages": out, "next": next})
 	}
 	out := make([]deadLetterReply, len(dls))
 	for i, d := range dls {
@@ -65,11 +90,6 @@ func (h *handler) deadLetterList(c echo.Context) error {
 			ReceiveCount: d.ReceiveCount, LastError: d.LastError, SentAt: d.SentAt.UTC(), DeadLetteredAt: d.DeadLetteredAt.UTC(),
 		}
 	}
-	var next *string
-	if more && len(dls) > 0 {
-		s := store.FormatMessageID(dls[len(dls)-1].ID)
-		next = &s
-	}
 	return reply(c, http.StatusOK, map[string]any{"messages": out, "next": next})
 }
 
@@ -79,7 +99,7 @@ type redriveRequest struct {
 }
 
 func (h *handler) deadLetterRedrive(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -100,7 +120,7 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 		return invalid("limit", "must be between 1 and 10000")
 	}
 	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, false)
 	if err != nil {
 		return err
 	}
@@ -108,13 +128,19 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 	if req.IDs != nil {
 		p.IDs = make([]int64, 0, len(req.IDs))
 		for i, s := range req.IDs {
-			if len(s) == 0 || len(s) > 256 {
+			if len(s) == 0 || len(s) > 256 || !safeText(s) {
 				return invalid(fmt.Sprintf("ids[%d]", i), "must be 1-256 characters")
+			}
+			if ref.isSub() {
+				continue // event ids
 			}
 			// An id Ferry never issued names no dead letter: not redriven.
 			if id, ok := store.ParseMessageID(s); ok {
 				p.IDs = append(p.IDs, id)
 			}
+		}
+		if ref.isSub() {
+			p.IDs, p.EventIDs = nil, req.IDs
 		}
 	}
 	redriven, err := store.DeadLetterRedrive(ctx, h.Pool, p)
@@ -128,12 +154,12 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 }
 
 func (h *handler) deadLetterPurge(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, false)
 	if err != nil {
 		return err
 	}

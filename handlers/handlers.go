@@ -50,6 +50,7 @@ type handler struct {
 	limits Limits
 	queues *store.QueueCache
 	topics *store.TopicCache
+	subs   *store.SubscriptionCache
 }
 
 // New returns the Echo instance serving Ferry's API.
@@ -60,7 +61,8 @@ func New(d Deps) *echo.Echo {
 	if d.Queues == nil {
 		d.Queues = store.NewQueueCache(time.Second)
 	}
-	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second)}
+	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
+		subs: store.NewSubscriptionCache(time.Second)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -94,6 +96,20 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodDelete, "/topics/:topic", h.topicDelete)
 	v1(http.MethodPost, "/topics/:topic/events", h.eventPublish)
 	v1(http.MethodGet, "/topics/:topic/events", h.eventRead)
+	v1(http.MethodGet, "/topics/:topic/subscriptions", h.subscriptionList)
+	const sub = "/topics/:topic/subscriptions/:sub"
+	v1(http.MethodPut, sub, h.subscriptionPut)
+	v1(http.MethodGet, sub, h.subscriptionGet)
+	v1(http.MethodDelete, sub, h.subscriptionDelete)
+	v1(http.MethodPost, sub+"/seek", h.subscriptionSeek)
+	// A subscription is a queue fed by its topic: the queue's handlers.
+	v1(http.MethodPost, sub+"/receive", h.messageReceive)
+	v1(http.MethodPost, sub+"/ack", h.messageAck)
+	v1(http.MethodPost, sub+"/nack", h.messageNack)
+	v1(http.MethodPost, sub+"/extend", h.messageExtend)
+	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList)
+	v1(http.MethodDelete, sub+"/dead-letters", h.deadLetterPurge)
+	v1(http.MethodPost, sub+"/dead-letters/redrive", h.deadLetterRedrive)
 	return e
 }
 

@@ -156,8 +156,17 @@ type receivedMessage struct {
 
 var emptyObject = json.RawMessage(`{}`)
 
+// subscriptionMessage is a subscription's delivery as a consumer receives
+// it: its id is the event's id.
+type subscriptionMessage struct {
+	ID           string          `json:"id"`
+	Event        json.RawMessage `json:"event"`
+	Receipt      string          `json:"receipt"`
+	ReceiveCount int             `json:"receive_count"`
+}
+
 func (h *handler) messageReceive(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -173,7 +182,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.queues.Get(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, true)
 	if err != nil {
 		return err
 	}
@@ -191,8 +200,15 @@ func (h *handler) messageReceive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.deadLettered.WithLabelValues(n).Add(float64(dead))
-	h.Metrics.received.WithLabelValues(n).Add(float64(len(msgs)))
+	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
+	h.Metrics.received.WithLabelValues(ref.label()).Add(float64(len(msgs)))
+	if ref.isSub() {
+		out := make([]subscriptionMessage, len(msgs))
+		for i, m := range msgs {
+			out[i] = subscriptionMessage{ID: deref(m.EventID, ""), Event: m.Body, Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
+		}
+		return reply(c, http.StatusOK, map[string]any{"messages": out})
+	}
 	out := make([]receivedMessage, len(msgs))
 	for i, m := range msgs {
 		attrs := m.Attributes
@@ -284,7 +300,7 @@ func countOK(results []store.ReceiptResult) (n int) {
 }
 
 func (h *handler) messageAck(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -297,7 +313,7 @@ func (h *handler) messageAck(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.queues.Get(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, true)
 	if err != nil {
 		return err
 	}
@@ -305,7 +321,7 @@ func (h *handler) messageAck(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.acked.WithLabelValues(n).Add(float64(countOK(results)))
+	h.Metrics.acked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
 	if promoted {
 		// The next message of a group is visible now.
 		h.Notifier.Published([]int64{q.ID})
@@ -314,7 +330,7 @@ func (h *handler) messageAck(c echo.Context) error {
 }
 
 func (h *handler) messageNack(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -335,7 +351,7 @@ func (h *handler) messageNack(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.queues.Get(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, true)
 	if err != nil {
 		return err
 	}
@@ -349,18 +365,18 @@ func (h *handler) messageNack(c echo.Context) error {
 		return err
 	}
 	ok := countOK(results)
-	h.Metrics.nacked.WithLabelValues(n).Add(float64(ok))
+	h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(ok))
 	if ok > 0 && (dead > 0 || (req.DelaySeconds != nil && *req.DelaySeconds == 0)) {
 		// A nack without delay, or a dead-lettered group head, may make a
 		// message visible now.
 		h.Notifier.Published([]int64{q.ID})
 	}
-	h.Metrics.deadLettered.WithLabelValues(n).Add(float64(dead))
+	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
 	return receiptReply(c, req.Receipts, results)
 }
 
 func (h *handler) messageExtend(c echo.Context) error {
-	n, err := name(c, "queue")
+	ref, err := targetOf(c)
 	if err != nil {
 		return err
 	}
@@ -381,7 +397,7 @@ func (h *handler) messageExtend(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.queues.Get(ctx, h.Pool, n)
+	q, err := h.resolve(ctx, ref, true)
 	if err != nil {
 		return err
 	}

@@ -138,9 +138,14 @@ func (h *handler) topicDelete(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
-		id, err := store.TopicDelete(ctx, tx, n)
+		id, subs, err := store.TopicDelete(ctx, tx, n)
 		if err != nil {
 			return err
+		}
+		for _, sub := range subs {
+			if err := jobs.InsertQueueCleanup(ctx, h.River, tx, sub); err != nil {
+				return err
+			}
 		}
 		return jobs.InsertTopicCleanup(ctx, h.River, tx, id)
 	})

@@ -148,7 +148,7 @@ func publishN(t *testing.T, pool *pgxpool.Pool, tp store.Topic, prefix string, n
 		for i := start; i < min(n, start+1000); i++ {
 			batch = append(batch, store.PublishEvent{ID: fmt.Sprintf("%s-%d", prefix, i), Type: "t", Data: json.RawMessage(`{"n":1}`)})
 		}
-		_, err := store.EventPublish(context.Background(), pool, tp, batch)
+		_, _, err := store.EventPublish(context.Background(), pool, tp, batch)
 		require.NoError(t, err)
 	}
 }
@@ -170,7 +170,7 @@ func TestTopicCleanupJob(t *testing.T) {
 	events, cancel := client.Subscribe(river.EventKindJobCompleted)
 	defer cancel()
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		id, err := store.TopicDelete(ctx, tx, "doomed")
+		id, _, err := store.TopicDelete(ctx, tx, "doomed")
 		if err != nil {
 			return err
 		}
@@ -197,7 +197,7 @@ func TestTopicCleanupJobRolledBack(t *testing.T) {
 	publishN(t, pool, tp, "e", 20)
 	errRollback := errors.New("roll back")
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		id, err := store.TopicDelete(ctx, tx, "kept")
+		id, _, err := store.TopicDelete(ctx, tx, "kept")
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,4 +68,25 @@ func (c *NameCache[T]) Forget(name string) {
 	c.mu.Lock()
 	delete(c.m, name)
 	c.mu.Unlock()
+}
+
+// SubscriptionCache caches subscriptions by SubscriptionKey.
+type SubscriptionCache = NameCache[Subscription]
+
+// SubscriptionKey names a subscription in a SubscriptionCache.
+func SubscriptionKey(topicID int64, name string) string {
+	return strconv.FormatInt(topicID, 10) + "/" + name
+}
+
+// NewSubscriptionCache makes a subscription cache whose entries live for ttl.
+func NewSubscriptionCache(ttl time.Duration) *SubscriptionCache {
+	load := func(ctx context.Context, db DBTX, key string) (Subscription, error) {
+		id, name, _ := strings.Cut(key, "/")
+		topicID, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return Subscription{}, fmt.Errorf("subscription cache: bad key %q", key)
+		}
+		return SubscriptionGet(ctx, db, topicID, name)
+	}
+	return &SubscriptionCache{ttl: ttl, load: load, m: map[string]cached[Subscription]{}}
 }

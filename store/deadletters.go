@@ -15,6 +15,7 @@ type DeadLetter struct {
 	Attributes     json.RawMessage
 	Group          *string
 	DedupID        *string
+	EventID        *string // a subscription's delivery: the event's id
 	ReceiveCount   int
 	LastError      *string
 	SentAt         time.Time
@@ -25,7 +26,7 @@ type DeadLetter struct {
 // after the given one, in send order, and whether more follow.
 func DeadLetterList(ctx context.Context, db DBTX, queueID, after int64, limit int) ([]DeadLetter, bool, error) {
 	rows, err := db.Query(ctx, `
-		SELECT id, body::text, attributes::text, grp, dedup_id, receive_count, last_error, sent_at, dead_lettered_at
+		SELECT id, body::text, attributes::text, grp, dedup_id, event_id, receive_count, last_error, sent_at, dead_lettered_at
 		FROM ferry.dead_letters WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3`, queueID, after, limit+1)
 	if err != nil {
 		return nil, false, interpretError("dead letter list", err)
@@ -35,7 +36,7 @@ func DeadLetterList(ctx context.Context, db DBTX, queueID, after int64, limit in
 			d           DeadLetter
 			body, attrs *string
 		)
-		err := row.Scan(&d.ID, &body, &attrs, &d.Group, &d.DedupID, &d.ReceiveCount, &d.LastError, &d.SentAt, &d.DeadLetteredAt)
+		err := row.Scan(&d.ID, &body, &attrs, &d.Group, &d.DedupID, &d.EventID, &d.ReceiveCount, &d.LastError, &d.SentAt, &d.DeadLetteredAt)
 		d.Body = json.RawMessage(*body)
 		if attrs != nil {
 			d.Attributes = json.RawMessage(*attrs)
@@ -57,7 +58,9 @@ func DeadLetterList(ctx context.Context, db DBTX, queueID, after int64, limit in
 type RedriveParams struct {
 	QueueID int64
 	IDs     []int64
-	Limit   int
+	// EventIDs, for a subscription, selects dead letters by event id.
+	EventIDs []string
+	Limit    int
 }
 
 // DeadLetterRedrive moves dead letters back into the queue with
@@ -77,9 +80,12 @@ func DeadLetterRedrive(ctx context.Context, db TxBeginner, p RedriveParams) (int
 			}
 			var rows pgx.Rows
 			var err error
-			if p.IDs != nil {
+			switch {
+			case p.IDs != nil:
 				rows, err = tx.Query(ctx, `SELECT id, grp FROM ferry.dead_letters WHERE queue_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, p.QueueID, p.IDs)
-			} else {
+			case p.EventIDs != nil:
+				rows, err = tx.Query(ctx, `SELECT id, grp FROM ferry.dead_letters WHERE queue_id = $1 AND event_id = ANY($2) ORDER BY id FOR UPDATE`, p.QueueID, p.EventIDs)
+			default:
 				rows, err = tx.Query(ctx, `SELECT id, grp FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY id LIMIT $2 FOR UPDATE`, p.QueueID, p.Limit)
 			}
 			if err != nil {
@@ -120,13 +126,16 @@ func DeadLetterRedrive(ctx context.Context, db TxBeginner, p RedriveParams) (int
 				WITH gone AS (
 					DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id = ANY($2) RETURNING *
 				)
-				INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, last_error, attributes, body)
+				INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, event_id, last_error, attributes, body)
 				SELECT queue_id, id, now(),
 					grp IS NOT NULL AND (
 						row_number() OVER (PARTITION BY grp ORDER BY id) > 1
 						OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = gone.grp)),
-					sent_at, grp, dedup_id, last_error, attributes, body
-				FROM gone`, p.QueueID, ids)
+					sent_at, grp, dedup_id, event_id, last_error, attributes, body
+				FROM gone
+				-- A subscription's event may be pending again (after a
+				-- seek): that delivery stands for the dead letter.
+				ON CONFLICT DO NOTHING`, p.QueueID, ids)
 			br := tx.SendBatch(ctx, b)
 			defer br.Close()
 			var tag int64

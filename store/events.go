@@ -78,7 +78,7 @@ func NewEventID() string {
 // the lock, so it grows with the offset (as long as the server's clock
 // does not step back), and the first event at or after a time is also the
 // lowest offset at or after it.
-func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, error) {
+func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
 	results := make([]PublishResult, len(events))
 	firstOf := map[string]int{}
 	repeatOf := make([]int, len(events))
@@ -115,13 +115,14 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 		parts = append(parts, int32(p))
 		index = append(index, i)
 	}
+	var fed []int64
 	err := retry(ctx, func() error {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return err
 		}
 		defer conn.Release()
-		err = publishTx(ctx, conn.Conn(), t, ids, types, keys, data, attrs, parts, index, results)
+		fed, err = publishTx(ctx, conn.Conn(), t, ids, types, keys, data, attrs, parts, index, results)
 		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 			// Leave the connection clean; the pool drops it if this fails.
 			_, _ = conn.Exec(context.Background(), "ROLLBACK")
@@ -129,20 +130,20 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 		return err
 	})
 	if err != nil {
-		return nil, interpretError("event publish", err)
+		return nil, nil, interpretError("event publish", err)
 	}
 	for i, j := range repeatOf {
 		if j >= 0 {
 			results[i] = PublishResult{ID: results[j].ID, Partition: results[j].Partition, Offset: results[j].Offset, Duplicate: true}
 		}
 	}
-	return results, nil
+	return results, fed, nil
 }
 
 // publishTx runs EventPublish's transaction on conn: BEGIN travels with
 // the first batch and COMMIT with the second.
 func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, data, attrs []*string,
-	parts []int32, index []int, results []PublishResult) error {
+	parts []int32, index []int, results []PublishResult) ([]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`
@@ -155,6 +156,13 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 	// Fresh claims read back as offset -1 (this transaction's own rows);
 	// duplicates as the committed original.
 	b.Queue(`SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = ANY($2)`, t.ID, ids)
+	// The subscriptions to fan out to, and the version they are at: the
+	// second round trip checks, under the partition locks, that it has
+	// not changed since (see lockTopicForSubscriptions).
+	b.Queue(`
+		SELECT t.subs_version, q.id, q.filter::text, q.ordered
+		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
+		WHERE t.id = $1 ORDER BY q.id`, t.ID)
 	br := conn.SendBatch(ctx, b)
 	rows, err := func() (pgx.Rows, error) {
 		for range 2 {
@@ -166,7 +174,7 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 	}()
 	if err != nil {
 		br.Close()
-		return err
+		return nil, err
 	}
 	claims := map[string]PublishResult{}
 	for rows.Next() {
@@ -174,17 +182,22 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 		if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
 			rows.Close()
 			br.Close()
-			return err
+			return nil, err
 		}
 		claims[r.ID] = r
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		br.Close()
-		return err
+		return nil, err
+	}
+	subsVersion, subs, err := readFanoutSubs(br)
+	if err != nil {
+		br.Close()
+		return nil, err
 	}
 	if err := br.Close(); err != nil {
-		return err
+		return nil, err
 	}
 
 	var (
@@ -211,6 +224,7 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 	touched := append([]int32{}, fParts...) // never nil: NULL would not compare
 	slices.Sort(touched)
 	touched = slices.Compact(touched)
+	fan := planFanout(subs, fTypes, fKeys, fAttrs, fData)
 
 	b = &pgx.Batch{}
 	// A deleted topic has no partition rows: then the transaction stops
@@ -225,6 +239,15 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
 		) locked`, t.ID, touched)
 	b.Queue(`
+		SELECT CASE WHEN subs_version = $2 THEN 0 ELSE ferry.raise_retry('subscriptions changed') END
+		FROM ferry.topics WHERE id = $1`, t.ID, subsVersion)
+	if len(fan.lockQueues) > 0 {
+		b.Queue(`
+			SELECT count(pg_advisory_xact_lock(k)) FROM (
+				SELECT DISTINCT ferry.group_lock_key(q, g) AS k FROM unnest($1::bigint[], $2::text[]) AS l(q, g) ORDER BY k
+			) locks`, fan.lockQueues, fan.lockGroups)
+	}
+	b.Queue(`
 		WITH input AS (
 			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
 				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
@@ -236,29 +259,56 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			RETURNING p.partition, p.next_offset - c.n AS base
 		),
 		numbered AS (
-			SELECT i.*, b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off
+			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,
+				b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off,
+				clock_timestamp() AS at
 			FROM input i JOIN bumped b USING (partition)
 		),
 		appended AS (
 			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
-			SELECT $1, partition, off, id, type, key, attributes::jsonb, data::jsonb, clock_timestamp()
+			SELECT $1, partition, off, id, type, key, attributes, data, at
 			FROM numbered ORDER BY partition, off
 		),
 		located AS (
 			UPDATE ferry.event_dedup d SET "offset" = n.off
 			FROM numbered n WHERE d.topic_id = $1 AND d.event_id = n.id
+		),
+		-- One delivery per (matching subscription, event): $8..$10 list
+		-- them, in event order; grp is the key for ordered subscriptions.
+		fan AS (
+			SELECT nextval('ferry.message_id_seq') AS mid, f.*
+			FROM (
+				SELECT * FROM unnest($8::bigint[], $9::int[], $10::text[]) WITH ORDINALITY AS f(queue_id, ev, grp, k)
+				ORDER BY k
+			) f
+		),
+		delivered AS (
+			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, body)
+			SELECT f.queue_id, f.mid, n.at,
+				f.grp IS NOT NULL AND (
+					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
+					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
+				n.at, f.grp, n.id,
+				ferry.event_json(n.id, n.type, n.key, n.data, n.attributes, n.partition, n.off, n.at)
+			FROM fan f JOIN numbered n ON n.ord = f.ev
 		)
-		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs)
+		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs,
+		fan.queues, fan.events, fan.groups)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	defer br.Close()
 	var locked int
 	if err := br.QueryRow().Scan(&locked); err != nil {
-		return err
+		return nil, err
+	}
+	for range b.Len() - 3 { // the version check and group locks
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	got := 0
 	for rows.Next() {
@@ -268,25 +318,118 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 		)
 		if err := rows.Scan(&ord, &off); err != nil {
 			rows.Close()
-			return err
+			return nil, err
 		}
 		results[fIndex[ord-1]].Offset = off
 		got++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := br.Exec(); err != nil { // COMMIT
-		return err
+		return nil, err
 	}
 	if err := br.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	if locked != len(touched) || got != len(fIDs) {
-		return fmt.Errorf("event publish: %d of %d partitions, %d of %d events", locked, len(touched), got, len(fIDs))
+		return nil, fmt.Errorf("event publish: %d of %d partitions, %d of %d events", locked, len(touched), got, len(fIDs))
 	}
-	return nil
+	return fan.fed(), nil
+}
+
+// fanoutSub is a subscription as a publish matches events against it.
+type fanoutSub struct {
+	id      int64
+	filter  *Filter
+	ordered bool
+}
+
+// readFanoutSubs reads the subscriptions query of publishTx's first batch.
+func readFanoutSubs(br pgx.BatchResults) (int64, []fanoutSub, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	var (
+		version int64
+		subs    []fanoutSub
+	)
+	for rows.Next() {
+		var (
+			id      *int64
+			filter  *string
+			ordered *bool
+		)
+		if err := rows.Scan(&version, &id, &filter, &ordered); err != nil {
+			return 0, nil, err
+		}
+		if id != nil {
+			subs = append(subs, fanoutSub{id: *id, filter: cachedFilter(filter), ordered: *ordered})
+		}
+	}
+	return version, subs, rows.Err()
+}
+
+// fanout is the deliveries of one publish: parallel arrays, one entry per
+// (subscription, event), in event order; and the group locks they need.
+type fanout struct {
+	queues     []int64
+	events     []int32 // 1-based position of the event in the batch
+	groups     []*string
+	lockQueues []int64
+	lockGroups []string
+}
+
+// planFanout matches every fresh event against every subscription.
+func planFanout(subs []fanoutSub, types, keys, attrs, data []*string) fanout {
+	var f fanout
+	if len(subs) == 0 {
+		return f
+	}
+	locked := map[fanoutLock]bool{}
+	for i := range types {
+		e := &matchEvent{typ: *types[i]}
+		if attrs[i] != nil {
+			e.rawAttrs = json.RawMessage(*attrs[i])
+		}
+		if data[i] != nil {
+			e.rawData = json.RawMessage(*data[i])
+		}
+		for _, s := range subs {
+			if !s.filter.match(e) {
+				continue
+			}
+			var grp *string
+			if s.ordered && keys[i] != nil {
+				grp = keys[i]
+				l := fanoutLock{s.id, *grp}
+				if !locked[l] {
+					locked[l] = true
+					f.lockQueues = append(f.lockQueues, s.id)
+					f.lockGroups = append(f.lockGroups, *grp)
+				}
+			}
+			f.queues = append(f.queues, s.id)
+			f.events = append(f.events, int32(i+1))
+			f.groups = append(f.groups, grp)
+		}
+	}
+	return f
+}
+
+type fanoutLock struct {
+	queue int64
+	grp   string
+}
+
+// fed lists the subscriptions that got deliveries, once each.
+func (f fanout) fed() []int64 {
+	ids := slices.Clone(f.queues)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 func rawPtr(r json.RawMessage) *string {

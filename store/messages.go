@@ -349,11 +349,14 @@ func (p *sendPlan) read(br pgx.BatchResults) error {
 
 // Message is a claimed message, as a consumer receives it.
 type Message struct {
-	ID           int64
-	Body         json.RawMessage
-	Attributes   json.RawMessage
-	Group        *string
-	DedupID      *string
+	ID         int64
+	Body       json.RawMessage
+	Attributes json.RawMessage
+	Group      *string
+	DedupID    *string
+	// EventID is the event a subscription's delivery carries (Body is
+	// the event); nil for a queue's messages.
+	EventID      *string
 	Receipt      Receipt
 	ReceiveCount int
 	SentAt       time.Time
@@ -417,11 +420,11 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 				claim_token = (random() * 9007199254740991)::bigint
 			FROM candidate c
 			WHERE m.queue_id = $1 AND m.id = c.id AND NOT c.exhausted
-			RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.claim_token, m.receive_count, m.sent_at, m.visible_at
+			RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
 		)
-		SELECT false, id, body::text, attributes::text, grp, dedup_id, claim_token, receive_count, sent_at FROM claimed
+		SELECT false, id, body::text, attributes::text, grp, dedup_id, event_id, claim_token, receive_count, sent_at FROM claimed
 		UNION ALL
-		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`,
+		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`,
 		p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds())
 	if err != nil {
 		return nil, nil, interpretError("message claim", err)
@@ -441,7 +444,7 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 			rc    *int
 			sent  *time.Time
 		)
-		if err := rows.Scan(&over, &m.ID, &body, &attrs, &m.Group, &m.DedupID, &token, &rc, &sent); err != nil {
+		if err := rows.Scan(&over, &m.ID, &body, &attrs, &m.Group, &m.DedupID, &m.EventID, &token, &rc, &sent); err != nil {
 			return nil, nil, interpretError("message claim", err)
 		}
 		if over {
@@ -505,8 +508,8 @@ func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64,
 			RETURNING m.*
 		),
 		dead AS (
-			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, last_error, attributes, body)
-			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, coalesce($3, last_error), attributes, body FROM gone
+			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, last_error, attributes, body)
+			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, coalesce($3, last_error), attributes, body FROM gone
 		),`+promoteAfter+`
 		SELECT count(*) FROM gone`, queueID, ids, lastError)
 	var n int
@@ -627,8 +630,8 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 			RETURNING m.*, t.claim_token AS receipt_token
 		),
 		dead AS (
-			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, last_error, attributes, body)
-			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, coalesce($6, last_error), attributes, body FROM gone
+			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, last_error, attributes, body)
+			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, coalesce($6, last_error), attributes, body FROM gone
 		),`+promoteAfter+`
 		SELECT id, claim_token, false FROM released
 		UNION ALL SELECT id, receipt_token, true FROM gone`,

@@ -18,7 +18,7 @@ import (
 type Publisher struct {
 	pool      *pgxpool.Pool
 	c         *coalescer[*publishRequest]
-	published func(topicIDs []int64)
+	published func(topicIDs, subscriptionIDs []int64)
 }
 
 type publishRequest struct {
@@ -37,8 +37,9 @@ type PublisherConfig struct {
 	// MaxEvents caps the events of one transaction (default 2000).
 	MaxEvents int
 	// Published, if set, is called after every commit with the ids of the
-	// topics that got events (used to wake long polls).
-	Published func(topicIDs []int64)
+	// topics that got events and of the subscriptions that got deliveries
+	// (used to wake long polls and push workers).
+	Published func(topicIDs, subscriptionIDs []int64)
 }
 
 // NewPublisher starts a Publisher's workers; Close stops them.
@@ -96,21 +97,23 @@ func (p *Publisher) write(batch []*publishRequest) {
 		}
 		byTopic[r.topic.ID] = append(byTopic[r.topic.ID], r)
 	}
-	var written []int64
+	var written, fed []int64
 	for _, id := range order {
 		reqs := byTopic[id]
-		if err := p.publish(ctx, reqs); err == nil {
+		if subs, err := p.publish(ctx, reqs); err == nil {
 			written = append(written, id)
+			fed = append(fed, subs...)
 		} else if len(reqs) > 1 && rolledBack(err) {
 			for _, r := range reqs {
-				if p.publish(ctx, []*publishRequest{r}) == nil {
+				if subs, err := p.publish(ctx, []*publishRequest{r}); err == nil {
 					written = append(written, id)
+					fed = append(fed, subs...)
 				}
 			}
 		}
 	}
 	if len(written) > 0 && p.published != nil {
-		p.published(written)
+		p.published(written, fed)
 	}
 	for _, reqs := range byTopic {
 		for _, r := range reqs {
@@ -120,8 +123,8 @@ func (p *Publisher) write(batch []*publishRequest) {
 }
 
 // publish writes reqs (all for one topic) in one transaction and sets
-// their results, or their error.
-func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) error {
+// their results, or their error. It returns the subscriptions fed.
+func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) ([]int64, error) {
 	t := reqs[0].topic
 	var all []PublishEvent
 	for _, r := range reqs {
@@ -130,7 +133,7 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) error {
 			t = r.topic // the freshest view of a growing topic
 		}
 	}
-	results, err := EventPublish(ctx, p.pool, t, all)
+	results, fed, err := EventPublish(ctx, p.pool, t, all)
 	for _, r := range reqs {
 		if err != nil {
 			r.results, r.err = nil, err
@@ -138,5 +141,5 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) error {
 		}
 		r.results, r.err, results = results[:len(r.events)], nil, results[len(r.events):]
 	}
-	return err
+	return fed, err
 }

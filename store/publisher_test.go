@@ -30,7 +30,7 @@ func TestPublisherGroupCommit(t *testing.T) {
 		mu        sync.Mutex
 		committed []int64
 	)
-	p := store.NewPublisher(pool, store.PublisherConfig{Workers: 2, Published: func(ids []int64) {
+	p := store.NewPublisher(pool, store.PublisherConfig{Workers: 2, Published: func(ids, _ []int64) {
 		mu.Lock()
 		committed = append(committed, ids...)
 		mu.Unlock()

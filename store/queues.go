@@ -120,7 +120,7 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			existing, err := scanQueue(tx.QueryRow(ctx,
-				`SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 FOR UPDATE`, name))
+				`SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL FOR UPDATE`, name))
 			created = errors.Is(err, pgx.ErrNoRows)
 			if err != nil && !created {
 				return err
@@ -141,7 +141,7 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 				INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
 					delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-				ON CONFLICT (name) DO UPDATE SET
+				ON CONFLICT (name) WHERE topic_id IS NULL DO UPDATE SET
 					visibility_timeout_seconds = excluded.visibility_timeout_seconds,
 					max_receives = excluded.max_receives,
 					retention_seconds = excluded.retention_seconds,
@@ -173,13 +173,13 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 
 // QueueGet returns the named queue.
 func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
-	q, err := scanQueue(db.QueryRow(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1`, name))
+	q, err := scanQueue(db.QueryRow(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL`, name))
 	return q, interpretError("queue get", err)
 }
 
 // QueueList returns every queue, by name.
 func QueueList(ctx context.Context, db DBTX) ([]Queue, error) {
-	rows, err := db.Query(ctx, `SELECT `+queueColumns+` FROM ferry.queues ORDER BY name`)
+	rows, err := db.Query(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE topic_id IS NULL ORDER BY name`)
 	if err != nil {
 		return nil, interpretError("queue list", err)
 	}
@@ -196,7 +196,7 @@ func QueueList(ctx context.Context, db DBTX) ([]Queue, error) {
 func QueueDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
 	var id int64
 	err := tx.QueryRow(ctx, `
-		SELECT id FROM ferry.queues, pg_advisory_xact_lock(ferry.queue_lock_key(id)) WHERE name = $1`,
+		SELECT id FROM ferry.queues, pg_advisory_xact_lock(ferry.queue_lock_key(id)) WHERE name = $1 AND topic_id IS NULL`,
 		name).Scan(&id)
 	if err != nil {
 		return 0, interpretError("queue delete", err)

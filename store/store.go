@@ -70,7 +70,8 @@ func interpretError(op string, err error) error {
 			return fmt.Errorf("%s: %w (%s)", op, ErrConflict, pgErr.ConstraintName)
 		case "23514": // check_violation
 			return &ValidationError{Field: pgErr.ConstraintName, Message: "violates constraint"}
-		case "55P03": // lock_not_available: a lock_timeout expired
+		case "55P03", // lock_not_available: a lock_timeout expired
+			"40001", "40P01": // still failing after retry's attempts
 			return fmt.Errorf("%s: %w", op, ErrBusy)
 		case "P0002": // no_data_found, from ferry.raise_not_found
 			return fmt.Errorf("%s: %w (%s)", op, ErrNotFound, pgErr.Message)

@@ -178,26 +178,44 @@ func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]P
 	return out, interpretError("topic offsets", rows.Err())
 }
 
-// TopicDelete deletes the named topic and returns its id; its events,
-// partitions and dedup ids are removed afterwards in bounded batches by
-// TopicDeleteContent (scheduled by the caller in the same transaction).
+// TopicDelete deletes the named topic and its subscriptions and returns
+// their ids; its events and dedup ids, and the subscriptions' deliveries,
+// are removed afterwards in bounded batches by TopicDeleteContent and
+// QueueDeleteContent (scheduled by the caller in the same transaction).
 // Publishing holds the topic's partition rows, so the delete waits for
 // publishes in progress, and later ones find no topic.
-func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
+func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, error) {
 	var id int64
-	if err := tx.QueryRow(ctx, `DELETE FROM ferry.topics WHERE name = $1 RETURNING id`, name).Scan(&id); err != nil {
-		return 0, interpretError("topic delete", err)
+	if err := tx.QueryRow(ctx, `SELECT id FROM ferry.topics WHERE name = $1`, name).Scan(&id); err != nil {
+		return 0, nil, interpretError("topic delete", err)
 	}
 	// Taking the partition rows waits for publishes in flight; removing
 	// them makes later publishes find nothing to write to. They are locked
-	// in partition order, as publishes lock them, or the two deadlock.
+	// in partition order, as publishes lock them, and before the topic's
+	// row, as subscription changes do, or these deadlock.
 	_, err := tx.Exec(ctx, `
 		DELETE FROM ferry.topic_partitions WHERE topic_id = $1 AND partition IN (
 			SELECT partition FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE)`, id)
 	if err != nil {
-		return 0, interpretError("topic delete", err)
+		return 0, nil, interpretError("topic delete", err)
 	}
-	return id, nil
+	tag, err := tx.Exec(ctx, `DELETE FROM ferry.topics WHERE id = $1`, id)
+	if err != nil {
+		return 0, nil, interpretError("topic delete", err)
+	}
+	if tag.RowsAffected() == 0 { // deleted meanwhile
+		return 0, nil, interpretError("topic delete", ErrNotFound)
+	}
+	// After the partitions: no publish is in progress to fan out to them.
+	rows, err := tx.Query(ctx, `DELETE FROM ferry.queues WHERE topic_id = $1 RETURNING id`, id)
+	if err != nil {
+		return 0, nil, interpretError("topic delete", err)
+	}
+	subs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, nil, interpretError("topic delete", err)
+	}
+	return id, subs, nil
 }
 
 // TopicDeleteContent deletes up to limit rows of a deleted topic's events

@@ -33,7 +33,7 @@ func (e *env) topic(name string, patch store.TopicPatch) store.Topic {
 // publish publishes events with EventPublish and requires success.
 func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.PublishResult {
 	e.t.Helper()
-	res, err := store.EventPublish(e.ctx, e.pool, tp, events)
+	res, _, err := store.EventPublish(e.ctx, e.pool, tp, events)
 	require.NoError(e.t, err)
 	require.Len(e.t, res, len(events))
 	return res
@@ -132,7 +132,8 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 			e := newEnv(t)
 			tp := e.topic("log", store.TopicPatch{Partitions: ptr(tc.partitions)})
 			publish := func(evs []store.PublishEvent) ([]store.PublishResult, error) {
-				return store.EventPublish(e.ctx, e.pool, tp, evs)
+				res, _, err := store.EventPublish(e.ctx, e.pool, tp, evs)
+				return res, err
 			}
 			if tc.publisher {
 				p := store.NewPublisher(e.pool, store.PublisherConfig{})
@@ -343,7 +344,7 @@ func publishAtOnce(t *testing.T, e *env, tp store.Topic, n int, batch ...store.P
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
+			results[i], _, errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
 		}()
 	}
 	close(start)
@@ -420,7 +421,7 @@ func TestEventDedup(t *testing.T) {
 					slices.Reverse(batch)
 				}
 				<-start
-				res[i], errs[i] = store.EventPublish(e.ctx, e.pool, tp, batch)
+				res[i], _, errs[i] = store.EventPublish(e.ctx, e.pool, tp, batch)
 			}()
 		}
 		close(start)
@@ -853,7 +854,7 @@ func TestEventReadFromTimeCommitOrder(t *testing.T) {
 	}
 	aDone := make(chan out, 1)
 	go func() {
-		res, err := store.EventPublish(e.ctx, aPool, tp, []store.PublishEvent{eventWithKey("a0", keys[0]), eventWithKey("a1", keys[1])})
+		res, _, err := store.EventPublish(e.ctx, aPool, tp, []store.PublishEvent{eventWithKey("a0", keys[0]), eventWithKey("a1", keys[1])})
 		aDone <- out{res, err}
 	}()
 	e.activityWaitingEventually("publisher-a")
@@ -1088,7 +1089,7 @@ func TestTopicDelete(t *testing.T) {
 		require.Equal(t, map[string]int64{"ferry.events": 50, "ferry.event_dedup": 50, "ferry.topic_partitions": 4}, e.topicRows(tp.ID))
 
 		require.NoError(t, pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
-			id, err := store.TopicDelete(e.ctx, tx, "del")
+			id, _, err := store.TopicDelete(e.ctx, tx, "del")
 			require.Equal(t, tp.ID, id)
 			return err
 		}))
@@ -1098,14 +1099,14 @@ func TestTopicDelete(t *testing.T) {
 
 		// A publish with the stale Topic value: not found, nothing written.
 		before := e.topicRows(tp.ID)
-		_, err = store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithID("late"), event("t")})
+		_, _, err = store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithID("late"), event("t")})
 		require.True(t, errors.Is(err, store.ErrNotFound), "got %v", err)
 		require.Equal(t, before, e.topicRows(tp.ID), "a publish answered not found must write nothing (invariants 9, 10)")
 		require.Zero(t, e.count(`SELECT count(*) FROM ferry.event_dedup WHERE event_id = 'late'`))
 		// Also when every event repeats an id the deleted topic still
 		// remembers (its content is not cleaned up yet): not found, not
 		// duplicate answers pointing into a deleted topic.
-		res, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithID("e1"), eventWithID("e2")})
+		res, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithID("e1"), eventWithID("e2")})
 		require.True(t, errors.Is(err, store.ErrNotFound), "a publish of only duplicates to a deleted topic: got %+v, %v", res, err)
 		require.Equal(t, before, e.topicRows(tp.ID))
 
@@ -1123,12 +1124,12 @@ func TestTopicDelete(t *testing.T) {
 		require.Equal(t, map[string]int64{"ferry.events": 0, "ferry.event_dedup": 0, "ferry.topic_partitions": 0}, e.topicRows(tp.ID))
 		require.Equal(t, map[string]int64{"ferry.events": 1, "ferry.event_dedup": 1, "ferry.topic_partitions": 1}, e.topicRows(survivor.ID))
 
-		_, err = store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{event("t")})
+		_, _, err = store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{event("t")})
 		require.True(t, errors.Is(err, store.ErrNotFound), "got %v", err)
 		require.Equal(t, map[string]int64{"ferry.events": 0, "ferry.event_dedup": 0, "ferry.topic_partitions": 0}, e.topicRows(tp.ID))
 
 		// Deleting it again: not found. The name can be used anew, from 0.
-		err = pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { _, err := store.TopicDelete(e.ctx, tx, "del"); return err })
+		err = pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { _, _, err := store.TopicDelete(e.ctx, tx, "del"); return err })
 		require.True(t, errors.Is(err, store.ErrNotFound), "got %v", err)
 		again := e.topic("del", store.TopicPatch{Partitions: ptr(1)})
 		require.NotEqual(t, tp.ID, again.ID)
@@ -1163,7 +1164,7 @@ func TestTopicDelete(t *testing.T) {
 						}
 					}
 					after := deleted.Load()
-					res, err := store.EventPublish(e.ctx, e.pool, tp, batch)
+					res, _, err := store.EventPublish(e.ctx, e.pool, tp, batch)
 					outcomes[w] = append(outcomes[w], outcome{res, err, after})
 					if err != nil || after {
 						return
@@ -1177,7 +1178,7 @@ func TestTopicDelete(t *testing.T) {
 			return err == nil && n >= 100
 		}, 20*time.Second, 5*time.Millisecond)
 		require.NoError(t, pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
-			_, err := store.TopicDelete(e.ctx, tx, "race")
+			_, _, err := store.TopicDelete(e.ctx, tx, "race")
 			return err
 		}), "the delete must not fail under concurrent publishes")
 		deleted.Store(true)
@@ -1244,7 +1245,7 @@ func TestEventPublishBatchAtomicity(t *testing.T) {
 		{bad, eventWithKey("good-0", keys[0])},
 		{eventWithKey("a", keys[0]), bad}, // with a duplicate
 	} {
-		_, err := store.EventPublish(e.ctx, e.pool, tp, batch)
+		_, _, err := store.EventPublish(e.ctx, e.pool, tp, batch)
 		require.Error(t, err, "PostgreSQL refuses \\u0000 in jsonb")
 		require.False(t, errors.Is(err, store.ErrNotFound))
 		require.EqualValues(t, 3, e.count(`SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
@@ -1348,7 +1349,7 @@ func TestTopicDeleteMeetsWaitingPublish(t *testing.T) {
 	xPool := e.newNamedPool(2, "publisher-x")
 	xDone := make(chan out, 1)
 	go func() {
-		res, err := store.EventPublish(e.ctx, xPool, tp, []store.PublishEvent{
+		res, _, err := store.EventPublish(e.ctx, xPool, tp, []store.PublishEvent{
 			eventWithKey("x0", keys[0]), eventWithKey("x1", keys[1]), eventWithKey("x2", keys[2]),
 		})
 		xDone <- out{res, err}
@@ -1359,7 +1360,7 @@ func TestTopicDeleteMeetsWaitingPublish(t *testing.T) {
 	delDone := make(chan error, 1)
 	go func() {
 		delDone <- pgx.BeginFunc(e.ctx, delPool, func(tx pgx.Tx) error {
-			_, err := store.TopicDelete(e.ctx, tx, "crossed")
+			_, _, err := store.TopicDelete(e.ctx, tx, "crossed")
 			return err
 		})
 	}()

@@ -138,12 +138,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 	s.publisher = store.NewPublisher(pool, store.PublisherConfig{
 		Workers: cfg.SendWorkers,
-		Published: func(topicIDs []int64) {
-			keys := make([]int64, len(topicIDs))
-			for i, id := range topicIDs {
-				keys[i] = store.TopicWakeKey(id)
+		Published: func(topicIDs, subscriptionIDs []int64) {
+			keys := make([]int64, 0, len(topicIDs)+len(subscriptionIDs))
+			for _, id := range topicIDs {
+				keys = append(keys, store.TopicWakeKey(id))
 			}
-			s.notifier.Published(keys)
+			// A subscription is a queue: its id is its key.
+			s.notifier.Published(append(keys, subscriptionIDs...))
 		},
 	})
 

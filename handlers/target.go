@@ -1,0 +1,83 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// targetRef names what a message route acts on: a queue
+// (/queues/{queue}/...) or a subscription, which is a queue fed by a topic
+// (/topics/{topic}/subscriptions/{sub}/...). The same handlers serve both;
+// only the resolution and the shape of a message differ.
+type targetRef struct {
+	queue, topic, sub string
+}
+
+// isSub reports whether the route is a subscription's.
+func (r targetRef) isSub() bool { return r.sub != "" }
+
+// label names the target in metrics: the queue, or "topic/sub" (a slash
+// cannot occur in a name).
+func (r targetRef) label() string {
+	if r.isSub() {
+		return r.topic + "/" + r.sub
+	}
+	return r.queue
+}
+
+// targetOf validates the route's names, before the body is read, so a bad
+// name is a 400 whatever else is wrong.
+func targetOf(c echo.Context) (targetRef, error) {
+	if c.Param("sub") == "" {
+		n, err := name(c, "queue")
+		return targetRef{queue: n}, err
+	}
+	t, err := name(c, "topic")
+	if err != nil {
+		return targetRef{}, err
+	}
+	s, err := name(c, "sub")
+	return targetRef{topic: t, sub: s}, err
+}
+
+// resolve finds the target's queue: from the caches on hot paths, else
+// from the database.
+func (h *handler) resolve(ctx context.Context, r targetRef, cached bool) (store.Queue, error) {
+	if !r.isSub() {
+		if cached {
+			return h.queues.Get(ctx, h.Pool, r.queue)
+		}
+		return store.QueueGet(ctx, h.Pool, r.queue)
+	}
+	s, err := h.subscription(ctx, r.topic, r.sub, cached)
+	return s.Queue, err
+}
+
+// subscription finds the named subscription. A cached topic or
+// subscription may be stale (deleted and created again elsewhere): a miss
+// is checked once more without the caches.
+func (h *handler) subscription(ctx context.Context, topic, sub string, cached bool) (store.Subscription, error) {
+	if cached {
+		t, err := h.topics.Get(ctx, h.Pool, topic)
+		if err == nil {
+			s, err := h.subs.Get(ctx, h.Pool, store.SubscriptionKey(t.ID, sub))
+			if err == nil {
+				return s, nil
+			}
+			h.subs.Forget(store.SubscriptionKey(t.ID, sub))
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.Subscription{}, err
+		}
+		h.topics.Forget(topic)
+	}
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return store.Subscription{}, err
+	}
+	return store.SubscriptionGet(ctx, h.Pool, t.ID, sub)
+}

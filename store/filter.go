@@ -1,0 +1,354 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Filter selects the events a subscription receives. Every part given
+// must match; an empty filter matches every event.
+//
+//   - Types are patterns over dot-separated words, case-sensitive: "*"
+//     matches exactly one word and "#" zero or more; other words match
+//     themselves ("order.*" matches "order.created", not "order",
+//     "orders.created" nor "order.item.added"). An event matches if its
+//     type matches any pattern.
+//   - Attributes: the event's attribute must be one of the listed values.
+//   - Data: the value at a dotted path in the event's data (object keys,
+//     or array indexes) must equal one of the listed JSON scalars.
+//
+// A publish matches in Go (Match); a backfill or seek matches in SQL
+// (sqlMatch). Both read the same compiled form: the type patterns become
+// one regular expression (typeRegexp) over "." + type, in the subset of
+// syntax that Go's RE2 and PostgreSQL's ARE read alike.
+type Filter struct {
+	Types      []string            `json:"types,omitempty"`
+	Attributes map[string][]string `json:"attributes,omitempty"`
+	Data       map[string][]any    `json:"data,omitempty"`
+
+	typeRE *regexp.Regexp
+	paths  map[string][]string
+}
+
+// Limits of a filter, part of the contract (openapi.yaml).
+const (
+	maxFilterTypes  = 100
+	maxFilterKeys   = 50
+	maxFilterValues = 100
+	maxFilterText   = 256
+)
+
+// ParseFilter decodes and validates a filter given by a client (JSON
+// object with optional members types, attributes and data; numbers in
+// data kept exact). A nil or empty document is the empty filter.
+func ParseFilter(raw []byte) (*Filter, error) {
+	f := &Filter{}
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return f, f.compile()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(f); err != nil {
+		return nil, &ValidationError{Field: "filter", Message: "must be an object with types, attributes and data: " + jsonProblem(err)}
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return f, f.compile()
+}
+
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return te.Field + " has the wrong type"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func (f *Filter) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ValidationError{Field: "filter." + field, Message: fmt.Sprintf(format, args...)}
+	}
+	if f.Types != nil && (len(f.Types) == 0 || len(f.Types) > maxFilterTypes) {
+		return bad("types", "must hold 1-%d patterns", maxFilterTypes)
+	}
+	for i, p := range f.Types {
+		if p == "" || len(p) > maxFilterText || !validText(p) {
+			return bad(fmt.Sprintf("types[%d]", i), "must be 1-%d bytes of text", maxFilterText)
+		}
+		for _, w := range strings.Split(p, ".") {
+			if w != "*" && w != "#" && strings.ContainsAny(w, "*#") {
+				return bad(fmt.Sprintf("types[%d]", i), "* and # must be whole words (as in order.* or #.created)")
+			}
+		}
+	}
+	if len(f.Attributes) > maxFilterKeys {
+		return bad("attributes", "must hold at most %d keys", maxFilterKeys)
+	}
+	for k, vs := range f.Attributes {
+		if k == "" || len(k) > maxFilterText || !validText(k) {
+			return bad("attributes", "keys must be 1-%d bytes of text", maxFilterText)
+		}
+		if len(vs) == 0 || len(vs) > maxFilterValues {
+			return bad("attributes."+k, "must list 1-%d values", maxFilterValues)
+		}
+	}
+	if len(f.Data) > maxFilterKeys {
+		return bad("data", "must hold at most %d paths", maxFilterKeys)
+	}
+	for p, vs := range f.Data {
+		if p == "" || len(p) > maxFilterText || !validText(p) || slicesContains(strings.Split(p, "."), "") {
+			return bad("data", "paths must be 1-%d bytes of dot-separated, non-empty keys", maxFilterText)
+		}
+		if len(vs) == 0 || len(vs) > maxFilterValues {
+			return bad("data."+p, "must list 1-%d values", maxFilterValues)
+		}
+		for _, v := range vs {
+			switch v.(type) {
+			case string, json.Number, bool, nil:
+			default:
+				return bad("data."+p, "values must be strings, numbers, booleans or null")
+			}
+		}
+	}
+	return nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// validText: valid UTF-8 without NUL (PostgreSQL text cannot hold NUL).
+func validText(s string) bool {
+	return !strings.ContainsRune(s, 0) && strings.ToValidUTF8(s, "\uFFFD") == s
+}
+
+func (f *Filter) compile() error {
+	if len(f.Types) > 0 {
+		re, err := regexp.Compile(f.typeRegexp())
+		if err != nil {
+			return &ValidationError{Field: "filter.types", Message: "cannot be compiled"}
+		}
+		f.typeRE = re
+	}
+	f.paths = make(map[string][]string, len(f.Data))
+	for p := range f.Data {
+		f.paths[p] = strings.Split(p, ".")
+	}
+	return nil
+}
+
+// typeRegexp is the type patterns as one regular expression to be matched
+// against "." + type: each word w becomes `\.w` (quoted), "*" becomes
+// `\.[^.]*` and "#" becomes `(?:\.[^.]*)*`. "" when there are no patterns.
+func (f *Filter) typeRegexp() string {
+	if len(f.Types) == 0 {
+		return ""
+	}
+	alts := make([]string, len(f.Types))
+	for i, p := range f.Types {
+		var b strings.Builder
+		for _, w := range strings.Split(p, ".") {
+			switch w {
+			case "*":
+				b.WriteString(`\.[^.]*`)
+			case "#":
+				b.WriteString(`(?:\.[^.]*)*`)
+			default:
+				b.WriteString(`\.` + regexp.QuoteMeta(w))
+			}
+		}
+		alts[i] = b.String()
+	}
+	return `^(?:` + strings.Join(alts, "|") + `)$`
+}
+
+// Empty reports whether the filter matches every event.
+func (f *Filter) Empty() bool {
+	return len(f.Types) == 0 && len(f.Attributes) == 0 && len(f.Data) == 0
+}
+
+// JSON is the filter as stored and shown: null when empty.
+func (f *Filter) JSON() []byte {
+	if f == nil || f.Empty() {
+		return nil
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+// Match reports whether the filter selects the event. data is parsed
+// lazily by the caller-provided cache (see matchEvent).
+func (f *Filter) match(e *matchEvent) bool {
+	if f.typeRE != nil && !f.typeRE.MatchString("."+e.typ) {
+		return false
+	}
+	for k, vs := range f.Attributes {
+		v, ok := e.attrs()[k]
+		if !ok || !slicesContains(vs, v) {
+			return false
+		}
+	}
+	for p, vs := range f.Data {
+		v, ok := e.at(f.paths[p])
+		if !ok {
+			return false
+		}
+		found := false
+		for _, want := range vs {
+			if jsonScalarEqual(v, want) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// matchEvent is an event being matched against many filters; its
+// attributes and data are decoded once, when a filter first needs them.
+type matchEvent struct {
+	typ      string
+	rawAttrs json.RawMessage
+	rawData  json.RawMessage
+	attrMap  map[string]string
+	data     any
+	decoded  bool
+}
+
+func (e *matchEvent) attrs() map[string]string {
+	if e.attrMap == nil {
+		e.attrMap = map[string]string{}
+		if len(e.rawAttrs) > 0 {
+			_ = json.Unmarshal(e.rawAttrs, &e.attrMap)
+		}
+	}
+	return e.attrMap
+}
+
+// at returns the value at path in the event's data.
+func (e *matchEvent) at(path []string) (any, bool) {
+	if !e.decoded {
+		e.decoded = true
+		if len(e.rawData) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(e.rawData))
+			dec.UseNumber()
+			_ = dec.Decode(&e.data)
+		}
+	}
+	cur := e.data
+	if cur == nil {
+		return nil, false
+	}
+	for _, k := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[k]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) || strconv.Itoa(i) != k {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// jsonScalarEqual compares a decoded JSON value with a filter's scalar as
+// PostgreSQL's jsonb does: numbers by value, strings and booleans exactly,
+// null only with null.
+func jsonScalarEqual(v, want any) bool {
+	switch w := want.(type) {
+	case nil:
+		return v == nil
+	case string:
+		s, ok := v.(string)
+		return ok && s == w
+	case bool:
+		b, ok := v.(bool)
+		return ok && b == w
+	case json.Number:
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		a, okA := new(big.Rat).SetString(string(n))
+		b, okB := new(big.Rat).SetString(string(w))
+		return okA && okB && a.Cmp(b) == 0
+	}
+	return false
+}
+
+// sqlMatch is the SQL condition equal to Filter.match, for the event row e
+// and the subscription row q (column filter), where the query parameter
+// typeParam (e.g. "$3") holds the subscription's typeRegexp (empty for none).
+// Used by backfill and seek.
+func sqlMatch(typeParam string) string {
+	return `(` + typeParam + ` = '' OR ('.' || e.type) ~ ` + typeParam + `)
+		AND NOT EXISTS (
+			SELECT 1 FROM jsonb_each(coalesce(q.filter->'attributes', '{}')) a(k, vals)
+			WHERE NOT coalesce(a.vals @> to_jsonb(e.attributes->>a.k), false))
+		AND NOT EXISTS (
+			SELECT 1 FROM jsonb_each(coalesce(q.filter->'data', '{}')) d(p, vals)
+			WHERE NOT coalesce(d.vals @> jsonb_build_array(e.data #> string_to_array(d.p, '.')), false)
+				OR (e.data #> string_to_array(d.p, '.')) IS NULL)`
+}
+
+// filterCache keeps parsed filters by their stored JSON, so a publish does
+// not parse and compile every subscription's filter again. It forgets
+// everything when it grows past filterCacheMax (filters change rarely).
+var filterCache = struct {
+	sync.Mutex
+	m map[string]*Filter
+}{m: map[string]*Filter{}}
+
+const filterCacheMax = 10000
+
+// cachedFilter returns the parsed form of a stored filter (nil: empty).
+func cachedFilter(stored *string) *Filter {
+	if stored == nil {
+		return &Filter{}
+	}
+	filterCache.Lock()
+	f, ok := filterCache.m[*stored]
+	filterCache.Unlock()
+	if ok {
+		return f
+	}
+	f, err := ParseFilter([]byte(*stored))
+	if err != nil {
+		// A stored filter was validated when it was saved; one that can
+		// no longer be read matches nothing rather than everything.
+		f = &Filter{Types: []string{"#"}, typeRE: regexp.MustCompile(`[^\s\S]`)}
+	}
+	filterCache.Lock()
+	if len(filterCache.m) >= filterCacheMax {
+		clear(filterCache.m)
+	}
+	filterCache.m[*stored] = f
+	filterCache.Unlock()
+	return f
+}

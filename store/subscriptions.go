@@ -1,0 +1,277 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Subscription is a queue fed by a topic: its Queue part (id, name,
+// visibility timeout, max_receives, retention, retry backoff) is what the
+// claim engine uses, unchanged.
+type Subscription struct {
+	Queue
+	TopicID int64
+	Filter  *Filter
+	Ordered bool
+}
+
+// Start says where a new subscription (or a seek) begins: the zero value is
+// "latest" (only events published from now on); Earliest is every
+// retained event; Time the retained events published at or after it.
+type Start struct {
+	Earliest bool
+	Time     *time.Time
+}
+
+// SubscriptionPatch holds the fields a PUT gives; nil fields keep their
+// value (or take the default on creation).
+type SubscriptionPatch struct {
+	// Queue settings; delay, dedup window and max depth do not apply to
+	// subscriptions and are ignored.
+	Queue   QueuePatch
+	Filter  *Filter
+	Ordered *bool
+	// Start applies on creation only.
+	Start Start
+}
+
+// DefaultSubscriptionConfig is what a new subscription gets for every
+// queue setting not given: a queue's defaults, with the retention of a
+// topic (7 days).
+func DefaultSubscriptionConfig() QueueConfig {
+	c := DefaultQueueConfig()
+	c.RetentionSeconds = 604800
+	return c
+}
+
+const subscriptionColumns = queueColumns + `, topic_id, filter::text, ordered`
+
+func scanSubscription(row pgx.Row) (Subscription, error) {
+	var (
+		s      Subscription
+		filter *string
+	)
+	q, err := scanQueue(row, &s.TopicID, &filter, &s.Ordered)
+	if err != nil {
+		return Subscription{}, err
+	}
+	s.Queue = q
+	s.Filter = cachedFilter(filter)
+	return s, nil
+}
+
+// lockTopicForSubscriptions takes every partition row of the topic, in
+// partition order (as publishes take them), and bumps its subs_version: it
+// waits for publishes in progress, and publishes that read the
+// subscriptions before this commits start again (see EventPublish). It
+// returns ErrNotFound when the topic is gone.
+func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) error {
+	var n int
+	err := tx.QueryRow(ctx, `
+		SELECT count(*) FROM (
+			SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE
+		) locked`, topicID).Scan(&n)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	_, err = tx.Exec(ctx, `UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
+	return err
+}
+
+// SubscriptionUpsert creates the named subscription of topic t, or changes
+// the given fields of an existing one, and reports whether it created it
+// and how many retained events it backfilled (Start, on creation). It is
+// ordered with publishes to the topic: a publish that commits before it
+// fans out with the old configuration, every later one with the new.
+func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string, p SubscriptionPatch) (Subscription, bool, int64, error) {
+	var (
+		s          Subscription
+		created    bool
+		backfilled int64
+	)
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := lockTopicForSubscriptions(ctx, tx, t.ID); err != nil {
+				return err
+			}
+			existing, err := scanSubscription(tx.QueryRow(ctx,
+				`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name))
+			created = errors.Is(err, pgx.ErrNoRows)
+			if err != nil && !created {
+				return err
+			}
+			cfg, filter, ordered := DefaultSubscriptionConfig(), &Filter{}, false
+			if !created {
+				cfg, filter, ordered = existing.QueueConfig, existing.Filter, existing.Ordered
+			}
+			cfg = p.Queue.apply(cfg)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if p.Filter != nil {
+				filter = p.Filter
+			}
+			if p.Ordered != nil {
+				ordered = *p.Ordered
+			}
+			if !created && cfg == existing.QueueConfig && ordered == existing.Ordered &&
+				string(filter.JSON()) == string(existing.Filter.JSON()) {
+				s = existing // nothing changes: updated_at stays
+				return nil
+			}
+			s, err = scanSubscription(tx.QueryRow(ctx, `
+				INSERT INTO ferry.queues AS q (topic_id, name, visibility_timeout_seconds, max_receives,
+					retention_seconds, retry_min_seconds, retry_max_seconds, filter, ordered)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (topic_id, name) WHERE topic_id IS NOT NULL DO UPDATE SET
+					visibility_timeout_seconds = excluded.visibility_timeout_seconds,
+					max_receives = excluded.max_receives,
+					retention_seconds = excluded.retention_seconds,
+					retry_min_seconds = excluded.retry_min_seconds,
+					retry_max_seconds = excluded.retry_max_seconds,
+					filter = excluded.filter,
+					ordered = excluded.ordered,
+					updated_at = now()
+				RETURNING `+subscriptionColumns,
+				t.ID, name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds,
+				cfg.RetryMinSeconds, cfg.RetryMaxSeconds, filter.JSON(), ordered))
+			if err != nil {
+				return err
+			}
+			backfilled = 0
+			if created {
+				backfilled, err = subscriptionBackfill(ctx, tx, s, p.Start)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		var verr *ValidationError
+		if errors.As(err, &verr) {
+			return Subscription{}, false, 0, verr
+		}
+		return Subscription{}, false, 0, interpretError("subscription upsert", err)
+	}
+	return s, created, backfilled, nil
+}
+
+// subscriptionBackfill delivers to s the retained events of its topic from
+// start on that its filter selects, in publish order (so an ordered
+// subscription gets each key's events in offset order), skipping events it
+// already holds. It runs under the topic's partition locks
+// (lockTopicForSubscriptions): no publish interleaves, so backfilled
+// events come before every later one. Its cost is one INSERT over the
+// retained events from start.
+func subscriptionBackfill(ctx context.Context, tx pgx.Tx, s Subscription, start Start) (int64, error) {
+	if !start.Earliest && start.Time == nil {
+		return 0, nil
+	}
+	from := time.Time{}
+	if start.Time != nil {
+		from = *start.Time
+	}
+	tag, err := tx.Exec(ctx, `
+		WITH picked AS (
+			SELECT nextval('ferry.message_id_seq') AS mid, m.*
+			FROM (
+				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
+				FROM ferry.events e, ferry.queues q
+				WHERE q.id = $1 AND e.topic_id = $2 AND e.published_at >= $3 AND `+sqlMatch("$4")+`
+					AND NOT EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.event_id = e.id)
+				ORDER BY e.published_at, e.partition, e."offset"
+			) m
+		)
+		INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, body)
+		SELECT $1, mid, now(),
+			grp IS NOT NULL AND (
+				row_number() OVER (PARTITION BY grp ORDER BY mid) > 1
+				OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = picked.grp)),
+			published_at, grp, id,
+			ferry.event_json(id, type, key, data, attributes, partition, "offset", published_at)
+		FROM picked
+		ON CONFLICT DO NOTHING`,
+		s.ID, s.TopicID, from, s.Filter.typeRegexp())
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// SubscriptionGet returns the named subscription of the topic.
+func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (Subscription, error) {
+	s, err := scanSubscription(db.QueryRow(ctx,
+		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2`, topicID, name))
+	return s, interpretError("subscription get", err)
+}
+
+// SubscriptionList returns the topic's subscriptions, by name.
+func SubscriptionList(ctx context.Context, db DBTX, topicID int64) ([]Subscription, error) {
+	rows, err := db.Query(ctx,
+		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 ORDER BY name`, topicID)
+	if err != nil {
+		return nil, interpretError("subscription list", err)
+	}
+	subs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Subscription, error) { return scanSubscription(row) })
+	return subs, interpretError("subscription list", err)
+}
+
+// SubscriptionDelete deletes the named subscription and returns its id; tx
+// must be a transaction, in which the caller schedules the removal of its
+// deliveries (QueueDeleteContent). No publish writes to it afterwards.
+func SubscriptionDelete(ctx context.Context, tx pgx.Tx, topicID int64, name string) (int64, error) {
+	if err := lockTopicForSubscriptions(ctx, tx, topicID); err != nil {
+		return 0, interpretError("subscription delete", err)
+	}
+	var id int64
+	err := tx.QueryRow(ctx, `
+		SELECT id FROM ferry.queues, pg_advisory_xact_lock(ferry.queue_lock_key(id))
+		WHERE topic_id = $1 AND name = $2`, topicID, name).Scan(&id)
+	if err != nil {
+		return 0, interpretError("subscription delete", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM ferry.queues WHERE id = $1`, id); err != nil {
+		return 0, interpretError("subscription delete", err)
+	}
+	return id, nil
+}
+
+// SubscriptionSeek moves the subscription to start: every pending
+// delivery is removed (in flight ones too; their receipts go stale) and
+// the retained events from start that the filter selects are delivered
+// again ("latest" delivers nothing: everything so far counts as
+// acknowledged). Dead letters stay. It reports how many events it
+// delivered. Like a backfill, it holds the topic's partitions while it
+// runs, so publishes to the topic wait for it.
+func SubscriptionSeek(ctx context.Context, db TxBeginner, s Subscription, start Start) (int64, error) {
+	var n int64
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := lockTopicForSubscriptions(ctx, tx, s.TopicID); err != nil {
+				return err
+			}
+			// The queue's lock, as a purge takes it: no redrive runs.
+			if _, err := tx.Exec(ctx, `
+				SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, s.ID); err != nil {
+				return err
+			}
+			// Read again under the locks: the filter in force now.
+			cur, err := scanSubscription(tx.QueryRow(ctx,
+				`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE id = $1`, s.ID))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM ferry.messages WHERE queue_id = $1`, s.ID); err != nil {
+				return err
+			}
+			n, err = subscriptionBackfill(ctx, tx, cur, start)
+			return err
+		})
+	})
+	return n, interpretError("subscription seek", err)
+}
