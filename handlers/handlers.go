@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 
+	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -43,6 +44,11 @@ type Deps struct {
 	Spec []byte
 	// FallbackPoll is how often a long poll checks without a wake-up.
 	FallbackPoll time.Duration
+	// Pusher starts push delivery when a push target gets work.
+	Pusher *jobs.Pusher
+	// AllowPrivatePush lets push URLs name private, loopback and
+	// link-local addresses (FERRY_ALLOW_PRIVATE_PUSH).
+	AllowPrivatePush bool
 }
 
 type handler struct {
@@ -110,6 +116,11 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList)
 	v1(http.MethodDelete, sub+"/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, sub+"/dead-letters/redrive", h.deadLetterRedrive)
+	for _, base := range []string{"/queues/:queue", sub} {
+		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
+		v1(http.MethodPost, base+"/enable", h.pushEnable)
+		v1(http.MethodGet, base+"/attempts", h.pushAttempts)
+	}
 	return e
 }
 

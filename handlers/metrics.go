@@ -26,6 +26,8 @@ type Metrics struct {
 	nacked       *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
 	published    *prometheus.CounterVec
+	pushAttempts *prometheus.CounterVec
+	pushLatency  prometheus.Histogram
 }
 
 // NewMetrics registers the metrics. Queue depth and age are read from the
@@ -56,7 +58,14 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 			return c
 		}(),
 	}
-	reg.MustRegister(m.httpDuration,
+	m.pushAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "push_attempts_total",
+		Help: "Push delivery attempts by outcome: ok (2xx), failed, gone (410)."}, []string{"outcome"})
+	m.pushLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "ferry", Name: "push_delivery_latency_seconds",
+		Help:    "Time from a message's send (an event's publish) to its successful push delivery.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
+	})
+	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&depthCollector{pool: pool, log: log})
 	return m
@@ -65,6 +74,15 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObservePush counts a push attempt; for a success it also records the
+// time since the message was sent (or the event published).
+func (m *Metrics) ObservePush(outcome string, sinceSent time.Duration) {
+	m.pushAttempts.WithLabelValues(outcome).Inc()
+	if outcome == "ok" {
+		m.pushLatency.Observe(sinceSent.Seconds())
+	}
 }
 
 func (m *Metrics) observeHTTP(method, route string, status int, took time.Duration) {
@@ -80,6 +98,12 @@ var (
 		[]string{"topic", "partition"}, nil)
 	oldestDesc = prometheus.NewDesc("ferry_topic_oldest_offset", "Oldest retained offset of a topic partition.",
 		[]string{"topic", "partition"}, nil)
+	subDepthDesc = prometheus.NewDesc("ferry_subscription_messages",
+		"Deliveries of a subscription by state (available includes ordered ones waiting behind their key).",
+		[]string{"topic", "subscription", "state"}, nil)
+	subAgeDesc = prometheus.NewDesc("ferry_subscription_oldest_age_seconds",
+		"Age of the oldest pending delivery of a subscription (since its event's publish).",
+		[]string{"topic", "subscription"}, nil)
 )
 
 type depthCollector struct {
@@ -92,6 +116,8 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ageDesc
 	ch <- headDesc
 	ch <- oldestDesc
+	ch <- subDepthDesc
+	ch <- subAgeDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -134,11 +160,40 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		d.log.Warn("metrics: topic offsets", "error", err)
 		return
 	}
+	names := make(map[int64]string, len(topics))
 	for _, t := range topics {
+		names[t.ID] = t.Name
 		for _, o := range offs[t.ID] {
 			p := strconv.Itoa(o.Partition)
 			ch <- prometheus.MustNewConstMetric(headDesc, prometheus.GaugeValue, float64(o.HeadOffset), t.Name, p)
 			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, float64(o.OldestOffset), t.Name, p)
 		}
+	}
+	subs, err := store.SubscriptionListAll(ctx, d.pool)
+	if err != nil {
+		d.log.Warn("metrics: list subscriptions", "error", err)
+		return
+	}
+	sids := make([]int64, len(subs))
+	for i, s := range subs {
+		sids[i] = s.ID
+	}
+	sstats, err := store.QueueStatsGet(ctx, d.pool, sids)
+	if err != nil {
+		d.log.Warn("metrics: subscription stats", "error", err)
+		return
+	}
+	for _, sub := range subs {
+		topic, ok := names[sub.TopicID]
+		if !ok {
+			continue // created after the topics were listed
+		}
+		s := sstats[sub.ID]
+		for state, v := range map[string]int64{
+			"available": s.Available, "in_flight": s.InFlight, "delayed": s.Delayed, "dead_letters": s.DeadLetters,
+		} {
+			ch <- prometheus.MustNewConstMetric(subDepthDesc, prometheus.GaugeValue, float64(v), topic, sub.Name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(subAgeDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), topic, sub.Name)
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -21,6 +22,8 @@ type queueRequest struct {
 	MaxDepth                 *int64 `json:"max_depth"`
 	RetryMinSeconds          *int   `json:"retry_min_seconds"`
 	RetryMaxSeconds          *int   `json:"retry_max_seconds"`
+	// Push: null removes push; see pushRequest.
+	Push json.RawMessage `json:"push"`
 }
 
 // Bounds of queue settings. They are part of the contract (openapi.yaml).
@@ -51,18 +54,19 @@ func (r queueRequest) validate() error {
 
 // queueResponse is a queue as clients see it.
 type queueResponse struct {
-	Name                     string     `json:"name"`
-	VisibilityTimeoutSeconds int        `json:"visibility_timeout_seconds"`
-	MaxReceives              int        `json:"max_receives"`
-	RetentionSeconds         int        `json:"retention_seconds"`
-	DelaySeconds             int        `json:"delay_seconds"`
-	DedupWindowSeconds       int        `json:"dedup_window_seconds"`
-	MaxDepth                 int64      `json:"max_depth"`
-	RetryMinSeconds          int        `json:"retry_min_seconds"`
-	RetryMaxSeconds          int        `json:"retry_max_seconds"`
-	CreatedAt                time.Time  `json:"created_at"`
-	UpdatedAt                time.Time  `json:"updated_at"`
-	Stats                    statsReply `json:"stats"`
+	Name                     string        `json:"name"`
+	VisibilityTimeoutSeconds int           `json:"visibility_timeout_seconds"`
+	MaxReceives              int           `json:"max_receives"`
+	RetentionSeconds         int           `json:"retention_seconds"`
+	DelaySeconds             int           `json:"delay_seconds"`
+	DedupWindowSeconds       int           `json:"dedup_window_seconds"`
+	MaxDepth                 int64         `json:"max_depth"`
+	RetryMinSeconds          int           `json:"retry_min_seconds"`
+	RetryMaxSeconds          int           `json:"retry_max_seconds"`
+	Push                     *pushResponse `json:"push"`
+	CreatedAt                time.Time     `json:"created_at"`
+	UpdatedAt                time.Time     `json:"updated_at"`
+	Stats                    statsReply    `json:"stats"`
 }
 
 type statsReply struct {
@@ -84,6 +88,7 @@ func toQueueResponse(q store.Queue, s store.QueueStats) queueResponse {
 		MaxDepth:                 q.MaxDepth,
 		RetryMinSeconds:          q.RetryMinSeconds,
 		RetryMaxSeconds:          q.RetryMaxSeconds,
+		Push:                     toPushResponse(q),
 		CreatedAt:                q.CreatedAt.UTC(),
 		UpdatedAt:                q.UpdatedAt.UTC(),
 		Stats:                    statsReply(s),
@@ -103,11 +108,32 @@ func (h *handler) queuePut(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, created, err := store.QueueUpsert(ctx, h.Pool, n, store.QueuePatch(req))
+	push, err := h.pushPatch(ctx, req.Push)
+	if err != nil {
+		return err
+	}
+	q, created, err := store.QueueUpsert(ctx, h.Pool, n, store.QueuePatch{
+		VisibilityTimeoutSeconds: req.VisibilityTimeoutSeconds,
+		MaxReceives:              req.MaxReceives,
+		RetentionSeconds:         req.RetentionSeconds,
+		DelaySeconds:             req.DelaySeconds,
+		DedupWindowSeconds:       req.DedupWindowSeconds,
+		MaxDepth:                 req.MaxDepth,
+		RetryMinSeconds:          req.RetryMinSeconds,
+		RetryMaxSeconds:          req.RetryMaxSeconds,
+		Push:                     push,
+	})
 	if err != nil {
 		return err
 	}
 	h.queues.Forget(n)
+	if push != nil {
+		h.pushChanged(q.ID)
+		if h.Pusher != nil {
+			h.Pusher.Forget()
+			h.kickPush(ctx, q)
+		}
+	}
 	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{q.ID})
 	if err != nil {
 		return err
@@ -116,7 +142,7 @@ func (h *handler) queuePut(c echo.Context) error {
 	if created {
 		status = http.StatusCreated
 	}
-	return reply(c, status, toQueueResponse(q, stats[q.ID]))
+	return secretReply(c, status, toQueueResponse(q, stats[q.ID]), q.IssuedSecret)
 }
 
 func (h *handler) queueGet(c echo.Context) error {

@@ -23,6 +23,7 @@ type subscriptionRequest struct {
 	RetentionSeconds         *int            `json:"retention_seconds"`
 	RetryMinSeconds          *int            `json:"retry_min_seconds"`
 	RetryMaxSeconds          *int            `json:"retry_max_seconds"`
+	Push                     json.RawMessage `json:"push"`
 }
 
 // subscriptionResponse is a subscription as clients see it.
@@ -36,6 +37,7 @@ type subscriptionResponse struct {
 	RetentionSeconds         int             `json:"retention_seconds"`
 	RetryMinSeconds          int             `json:"retry_min_seconds"`
 	RetryMaxSeconds          int             `json:"retry_max_seconds"`
+	Push                     *pushResponse   `json:"push"`
 	CreatedAt                time.Time       `json:"created_at"`
 	UpdatedAt                time.Time       `json:"updated_at"`
 	Stats                    statsReply      `json:"stats"`
@@ -56,6 +58,7 @@ func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueSt
 		RetentionSeconds:         s.RetentionSeconds,
 		RetryMinSeconds:          s.RetryMinSeconds,
 		RetryMaxSeconds:          s.RetryMaxSeconds,
+		Push:                     toPushResponse(s.Queue),
 		CreatedAt:                s.CreatedAt.UTC(),
 		UpdatedAt:                s.UpdatedAt.UTC(),
 		Stats:                    statsReply(st),
@@ -119,6 +122,9 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
+	if p.Queue.Push, err = h.pushPatch(ctx, req.Push); err != nil {
+		return err
+	}
 	t, err := store.TopicGet(ctx, h.Pool, ref.topic)
 	if err != nil {
 		return err
@@ -127,6 +133,13 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {
 		return err
+	}
+	if p.Queue.Push != nil {
+		h.pushChanged(s.ID)
+		if h.Pusher != nil {
+			h.Pusher.Forget()
+			h.kickPush(ctx, s.Queue)
+		}
 	}
 	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{s.ID})
 	if err != nil {
@@ -139,7 +152,7 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 			h.Notifier.Published([]int64{s.ID}) // backfilled
 		}
 	}
-	return reply(c, status, toSubscriptionResponse(t.Name, s, stats[s.ID]))
+	return secretReply(c, status, toSubscriptionResponse(t.Name, s, stats[s.ID]), s.IssuedSecret)
 }
 
 func (h *handler) subscriptionGet(c echo.Context) error {

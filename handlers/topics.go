@@ -356,15 +356,19 @@ func (h *handler) eventRead(c echo.Context) error {
 	}
 	out := make([]eventReply, len(events))
 	for i, e := range events {
-		data, attrs := e.Data, e.Attributes
-		if data == nil {
-			data = jsonNull
-		}
-		if attrs == nil {
-			attrs = emptyObject
-		}
-		out[i] = eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
-			Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}
+		out[i] = toEventReply(e)
 	}
 	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
+}
+
+func toEventReply(e store.Event) eventReply {
+	data, attrs := e.Data, e.Attributes
+	if data == nil {
+		data = jsonNull
+	}
+	if attrs == nil {
+		attrs = emptyObject
+	}
+	return eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
+		Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}
 }

@@ -5,6 +5,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -31,6 +32,8 @@ func (RetentionArgs) Kind() string { return "ferry_retention" }
 type RetentionWorker struct {
 	river.WorkerDefaults[RetentionArgs]
 	Pool *pgxpool.Pool
+	// AttemptRetention is how long push attempts are kept.
+	AttemptRetention time.Duration
 }
 
 // Work deletes expired rows in bounded batches until none are left or the
@@ -45,7 +48,11 @@ func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs
 		if err != nil {
 			return err
 		}
-		if n == 0 && e == 0 {
+		a, err := store.PushAttemptExpire(ctx, w.Pool, cmp.Or(w.AttemptRetention, 72*time.Hour), batch)
+		if err != nil {
+			return err
+		}
+		if n == 0 && e == 0 && a < batch {
 			return nil
 		}
 	}
@@ -186,10 +193,15 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweep
 	return nil
 }
 
-// Config sets the periods of the sweeps.
+// Config sets the periods of the sweeps, and push delivery.
 type Config struct {
 	RetentionEvery time.Duration
 	DedupEvery     time.Duration
+	// Pusher, when set, registers push delivery (PushWorker and a sweep
+	// every second).
+	Pusher *Pusher
+	// AttemptRetention is how long push attempts are kept (default 3 days).
+	AttemptRetention time.Duration
 }
 
 // Register adds Ferry's workers and periodic jobs to a River config.
@@ -201,7 +213,10 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 		every.DedupEvery = time.Minute
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &RetentionWorker{Pool: pool})
+	if every.AttemptRetention <= 0 {
+		every.AttemptRetention = 72 * time.Hour
+	}
+	river.AddWorker(workers, &RetentionWorker{Pool: pool, AttemptRetention: every.AttemptRetention})
 	river.AddWorker(workers, &DedupExpiryWorker{Pool: pool})
 	river.AddWorker(workers, &QueueCleanupWorker{Pool: pool})
 	river.AddWorker(workers, &OrphanSweepWorker{Pool: pool})
@@ -217,4 +232,9 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 		periodic(every.DedupEvery, DedupExpiryArgs{}),
 		periodic(time.Hour, OrphanSweepArgs{}),
 	)
+	if every.Pusher != nil {
+		river.AddWorker(workers, &PushWorker{Pool: pool, Pusher: every.Pusher})
+		river.AddWorker(workers, &PushSweepWorker{Pool: pool})
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, periodic(time.Second, PushSweepArgs{}))
+	}
 }

@@ -1,9 +1,9 @@
 DROP FUNCTION IF EXISTS ferry.event_json(text, text, text, jsonb, jsonb, integer, bigint, timestamptz);
 DROP FUNCTION IF EXISTS ferry.raise_retry(text);
 DROP INDEX IF EXISTS ferry.dead_letters_event_idx;
-ALTER TABLE ferry.dead_letters DROP COLUMN IF EXISTS event_id;
+ALTER TABLE ferry.dead_letters DROP COLUMN IF EXISTS event_id, DROP COLUMN IF EXISTS event_partition, DROP COLUMN IF EXISTS event_offset;
 DROP INDEX IF EXISTS ferry.messages_event_idx;
-ALTER TABLE ferry.messages DROP COLUMN IF EXISTS event_id;
+ALTER TABLE ferry.messages DROP COLUMN IF EXISTS event_id, DROP COLUMN IF EXISTS event_partition, DROP COLUMN IF EXISTS event_offset;
 ALTER TABLE ferry.topics DROP COLUMN IF EXISTS subs_version;
 DELETE FROM ferry.queues WHERE topic_id IS NOT NULL;
 DROP INDEX IF EXISTS ferry.subscriptions_name_idx;

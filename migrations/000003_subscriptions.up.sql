@@ -24,12 +24,21 @@ CREATE UNIQUE INDEX subscriptions_name_idx ON ferry.queues (topic_id, name) WHER
 -- writes deliveries for a deleted subscription or with an old filter.
 ALTER TABLE ferry.topics ADD COLUMN subs_version bigint NOT NULL DEFAULT 0;
 
--- A delivery's event id: the id clients see (receive, dead letters,
--- redrive), and the uniqueness of (subscription, event) among live
--- deliveries, so a backfill or seek never doubles a pending delivery.
-ALTER TABLE ferry.messages ADD COLUMN event_id text;
-CREATE UNIQUE INDEX messages_event_idx ON ferry.messages (queue_id, event_id) WHERE event_id IS NOT NULL;
-ALTER TABLE ferry.dead_letters ADD COLUMN event_id text;
+-- A delivery's event: its id is the id clients see (receive, dead letters,
+-- redrive); its position (partition, offset) identifies it, since an id
+-- may be published again once its dedup window ends. The position is
+-- unique among a subscription's live deliveries, so a backfill or seek
+-- never doubles a pending delivery.
+ALTER TABLE ferry.messages
+    ADD COLUMN event_id        text,
+    ADD COLUMN event_partition integer,
+    ADD COLUMN event_offset    bigint;
+CREATE UNIQUE INDEX messages_event_idx ON ferry.messages (queue_id, event_partition, event_offset)
+    WHERE event_offset IS NOT NULL;
+ALTER TABLE ferry.dead_letters
+    ADD COLUMN event_id        text,
+    ADD COLUMN event_partition integer,
+    ADD COLUMN event_offset    bigint;
 CREATE INDEX dead_letters_event_idx ON ferry.dead_letters (queue_id, event_id) WHERE event_id IS NOT NULL;
 
 -- Raises serialization_failure (40001): the store runs the transaction
@@ -44,9 +53,9 @@ END $$;
 CREATE FUNCTION ferry.event_json(id text, type text, key text, data jsonb, attributes jsonb,
         part integer, off bigint, published_at timestamptz) RETURNS json
     LANGUAGE sql STABLE AS $$
-    SELECT json_build_object(
+    SELECT jsonb_build_object(
         'id', id, 'type', type, 'key', key, 'data', data,
         'attributes', coalesce(attributes, '{}'::jsonb),
         'partition', part, 'offset', off,
-        'published_at', to_char(published_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+        'published_at', to_char(published_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::json
 $$;

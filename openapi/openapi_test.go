@@ -185,7 +185,23 @@ func TestRequestSchemas(t *testing.T) {
 	}{
 		{"QueueConfig", `{}`, true},
 		{"QueueConfig", `{"visibility_timeout_seconds": 60, "max_receives": 10, "retention_seconds": 60, "delay_seconds": 86400, "dedup_window_seconds": 0, "max_depth": 1000000000000, "retry_min_seconds": 0, "retry_max_seconds": 43200}`, true},
-		{"QueueConfig", `{"push": {"url": "https://example.com"}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com"}}`, true},
+		{"QueueConfig", `{"push": {"url": "https://example.com/hooks", "timeout_seconds": 60, "max_in_flight": 1000, "rate_limit_per_second": 10000}}`, true},
+		{"QueueConfig", `{"push": {"timeout_seconds": 1, "max_in_flight": 1, "rate_limit_per_second": 0}}`, true},
+		{"QueueConfig", `{"push": null}`, true},
+		{"QueueConfig", `{"push": {"url": "ftp://example.com/"}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com/` + strings.Repeat("p", 2048) + `"}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "timeout_seconds": 0}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "timeout_seconds": 61}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "max_in_flight": 0}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "max_in_flight": 1001}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "rate_limit_per_second": -1}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "rate_limit_per_second": 10001}}`, false},
+		{"QueueConfig", `{"push": {"url": "https://example.com", "secret": "whsec_x"}}`, false},
+		{"QueueConfig", `{"push": "https://example.com"}`, false},
+		{"SubscriptionRequest", `{"push": {"url": "https://example.com", "timeout_seconds": 5}}`, true},
+		{"SubscriptionRequest", `{"push": null}`, true},
+		{"SubscriptionRequest", `{"push": {"url": "https://example.com", "failing_since": null}}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": -1}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": 43201}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": 1.5}`, false},
@@ -327,6 +343,16 @@ func TestResponseSchemas(t *testing.T) {
 		{"Topic", strings.Replace(topic, `, "offsets": [`, `, "stats": {}, "offsets": [`, 1), false},
 		{"Topic", strings.Replace(topic, `"partitions": 2, `, "", 1), false},
 		{"Topic", strings.Replace(topic, `"offsets": [{"partition": 0, "head_offset": 41, "oldest_offset": 7}, {"partition": 1, "head_offset": -1, "oldest_offset": 0}]`, `"offsets": []`, 1), false},
+		{"PushAttemptList", `{"attempts": []}`, true},
+		{"PushAttemptList", `{"attempts": [{"message_id": "7", "attempt": 2, "status_code": 204, "error": null, "duration_ms": 38, "at": "2025-06-01T10:00:05Z"}, {"message_id": "7", "attempt": 1, "status_code": null, "error": "timeout", "duration_ms": 10000, "at": "2025-06-01T10:00:01Z"}]}`, true},
+		{"PushAttemptList", `{"attempts": [{"message_id": "7", "attempt": 0, "status_code": 204, "error": null, "duration_ms": 38, "at": "2025-06-01T10:00:05Z"}]}`, false},
+		{"PushAttemptList", `{"attempts": [{"message_id": "7", "attempt": 1, "error": null, "duration_ms": 38, "at": "2025-06-01T10:00:05Z"}]}`, false},
+		{"PushAttemptList", `{}`, false},
+		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, true},
+		{"SecretRotation", `{"signing_secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, false},
+		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
+		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
+		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0}`, false},
 		{"Health", `{"status": "ok"}`, true},
 		{"Ready", `{"status": "ready"}`, true},
 	}
@@ -350,6 +376,13 @@ func TestResponseSchemas(t *testing.T) {
 		config := doc.Components.Schemas[configName].Value
 		for field := range config.Properties {
 			require.True(t, slices.Contains(resp.Required, field), "%s must require %s", resource, field)
+			if field == "push" {
+				// The request's push is the fields to change (PushConfig),
+				// the response's the whole setting and its state (Push).
+				require.Equal(t, "#/components/schemas/PushConfig", config.Properties[field].Value.AllOf[0].Ref)
+				require.Equal(t, "#/components/schemas/Push", resp.Properties[field].Value.AllOf[0].Ref)
+				continue
+			}
 			require.NotEmpty(t, config.Properties[field].Ref, "%s.%s", configName, field)
 			require.Equal(t, config.Properties[field].Ref, resp.Properties[field].Ref, "%s.%s", resource, field)
 		}

@@ -126,12 +126,12 @@ func DeadLetterRedrive(ctx context.Context, db TxBeginner, p RedriveParams) (int
 				WITH gone AS (
 					DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id = ANY($2) RETURNING *
 				)
-				INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, event_id, last_error, attributes, body)
+				INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
 				SELECT queue_id, id, now(),
 					grp IS NOT NULL AND (
 						row_number() OVER (PARTITION BY grp ORDER BY id) > 1
 						OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = gone.grp)),
-					sent_at, grp, dedup_id, event_id, last_error, attributes, body
+					sent_at, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body
 				FROM gone
 				-- A subscription's event may be pending again (after a
 				-- seek): that delivery stands for the dead letter.

@@ -65,6 +65,36 @@
 // duplicate never consumes an offset; its row remembers where the
 // original landed.
 //
+// # Subscriptions and fan-out
+//
+// A subscription is a row of ferry.queues with topic_id set: a queue fed
+// by its topic, served by the same claim engine (receive, ack, nack,
+// extend, dead letters, redrive, stats, retention). A publish reads the
+// topic's subscriptions and their subs_version in its first round trip,
+// matches each fresh event against each filter in Go (Filter), and in its
+// second round trip, under the partition locks, checks that subs_version
+// is unchanged and writes one ferry.messages row per (subscription,
+// event) in the statement that appends the events: an acknowledged
+// publish has reached every matching subscription. A subscription change
+// bumps subs_version and takes the partition locks, so it is ordered with
+// every publish: one that read an older version starts again.
+//
+// A delivery's body is a copy of the event, so it outlives the log's
+// retention (it expires by the subscription's retention_seconds); its
+// event_id is what clients see as the message id, and (queue_id,
+// event_partition, event_offset) is unique among live deliveries, so a
+// backfill or seek (which run the same filter in SQL, sqlMatch) never
+// doubles one. An ordered subscription groups deliveries by the event's
+// key, with the queue's group machinery (one in flight per key, in order).
+//
+// # Push
+//
+// A queue or subscription with push_url is delivered by the server (see
+// jobs/push.go): a worker claims with MessageClaim, POSTs, and settles
+// with MessageAck and MessageNack (backoff, dead letters) like any
+// consumer; PushAttemptRecord keeps every attempt and PushOutcome the
+// target's failure state (disabled after 410 Gone or failing too long).
+//
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of

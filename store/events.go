@@ -116,7 +116,9 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 		index = append(index, i)
 	}
 	var fed []int64
-	err := retry(ctx, func() error {
+	// More attempts than other transactions: a publish also starts again
+	// when a subscription of the topic changed meanwhile.
+	err := retryN(ctx, 10, func() error {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return err
@@ -283,12 +285,12 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			) f
 		),
 		delivered AS (
-			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, body)
+			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
 			SELECT f.queue_id, f.mid, n.at,
 				f.grp IS NOT NULL AND (
 					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
 					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
-				n.at, f.grp, n.id,
+				n.at, f.grp, n.id, n.partition, n.off,
 				ferry.event_json(n.id, n.type, n.key, n.data, n.attributes, n.partition, n.off, n.at)
 			FROM fan f JOIN numbered n ON n.ord = f.ev
 		)

@@ -25,8 +25,8 @@ import (
 //     or array indexes) must equal one of the listed JSON scalars.
 //
 // A publish matches in Go (Match); a backfill or seek matches in SQL
-// (sqlMatch). Both read the same compiled form: the type patterns become
-// one regular expression (typeRegexp) over "." + type, in the subset of
+// (sqlMatch). Both read the same compiled form: each type pattern becomes
+// a regular expression (typeRegexps) over "." + type, in the subset of
 // syntax that Go's RE2 and PostgreSQL's ARE read alike.
 type Filter struct {
 	Types      []string            `json:"types,omitempty"`
@@ -100,6 +100,11 @@ func (f *Filter) validate() error {
 		if len(vs) == 0 || len(vs) > maxFilterValues {
 			return bad("attributes."+k, "must list 1-%d values", maxFilterValues)
 		}
+		for _, v := range vs {
+			if len(v) > 4096 || !validText(v) {
+				return bad("attributes."+k, "values must be at most 4096 bytes of text")
+			}
+		}
 	}
 	if len(f.Data) > maxFilterKeys {
 		return bad("data", "must hold at most %d paths", maxFilterKeys)
@@ -108,18 +113,45 @@ func (f *Filter) validate() error {
 		if p == "" || len(p) > maxFilterText || !validText(p) || slicesContains(strings.Split(p, "."), "") {
 			return bad("data", "paths must be 1-%d bytes of dot-separated, non-empty keys", maxFilterText)
 		}
+		for _, seg := range strings.Split(p, ".") {
+			if ambiguousIndex(seg) {
+				return bad("data", "path segment %q: array indexes are written without sign, spaces or leading zeros", seg)
+			}
+		}
 		if len(vs) == 0 || len(vs) > maxFilterValues {
 			return bad("data."+p, "must list 1-%d values", maxFilterValues)
 		}
 		for _, v := range vs {
-			switch v.(type) {
-			case string, json.Number, bool, nil:
+			switch v := v.(type) {
+			case bool, nil:
+			case string:
+				if len(v) > 4096 || !validText(v) {
+					return bad("data."+p, "string values must be at most 4096 bytes of text")
+				}
+			case json.Number:
+				if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+					return bad("data."+p, "numbers must be within the range of a 64-bit float")
+				}
 			default:
 				return bad("data."+p, "values must be strings, numbers, booleans or null")
 			}
 		}
 	}
 	return nil
+}
+
+// ambiguousIndex reports whether a path segment is an integer written in a
+// form PostgreSQL's #> reads as an array index but Go's matcher would not
+// ("-1" counts from the end there, "01" and " 1" are 1): such paths would
+// match differently on publish and on backfill, so they are refused.
+func ambiguousIndex(seg string) bool {
+	t := strings.TrimSpace(seg)
+	t = strings.TrimLeft(t, "+-")
+	if t == "" || strings.Trim(t, "0123456789") != "" {
+		return false // not an integer: an object key
+	}
+	canonical := t == "0" || t[0] != '0'
+	return !canonical || t != seg
 }
 
 func slicesContains(s []string, v string) bool {
@@ -151,29 +183,43 @@ func (f *Filter) compile() error {
 	return nil
 }
 
-// typeRegexp is the type patterns as one regular expression to be matched
+// typeRegexps is each type pattern as a regular expression to be matched
 // against "." + type: each word w becomes `\.w` (quoted), "*" becomes
-// `\.[^.]*` and "#" becomes `(?:\.[^.]*)*`. "" when there are no patterns.
-func (f *Filter) typeRegexp() string {
-	if len(f.Types) == 0 {
-		return ""
-	}
-	alts := make([]string, len(f.Types))
-	for i, p := range f.Types {
+// `\.[^.]*` and a run of "#" becomes one `(?:\.[^.]*)*`. SQL matches
+// them one by one (`~ ANY`): PostgreSQL refuses one alternation of a
+// hundred long patterns as too complex.
+func (f *Filter) typeRegexps() []string {
+	res := make([]string, 0, len(f.Types))
+	for _, p := range f.Types {
 		var b strings.Builder
+		b.WriteString(`^`)
+		prevHash := false
 		for _, w := range strings.Split(p, ".") {
 			switch w {
 			case "*":
 				b.WriteString(`\.[^.]*`)
 			case "#":
-				b.WriteString(`(?:\.[^.]*)*`)
+				if !prevHash {
+					b.WriteString(`(?:\.[^.]*)*`)
+				}
 			default:
 				b.WriteString(`\.` + regexp.QuoteMeta(w))
 			}
+			prevHash = w == "#"
 		}
-		alts[i] = b.String()
+		b.WriteString(`$`)
+		res = append(res, b.String())
 	}
-	return `^(?:` + strings.Join(alts, "|") + `)$`
+	return res
+}
+
+// typeRegexp is the patterns as one alternation, for Go's matcher (RE2
+// runs it in linear time whatever its size); "" when there are none.
+func (f *Filter) typeRegexp() string {
+	if len(f.Types) == 0 {
+		return ""
+	}
+	return `(?:` + strings.Join(f.typeRegexps(), "|") + `)`
 }
 
 // Empty reports whether the filter matches every event.
@@ -304,10 +350,10 @@ func jsonScalarEqual(v, want any) bool {
 
 // sqlMatch is the SQL condition equal to Filter.match, for the event row e
 // and the subscription row q (column filter), where the query parameter
-// typeParam (e.g. "$3") holds the subscription's typeRegexp (empty for none).
-// Used by backfill and seek.
-func sqlMatch(typeParam string) string {
-	return `(` + typeParam + ` = '' OR ('.' || e.type) ~ ` + typeParam + `)
+// typesParam (e.g. "$3") holds the subscription's typeRegexps (an empty
+// array for none). Used by backfill and seek.
+func sqlMatch(typesParam string) string {
+	return `(cardinality(` + typesParam + `::text[]) = 0 OR ('.' || e.type) ~ ANY(` + typesParam + `::text[]))
 		AND NOT EXISTS (
 			SELECT 1 FROM jsonb_each(coalesce(q.filter->'attributes', '{}')) a(k, vals)
 			WHERE NOT coalesce(a.vals @> to_jsonb(e.attributes->>a.k), false))

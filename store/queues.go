@@ -47,6 +47,8 @@ type QueuePatch struct {
 	MaxDepth                 *int64
 	RetryMinSeconds          *int
 	RetryMaxSeconds          *int
+	// Push, when set, changes push delivery (see PushPatch).
+	Push *PushPatch
 }
 
 func (p QueuePatch) apply(c QueueConfig) QueueConfig {
@@ -86,6 +88,13 @@ type Queue struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	QueueConfig
+	// Push is where the server delivers the queue's messages; nil for a
+	// pull queue.
+	Push *PushConfig
+	PushState
+	// IssuedSecret is set only in the answer of the upsert that created
+	// the push signing secret: it is shown to the client once.
+	IssuedSecret string
 }
 
 // QueueStats describes a queue's content. Available includes grouped
@@ -99,14 +108,26 @@ type QueueStats struct {
 }
 
 const queueColumns = `id, name, created_at, updated_at, visibility_timeout_seconds, max_receives,
-	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds`
+	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds,
+	push_url, push_timeout_seconds, push_max_in_flight, push_rate_limit,
+	push_failing_since, push_disabled_at, push_disabled_reason`
 
 func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
-	var q Queue
+	var (
+		q    Queue
+		url  *string
+		push PushConfig
+	)
 	dest := append([]any{&q.ID, &q.Name, &q.CreatedAt, &q.UpdatedAt, &q.VisibilityTimeoutSeconds,
 		&q.MaxReceives, &q.RetentionSeconds, &q.DelaySeconds, &q.DedupWindowSeconds, &q.MaxDepth,
-		&q.RetryMinSeconds, &q.RetryMaxSeconds}, extra...)
+		&q.RetryMinSeconds, &q.RetryMaxSeconds,
+		&url, &push.TimeoutSeconds, &push.MaxInFlight, &push.RateLimitPerSecond,
+		&q.FailingSince, &q.DisabledAt, &q.DisabledReason}, extra...)
 	err := row.Scan(dest...)
+	if url != nil {
+		push.URL = *url
+		q.Push = &push
+	}
 	return q, err
 }
 
@@ -133,7 +154,11 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			if !created && cfg == existing.QueueConfig {
+			push, err := patch.Push.apply(existing.Push)
+			if err != nil {
+				return err
+			}
+			if !created && cfg == existing.QueueConfig && push.equal(existing.Push) {
 				q = existing // nothing changes: updated_at stays
 				return nil
 			}
@@ -158,7 +183,10 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 			if errors.Is(err, pgx.ErrNoRows) {
 				return errCreateRaced
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return pushSet(ctx, tx, &q, push, patch.Push)
 		})
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,15 +100,28 @@ func isRetryable(err error) bool {
 // leaves the outcome unknown.
 func rolledBack(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound)
+	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy)
 }
 
 // retry runs fn up to three times while it fails with a retryable error.
-func retry(ctx context.Context, fn func() error) error {
+func retry(ctx context.Context, fn func() error) error { return retryN(ctx, 3, fn) }
+
+// retryN runs fn up to n times while it fails with a retryable error,
+// waiting a little (random, growing) between attempts after the second.
+func retryN(ctx context.Context, n int, fn func() error) error {
 	var err error
-	for range 3 {
+	for i := range n {
 		if err = fn(); !isRetryable(err) || ctx.Err() != nil {
 			return err
+		}
+		if i >= 1 && i < n-1 {
+			t := time.NewTimer(time.Duration(rand.Int64N(int64(i)*int64(2*time.Millisecond)) + 1))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
 		}
 	}
 	return err

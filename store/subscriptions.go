@@ -63,14 +63,24 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 	return s, nil
 }
 
-// lockTopicForSubscriptions takes every partition row of the topic, in
-// partition order (as publishes take them), and bumps its subs_version: it
-// waits for publishes in progress, and publishes that read the
-// subscriptions before this commits start again (see EventPublish). It
-// returns ErrNotFound when the topic is gone.
+// lockTopicForSubscriptions bumps the topic's subs_version and then takes
+// every partition row of the topic, in partition order (as publishes take
+// them): it waits for publishes in progress, and publishes that read the
+// subscriptions before this commits start again (see EventPublish). The
+// topic's row is locked first, as TopicUpsert and TopicDelete lock it
+// before partitions: a partition being added commits before this reads
+// the partitions, so a publish to it is ordered too. It returns
+// ErrNotFound when the topic is gone.
 func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) error {
+	tag, err := tx.Exec(ctx, `UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
 	var n int
-	err := tx.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `
 		SELECT count(*) FROM (
 			SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE
 		) locked`, topicID).Scan(&n)
@@ -80,8 +90,7 @@ func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) er
 	if n == 0 {
 		return ErrNotFound
 	}
-	_, err = tx.Exec(ctx, `UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
-	return err
+	return nil
 }
 
 // SubscriptionUpsert creates the named subscription of topic t, or changes
@@ -120,8 +129,12 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 			if p.Ordered != nil {
 				ordered = *p.Ordered
 			}
+			push, err := p.Queue.Push.apply(existing.Push)
+			if err != nil {
+				return err
+			}
 			if !created && cfg == existing.QueueConfig && ordered == existing.Ordered &&
-				string(filter.JSON()) == string(existing.Filter.JSON()) {
+				string(filter.JSON()) == string(existing.Filter.JSON()) && push.equal(existing.Push) {
 				s = existing // nothing changes: updated_at stays
 				return nil
 			}
@@ -142,6 +155,9 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 				t.ID, name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds,
 				cfg.RetryMinSeconds, cfg.RetryMaxSeconds, filter.JSON(), ordered))
 			if err != nil {
+				return err
+			}
+			if err := pushSet(ctx, tx, &s.Queue, push, p.Queue.Push); err != nil {
 				return err
 			}
 			backfilled = 0
@@ -183,20 +199,21 @@ func subscriptionBackfill(ctx context.Context, tx pgx.Tx, s Subscription, start 
 				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
 				FROM ferry.events e, ferry.queues q
 				WHERE q.id = $1 AND e.topic_id = $2 AND e.published_at >= $3 AND `+sqlMatch("$4")+`
-					AND NOT EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.event_id = e.id)
+					AND NOT EXISTS (SELECT 1 FROM ferry.messages x
+						WHERE x.queue_id = $1 AND x.event_partition = e.partition AND x.event_offset = e."offset")
 				ORDER BY e.published_at, e.partition, e."offset"
 			) m
 		)
-		INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, body)
+		INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
 		SELECT $1, mid, now(),
 			grp IS NOT NULL AND (
 				row_number() OVER (PARTITION BY grp ORDER BY mid) > 1
 				OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = picked.grp)),
-			published_at, grp, id,
+			published_at, grp, id, partition, "offset",
 			ferry.event_json(id, type, key, data, attributes, partition, "offset", published_at)
 		FROM picked
 		ON CONFLICT DO NOTHING`,
-		s.ID, s.TopicID, from, s.Filter.typeRegexp())
+		s.ID, s.TopicID, from, s.Filter.typeRegexps())
 	if err != nil {
 		return 0, err
 	}
@@ -214,6 +231,18 @@ func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (
 func SubscriptionList(ctx context.Context, db DBTX, topicID int64) ([]Subscription, error) {
 	rows, err := db.Query(ctx,
 		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 ORDER BY name`, topicID)
+	if err != nil {
+		return nil, interpretError("subscription list", err)
+	}
+	subs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Subscription, error) { return scanSubscription(row) })
+	return subs, interpretError("subscription list", err)
+}
+
+// SubscriptionListAll returns every subscription of every topic, by topic
+// and name.
+func SubscriptionListAll(ctx context.Context, db DBTX) ([]Subscription, error) {
+	rows, err := db.Query(ctx,
+		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id IS NOT NULL ORDER BY topic_id, name`)
 	if err != nil {
 		return nil, interpretError("subscription list", err)
 	}

@@ -186,13 +186,13 @@ func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]P
 // publishes in progress, and later ones find no topic.
 func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, error) {
 	var id int64
-	if err := tx.QueryRow(ctx, `SELECT id FROM ferry.topics WHERE name = $1`, name).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT id FROM ferry.topics WHERE name = $1 FOR UPDATE`, name).Scan(&id); err != nil {
 		return 0, nil, interpretError("topic delete", err)
 	}
 	// Taking the partition rows waits for publishes in flight; removing
 	// them makes later publishes find nothing to write to. They are locked
-	// in partition order, as publishes lock them, and before the topic's
-	// row, as subscription changes do, or these deadlock.
+	// in partition order, as publishes lock them, and after the topic's
+	// row, as subscription changes and TopicUpsert do, or these deadlock.
 	_, err := tx.Exec(ctx, `
 		DELETE FROM ferry.topic_partitions WHERE topic_id = $1 AND partition IN (
 			SELECT partition FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE)`, id)

@@ -40,6 +40,11 @@ func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Wri
 			return err
 		}
 	}
+	// On a developer's machine webhook receivers run on localhost: allow
+	// push to private addresses unless told otherwise.
+	if _, set := os.LookupEnv("FERRY_ALLOW_PRIVATE_PUSH"); !set {
+		cfg.AllowPrivatePush = true
+	}
 
 	var cluster *pgcluster.Cluster
 	if cfg.DatabaseURL == "" {

@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := envconfig.Process("FERRY", &cfg); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	cfg.Version = version
 	log := newLogger(cfg, stderr)
 	switch args[0] {
 	case "serve":

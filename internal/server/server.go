@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,16 @@ type Config struct {
 	// SkipMigrations leaves the schema alone at start (for `migrate` users
 	// who migrate separately).
 	SkipMigrations bool `envconfig:"SKIP_MIGRATIONS" default:"false"`
+	// PushWorkers bounds the push targets one instance serves at once.
+	PushWorkers int `envconfig:"PUSH_WORKERS" default:"100"`
+	// PushDisableAfter disables push to an endpoint whose every attempt
+	// has failed for this long.
+	PushDisableAfter time.Duration `envconfig:"PUSH_DISABLE_AFTER" default:"120h"`
+	// PushAttemptRetention is how long push attempts are kept.
+	PushAttemptRetention time.Duration `envconfig:"PUSH_ATTEMPT_RETENTION" default:"72h"`
+	// Version is the binary's version, sent in User-Agent (not from the
+	// environment).
+	Version string `ignored:"true"`
 }
 
 // Check reports the first missing required setting, naming the variable.
@@ -76,6 +87,7 @@ type Server struct {
 	sender    *store.Sender
 	publisher *store.Publisher
 	notifier  *store.Notifier
+	pusher    *jobs.Pusher
 	http      *http.Server
 	ln        net.Listener
 	stop      chan struct{}
@@ -112,11 +124,36 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}()
 
+	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
+	metrics := handlers.NewMetrics(pool, log)
+	version := cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	s.pusher = jobs.NewPusher(pool, jobs.PushConfig{
+		Client:       jobs.NewPushClient(cfg.AllowPrivatePush),
+		UserAgent:    "Ferry/" + version,
+		DisableAfter: cfg.PushDisableAfter,
+		Notifier:     s.notifier,
+		Stop:         s.stop,
+		Log:          log.With("component", "push"),
+		Observe:      metrics.ObservePush,
+	})
 	rcfg := &river.Config{
 		Logger: log.With("component", "river"),
-		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: 10},
+			jobs.PushQueue:     {MaxWorkers: cmp.Or(max(0, cfg.PushWorkers), 100)},
+		},
+		// Push jobs are picked up within milliseconds of their insert.
+		FetchCooldown: 5 * time.Millisecond,
+		// A push job runs at most jobs.PushWorker.Timeout; one left
+		// "running" by a crashed instance is rescued after this.
+		RescueStuckJobsAfter: 4 * time.Minute,
 	}
-	jobs.Register(rcfg, pool, jobs.Config{RetentionEvery: cfg.RetentionEvery})
+	jobs.Register(rcfg, pool, jobs.Config{
+		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
+	})
 	s.river, err = river.NewClient(riverpgxv5.New(pool), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
@@ -128,12 +165,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("start river: %w", err)
 	}
 
-	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
+	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx, s.river) }()
 	queues := store.NewQueueCache(time.Second)
 	s.sender = store.NewSender(pool, store.SenderConfig{
-		Workers: cfg.SendWorkers, Committed: s.notifier.Published, Queues: queues,
+		Workers: cfg.SendWorkers, Queues: queues,
+		Committed: func(queueIDs []int64) {
+			s.notifier.Published(queueIDs)
+			s.pusher.Kick(bgCtx, queueIDs)
+		},
 	})
 
 	s.publisher = store.NewPublisher(pool, store.PublisherConfig{
@@ -145,6 +186,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			// A subscription is a queue: its id is its key.
 			s.notifier.Published(append(keys, subscriptionIDs...))
+			s.pusher.Kick(bgCtx, subscriptionIDs)
 		},
 	})
 
@@ -160,11 +202,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
-		Metrics:      handlers.NewMetrics(pool, log),
-		Stop:         s.stop,
-		Ready:        s.ready,
-		Spec:         openapi.Spec(),
-		FallbackPoll: cfg.FallbackPoll,
+		Metrics:          metrics,
+		Pusher:           s.pusher,
+		AllowPrivatePush: cfg.AllowPrivatePush,
+		Stop:             s.stop,
+		Ready:            s.ready,
+		Spec:             openapi.Spec(),
+		FallbackPoll:     cfg.FallbackPoll,
 	})
 	s.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {

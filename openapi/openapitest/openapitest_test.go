@@ -49,7 +49,7 @@ const queueJSON = `{
 	"name": "q1",
 	"visibility_timeout_seconds": 30, "max_receives": 5, "retention_seconds": 345600,
 	"delay_seconds": 0, "dedup_window_seconds": 300, "max_depth": 0,
-	"retry_min_seconds": 1, "retry_max_seconds": 300,
+	"retry_min_seconds": 1, "retry_max_seconds": 300, "push": null,
 	"created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00.123456Z",
 	"stats": {"available": 3, "in_flight": 1, "delayed": 0, "dead_letters": 2, "oldest_age_seconds": 12}
 }`
@@ -102,7 +102,7 @@ func TestCheck(t *testing.T) {
 
 		{"missing field", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"max_receives": 5,`, "", 1), "max_receives"},
 		{"wrong type", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"max_receives": 5`, `"max_receives": "5"`, 1), "max_receives"},
-		{"extra field", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"name": "q1",`, `"name": "q1", "push": null,`, 1), "push"},
+		{"extra field", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"name": "q1",`, `"name": "q1", "owner": null,`, 1), "owner"},
 		{"bad time", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"2025-06-01T10:00:00Z"`, `"yesterday"`, 1), "created_at"},
 		{"negative stat", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"available": 3`, `"available": -1`, 1), "available"},
 		{"not JSON", "GET", "/v1/queues/q1", 200, jsonHeader(), `{"name":`, "decode"},

@@ -1,0 +1,249 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Bounds of push settings, part of the contract (openapi.yaml).
+const (
+	maxPushTimeoutSeconds = 60
+	maxPushInFlight       = 1000
+	maxPushRateLimit      = 10000
+	// secretOverlap is how long the replaced secret keeps signing after a
+	// rotation.
+	secretOverlap = 24 * time.Hour
+)
+
+// pushRequest is the push member of a PUT; null removes push.
+type pushRequest struct {
+	URL                *string `json:"url"`
+	TimeoutSeconds     *int    `json:"timeout_seconds"`
+	MaxInFlight        *int    `json:"max_in_flight"`
+	RateLimitPerSecond *int    `json:"rate_limit_per_second"`
+}
+
+// pushPatch validates a PUT's raw push member (nil: absent) and makes the
+// store's patch, with a fresh secret to issue if the target has none.
+func (h *handler) pushPatch(ctx context.Context, raw json.RawMessage) (*store.PushPatch, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return &store.PushPatch{Remove: true}, nil
+	}
+	var req pushRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight and rate_limit_per_second (%s)", jsonProblem(err).Detail)
+	}
+	var cs checks
+	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, maxPushTimeoutSeconds)
+	cs.intRange("push.max_in_flight", req.MaxInFlight, 1, maxPushInFlight)
+	cs.intRange("push.rate_limit_per_second", req.RateLimitPerSecond, 0, maxPushRateLimit)
+	if err := cs.err(); err != nil {
+		return nil, err
+	}
+	if req.URL != nil {
+		if err := jobs.CheckPushURL(ctx, *req.URL, h.AllowPrivatePush, nil); err != nil {
+			var uerr *jobs.URLError
+			if errors.As(err, &uerr) {
+				return nil, invalid("push.url", "%s", uerr.Reason)
+			}
+			return nil, err
+		}
+	}
+	return &store.PushPatch{
+		URL: req.URL, TimeoutSeconds: req.TimeoutSeconds, MaxInFlight: req.MaxInFlight,
+		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: jobs.NewSigningSecret(),
+	}, nil
+}
+
+// pushResponse is a target's push configuration and state; null when the
+// target is pulled.
+type pushResponse struct {
+	URL                string     `json:"url"`
+	TimeoutSeconds     int        `json:"timeout_seconds"`
+	MaxInFlight        int        `json:"max_in_flight"`
+	RateLimitPerSecond int        `json:"rate_limit_per_second"`
+	FailingSince       *time.Time `json:"failing_since"`
+	DisabledAt         *time.Time `json:"disabled_at"`
+	DisabledReason     *string    `json:"disabled_reason"`
+}
+
+func toPushResponse(q store.Queue) *pushResponse {
+	if q.Push == nil {
+		return nil
+	}
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	return &pushResponse{
+		URL: q.Push.URL, TimeoutSeconds: q.Push.TimeoutSeconds, MaxInFlight: q.Push.MaxInFlight,
+		RateLimitPerSecond: q.Push.RateLimitPerSecond, FailingSince: utc(q.FailingSince),
+		DisabledAt: utc(q.DisabledAt), DisabledReason: q.DisabledReason,
+	}
+}
+
+// secretReply wraps a PUT's answer with the signing secret issued by it,
+// shown this once.
+func secretReply(c echo.Context, status int, body any, secret string) error {
+	if secret == "" {
+		return reply(c, status, body)
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	m["signing_secret"], _ = json.Marshal(secret)
+	return reply(c, status, m)
+}
+
+// pushChanged tells the target's push worker, wherever it runs, that its
+// configuration changed (it applies from the worker's next claim).
+func (h *handler) pushChanged(id int64) {
+	h.Notifier.Published([]int64{store.PushConfigWakeKey(id)})
+}
+
+// kickPush starts push delivery of the target now (a River job, unless one
+// is already there) instead of at the next sweep.
+func (h *handler) kickPush(ctx context.Context, q store.Queue) {
+	if q.Push == nil || q.DisabledAt != nil || h.Pusher == nil {
+		return
+	}
+	h.Pusher.Kick(ctx, []int64{q.ID})
+}
+
+// pushRotateSecret issues a new signing secret; the old one keeps signing
+// for 24 hours, so receivers can switch without losing a request.
+func (h *handler) pushRotateSecret(c echo.Context) error {
+	ref, err := targetOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.resolve(ctx, ref, false)
+	if err != nil {
+		return err
+	}
+	if q.Push == nil {
+		return problem(http.StatusConflict, codeConflict, "push is not configured here: there is no secret to rotate")
+	}
+	secret := jobs.NewSigningSecret()
+	if err := store.SecretRotate(ctx, h.Pool, q.ID, secret, secretOverlap); err != nil {
+		return err
+	}
+	h.pushChanged(q.ID)
+	return reply(c, http.StatusOK, map[string]any{
+		"signing_secret":          secret,
+		"previous_secret_expires": time.Now().Add(secretOverlap).UTC().Truncate(time.Second),
+	})
+}
+
+// pushEnable re-enables push delivery that was disabled (410 Gone, or
+// failing for too long) and starts delivering the backlog.
+func (h *handler) pushEnable(c echo.Context) error {
+	ref, err := targetOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.resolve(ctx, ref, false)
+	if err != nil {
+		return err
+	}
+	if q.Push == nil {
+		return problem(http.StatusConflict, codeConflict, "push is not configured here")
+	}
+	if err := store.PushEnable(ctx, h.Pool, q.ID); err != nil {
+		return err
+	}
+	h.pushChanged(q.ID)
+	h.forget(ctx, ref)
+	q.DisabledAt = nil
+	h.kickPush(ctx, q)
+	return c.NoContent(http.StatusNoContent)
+}
+
+type attemptReply struct {
+	MessageID  string    `json:"message_id"`
+	Attempt    int       `json:"attempt"`
+	StatusCode *int      `json:"status_code"`
+	Error      *string   `json:"error"`
+	DurationMS int64     `json:"duration_ms"`
+	At         time.Time `json:"at"`
+}
+
+// pushAttempts lists the latest push attempts, newest first.
+func (h *handler) pushAttempts(c echo.Context) error {
+	ref, err := targetOf(c)
+	if err != nil {
+		return err
+	}
+	for k := range c.QueryParams() {
+		if k != "status" && k != "limit" {
+			return invalid(k, "unknown query parameter")
+		}
+	}
+	status := c.QueryParam("status")
+	switch status {
+	case "", "failed", "succeeded":
+	default:
+		return invalid("status", `must be "failed" or "succeeded"`)
+	}
+	limit := 100
+	if s := c.QueryParam("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > 1000 {
+			return invalid("limit", "must be an integer between 1 and 1000")
+		}
+		limit = v
+	}
+	ctx := c.Request().Context()
+	q, err := h.resolve(ctx, ref, false)
+	if err != nil {
+		return err
+	}
+	attempts, err := store.PushAttemptList(ctx, h.Pool, q.ID, status, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]attemptReply, len(attempts))
+	for i, a := range attempts {
+		out[i] = attemptReply{
+			MessageID: a.MessageID, Attempt: a.Attempt, StatusCode: a.StatusCode, Error: a.Error,
+			DurationMS: a.Duration.Milliseconds(), At: a.At.UTC(),
+		}
+	}
+	return reply(c, http.StatusOK, map[string]any{"attempts": out})
+}
+
+// forget drops the target from the caches after a change.
+func (h *handler) forget(ctx context.Context, r targetRef) {
+	if !r.isSub() {
+		h.queues.Forget(r.queue)
+		return
+	}
+	if t, err := h.topics.Get(ctx, h.Pool, r.topic); err == nil {
+		h.subs.Forget(store.SubscriptionKey(t.ID, r.sub))
+	}
+}

@@ -1,0 +1,209 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+func pushPatch(url, secret string) *store.PushPatch {
+	return &store.PushPatch{URL: &url, NewSecret: secret}
+}
+
+// A push configuration is set, merged, shown once with its secret, and
+// removed; changing the URL clears the failure state.
+func TestPushConfigLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	q, created, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_one")})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "whsec_one", q.IssuedSecret, "the secret is shown by the upsert that issued it")
+	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 10}, q.Push)
+
+	// A change of another field keeps the secret (none issued again).
+	five := 5
+	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five, NewSecret: "whsec_two"}})
+	require.NoError(t, err)
+	require.Empty(t, q.IssuedSecret)
+	require.Equal(t, 5, q.Push.MaxInFlight)
+	require.Equal(t, "https://a.example/h", q.Push.URL)
+	tgt, err := store.PushTargetGet(e.ctx, e.pool, q.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_one"}, tgt.Secrets)
+	require.False(t, tgt.Subscription)
+
+	// Failing, then a new URL: the failure state is cleared.
+	disabled, err := store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	require.NoError(t, err)
+	require.False(t, disabled)
+	q, err = store.QueueGet(e.ctx, e.pool, "hooks")
+	require.NoError(t, err)
+	require.NotNil(t, q.FailingSince)
+	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://b.example/h", "whsec_three")})
+	require.NoError(t, err)
+	require.Nil(t, q.FailingSince)
+	require.Empty(t, q.IssuedSecret, "the target had a secret")
+
+	// Removing push forgets the secrets; adding it again issues a new one.
+	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: &store.PushPatch{Remove: true}})
+	require.NoError(t, err)
+	require.Nil(t, q.Push)
+	require.Zero(t, e.count(`SELECT count(*) FROM ferry.queues WHERE id = $1 AND signing_secret IS NOT NULL`, q.ID))
+	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://c.example/h", "whsec_four")})
+	require.NoError(t, err)
+	require.Equal(t, "whsec_four", q.IssuedSecret)
+
+	// A push member without a URL on a target without push is refused.
+	_, _, err = store.QueueUpsert(e.ctx, e.pool, "pull", store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five}})
+	var verr *store.ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Equal(t, "push.url", verr.Field)
+}
+
+// PushOutcome: failures start the failure state once, a success clears
+// it, 410 disables at once, and failing for longer than disableAfter
+// disables with a reason; PushEnable turns push back on.
+func TestPushOutcomeDisables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	get := func() store.Queue {
+		q, err := store.QueueGet(e.ctx, e.pool, "hooks")
+		require.NoError(t, err)
+		return q
+	}
+
+	disabled, err := store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	require.NoError(t, err)
+	require.False(t, disabled)
+	first := get().FailingSince
+	require.NotNil(t, first)
+	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, first.UnixMicro(), get().FailingSince.UnixMicro(), "a run of failures keeps its start")
+
+	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, true, "", time.Hour)
+	require.NoError(t, err)
+	require.Nil(t, get().FailingSince)
+
+	// Failing for longer than disableAfter disables.
+	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.queues SET push_failing_since = now() - interval '2 hours' WHERE id = $1`, q.ID)
+	require.NoError(t, err)
+	disabled, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	require.NoError(t, err)
+	require.True(t, disabled)
+	got := get()
+	require.NotNil(t, got.DisabledAt)
+	require.Contains(t, *got.DisabledReason, "every attempt failed since")
+	ids, err := store.PushTargetIDs(e.ctx, e.pool)
+	require.NoError(t, err)
+	require.NotContains(t, ids, q.ID, "a disabled target is not pushed")
+
+	require.NoError(t, store.PushEnable(e.ctx, e.pool, q.ID))
+	got = get()
+	require.Nil(t, got.DisabledAt)
+	require.Nil(t, got.FailingSince)
+
+	// 410 Gone disables at once, with the reason given.
+	disabled, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "the endpoint answered 410 Gone", time.Hour)
+	require.NoError(t, err)
+	require.True(t, disabled)
+	require.Equal(t, "the endpoint answered 410 Gone", *get().DisabledReason)
+
+	// Enabling a target without push is not found.
+	pull := e.queue("pull", store.QueuePatch{})
+	require.ErrorIs(t, store.PushEnable(e.ctx, e.pool, pull.ID), store.ErrNotFound)
+}
+
+// After a rotation both secrets sign until the overlap ends.
+func TestSecretRotateOverlap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_old")})
+	require.NoError(t, err)
+	require.NoError(t, store.SecretRotate(e.ctx, e.pool, q.ID, "whsec_new", time.Hour))
+	tgt, err := store.PushTargetGet(e.ctx, e.pool, q.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_new", "whsec_old"}, tgt.Secrets)
+
+	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.queues SET previous_secret_until = now() - interval '1 second' WHERE id = $1`, q.ID)
+	require.NoError(t, err)
+	tgt, err = store.PushTargetGet(e.ctx, e.pool, q.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_new"}, tgt.Secrets, "the old secret stops signing when the overlap ends")
+
+	pull := e.queue("pull", store.QueuePatch{})
+	require.ErrorIs(t, store.SecretRotate(e.ctx, e.pool, pull.ID, "whsec_x", time.Hour), store.ErrNotFound)
+}
+
+// Attempts are listed newest first, filtered by outcome, and expire.
+func TestPushAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	code500, code204 := 500, 204
+	msg := "HTTP 500"
+	now := time.Now()
+	require.NoError(t, store.PushAttemptRecord(e.ctx, e.pool, q.ID, []store.PushAttempt{
+		{MessageID: "1", Attempt: 1, StatusCode: &code500, Error: &msg, Duration: 12 * time.Millisecond, At: now.Add(-2 * time.Second)},
+		{MessageID: "1", Attempt: 2, OK: true, StatusCode: &code204, Duration: 3 * time.Millisecond, At: now.Add(-time.Second)},
+		{MessageID: "2", Attempt: 1, Error: ptr("timeout"), Duration: time.Second, At: now.Add(-100 * time.Hour)},
+	}))
+	all, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "", 10)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	require.Equal(t, 2, all[0].Attempt, "newest first")
+	require.Equal(t, 12*time.Millisecond, all[1].Duration)
+	require.Nil(t, all[2].StatusCode)
+	failed, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "failed", 10)
+	require.NoError(t, err)
+	require.Len(t, failed, 2)
+	ok, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "succeeded", 10)
+	require.NoError(t, err)
+	require.Len(t, ok, 1)
+
+	n, err := store.PushAttemptExpire(e.ctx, e.pool, 72*time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	all, err = store.PushAttemptList(e.ctx, e.pool, q.ID, "", 10)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+}
+
+// The push sweep finds enabled targets with a message claimable now, and
+// only those.
+func TestPushTargetsDue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	due, _, err := store.QueueUpsert(e.ctx, e.pool, "due", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	later, _, err := store.QueueUpsert(e.ctx, e.pool, "later", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	off, _, err := store.QueueUpsert(e.ctx, e.pool, "off", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	pull := e.queue("pull", store.QueuePatch{})
+	empty, _, err := store.QueueUpsert(e.ctx, e.pool, "empty", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
+	require.NoError(t, err)
+	_ = empty
+
+	hour := time.Hour
+	e.send(due, store.SendMessage{Body: []byte(`1`)})
+	e.send(later, store.SendMessage{Body: []byte(`1`), Delay: &hour})
+	e.send(off, store.SendMessage{Body: []byte(`1`)})
+	e.send(pull, store.SendMessage{Body: []byte(`1`)})
+	_, err = store.PushOutcome(e.ctx, e.pool, off.ID, false, "gone", time.Hour)
+	require.NoError(t, err)
+
+	ids, err := store.PushTargetsDue(e.ctx, e.pool)
+	require.NoError(t, err)
+	require.Equal(t, []int64{due.ID}, ids)
+}
