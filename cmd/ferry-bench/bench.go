@@ -74,6 +74,9 @@ func (b *Bench) ferryConfig() server.Config {
 		RetentionEvery:  time.Hour,
 		LogLevel:        "warn",
 		LogFormat:       "text",
+
+		// Scenario 9 pushes to a receiver of the bench's own on 127.0.0.1.
+		AllowPrivatePush: true,
 	}
 }
 

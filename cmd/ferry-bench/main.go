@@ -137,6 +137,7 @@ var scenarios = []scenario{
 	{"Table and index size under churn", (*Bench).churn},
 	{"SQL statements per message", (*Bench).statements},
 	{"Topic publish", (*Bench).topicPublish},
+	{"Topic fan-out and push delivery", (*Bench).fanout},
 }
 
 func main() {
