@@ -116,6 +116,13 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList)
 	v1(http.MethodDelete, sub+"/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, sub+"/dead-letters/redrive", h.deadLetterRedrive)
+	v1(http.MethodGet, "/topics/:topic/groups", h.groupList)
+	const group = "/topics/:topic/groups/:group"
+	v1(http.MethodGet, group, h.groupGet)
+	v1(http.MethodDelete, group, h.groupDelete)
+	v1(http.MethodPost, group+"/poll", h.groupPoll)
+	v1(http.MethodPost, group+"/commit", h.groupCommit)
+	v1(http.MethodPost, group+"/seek", h.groupSeek)
 	for _, base := range []string{"/queues/:queue", sub} {
 		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
 		v1(http.MethodPost, base+"/enable", h.pushEnable)

@@ -28,6 +28,11 @@ type Metrics struct {
 	published    *prometheus.CounterVec
 	pushAttempts *prometheus.CounterVec
 	pushLatency  prometheus.Histogram
+	// Consumer groups.
+	rebalances     *prometheus.CounterVec
+	evictions      *prometheus.CounterVec
+	fencedCommits  *prometheus.CounterVec
+	expiredSkipped *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics. Queue depth and age are read from the
@@ -65,6 +70,17 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 		Help:    "Time from a message's send (an event's publish) to its successful push delivery.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
 	})
+	groupCounter := func(name, help string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: name, Help: help}, []string{"topic", "group"})
+		reg.MustRegister(c)
+		return c
+	}
+	m.rebalances = groupCounter("consumer_group_rebalances_total", "Changes of a consumer group's assignment.")
+	m.evictions = groupCounter("consumer_group_evictions_total", "Members evicted after their session timed out.")
+	m.fencedCommits = groupCounter("consumer_group_fenced_commits_total",
+		"Commits refused because the consumer no longer owned a partition in the generation it named.")
+	m.expiredSkipped = groupCounter("consumer_group_expired_skipped_total",
+		"Events a group never read because retention removed them first (its position was moved to the oldest retained event).")
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&depthCollector{pool: pool, log: log})
@@ -85,6 +101,19 @@ func (m *Metrics) ObservePush(outcome string, sinceSent time.Duration) {
 	}
 }
 
+// observeGroup counts what a poll or describe changed in passing.
+func (m *Metrics) observeGroup(topic, group string, r store.GroupRefresh) {
+	if r.Rebalanced {
+		m.rebalances.WithLabelValues(topic, group).Inc()
+	}
+	if r.Evicted > 0 {
+		m.evictions.WithLabelValues(topic, group).Add(float64(r.Evicted))
+	}
+	if r.Skipped > 0 {
+		m.expiredSkipped.WithLabelValues(topic, group).Add(float64(r.Skipped))
+	}
+}
+
 func (m *Metrics) observeHTTP(method, route string, status int, took time.Duration) {
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(took.Seconds())
 }
@@ -101,6 +130,10 @@ var (
 	subDepthDesc = prometheus.NewDesc("ferry_subscription_messages",
 		"Deliveries of a subscription by state (available includes ordered ones waiting behind their key).",
 		[]string{"topic", "subscription", "state"}, nil)
+	lagDesc = prometheus.NewDesc("ferry_consumer_group_lag", "Events of a partition after the group's committed offset.",
+		[]string{"topic", "group", "partition"}, nil)
+	membersDesc = prometheus.NewDesc("ferry_consumer_group_members", "Members of a consumer group (as of their last poll).",
+		[]string{"topic", "group"}, nil)
 	subAgeDesc = prometheus.NewDesc("ferry_subscription_oldest_age_seconds",
 		"Age of the oldest pending delivery of a subscription (since its event's publish).",
 		[]string{"topic", "subscription"}, nil)
@@ -118,6 +151,8 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- subDepthDesc
 	ch <- subAgeDesc
+	ch <- lagDesc
+	ch <- membersDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -195,5 +230,21 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(subDepthDesc, prometheus.GaugeValue, float64(v), topic, sub.Name, state)
 		}
 		ch <- prometheus.MustNewConstMetric(subAgeDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), topic, sub.Name)
+	}
+	lags, err := store.GroupLags(ctx, d.pool)
+	if err != nil {
+		d.log.Warn("metrics: group lags", "error", err)
+		return
+	}
+	for _, l := range lags {
+		topic, ok := names[l.TopicID]
+		if !ok {
+			continue
+		}
+		if l.Partition < 0 {
+			ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(l.Lag), topic, l.Group)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(l.Lag), topic, l.Group, strconv.Itoa(l.Partition))
 	}
 }

@@ -95,6 +95,24 @@
 // consumer; PushAttemptRecord keeps every attempt and PushOutcome the
 // target's failure state (disabled after 410 Gone or failing too long).
 //
+// # Consumer groups
+//
+// A consumer group (ferry.consumer_groups) reads a topic's log with
+// positions of its own: per partition (ferry.group_partitions) a committed
+// offset, an owner, the generation in which the owner got it, and the
+// owner's fetch position. There is no coordinator: each poll takes the
+// group row's lock, records the member as seen, evicts members whose
+// session timed out, and rebalances (sticky, even) when the assignment is
+// not what the live members should have, bumping the generation; a new
+// owner's fetch position is committed + 1. Reads then advance the fetch
+// position only where the member still owns the partition from that
+// generation or earlier, and a commit applies only under the same
+// condition (else ErrFenced, and nothing of the commit is kept). Two
+// members therefore never advance the same partition in one generation,
+// and a zombie cannot move a committed offset. A position behind the
+// retained log moves to the oldest retained event, counted in
+// expired_skipped.
+//
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of

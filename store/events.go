@@ -523,20 +523,7 @@ func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, f
 	if err != nil {
 		return nil, interpretError("event read", err)
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
-		var (
-			e           Event
-			data, attrs *string
-		)
-		err := row.Scan(&e.ID, &e.Type, &e.Key, &data, &attrs, &e.Partition, &e.Offset, &e.PublishedAt)
-		if data != nil {
-			e.Data = json.RawMessage(*data)
-		}
-		if attrs != nil {
-			e.Attributes = json.RawMessage(*attrs)
-		}
-		return e, err
-	})
+	events, err := pgx.CollectRows(rows, scanEvent)
 	return events, interpretError("event read", err)
 }
 
@@ -587,4 +574,21 @@ func EventDedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 		return 0, interpretError("event dedup expire", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// scanEvent reads the columns id, type, key, data, attributes, partition,
+// offset, published_at.
+func scanEvent(row pgx.CollectableRow) (Event, error) {
+	var (
+		e           Event
+		data, attrs *string
+	)
+	err := row.Scan(&e.ID, &e.Type, &e.Key, &data, &attrs, &e.Partition, &e.Offset, &e.PublishedAt)
+	if data != nil {
+		e.Data = []byte(*data)
+	}
+	if attrs != nil {
+		e.Attributes = []byte(*attrs)
+	}
+	return e, err
 }

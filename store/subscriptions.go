@@ -229,20 +229,17 @@ func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (
 
 // SubscriptionList returns the topic's subscriptions, by name.
 func SubscriptionList(ctx context.Context, db DBTX, topicID int64) ([]Subscription, error) {
-	rows, err := db.Query(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 ORDER BY name`, topicID)
-	if err != nil {
-		return nil, interpretError("subscription list", err)
-	}
-	subs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Subscription, error) { return scanSubscription(row) })
-	return subs, interpretError("subscription list", err)
+	return subscriptionsWhere(ctx, db, `topic_id = $1 ORDER BY name`, topicID)
 }
 
 // SubscriptionListAll returns every subscription of every topic, by topic
 // and name.
 func SubscriptionListAll(ctx context.Context, db DBTX) ([]Subscription, error) {
-	rows, err := db.Query(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id IS NOT NULL ORDER BY topic_id, name`)
+	return subscriptionsWhere(ctx, db, `topic_id IS NOT NULL ORDER BY topic_id, name`)
+}
+
+func subscriptionsWhere(ctx context.Context, db DBTX, where string, args ...any) ([]Subscription, error) {
+	rows, err := db.Query(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues WHERE `+where, args...)
 	if err != nil {
 		return nil, interpretError("subscription list", err)
 	}

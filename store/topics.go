@@ -206,8 +206,20 @@ func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, err
 	if tag.RowsAffected() == 0 { // deleted meanwhile
 		return 0, nil, interpretError("topic delete", ErrNotFound)
 	}
+	// Its consumer groups: a few rows each.
+	rows, err := tx.Query(ctx, `DELETE FROM ferry.consumer_groups WHERE topic_id = $1 RETURNING id`, id)
+	if err != nil {
+		return 0, nil, interpretError("topic delete", err)
+	}
+	groups, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err == nil {
+		err = groupDeleteRows(ctx, tx, groups)
+	}
+	if err != nil {
+		return 0, nil, interpretError("topic delete", err)
+	}
 	// After the partitions: no publish is in progress to fan out to them.
-	rows, err := tx.Query(ctx, `DELETE FROM ferry.queues WHERE topic_id = $1 RETURNING id`, id)
+	rows, err = tx.Query(ctx, `DELETE FROM ferry.queues WHERE topic_id = $1 RETURNING id`, id)
 	if err != nil {
 		return 0, nil, interpretError("topic delete", err)
 	}

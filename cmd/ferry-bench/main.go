@@ -138,6 +138,7 @@ var scenarios = []scenario{
 	{"SQL statements per message", (*Bench).statements},
 	{"Topic publish", (*Bench).topicPublish},
 	{"Topic fan-out and push delivery", (*Bench).fanout},
+	{"Consumer groups", (*Bench).groups},
 }
 
 func main() {

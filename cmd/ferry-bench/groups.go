@@ -1,0 +1,1360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Scenario 10: consumer groups. Part 1 reads a pre-filled topic through a
+// group (one member, then four) against the same range reads in raw SQL;
+// part 2 measures publish → poll latency of a long-polling member at a
+// fixed publish rate; part 3 measures how long a group takes to give a
+// silent member's partitions to the member that is left.
+
+const (
+	// groupBatch is part 1's max_events per poll, the raw side's LIMIT
+	// and the fill's events per transaction.
+	groupBatch = 1000
+	// groupSession is the session_timeout_seconds of parts 1 and 2.
+	groupSession = 30
+	// groupRate is part 2's publish rate (events/s) and groupWait its
+	// long poll's wait_seconds.
+	groupRate, groupWait = 100, 10
+	// rebalanceSession and rebalanceWait are part 3's
+	// session_timeout_seconds and wait_seconds.
+	rebalanceSession, rebalanceWait = 5, 1
+)
+
+// groupSizes are the events part 1 reads and part 2's publishing time.
+func (b *Bench) groupSizes() (events int, publishFor time.Duration) {
+	if b.opts.Quick {
+		return 40_000, 3 * time.Second
+	}
+	return 200_000, 10 * time.Second
+}
+
+// The raw side of part 1: what a hand-written reader of a partition does
+// per batch — a range read by primary key, then an update of its position
+// row (a ferry.group_partitions row of a group the bench inserts, so the
+// table, fillfactor and HOT behaviour are Ferry's).
+const (
+	rawGroupRead = `
+		SELECT id, type, key, data::text, attributes::text, partition, "offset", published_at
+		FROM ferry.events
+		WHERE topic_id = $1 AND partition = $2 AND "offset" >= $3
+		ORDER BY "offset" LIMIT $4`
+	rawGroupCommit = `
+		UPDATE ferry.group_partitions SET committed_offset = $3::bigint, fetch_offset = $3::bigint + 1
+		WHERE group_id = $1 AND partition = $2`
+)
+
+// groupEvent is an event as a poll returns it; the bench decodes every
+// field, as a client would.
+type groupEvent struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Key         *string         `json:"key"`
+	Data        json.RawMessage `json:"data"`
+	Attributes  json.RawMessage `json:"attributes"`
+	Partition   int             `json:"partition"`
+	Offset      int64           `json:"offset"`
+	PublishedAt time.Time       `json:"published_at"`
+}
+
+type groupPollReply struct {
+	Generation int64        `json:"generation"`
+	Partitions []int        `json:"partitions"`
+	Events     []groupEvent `json:"events"`
+}
+
+type groupPollRequest struct {
+	Consumer              string `json:"consumer"`
+	MaxEvents             int    `json:"max_events"`
+	WaitSeconds           int    `json:"wait_seconds"`
+	SessionTimeoutSeconds int    `json:"session_timeout_seconds"`
+	Start                 string `json:"start,omitempty"`
+}
+
+// errFenced is a commit refused with 409: the member lost a partition.
+var errFenced = errors.New("commit fenced (409)")
+
+// post sends a JSON request and returns the status and the whole body.
+func (c *FerryClient) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+func groupPath(topic, group string) string { return "/v1/topics/" + topic + "/groups/" + group }
+
+// GroupPoll polls a consumer group as one member.
+func (c *FerryClient) GroupPoll(ctx context.Context, topic, group string, p groupPollRequest) (groupPollReply, error) {
+	var reply groupPollReply
+	req, err := json.Marshal(p)
+	if err != nil {
+		return reply, err
+	}
+	status, out, err := c.post(ctx, groupPath(topic, group)+"/poll", req)
+	if err != nil {
+		return reply, err
+	}
+	if status != http.StatusOK {
+		return reply, fmt.Errorf("poll %s/%s as %s: status %d: %s", topic, group, p.Consumer, status, strings.TrimSpace(string(out)))
+	}
+	err = json.Unmarshal(out, &reply)
+	return reply, err
+}
+
+// GroupCommit commits, per partition, the last offset done; errFenced
+// when the group refused it with 409.
+func (c *FerryClient) GroupCommit(ctx context.Context, topic, group, consumer string, generation int64, offsets map[int]int64) error {
+	offs := make(map[string]int64, len(offsets))
+	for p, o := range offsets {
+		offs[strconv.Itoa(p)] = o
+	}
+	req, err := json.Marshal(map[string]any{"consumer": consumer, "generation": generation, "offsets": offs})
+	if err != nil {
+		return err
+	}
+	status, out, err := c.post(ctx, groupPath(topic, group)+"/commit", req)
+	switch {
+	case err != nil:
+		return err
+	case status == http.StatusConflict:
+		return errFenced
+	case status != http.StatusNoContent:
+		return fmt.Errorf("commit %s/%s as %s: status %d: %s", topic, group, consumer, status, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// groupDescription is the part of GET .../groups/{g} the bench checks.
+type groupDescription struct {
+	Generation int64 `json:"generation"`
+	Members    []struct {
+		Consumer   string `json:"consumer"`
+		Partitions []int  `json:"partitions"`
+	} `json:"members"`
+	Partitions []struct {
+		Partition       int     `json:"partition"`
+		CommittedOffset int64   `json:"committed_offset"`
+		HeadOffset      int64   `json:"head_offset"`
+		Lag             int64   `json:"lag"`
+		Owner           *string `json:"owner"`
+	} `json:"partitions"`
+}
+
+// DescribeGroup describes a group (which also refreshes it: evictions,
+// rebalance).
+func (c *FerryClient) DescribeGroup(ctx context.Context, topic, group string) (groupDescription, error) {
+	var d groupDescription
+	out, err := c.do(ctx, http.MethodGet, groupPath(topic, group), nil, http.StatusOK)
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(out, &d)
+	return d, err
+}
+
+// lastOffsets is what a member commits after processing events: per
+// partition, the highest offset among them.
+func lastOffsets(events []groupEvent) map[int]int64 {
+	out := map[int]int64{}
+	for _, e := range events {
+		if o, ok := out[e.Partition]; !ok || e.Offset > o {
+			out[e.Partition] = e.Offset
+		}
+	}
+	return out
+}
+
+// groupRead is one read-everything run of part 1.
+type groupRead struct {
+	readers int
+	// events read and committed in the measured run, and the polls
+	// (Ferry) or range reads (raw) that read them, including the last,
+	// empty ones that find the end.
+	events, requests int64
+	commits          int64
+	fenced           int64
+	elapsed          time.Duration
+	// read and commit are the latencies of Ferry's poll and commit
+	// requests, or of the raw SELECT (rows read) and UPDATE.
+	read, commit []time.Duration
+	// decode is the client's JSON decoding time of the poll replies
+	// (Ferry only), part of read.
+	decode time.Duration
+	// joined are events read by the unmeasured join polls (Ferry only).
+	joined int64
+
+	cpu         CPUUsage
+	wal, xacts  int64
+	waits       Waits
+	stmts       []stmtStat
+	stmtsOK     bool
+	drained     bool // Ferry: every partition's lag is 0 afterwards
+	drainDetail string
+}
+
+func (r groupRead) rate() float64 { return Rate{Count: r.events, Elapsed: r.elapsed}.PerSecond() }
+
+func (r groupRead) phase() Phase {
+	return Phase{Messages: r.events, Elapsed: r.elapsed, CPU: r.cpu, WALBytes: r.wal, WriteXacts: r.xacts, Waits: r.waits}
+}
+
+func (r groupRead) calls() (n int64) {
+	for _, s := range r.stmts {
+		n += s.calls
+	}
+	return n
+}
+
+func (r groupRead) execMs() (ms float64) {
+	for _, s := range r.stmts {
+		ms += s.execMs
+	}
+	return ms
+}
+
+// benchOwnStmt matches the bench's own sampling statements, left out of
+// the statement counts.
+var benchOwnStmt = regexp.MustCompile(`pg_stat_activity|pg_current_wal_insert_lsn`)
+
+// measureGroupRead runs one read run after a checkpoint, measuring CPU,
+// WAL, transactions, waits and (when available) statements around it.
+func (b *Bench) measureGroupRead(ctx context.Context, label string, run func(ctx context.Context, r *groupRead) error) (groupRead, error) {
+	var res groupRead
+	if err := b.checkpoint(ctx); err != nil {
+		return res, err
+	}
+	body := func() error {
+		cpu0, db0 := b.cpu.Sample(), b.dbPosition(ctx)
+		wctx, stopWaits := context.WithCancel(ctx)
+		waits := make(chan Waits, 1)
+		go func() { waits <- b.sampleWaits(wctx) }()
+		start := time.Now()
+		var err error
+		pprof.Do(ctx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) { err = run(ctx, &res) })
+		res.elapsed = time.Since(start)
+		res.cpu = b.cpu.Since(cpu0)
+		db1 := b.dbPosition(ctx)
+		stopWaits()
+		res.waits = <-waits
+		res.wal, res.xacts = db1.wal-db0.wal, db1.xid-db0.xid
+		return err
+	}
+	var err error
+	if b.statementsOK {
+		var stmts []stmtStat
+		stmts, err = b.statementsOf(ctx, body)
+		for _, s := range stmts {
+			if !benchOwnStmt.MatchString(s.query) {
+				res.stmts = append(res.stmts, s)
+			}
+		}
+		res.stmtsOK = err == nil
+	} else {
+		err = body()
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", label, err)
+	}
+	progress("  %s: %s events in %s, %.0f events/s", label, fmtInt(res.events), res.elapsed.Round(time.Millisecond), res.rate())
+	return res, nil
+}
+
+// rawGroupRead reads the whole topic with readers goroutines, reader r
+// taking the partitions p with p mod readers = r (round-robin over them,
+// a batch at a time): a range read, then the update of the partition's
+// position row.
+func (b *Bench) rawGroupRead(ctx context.Context, topicID int64, name string, readers int) (groupRead, error) {
+	var gid int64
+	if err := b.raw.QueryRow(ctx, `INSERT INTO ferry.consumer_groups (topic_id, name) VALUES ($1, $2) RETURNING id`, topicID, name).Scan(&gid); err != nil {
+		return groupRead{}, fmt.Errorf("raw group: %w", err)
+	}
+	if _, err := b.raw.Exec(ctx, `
+		INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
+		SELECT $1, p, -1, 0 FROM generate_series(0, $2 - 1) AS p`, gid, topicPartitions); err != nil {
+		return groupRead{}, fmt.Errorf("raw group partitions: %w", err)
+	}
+	return b.measureGroupRead(ctx, fmt.Sprintf("groups/raw-%d", readers), func(ctx context.Context, res *groupRead) error {
+		res.readers = readers
+		var (
+			mu       sync.Mutex
+			wg       sync.WaitGroup
+			firstErr error
+		)
+		for r := range readers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var (
+					parts            []int
+					next             = map[int]int64{}
+					n, reqs, commits int64
+					read, commit     []time.Duration
+				)
+				for p := r; p < topicPartitions; p += readers {
+					parts = append(parts, p)
+				}
+				err := func() error {
+					for i := 0; len(parts) > 0; i++ {
+						p := parts[i%len(parts)]
+						t0 := time.Now()
+						rows, err := b.raw.Query(ctx, rawGroupRead, topicID, p, next[p], groupBatch)
+						if err != nil {
+							return err
+						}
+						var (
+							got, last int64
+						)
+						for rows.Next() {
+							var (
+								id, typ          string
+								key, data, attrs *string
+								partition        int32
+								off              int64
+								publishedAt      time.Time
+							)
+							if err := rows.Scan(&id, &typ, &key, &data, &attrs, &partition, &off, &publishedAt); err != nil {
+								rows.Close()
+								return err
+							}
+							got++
+							last = off
+						}
+						rows.Close()
+						if err := rows.Err(); err != nil {
+							return err
+						}
+						reqs++
+						read = append(read, time.Since(t0))
+						if got == 0 { // the end of this partition
+							parts = slices.DeleteFunc(parts, func(q int) bool { return q == p })
+							i--
+							continue
+						}
+						t1 := time.Now()
+						if _, err := b.raw.Exec(ctx, rawGroupCommit, gid, p, last); err != nil {
+							return err
+						}
+						commit = append(commit, time.Since(t1))
+						commits++
+						n += got
+						next[p] = last + 1
+					}
+					return nil
+				}()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				res.events += n
+				res.requests += reqs
+				res.commits += commits
+				res.read = append(res.read, read...)
+				res.commit = append(res.commit, commit...)
+			}()
+		}
+		wg.Wait()
+		return firstErr
+	})
+}
+
+// ferryGroupRead reads the whole topic through a new group (start
+// earliest) with the given number of members. The members first join one
+// after another, each with a poll of max_events 1 (committed), so the
+// assignment is settled (one rebalance per join) before the measured run;
+// then every member polls max_events 1000 and commits after each poll,
+// concurrently, until a poll comes back empty.
+func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members int, total int64) (groupRead, error) {
+	consumer := func(m int) string { return fmt.Sprintf("member-%d", m) }
+	var joined int64
+	for m := range members {
+		r, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
+			Consumer: consumer(m), MaxEvents: 1, SessionTimeoutSeconds: groupSession, Start: "earliest"})
+		if err != nil {
+			return groupRead{}, fmt.Errorf("join: %w", err)
+		}
+		if len(r.Events) > 0 {
+			if err := b.client.GroupCommit(ctx, topic, group, consumer(m), r.Generation, lastOffsets(r.Events)); err != nil {
+				return groupRead{}, fmt.Errorf("join commit: %w", err)
+			}
+		}
+		joined += int64(len(r.Events))
+	}
+	res, err := b.measureGroupRead(ctx, fmt.Sprintf("groups/ferry-%d", members), func(ctx context.Context, res *groupRead) error {
+		res.readers, res.joined = members, joined
+		var (
+			mu       sync.Mutex
+			wg       sync.WaitGroup
+			firstErr error
+		)
+		for m := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var (
+					n, reqs, commits, fenced int64
+					read, commit             []time.Duration
+					decode                   time.Duration
+				)
+				err := func() error {
+					req, err := json.Marshal(groupPollRequest{Consumer: consumer(m), MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession})
+					if err != nil {
+						return err
+					}
+					for {
+						t0 := time.Now()
+						status, out, err := b.client.post(ctx, groupPath(topic, group)+"/poll", req)
+						if err != nil {
+							return err
+						}
+						if status != http.StatusOK {
+							return fmt.Errorf("poll: status %d: %s", status, strings.TrimSpace(string(out)))
+						}
+						t1 := time.Now()
+						var r groupPollReply
+						if err := json.Unmarshal(out, &r); err != nil {
+							return err
+						}
+						t2 := time.Now()
+						reqs++
+						read = append(read, t2.Sub(t0))
+						decode += t2.Sub(t1)
+						if len(r.Events) == 0 {
+							return nil
+						}
+						err = b.client.GroupCommit(ctx, topic, group, consumer(m), r.Generation, lastOffsets(r.Events))
+						commit = append(commit, time.Since(t2))
+						switch {
+						case errors.Is(err, errFenced):
+							fenced++ // the new owner reads them again
+						case err != nil:
+							return err
+						default:
+							commits++
+							n += int64(len(r.Events))
+						}
+					}
+				}()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				res.events += n
+				res.requests += reqs
+				res.commits += commits
+				res.fenced += fenced
+				res.read = append(res.read, read...)
+				res.commit = append(res.commit, commit...)
+				res.decode += decode
+			}()
+		}
+		wg.Wait()
+		return firstErr
+	})
+	if err != nil {
+		return res, err
+	}
+	d, err := b.client.DescribeGroup(ctx, topic, group)
+	if err != nil {
+		return res, fmt.Errorf("describe: %w", err)
+	}
+	var lag int64
+	var detail []string
+	for _, p := range d.Partitions {
+		lag += p.Lag
+		detail = append(detail, fmt.Sprintf("p%d %s/%s", p.Partition, fmtInt(p.CommittedOffset+1), fmtInt(p.HeadOffset+1)))
+	}
+	res.drained = lag == 0 && len(d.Partitions) == topicPartitions && res.events+res.joined == total && res.fenced == 0
+	res.drainDetail = fmt.Sprintf("lag %d; committed/head per partition: %s; %s events read + %d at join, %d fenced commits",
+		lag, strings.Join(detail, ", "), fmtInt(res.events), res.joined, res.fenced)
+	if !res.drained {
+		progress("  %s: not drained cleanly: %s", group, res.drainDetail)
+	}
+	return res, nil
+}
+
+// fillGroupTopic fills the topic with n events through the raw pool with
+// scenario 8's raw batch publish (batches of 1000 in one transaction each,
+// 4 writers: dense offsets), checks the offsets, then VACUUM ANALYZE and a
+// checkpoint. It returns the events per partition.
+func (b *Bench) fillGroupTopic(ctx context.Context, topicID int64, n int) ([]int64, error) {
+	started := time.Now()
+	keys := eventKeys()
+	data := bodies(groupBatch)
+	var next atomic.Int64
+	err := runCounted(ctx, "groups/fill", 4, int64(n/groupBatch), func(ctx context.Context) error {
+		i := next.Add(1) - 1
+		batch := make([]string, groupBatch)
+		for j := range batch {
+			batch[j] = keys[(i*groupBatch+int64(j))%int64(len(keys))]
+		}
+		return rawPublishBatch(ctx, b, topicID, batch, data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fill: %w", err)
+	}
+	if _, err := b.checkDensity(ctx, "fill", topicID); err != nil {
+		return nil, err
+	}
+	rows, err := b.raw.Query(ctx, `SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition`, topicID)
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.raw.Exec(ctx, `VACUUM ANALYZE ferry.events`); err != nil {
+		return nil, fmt.Errorf("vacuum: %w", err)
+	}
+	if err := b.checkpoint(ctx); err != nil {
+		return nil, err
+	}
+	progress("  filled %s events in %s (per partition %v)", fmtInt(int64(n)), time.Since(started).Round(100*time.Millisecond), sizes)
+	return sizes, nil
+}
+
+// groupLatency is part 2's outcome.
+type groupLatency struct {
+	published, failed, received int
+	dups                        int64
+	latency, publish, after     Summary // publish start → poll answer; publish request; publish answered → poll answer
+	polls, pollsWithEvents      int64   // in the measured window
+	commits                     int64
+	// emptyPolls answered without events in the window, and their mean
+	// duration: with events every 10 ms, a working long poll has none.
+	emptyPolls int64
+	emptyMean  time.Duration
+	stmts      []stmtStat
+	stmtsOK    bool
+	elapsed    time.Duration
+}
+
+// groupPublish is one single-event publish of part 2.
+type groupPublish struct {
+	id         string
+	sent, back time.Time
+	err        error
+}
+
+// publishGroupEvents publishes n single events with ids prefix-000000 ...
+// one every 1/rate s from a schedule (open loop: each in its own
+// goroutine), and returns when all were answered.
+func (b *Bench) publishGroupEvents(ctx context.Context, topic, prefix string, n, rate int, keys []string) []groupPublish {
+	out := make([]groupPublish, n)
+	var wg sync.WaitGroup
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range n {
+		sleepUntil(ctx, start.Add(time.Duration(i)*interval))
+		if ctx.Err() != nil {
+			out[i].err = ctx.Err()
+			continue
+		}
+		id := fmt.Sprintf("%s-%06d", prefix, i)
+		key, _ := json.Marshal(keys[i%len(keys)])
+		req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(key) + `,"data":` + body + `}]}`)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := groupPublish{id: id, sent: time.Now()}
+			p.err = b.client.Publish(ctx, topic, req)
+			p.back = time.Now()
+			out[i] = p
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// measureGroupLatency runs part 2: one member long-polls (wait_seconds 10)
+// and commits after every poll that returned events, while single events
+// are published at groupRate.
+func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (groupLatency, error) {
+	var out groupLatency
+	const topic, group, member = "bench-groups-latency", "latency", "member-0"
+	if _, err := b.createTopic(ctx, topic); err != nil {
+		return out, err
+	}
+	// Join (creates the group at the head of the empty topic).
+	if _, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
+		Consumer: member, MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession, Start: "latest"}); err != nil {
+		return out, fmt.Errorf("join: %w", err)
+	}
+
+	var (
+		mu                              sync.Mutex
+		arrived                         = map[string]time.Time{}
+		dups                            int64
+		polls, pollsWithEvents, commits atomic.Int64
+		emptyPolls, emptyNanos          atomic.Int64
+		consumerErr                     = make(chan error, 1)
+	)
+	cctx, stopConsumer := context.WithCancel(ctx)
+	var cwg sync.WaitGroup
+	cwg.Add(1)
+	go pprof.Do(cctx, pprof.Labels("role", "client", "load", "groups/latency-consumer"), func(ctx context.Context) {
+		defer cwg.Done()
+		for ctx.Err() == nil {
+			sent := time.Now()
+			r, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
+				Consumer: member, MaxEvents: groupBatch, WaitSeconds: groupWait, SessionTimeoutSeconds: groupSession})
+			at := time.Now()
+			if err != nil {
+				if ctx.Err() == nil {
+					consumerErr <- err
+				}
+				return
+			}
+			polls.Add(1)
+			if len(r.Events) == 0 {
+				emptyPolls.Add(1)
+				emptyNanos.Add(int64(at.Sub(sent)))
+				continue
+			}
+			pollsWithEvents.Add(1)
+			mu.Lock()
+			for _, e := range r.Events {
+				if _, seen := arrived[e.ID]; seen {
+					dups++
+				} else {
+					arrived[e.ID] = at
+				}
+			}
+			mu.Unlock()
+			if err := b.client.GroupCommit(ctx, topic, group, member, r.Generation, lastOffsets(r.Events)); err != nil {
+				if ctx.Err() == nil {
+					consumerErr <- fmt.Errorf("commit: %w", err)
+				}
+				return
+			}
+			commits.Add(1)
+		}
+	})
+	defer func() {
+		stopConsumer()
+		cwg.Wait()
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(arrived)
+	}
+	waitFor := func(n int, deadline time.Time) error {
+		for count() < n && time.Now().Before(deadline) {
+			select {
+			case err := <-consumerErr:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+
+	keys := eventKeys()
+	warm := groupRate / 2
+	for _, p := range b.publishGroupEvents(ctx, topic, "evt_grp_warmup", warm, groupRate, keys) {
+		if p.err != nil {
+			return out, fmt.Errorf("warm-up publish: %w", p.err)
+		}
+	}
+	if err := waitFor(warm, time.Now().Add(15*time.Second)); err != nil {
+		return out, err
+	}
+	if got := count(); got < warm {
+		return out, fmt.Errorf("warm-up: %d of %d events polled within 15 s", got, warm)
+	}
+
+	n := int(d.Seconds() * groupRate)
+	var pubs []groupPublish
+	measure := func() error {
+		started := time.Now()
+		p0, pe0, c0, e0, en0 := polls.Load(), pollsWithEvents.Load(), commits.Load(), emptyPolls.Load(), emptyNanos.Load()
+		pubs = b.publishGroupEvents(ctx, topic, "evt_grp", n, groupRate, keys)
+		ok := 0
+		for _, p := range pubs {
+			if p.err == nil {
+				ok++
+			}
+		}
+		err := waitFor(warm+ok, time.Now().Add(10*time.Second))
+		out.elapsed = time.Since(started)
+		out.polls, out.pollsWithEvents, out.commits = polls.Load()-p0, pollsWithEvents.Load()-pe0, commits.Load()-c0
+		out.emptyPolls = emptyPolls.Load() - e0
+		if out.emptyPolls > 0 {
+			out.emptyMean = time.Duration((emptyNanos.Load() - en0) / out.emptyPolls)
+		}
+		return err
+	}
+	var err error
+	if b.statementsOK {
+		var stmts []stmtStat
+		stmts, err = b.statementsOf(ctx, measure)
+		for _, s := range stmts {
+			if !benchOwnStmt.MatchString(s.query) {
+				out.stmts = append(out.stmts, s)
+			}
+		}
+		out.stmtsOK = err == nil
+	} else {
+		err = measure()
+	}
+	if err != nil {
+		return out, err
+	}
+
+	var lat, pub, after []time.Duration
+	var firstErr error
+	mu.Lock()
+	for _, p := range pubs {
+		if p.err != nil {
+			out.failed++
+			if firstErr == nil {
+				firstErr = p.err
+			}
+			continue
+		}
+		out.published++
+		pub = append(pub, p.back.Sub(p.sent))
+		if at, ok := arrived[p.id]; ok {
+			out.received++
+			lat = append(lat, at.Sub(p.sent))
+			after = append(after, at.Sub(p.back))
+		}
+	}
+	out.dups = dups
+	mu.Unlock()
+	if firstErr != nil {
+		progress("  %d publishes failed, the first: %v", out.failed, firstErr)
+	}
+	out.latency, out.publish, out.after = Summarize(lat), Summarize(pub), Summarize(after)
+	progress("  publish → poll: p50 %s p99 %s max %s (%d of %d received, %d polls)",
+		fmtMs(out.latency.P50), fmtMs(out.latency.P99), fmtMs(out.latency.Max), out.received, out.published, out.polls)
+	return out, nil
+}
+
+// memberPoll is one poll of a part 3 member.
+type memberPoll struct {
+	sent, at   time.Time
+	generation int64
+	partitions []int
+}
+
+// memberLog is what a part 3 member saw.
+type memberLog struct {
+	mu    sync.Mutex
+	polls []memberPoll
+	err   error
+}
+
+func (l *memberLog) last() (memberPoll, int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.polls) == 0 {
+		return memberPoll{}, 0, l.err
+	}
+	return l.polls[len(l.polls)-1], len(l.polls), l.err
+}
+
+func (l *memberLog) all() []memberPoll {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.polls)
+}
+
+// rebalance is part 3's outcome.
+type rebalance struct {
+	stoppedAt          time.Time     // T: B's last poll answered
+	took               time.Duration // T → A's first answer listing every partition
+	evictingPollSentAt time.Duration // T → that poll sent (its transaction evicted B)
+	lastSeenB          time.Duration // B's last_seen before T (its last fetch)
+	genAtT, genAfter   int64
+	gensSeenAfter      int // distinct generations in A's answers after T
+	interval           time.Duration
+	pollMean           time.Duration // mean duration of A's polls (all empty)
+	timeline           [][]string
+	members            string // describe afterwards
+	ok                 bool
+}
+
+// runMember polls in a loop (session 5 s, wait 1 s) until stop is closed
+// or ctx ends, logging every answer; it commits events it gets (none are
+// published in part 3).
+func (b *Bench) runMember(ctx context.Context, topic, group, consumer string, stop <-chan struct{}, log *memberLog) {
+	req := groupPollRequest{Consumer: consumer, MaxEvents: groupBatch, WaitSeconds: rebalanceWait,
+		SessionTimeoutSeconds: rebalanceSession, Start: "latest"}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		sent := time.Now()
+		r, err := b.client.GroupPoll(ctx, topic, group, req)
+		at := time.Now()
+		if err == nil && len(r.Events) > 0 {
+			err = b.client.GroupCommit(ctx, topic, group, consumer, r.Generation, lastOffsets(r.Events))
+		}
+		log.mu.Lock()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.err = fmt.Errorf("%s: %w", consumer, err)
+			}
+			log.mu.Unlock()
+			return
+		}
+		log.polls = append(log.polls, memberPoll{sent: sent, at: at, generation: r.Generation, partitions: r.Partitions})
+		log.mu.Unlock()
+	}
+}
+
+// measureRebalance runs part 3: members A and B poll in a loop; B stops;
+// the bench waits until A's poll answer lists every partition.
+func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
+	var out rebalance
+	const topic, group = "bench-groups-rebalance", "rebalance"
+	if _, err := b.createTopic(ctx, topic); err != nil {
+		return out, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		logA, logB   memberLog
+		stopA, stopB = make(chan struct{}), make(chan struct{})
+		wg           sync.WaitGroup
+		doneB        = make(chan struct{})
+	)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Add(2)
+	go func() { defer wg.Done(); b.runMember(ctx, topic, group, "member-a", stopA, &logA) }()
+	// waitUntil checks cond every 5 ms until the deadline.
+	waitUntil := func(what string, limit time.Duration, cond func() bool) error {
+		deadline := time.Now().Add(limit)
+		for !cond() {
+			if _, _, err := logA.last(); err != nil {
+				return err
+			}
+			if _, _, err := logB.last(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: not within %s", what, limit)
+			}
+			sleepUntil(ctx, time.Now().Add(5*time.Millisecond))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	if err := waitUntil("member A's first poll", 10*time.Second, func() bool { _, n, _ := logA.last(); return n > 0 }); err != nil {
+		return out, err
+	}
+	go func() { defer wg.Done(); defer close(doneB); b.runMember(ctx, topic, group, "member-b", stopB, &logB) }()
+	// Settled: both answered with 2 partitions in the same generation.
+	if err := waitUntil("two members with 2 partitions each", 15*time.Second, func() bool {
+		a, _, _ := logA.last()
+		bb, n, _ := logB.last()
+		return n > 0 && len(a.partitions) == 2 && len(bb.partitions) == 2 && a.generation == bb.generation
+	}); err != nil {
+		return out, err
+	}
+	close(stopB)
+	select {
+	case <-doneB:
+	case <-time.After(10 * time.Second):
+		return out, errors.New("member B did not stop")
+	}
+	lastB, _, err := logB.last()
+	if err != nil {
+		return out, err
+	}
+	out.stoppedAt, out.genAtT = lastB.at, lastB.generation
+	// B's last_seen as the group recorded it, read before A's polls
+	// evict B (which deletes the row).
+	var lastSeen time.Time
+	if err := b.raw.QueryRow(ctx, `
+		SELECT m.last_seen FROM ferry.group_members m
+		JOIN ferry.consumer_groups g ON g.id = m.group_id
+		JOIN ferry.topics t ON t.id = g.topic_id
+		WHERE t.name = $1 AND g.name = $2 AND m.consumer = 'member-b'`, topic, group).Scan(&lastSeen); err == nil {
+		out.lastSeenB = lastSeen.Sub(out.stoppedAt)
+	} else {
+		progress("  member B's last_seen: %v", err)
+	}
+	progress("  member B stopped (generation %d); waiting for member A to own all %d partitions", out.genAtT, topicPartitions)
+
+	var got memberPoll
+	if err := waitUntil("member A owning every partition", time.Duration(rebalanceSession+10)*time.Second, func() bool {
+		for _, p := range logA.all() {
+			if p.at.After(out.stoppedAt) && len(p.partitions) == topicPartitions {
+				got = p
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return out, err
+	}
+	close(stopA)
+	out.took = got.at.Sub(out.stoppedAt)
+	out.evictingPollSentAt = got.sent.Sub(out.stoppedAt)
+	out.genAfter = got.generation
+
+	gens := map[int64]bool{}
+	var (
+		starts []time.Time
+		took   time.Duration
+		shown  []memberPoll // A's polls from the last before T to the one that got every partition
+	)
+	all := logA.all()
+	for i, p := range all {
+		starts = append(starts, p.sent)
+		took += p.at.Sub(p.sent)
+		if p.at.After(out.stoppedAt) && !p.at.After(got.at) {
+			gens[p.generation] = true
+		}
+		if !p.at.After(got.at) && (p.at.After(out.stoppedAt) || (i+1 < len(all) && all[i+1].at.After(out.stoppedAt))) {
+			shown = append(shown, p)
+		}
+	}
+	out.gensSeenAfter = len(gens)
+	if len(starts) > 1 {
+		out.interval = starts[len(starts)-1].Sub(starts[0]) / time.Duration(len(starts)-1)
+	}
+	if len(all) > 0 {
+		out.pollMean = took / time.Duration(len(all))
+	}
+	row := func(p memberPoll) []string {
+		return []string{
+			fmt.Sprintf("%+.3f s", p.sent.Sub(out.stoppedAt).Seconds()),
+			fmt.Sprintf("%+.3f s", p.at.Sub(out.stoppedAt).Seconds()),
+			strconv.FormatInt(p.generation, 10),
+			fmt.Sprint(p.partitions),
+		}
+	}
+	const keep = 4 // polls shown at each end of a long timeline
+	for i, p := range shown {
+		if len(shown) > 2*keep+1 && i == keep {
+			mid := shown[keep : len(shown)-keep]
+			out.timeline = append(out.timeline, []string{
+				fmt.Sprintf("… %d more polls …", len(mid)),
+				fmt.Sprintf("%+.3f s … %+.3f s", mid[0].at.Sub(out.stoppedAt).Seconds(), mid[len(mid)-1].at.Sub(out.stoppedAt).Seconds()),
+				"", ""})
+		}
+		if len(shown) > 2*keep+1 && i >= keep && i < len(shown)-keep {
+			continue
+		}
+		out.timeline = append(out.timeline, row(p))
+	}
+	d, err := b.client.DescribeGroup(ctx, topic, group)
+	if err != nil {
+		return out, fmt.Errorf("describe: %w", err)
+	}
+	var ms []string
+	for _, m := range d.Members {
+		ms = append(ms, fmt.Sprintf("%s %v", m.Consumer, m.Partitions))
+	}
+	out.members = fmt.Sprintf("generation %d; members: %s", d.Generation, strings.Join(ms, ", "))
+	out.ok = len(d.Members) == 1 && d.Members[0].Consumer == "member-a" && len(d.Members[0].Partitions) == topicPartitions
+	progress("  rebalance: %s after B stopped (evicting poll sent at +%s), generation %d → %d",
+		out.took.Round(time.Millisecond), out.evictingPollSentAt.Round(time.Millisecond), out.genAtT, out.genAfter)
+	return out, nil
+}
+
+func (b *Bench) groups(ctx context.Context) (*Section, error) {
+	n, publishFor := b.groupSizes()
+	if b.statementsOK && b.cluster != nil {
+		if err := b.setTracking(ctx, "top"); err != nil {
+			return nil, err
+		}
+		defer func() { _ = b.setTracking(context.Background(), "none") }()
+	}
+	const readTopic = "bench-groups-read"
+	topics := []string{readTopic, "bench-groups-latency", "bench-groups-rebalance"}
+	defer func() {
+		// Empty tables first: the topics' cleanup jobs then find nothing.
+		cctx := context.WithoutCancel(ctx)
+		if _, err := b.raw.Exec(cctx, `TRUNCATE ferry.events, ferry.event_dedup`); err != nil {
+			progress("  truncate: %v", err)
+		}
+		for _, t := range topics {
+			if err := b.deleteTopic(cctx, t); err != nil && !strings.Contains(err.Error(), "status 404") {
+				progress("  delete topic %s: %v", t, err)
+			}
+		}
+	}()
+	if err := b.resetTopics(ctx); err != nil {
+		return nil, err
+	}
+	tid, err := b.createTopic(ctx, readTopic)
+	if err != nil {
+		return nil, err
+	}
+	if err := warmPool(ctx, b.raw, topicPartitions); err != nil {
+		return nil, err
+	}
+	progress("  filling %s events, batches of %d", fmtInt(int64(n)), groupBatch)
+	sizes, err := b.fillGroupTopic(ctx, tid, n)
+	if err != nil {
+		return nil, err
+	}
+
+	// Part 1, in the order raw 1, Ferry 1, Ferry 4, raw 4.
+	progress("  read everything: 1 reader, then 4")
+	raw1, err := b.rawGroupRead(ctx, tid, "raw-1", 1)
+	if err != nil {
+		return nil, err
+	}
+	ferry1, err := b.ferryGroupRead(ctx, readTopic, "ferry-1", 1, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	ferry4, err := b.ferryGroupRead(ctx, readTopic, "ferry-4", 4, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	raw4, err := b.rawGroupRead(ctx, tid, "raw-4", 4)
+	if err != nil {
+		return nil, err
+	}
+	if raw1.events != int64(n) || raw4.events != int64(n) {
+		return nil, fmt.Errorf("raw readers read %d and %d events, not %d", raw1.events, raw4.events, n)
+	}
+	// The read topic's 200k events stay out of parts 2 and 3.
+	if _, err := b.raw.Exec(ctx, `TRUNCATE ferry.events, ferry.event_dedup`); err != nil {
+		return nil, err
+	}
+	if err := b.checkpoint(ctx); err != nil {
+		return nil, err
+	}
+
+	progress("  publish → poll latency: one long-polling member, %d events/s for %s", groupRate, publishFor)
+	lat, err := b.measureGroupLatency(ctx, publishFor)
+	if err != nil {
+		return nil, fmt.Errorf("latency: %w", err)
+	}
+
+	progress("  rebalance after a member stops (session timeout %d s, wait %d s)", rebalanceSession, rebalanceWait)
+	reb, err := b.measureRebalance(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rebalance: %w", err)
+	}
+
+	rows := groupReadRows(raw1, ferry1)
+	rows = append(rows, groupReadRows(raw4, ferry4)...)
+	rows = append(rows, groupLatencyRows(lat)...)
+	rows = append(rows, rebalanceRows(reb)...)
+
+	var grids []Grid
+	var notes []string
+	if ferry1.stmtsOK {
+		grids = append(grids, stmtGrid(
+			fmt.Sprintf("Part 1, Ferry, 1 member: the statements of the measured run (%s polls of up to %d events, each followed by a commit but the last)",
+				fmtInt(ferry1.requests), groupBatch), ferry1.stmts, ferry1.requests, "per poll", 20))
+	}
+	if lat.stmtsOK {
+		group, _ := splitPublishing(lat.stmts)
+		grids = append(grids, stmtGrid(
+			fmt.Sprintf("Part 2: the member's statements in the measured window, publishing's left out (%s polls, %s of them with events, %s events)",
+				fmtInt(lat.polls), fmtInt(lat.pollsWithEvents), fmtInt(int64(lat.received))), group, max(lat.polls, 1), "per poll", 20))
+	}
+	grids = append(grids, Grid{
+		Caption: fmt.Sprintf("Part 3: member A's polls from the last one answered before T (B's last poll answered) to the first listing every partition; times relative to T, B's last_seen at %+.3f s",
+			reb.lastSeenB.Seconds()),
+		Header: []string{"poll sent", "answered", "generation", "partitions"},
+		Rows:   reb.timeline,
+	})
+	if !ferry1.stmtsOK {
+		notes = append(notes, "**Statements skipped:** "+b.statementsReason+".")
+	}
+	notes = append(notes, groupNotes(raw1, ferry1, ferry4, lat, reb)...)
+
+	return &Section{
+		Rows:  rows,
+		Grids: grids,
+		Notes: notes,
+		How: fmt.Sprintf("**Read throughput (part 1):** one %d-partition topic created through the API, filled with %s events (partitions %v) through the raw pool with "+
+			"scenario 8's raw batch publish (batches of %d keyed events, one transaction each, 4 writers, offsets checked dense), then VACUUM ANALYZE and a CHECKPOINT. "+
+			"Four runs read all of it, each after a CHECKPOINT, in the order raw 1 reader, Ferry 1 member, Ferry 4 members, raw 4 readers (the table is in shared buffers throughout). "+
+			"Ferry: a new group per run (`start: earliest`); its members first join one after another with a poll of `max_events` 1 (committed, not counted), so that the "+
+			"assignment is settled before the measured run; then every member (its own consumer id) loops `POST .../poll` `{\"max_events\": %d, \"wait_seconds\": 0, "+
+			"\"session_timeout_seconds\": %d}`, decodes every field of the answer, and `POST .../commit`s the highest offset per partition, until a poll comes back empty; "+
+			"afterwards the group is described and every partition's lag must be 0. Raw: reader r of R reads the partitions p with p mod R = r, round-robin a batch at a time, "+
+			"with `SELECT id, type, key, data::text, attributes::text, partition, \"offset\", published_at FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND \"offset\" >= $3 "+
+			"ORDER BY \"offset\" LIMIT %d` (the columns Ferry reads), then `UPDATE ferry.group_partitions SET committed_offset = $3, fetch_offset = $3 + 1 WHERE group_id = $1 AND partition = $2` "+
+			"(the position row of a group the bench inserts into Ferry's tables), each its own autocommit statement. Events/s = events read in the run ÷ its wall time "+
+			"(first poll to the last member's empty poll). CPU, WAL, transactions and waits as in scenarios 1-3, over the run. "+
+			"pg_stat_statements (track = top) is on for the whole scenario, on both sides, and reset around each run and part 2's window; the bench's own sampling statements are left out. "+
+			"**Publish → poll latency (part 2):** a new topic; one member long-polls `{\"max_events\": %d, \"wait_seconds\": %d, \"session_timeout_seconds\": %d}` in a loop "+
+			"and commits after every poll that returned events; single-event publishes (`POST /v1/topics/{t}/events`, client-given ids) start from a schedule at %d events/s "+
+			"for %s (open loop, each in its own goroutine), after a %s warm-up at the same rate, all polled first. Latency = the time the poll answer carrying the event was read "+
+			"− the time just before its publish request was sent; every event must arrive within 10 s of the last publish. "+
+			"**Rebalance (part 3):** a new topic, nothing published; members A and B each loop polls `{\"wait_seconds\": %d, \"session_timeout_seconds\": %d}`. "+
+			"Once both answers list 2 partitions in the same generation, B stops after its current poll; T is when that last poll was answered. The time reported is T → the "+
+			"first answer to A that lists all %d partitions. Eviction is lazy: B's session expires %d s after its last_seen (updated by its last fetch, just before T), and "+
+			"the first poll of A that starts after that evicts it in its first transaction and lists the new partitions, but, nothing being published, is answered only after "+
+			"its %d s wait; so ≈ %d s + up to one poll interval (≈ %d s) + %d s is expected.",
+			topicPartitions, fmtInt(int64(n)), sizes, groupBatch, groupBatch, groupSession, groupBatch,
+			groupBatch, groupWait, groupSession, groupRate, publishFor, time.Second/2,
+			rebalanceWait, rebalanceSession, topicPartitions, rebalanceSession, rebalanceWait,
+			rebalanceSession, rebalanceWait, rebalanceWait),
+	}, nil
+}
+
+// groupReadRows are part 1's rows for one reader count.
+func groupReadRows(raw, ferry groupRead) []Row {
+	what := fmt.Sprintf("read, %d readers / members: ", raw.readers)
+	if raw.readers == 1 {
+		what = "read, 1 reader / member: "
+	}
+	rp, fp := raw.phase(), ferry.phase()
+	perReq := func(r groupRead, n int64) string {
+		if r.requests == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f", float64(n)/float64(r.requests))
+	}
+	pct := func(d []time.Duration) string {
+		s := Summarize(d)
+		return fmtMs(s.P50) + " / " + fmtMs(s.P99)
+	}
+	rows := []Row{
+		{Metric: what + "throughput (events read and committed)", Raw: fmtRateOf(raw.rate(), events), Ferry: fmtRateOf(ferry.rate(), events),
+			Ratio: ratioOf(ferry.rate(), raw.rate()), Target: "—"},
+		{Metric: what + "events, wall time", Raw: fmt.Sprintf("%s in %s", fmtInt(raw.events), raw.elapsed.Round(time.Millisecond)),
+			Ferry: fmt.Sprintf("%s in %s", fmtInt(ferry.events), ferry.elapsed.Round(time.Millisecond))},
+		{Metric: what + "range reads (raw) / polls (Ferry), events each", Raw: fmt.Sprintf("%s, %s", fmtInt(raw.requests), perReq(raw, raw.events)),
+			Ferry: fmt.Sprintf("%s, %s", fmtInt(ferry.requests), perReq(ferry, ferry.events))},
+		{Metric: what + "read latency p50 / p99 (raw SELECT; Ferry poll request, answer decoded)", Raw: pct(raw.read), Ferry: pct(ferry.read)},
+		{Metric: what + "commit latency p50 / p99 (raw UPDATE; Ferry commit request)", Raw: pct(raw.commit), Ferry: pct(ferry.commit)},
+		{Metric: what + "CPU cores in use", Raw: fmtCPU(raw.cpu), Ferry: fmtCPU(ferry.cpu)},
+		{Metric: what + "PostgreSQL CPU-ms per 1,000 events", Raw: cpuPer(raw.cpu.PG, rp, raw.cpu.PGKnown), Ferry: cpuPer(ferry.cpu.PG, fp, ferry.cpu.PGKnown),
+			Ratio: ratioOf(ferry.cpu.PG/ferry.rate(), raw.cpu.PG/raw.rate())},
+		{Metric: what + "bench-process CPU-ms per 1,000 events", Raw: cpuPer(raw.cpu.Self, rp, true), Ferry: cpuPer(ferry.cpu.Self, fp, true),
+			Ratio: ratioOf(ferry.cpu.Self/ferry.rate(), raw.cpu.Self/raw.rate())},
+		{Metric: what + "WAL bytes per event", Raw: fmt.Sprintf("%.1f", rp.WALPerMessage()), Ferry: fmt.Sprintf("%.1f", fp.WALPerMessage()),
+			Ratio: ratioOf(fp.WALPerMessage(), rp.WALPerMessage())},
+		{Metric: what + "write transactions per range read / poll", Raw: perReq(raw, raw.xacts), Ferry: perReq(ferry, ferry.xacts),
+			Ratio: ratioOf(float64(ferry.xacts)/float64(max(ferry.requests, 1)), float64(raw.xacts)/float64(max(raw.requests, 1)))},
+		{Metric: what + "PostgreSQL client backends: average active, and what they wait on", Raw: raw.waits.String(), Ferry: ferry.waits.String()},
+	}
+	if raw.stmtsOK && ferry.stmtsOK {
+		rows = append(rows,
+			Row{Metric: what + "SQL statements per range read / poll (with its commit)", Raw: perReq(raw, raw.calls()), Ferry: perReq(ferry, ferry.calls()),
+				Ratio: ratioOf(float64(ferry.calls())/float64(max(ferry.requests, 1)), float64(raw.calls())/float64(max(raw.requests, 1)))},
+			Row{Metric: what + "rows the read statement returns per range read / poll", Raw: fmt.Sprintf("%.0f", stmtRowsPer(raw.stmts, rawReadStmt, raw.requests)),
+				Ferry: fmt.Sprintf("%.0f (the member returns %.0f)", stmtRowsPer(ferry.stmts, groupFetchStmt, ferry.requests), float64(ferry.events)/float64(max(ferry.requests, 1)))},
+			Row{Metric: what + "PostgreSQL execution ms per 1,000 events", Raw: fmt.Sprintf("%.1f", raw.execMs()*1000/float64(max(raw.events, 1))),
+				Ferry: fmt.Sprintf("%.1f", ferry.execMs()*1000/float64(max(ferry.events, 1))),
+				Ratio: ratioOf(ferry.execMs()/float64(max(ferry.events, 1)), raw.execMs()/float64(max(raw.events, 1)))},
+		)
+	}
+	rows = append(rows, Row{Metric: what + "group drained (Ferry: lag 0 on every partition, every event committed once)", Raw: "—",
+		Ferry: fmt.Sprintf("%s (%s)", map[bool]string{true: "yes", false: "**no**"}[ferry.drained], ferry.drainDetail)})
+	return rows
+}
+
+// groupLatencyRows are part 2's rows.
+func groupLatencyRows(l groupLatency) []Row {
+	const what = "publish → poll: "
+	rows := []Row{
+		{Metric: what + "latency p50", Raw: "—", Ferry: fmtMs(l.latency.P50), Target: "—"},
+		{Metric: what + "latency p90", Raw: "—", Ferry: fmtMs(l.latency.P90)},
+		{Metric: what + "latency p99", Raw: "—", Ferry: fmtMs(l.latency.P99), Target: "—"},
+		{Metric: what + "latency max", Raw: "—", Ferry: fmtMs(l.latency.Max)},
+		{Metric: what + "events polled / published", Raw: "—",
+			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed, %d polled twice)", fmtInt(int64(l.received)), fmtInt(int64(l.published)), l.published-l.received, l.failed, l.dups),
+			Target: "= published", Pass: pass(l.received == l.published && l.failed == 0 && l.published > 0)},
+		{Metric: what + "publish request latency p50 / p99", Raw: "—", Ferry: fmtMs(l.publish.P50) + " / " + fmtMs(l.publish.P99)},
+		{Metric: what + "publish answered → poll answered p50 / p99", Raw: "—", Ferry: fmtMs(l.after.P50) + " / " + fmtMs(l.after.P99)},
+		{Metric: what + "polls in the window (with events), commits, events per poll with events", Raw: "—",
+			Ferry: fmt.Sprintf("%s (%s), %s, %.2f", fmtInt(l.polls), fmtInt(l.pollsWithEvents), fmtInt(l.commits),
+				float64(l.received)/float64(max(l.pollsWithEvents, 1)))},
+	}
+	t, ok := verdict(fmt.Sprintf("0 (wait_seconds %d)", groupWait), l.emptyPolls == 0)
+	rows = append(rows, Row{Metric: what + "polls answered without events in the window, their mean duration", Raw: "—",
+		Ferry: fmt.Sprintf("%s, %s", fmtInt(l.emptyPolls), fmtMs(l.emptyMean)), Target: t, Pass: ok})
+	if l.stmtsOK {
+		group, publishing := splitPublishing(l.stmts)
+		rows = append(rows,
+			Row{Metric: what + "SQL statements of the member per poll (poll + its commit, when any)", Raw: "—",
+				Ferry: fmt.Sprintf("%.1f (%.1f per event)", float64(calls(group))/float64(max(l.polls, 1)), float64(calls(group))/float64(max(l.received, 1)))},
+			Row{Metric: what + "SQL statements of publishing per event (publish transactions, wake-up NOTIFYs; pipelined BEGIN/COMMIT not recorded)", Raw: "—",
+				Ferry: fmt.Sprintf("%.1f", float64(calls(publishing))/float64(max(l.received, 1)))},
+		)
+	}
+	return rows
+}
+
+// rebalanceRows are part 3's rows.
+func rebalanceRows(r rebalance) []Row {
+	const what = "rebalance: "
+	return []Row{
+		{Metric: what + "member B stops → member A's poll answer lists all partitions", Raw: "—", Ferry: fmt.Sprintf("%.2f s", r.took.Seconds()), Target: "—"},
+		{Metric: what + "of which: until the poll that evicted B was sent (B's last_seen at T" + fmt.Sprintf("%+.3f s)", r.lastSeenB.Seconds()), Raw: "—",
+			Ferry: fmt.Sprintf("%.2f s", r.evictingPollSentAt.Seconds())},
+		func() Row {
+			ok := r.pollMean >= 9*time.Second*rebalanceWait/10
+			t, p := verdict(fmt.Sprintf("≈ %d s (wait_seconds)", rebalanceWait), ok)
+			return Row{Metric: what + "member A's polls, nothing published: mean duration, mean interval", Raw: "—",
+				Ferry: fmtMs(r.pollMean) + ", " + fmtMs(r.interval), Target: t, Pass: p}
+		}(),
+		{Metric: what + "generation changes after B stopped (generation at T → after)", Raw: "—",
+			Ferry: fmt.Sprintf("%d (%d → %d; %d distinct generation(s) in A's answers after T)", r.genAfter-r.genAtT, r.genAtT, r.genAfter, r.gensSeenAfter)},
+		{Metric: what + "group afterwards (describe)", Raw: "—", Ferry: r.members},
+	}
+}
+
+// publishOrNotify matches the statements of publishing in part 2: the
+// publish transactions (scenario 9's publishStmt) and the notifier's
+// wake-up NOTIFYs.
+var publishOrNotify = regexp.MustCompile(publishStmt.String() + `|pg_notify`)
+
+// splitPublishing splits statements into the group member's and
+// publishing's.
+func splitPublishing(stmts []stmtStat) (group, publishing []stmtStat) {
+	for _, s := range stmts {
+		if publishOrNotify.MatchString(strings.TrimSpace(s.query)) {
+			publishing = append(publishing, s)
+		} else {
+			group = append(group, s)
+		}
+	}
+	return group, publishing
+}
+
+func calls(stmts []stmtStat) (n int64) {
+	for _, s := range stmts {
+		n += s.calls
+	}
+	return n
+}
+
+// stmtGrid lists the statements with the most calls.
+func stmtGrid(caption string, stmts []stmtStat, per int64, perName string, limit int) Grid {
+	g := Grid{Caption: caption, Header: []string{"statement", "calls", perName, "rows/call", "mean ms"}}
+	for i, s := range stmts {
+		if i == limit {
+			break
+		}
+		g.Rows = append(g.Rows, []string{"`" + shortSQL(s.query) + "`", fmtInt(s.calls),
+			fmt.Sprintf("%.2f", float64(s.calls)/float64(max(per, 1))),
+			fmt.Sprintf("%.1f", float64(s.rows)/float64(max(s.calls, 1))),
+			fmt.Sprintf("%.3f", s.execMs/float64(max(s.calls, 1)))})
+	}
+	return g
+}
+
+// groupFetchStmt is Ferry's fetch of a member's events (store.groupFetch),
+// rawReadStmt the raw side's range read.
+var (
+	groupFetchStmt = regexp.MustCompile(`CROSS JOIN LATERAL \(\s*SELECT \* FROM ferry\.events`)
+	rawReadStmt    = regexp.MustCompile(`FROM ferry\.events\s+WHERE topic_id = \$1 AND partition = \$2 AND "offset" >= \$3`)
+)
+
+// stmtRowsPer is the rows the statements matching re returned, per request.
+func stmtRowsPer(stmts []stmtStat, re *regexp.Regexp, requests int64) float64 {
+	var rows int64
+	for _, s := range stmts {
+		if re.MatchString(s.query) {
+			rows += s.rows
+		}
+	}
+	return float64(rows) / float64(max(requests, 1))
+}
+
+// groupNotes say where a poll's time goes, from the measured split.
+func groupNotes(raw1, ferry1, ferry4 groupRead, l groupLatency, r rebalance) []string {
+	var notes []string
+	if ferry1.requests > 0 && len(ferry1.read) > 0 {
+		mean := func(d []time.Duration) time.Duration {
+			var s time.Duration
+			for _, v := range d {
+				s += v
+			}
+			return s / time.Duration(max(len(d), 1))
+		}
+		note := fmt.Sprintf("Where a poll cycle's time goes (part 1, 1 member): a poll request takes %s on average, of which the client's JSON decoding %s; "+
+			"the commit request after it %s. ",
+			fmtMs(mean(ferry1.read)), fmtMs(ferry1.decode/time.Duration(ferry1.requests)), fmtMs(mean(ferry1.commit)))
+		if ferry1.stmtsOK {
+			var fetchMs, fetchRows, fetchCalls float64
+			for _, s := range ferry1.stmts {
+				if groupFetchStmt.MatchString(s.query) {
+					fetchMs += s.execMs
+					fetchRows += float64(s.rows)
+					fetchCalls += float64(s.calls)
+				}
+			}
+			note += fmt.Sprintf("PostgreSQL executes %.1f ms of SQL per cycle (pg_stat_statements, commit waits excluded), %.1f ms of it the fetch, which returns "+
+				"%.0f rows per call for the %.0f events a poll returns: it reads up to max_events from *each* owned partition (`LIMIT` inside the lateral join) and the "+
+				"server keeps max_events of them, round-robin, so a member owning 4 partitions reads up to 4× what it returns. "+
+				"The raw reader executes %.1f ms per batch of %d. The rest of a Ferry poll is the server's Go work (scanning and encoding %d events as JSON) and the "+
+				"commits of its two write transactions.",
+				ferry1.execMs()/float64(ferry1.requests), fetchMs/float64(ferry1.requests),
+				fetchRows/max(fetchCalls, 1), float64(ferry1.events)/float64(max(ferry1.commits, 1)),
+				raw1.execMs()/float64(max(raw1.requests, 1)), groupBatch, groupBatch)
+		}
+		notes = append(notes, note)
+	}
+	if ferry4.waits.Samples > 0 {
+		notes = append(notes, "With 4 members every poll still takes the group row's lock (`SELECT ... FROM ferry.consumer_groups ... FOR UPDATE`) "+
+			"for its membership transaction, so the members' polls serialise on it for the length of that transaction, its commit included "+
+			"(see the waits row: Lock:transactionid / Lock:tuple are waits on it).")
+	}
+	if r.pollMean < time.Second*rebalanceWait/2 || l.emptyPolls > 0 {
+		notes = append(notes, fmt.Sprintf("**Long polling did not wait.** Member A's polls (wait_seconds %d, nothing published) were answered in %s on average, "+
+			"and part 2's member got %s empty answers in its window (wait_seconds %d, an event every %s), so both members polled in a tight loop: part 3 measures "+
+			"the session timeout alone (A polls continuously, so the first poll after B's session expired evicts it at once), and part 2 a busy-polling member. "+
+			"The likely cause, in `store.groupFetch` at this revision: when the fetch finds nothing, the partitions to advance are a nil slice, which pgx sends as "+
+			"NULL; `partition <> ALL(NULL)` is NULL, so the query that lists the partitions the member still owns returns none of them, `lost` is true, and "+
+			"`longPoll` stops waiting at once (it also wrongly reports the partitions as lost). With that fixed, part 3 should show ≈ %d-%d s and part 2 "+
+			"only polls that carry events.",
+			rebalanceWait, fmtMs(r.pollMean), fmtInt(l.emptyPolls), groupWait, time.Second/groupRate,
+			rebalanceSession+rebalanceWait, rebalanceSession+2*rebalanceWait))
+	}
+	if l.pollsWithEvents > 0 {
+		notes = append(notes, fmt.Sprintf("Part 2: the member's loop is poll → commit → poll; of the p50 of %s from publish to poll answer, the publish request takes %s; "+
+			"an event published while the member is between polls (committing, or in the membership transaction of its next poll) waits for the next fetch.",
+			fmtMs(l.latency.P50), fmtMs(l.publish.P50)))
+	}
+	return notes
+}

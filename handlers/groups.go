@@ -1,0 +1,336 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Bounds of consumer group settings, part of the contract (openapi.yaml).
+const (
+	minSessionTimeoutSeconds     = 5
+	maxSessionTimeoutSeconds     = 300
+	defaultSessionTimeoutSeconds = 30
+	maxPollEvents                = 1000
+)
+
+type pollRequest struct {
+	Consumer              *string `json:"consumer"`
+	MaxEvents             *int    `json:"max_events"`
+	WaitSeconds           *int    `json:"wait_seconds"`
+	SessionTimeoutSeconds *int    `json:"session_timeout_seconds"`
+	Start                 *string `json:"start"`
+}
+
+type pollReply struct {
+	Generation int64        `json:"generation"`
+	Partitions []int        `json:"partitions"`
+	Events     []eventReply `json:"events"`
+}
+
+// groupRef validates the route's topic and group names.
+func groupRef(c echo.Context) (topic, group string, err error) {
+	if topic, err = name(c, "topic"); err != nil {
+		return "", "", err
+	}
+	group, err = name(c, "group")
+	return topic, group, err
+}
+
+// consumerName validates a consumer id: a name, as queues are named.
+func consumerName(v *string) (string, error) {
+	if v == nil {
+		return "", invalid("consumer", "is required")
+	}
+	if !nameRe.MatchString(*v) {
+		return "", invalid("consumer", "must match %s", nameRe)
+	}
+	return *v, nil
+}
+
+func (h *handler) groupPoll(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	var req pollRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	consumer, err := consumerName(req.Consumer)
+	if err != nil {
+		return err
+	}
+	var cs checks
+	cs.intRange("max_events", req.MaxEvents, 1, maxPollEvents)
+	cs.intRange("wait_seconds", req.WaitSeconds, 0, 20)
+	cs.intRange("session_timeout_seconds", req.SessionTimeoutSeconds, minSessionTimeoutSeconds, maxSessionTimeoutSeconds)
+	if err := cs.err(); err != nil {
+		return err
+	}
+	session := deref(req.SessionTimeoutSeconds, defaultSessionTimeoutSeconds)
+	wait := deref(req.WaitSeconds, 0)
+	if wait >= session {
+		// A member waiting longer than its session would be evicted while
+		// it waits.
+		return invalid("wait_seconds", "must be less than session_timeout_seconds (%d)", session)
+	}
+	var start store.Start
+	if req.Start != nil {
+		if start, err = parseStart("start", *req.Start); err != nil {
+			return err
+		}
+	}
+	ctx := c.Request().Context()
+	t, err := h.topics.Get(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	poll := func(t store.Topic) (store.GroupPollResult, error) {
+		return store.GroupPoll(ctx, h.Pool, h.Notifier, store.GroupPollParams{
+			Topic: t, Group: group, Consumer: consumer,
+			SessionTimeout: time.Duration(session) * time.Second,
+			Start:          start,
+			Max:            deref(req.MaxEvents, 100),
+			Wait:           time.Duration(wait) * time.Second,
+			FallbackPoll:   h.FallbackPoll,
+			Stop:           h.Stop,
+		})
+	}
+	res, err := poll(t)
+	if errors.Is(err, store.ErrNotFound) {
+		// The cached topic may have been deleted and created again
+		// (through another instance): look it up afresh, once.
+		h.topics.Forget(topic)
+		if t, err = h.topics.Get(ctx, h.Pool, topic); err != nil {
+			return err
+		}
+		res, err = poll(t)
+	}
+	if err != nil {
+		return err
+	}
+	h.Metrics.observeGroup(topic, group, res.GroupRefresh)
+	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
+	for i, e := range res.Events {
+		out.Events[i] = toEventReply(e)
+	}
+	return reply(c, http.StatusOK, out)
+}
+
+type commitRequest struct {
+	Consumer   *string          `json:"consumer"`
+	Generation *int64           `json:"generation"`
+	Offsets    map[string]int64 `json:"offsets"`
+}
+
+// partitionOffsets validates a map of partition (as a decimal string) to
+// offset against the topic's partitions.
+func partitionOffsets(field string, raw map[string]int64, t store.Topic, min int64) (map[int]int64, error) {
+	if raw == nil {
+		return nil, invalid(field, "is required")
+	}
+	if len(raw) == 0 {
+		return nil, invalid(field, "must name at least one partition")
+	}
+	out := make(map[int]int64, len(raw))
+	for k, off := range raw {
+		p, err := strconv.Atoi(k)
+		if err != nil || strconv.Itoa(p) != k || p < 0 {
+			return nil, invalid(field, "keys must be partition numbers, not %q", k)
+		}
+		if p >= t.Partitions {
+			return nil, invalid(field+"."+k, "the topic has no partition %d (it has %d)", p, t.Partitions)
+		}
+		if off < min {
+			return nil, invalid(field+"."+k, "must be at least %d", min)
+		}
+		out[p] = off
+	}
+	return out, nil
+}
+
+func (h *handler) groupCommit(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	var req commitRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	consumer, err := consumerName(req.Consumer)
+	if err != nil {
+		return err
+	}
+	if req.Generation == nil {
+		return invalid("generation", "is required")
+	}
+	if *req.Generation < 0 {
+		return invalid("generation", "must not be negative")
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	offsets, err := partitionOffsets("offsets", req.Offsets, t, 0)
+	if err != nil {
+		return err
+	}
+	err = store.GroupCommit(ctx, h.Pool, store.GroupCommitParams{
+		Topic: t, Group: group, Consumer: consumer, Generation: *req.Generation, Offsets: offsets,
+	})
+	if errors.Is(err, store.ErrFenced) {
+		h.Metrics.fencedCommits.WithLabelValues(topic, group).Inc()
+		return problem(http.StatusConflict, codeConflict,
+			"the consumer does not own every partition named in that generation (it was rebalanced away); poll again, nothing was committed")
+	}
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type groupSeekRequest struct {
+	To      *string          `json:"to"`
+	Offsets map[string]int64 `json:"offsets"`
+}
+
+func (h *handler) groupSeek(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	var req groupSeekRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	if (req.To == nil) == (req.Offsets == nil) {
+		return invalid("to", "give either to or offsets")
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	p := store.GroupSeekParams{Topic: t, Group: group}
+	if req.To != nil {
+		if p.Start, err = parseStart("to", *req.To); err != nil {
+			return err
+		}
+	} else if p.Offsets, err = partitionOffsets("offsets", req.Offsets, t, 0); err != nil {
+		return err
+	}
+	if err := store.GroupSeek(ctx, h.Pool, p); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type groupMemberReply struct {
+	Consumer              string    `json:"consumer"`
+	Partitions            []int     `json:"partitions"`
+	LastSeen              time.Time `json:"last_seen"`
+	SessionTimeoutSeconds int       `json:"session_timeout_seconds"`
+}
+
+type groupPartitionReply struct {
+	Partition       int     `json:"partition"`
+	CommittedOffset int64   `json:"committed_offset"`
+	HeadOffset      int64   `json:"head_offset"`
+	Lag             int64   `json:"lag"`
+	Owner           *string `json:"owner"`
+	ExpiredSkipped  int64   `json:"expired_skipped"`
+}
+
+type groupReply struct {
+	Name       string                `json:"name"`
+	Topic      string                `json:"topic"`
+	Generation int64                 `json:"generation"`
+	CreatedAt  time.Time             `json:"created_at"`
+	Members    []groupMemberReply    `json:"members"`
+	Partitions []groupPartitionReply `json:"partitions"`
+}
+
+func toGroupReply(topic string, g store.Group) groupReply {
+	out := groupReply{Name: g.Name, Topic: topic, Generation: g.Generation, CreatedAt: g.CreatedAt.UTC(),
+		Members: make([]groupMemberReply, len(g.Members)), Partitions: make([]groupPartitionReply, len(g.Partitions))}
+	for i, m := range g.Members {
+		out.Members[i] = groupMemberReply{Consumer: m.Consumer, Partitions: m.Partitions, LastSeen: m.LastSeen.UTC(),
+			SessionTimeoutSeconds: m.SessionTimeoutSeconds}
+	}
+	for i, p := range g.Partitions {
+		out.Partitions[i] = groupPartitionReply(p)
+	}
+	return out
+}
+
+func (h *handler) groupGet(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	g, err := store.GroupDescribe(ctx, h.Pool, t, group)
+	if err != nil {
+		return err
+	}
+	h.Metrics.observeGroup(topic, group, g.Refresh)
+	return reply(c, http.StatusOK, toGroupReply(topic, g))
+}
+
+func (h *handler) groupList(c echo.Context) error {
+	topic, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	names, err := store.GroupList(ctx, h.Pool, t.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]groupReply, 0, len(names))
+	for _, n := range names {
+		g, err := store.GroupDescribe(ctx, h.Pool, t, n)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		// Describing refreshed the group: count what that changed.
+		h.Metrics.observeGroup(topic, n, g.Refresh)
+		out = append(out, toGroupReply(topic, g))
+	}
+	return reply(c, http.StatusOK, map[string]any{"groups": out})
+}
+
+func (h *handler) groupDelete(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := store.TopicGet(ctx, h.Pool, topic)
+	if err != nil {
+		return err
+	}
+	if err := store.GroupDelete(ctx, h.Pool, t, group); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

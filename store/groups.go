@@ -1,0 +1,865 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Consumer groups read a topic's log Kafka-style: the partitions are split
+// among the group's live members, each member reads its partitions in
+// offset order from its fetch position, and commits offsets it finished.
+//
+// Membership is lazy and needs no leader: every poll (and describe) runs
+// groupRefresh under the group row's lock, which evicts members whose
+// session timed out, gives partitions of departed members to live ones and
+// spreads partitions evenly over members, moving as few as it can
+// (sticky). Every change of assignment bumps the group's generation; a
+// partition remembers the generation in which its owner got it. A commit
+// or a fetch applies to a partition only if the caller owns it and got it
+// in the generation it names or earlier: a member that lost a partition
+// (a zombie) is fenced, and a new owner starts at committed + 1.
+
+// ErrFenced refuses a commit for a partition the consumer does not own in
+// the generation it names.
+var ErrFenced = fmt.Errorf("%w: the consumer does not own the partition in that generation", ErrConflict)
+
+// Group is a consumer group as described.
+type Group struct {
+	ID         int64
+	Name       string
+	Generation int64
+	CreatedAt  time.Time
+	Members    []GroupMember
+	Partitions []GroupPartition
+	// Refresh is what describing the group changed in passing.
+	Refresh GroupRefresh
+}
+
+// GroupMember is a live member of a group.
+type GroupMember struct {
+	Consumer              string
+	Partitions            []int
+	LastSeen              time.Time
+	SessionTimeoutSeconds int
+}
+
+// GroupPartition is a group's position on one partition of its topic.
+type GroupPartition struct {
+	Partition       int
+	CommittedOffset int64
+	HeadOffset      int64
+	Lag             int64
+	Owner           *string
+	// ExpiredSkipped counts events the group never read because retention
+	// removed them first (its committed offset was moved to the oldest
+	// retained event).
+	ExpiredSkipped int64
+}
+
+// GroupPollParams is a poll of one member.
+type GroupPollParams struct {
+	Topic          Topic
+	Group          string
+	Consumer       string
+	SessionTimeout time.Duration
+	// Start positions a group created by this poll.
+	Start Start
+	Max   int
+	// Wait, when the member's partitions have nothing new, long-polls.
+	Wait         time.Duration
+	FallbackPoll time.Duration
+	Stop         <-chan struct{}
+}
+
+// GroupPollResult is what a poll returns.
+type GroupPollResult struct {
+	Generation int64
+	Partitions []int
+	Events     []Event
+	GroupRefresh
+}
+
+// owned is a partition a member owns, and its fetch position.
+type owned struct {
+	partition int
+	fetch     int64
+}
+
+// GroupPoll joins the member to the group (creating the group on first
+// use), rebalances if membership changed, and returns up to Max events of
+// the member's partitions from their fetch positions, advancing them.
+func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPollParams) (GroupPollResult, error) {
+	var (
+		res  GroupPollResult
+		st   groupState
+		mine []owned
+	)
+	start := p.Start
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			st, err = groupRefresh(ctx, tx, p.Topic, p.Group, p.Consumer, int(p.SessionTimeout/time.Second), &start)
+			return err
+		})
+	})
+	if err != nil {
+		return res, interpretError("group poll", err)
+	}
+	res.Generation, res.GroupRefresh = st.generation, st.GroupRefresh
+	res.Partitions = []int{}
+	for _, ps := range st.parts {
+		if ps.owner != nil && *ps.owner == p.Consumer {
+			mine = append(mine, owned{partition: ps.partition, fetch: ps.fetch})
+			res.Partitions = append(res.Partitions, ps.partition)
+		}
+	}
+	if len(mine) == 0 {
+		return res, nil
+	}
+	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+		events, lost, err := groupFetch(ctx, pool, p.Topic.ID, st.id, p.Consumer, res.Generation, mine, p.Max)
+		res.Events = events
+		// Stop waiting when something came, or the partitions were lost.
+		return len(events) > 0 || lost, err
+	})
+	return res, err
+}
+
+// GroupRefresh is what a poll or describe changed in passing: a rebalance,
+// evictions of members whose session timed out, events skipped because
+// retention removed them before the group read them.
+type GroupRefresh struct {
+	Rebalanced bool
+	Evicted    int
+	Skipped    int64
+}
+
+// groupState is a group as groupRefresh left it.
+type groupState struct {
+	id, generation int64
+	GroupRefresh
+	members []string
+	parts   []partState
+}
+
+// partState is one partition of a group.
+type partState struct {
+	partition        int
+	owner            *string
+	fetch, committed int64
+}
+
+// groupRefresh locks the group's row (membership changes of a group run
+// one at a time), marks consumer as seen (unless ""), evicts members whose
+// session timed out, moves positions that fell behind the retained log,
+// and rebalances if the assignment is not what the live members should
+// have — in one round trip when nothing changes. With create, a group
+// that does not exist is created positioned there; without, it is
+// ErrNoRows.
+func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string, session int, create *Start) (groupState, error) {
+	st := groupState{id: -1}
+	const group = `(SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2)`
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name)
+	if consumer != "" {
+		b.Queue(`
+			INSERT INTO ferry.group_members (group_id, consumer, session_timeout_seconds)
+			SELECT `+group+`, $3, $4 WHERE `+group+` IS NOT NULL
+			ON CONFLICT (group_id, consumer) DO UPDATE
+				SET last_seen = now(), session_timeout_seconds = excluded.session_timeout_seconds`,
+			t.ID, name, consumer, session)
+	}
+	b.Queue(`
+		DELETE FROM ferry.group_members
+		WHERE group_id = `+group+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`, t.ID, name)
+	b.Queue(`SELECT consumer FROM ferry.group_members WHERE group_id = `+group+` ORDER BY consumer`, t.ID, name)
+	// Retention: a position behind the oldest retained event moves to it,
+	// and the events it never read are counted.
+	b.Queue(`
+		WITH oldest AS (
+			SELECT tp.partition, coalesce((SELECT e."offset" FROM ferry.events e
+				WHERE e.topic_id = tp.topic_id AND e.partition = tp.partition ORDER BY e."offset" LIMIT 1), tp.next_offset) AS o
+			FROM ferry.topic_partitions tp WHERE tp.topic_id = $1
+		),
+		behind AS (
+			SELECT gp.partition, gp.expired_skipped AS before, o.o
+			FROM ferry.group_partitions gp JOIN oldest o USING (partition)
+			WHERE gp.group_id = `+group+` AND gp.committed_offset < o.o - 1
+		),
+		-- A commit may land between the read above and the row lock: the
+		-- condition is checked again on the row as locked, and the count
+		-- taken from it (expired_skipped changes only under the group lock).
+		moved AS (
+			UPDATE ferry.group_partitions gp SET
+				expired_skipped = gp.expired_skipped + (b.o - 1 - gp.committed_offset),
+				committed_offset = b.o - 1,
+				fetch_offset = greatest(gp.fetch_offset, b.o)
+			FROM behind b
+			WHERE gp.group_id = `+group+` AND gp.partition = b.partition AND gp.committed_offset < b.o - 1
+			RETURNING gp.expired_skipped - b.before AS skipped
+		)
+		SELECT coalesce(sum(skipped), 0)::bigint FROM moved`, t.ID, name)
+	b.Queue(`
+		SELECT partition, owner, fetch_offset, committed_offset FROM ferry.group_partitions
+		WHERE group_id = `+group+` ORDER BY partition`, t.ID, name)
+	err := func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if err := br.QueryRow().Scan(&st.id, &st.generation); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				st.id = -1
+			} else {
+				return err
+			}
+		}
+		if consumer != "" {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		st.Evicted = int(tag.RowsAffected())
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if st.members, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&st.Skipped); err != nil {
+			return err
+		}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		st.parts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (partState, error) {
+			var ps partState
+			return ps, row.Scan(&ps.partition, &ps.owner, &ps.fetch, &ps.committed)
+		})
+		if err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return st, err
+	}
+	if st.id < 0 {
+		if create == nil {
+			return st, pgx.ErrNoRows
+		}
+		if err := groupCreate(ctx, tx, t, name, *create); err != nil {
+			return st, err
+		}
+		return groupRefresh(ctx, tx, t, name, consumer, session, nil)
+	}
+	if len(st.parts) < t.Partitions {
+		// The topic grew: its new partitions are read from their start.
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
+			SELECT $1, partition, -1, 0 FROM ferry.topic_partitions WHERE topic_id = $2
+			ON CONFLICT DO NOTHING`, st.id, t.ID)
+		if err != nil {
+			return st, err
+		}
+		if tag.RowsAffected() > 0 {
+			return groupRefresh(ctx, tx, t, name, consumer, session, nil)
+		}
+	}
+	return st, groupRebalance(ctx, tx, &st)
+}
+
+// groupCreate creates the group with a row per partition positioned at
+// start (before the first event to read).
+func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Start) error {
+	var id int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO ferry.consumer_groups (topic_id, name) SELECT $1, $2
+		WHERE EXISTS (SELECT 1 FROM ferry.topics WHERE id = $1)
+		ON CONFLICT (topic_id, name) DO NOTHING RETURNING id`, t.ID, name).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Created meanwhile by another poll (which also positioned it),
+		// or the topic is gone: either way the caller reads it again.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
+		SELECT $1, tp.partition, c.committed, c.committed + 1
+		FROM ferry.topic_partitions tp
+		CROSS JOIN LATERAL (
+			SELECT CASE
+				WHEN $3 THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), tp.next_offset) - 1
+				WHEN $4::timestamptz IS NOT NULL THEN coalesce(
+					(SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition AND published_at >= $4
+					 ORDER BY published_at, "offset" LIMIT 1), tp.next_offset) - 1
+				ELSE tp.next_offset - 1
+				END AS committed
+		) c
+		WHERE tp.topic_id = $2
+		ON CONFLICT DO NOTHING`, id, t.ID, start.Earliest, start.Time)
+	return err
+}
+
+// groupRebalance gives every partition the owner assignSticky says, if
+// that changes anything: the generation grows, and each partition that
+// moved starts, for its new owner, after the committed offset.
+func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
+	current := map[int]string{}
+	parts := make([]int, len(st.parts))
+	for i, ps := range st.parts {
+		parts[i] = ps.partition
+		if ps.owner != nil {
+			current[ps.partition] = *ps.owner
+		}
+	}
+	want := assignSticky(parts, current, st.members)
+	var (
+		moved  []int32
+		owners []*string
+	)
+	index := map[int]int{}
+	for i, ps := range st.parts {
+		if want[ps.partition] == current[ps.partition] {
+			continue
+		}
+		moved = append(moved, int32(ps.partition))
+		var o *string
+		if w := want[ps.partition]; w != "" {
+			o = &w
+		}
+		owners = append(owners, o)
+		st.parts[i].owner = o
+		index[ps.partition] = i
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	st.Rebalanced = true
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
+	b.Queue(`
+		UPDATE ferry.group_partitions gp SET owner = m.owner, owner_generation = g.generation,
+			fetch_offset = gp.committed_offset + 1
+		FROM unnest($2::int[], $3::text[]) AS m(partition, owner), ferry.consumer_groups g
+		WHERE gp.group_id = $1 AND gp.partition = m.partition AND g.id = $1
+		RETURNING gp.partition, gp.fetch_offset, gp.committed_offset`, st.id, moved, owners)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if err := br.QueryRow().Scan(&st.generation); err != nil {
+		return err
+	}
+	// The positions as set under the row locks: a commit of the old owner
+	// may have landed since the batch that read them.
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var (
+			p                int
+			fetch, committed int64
+		)
+		if err := rows.Scan(&p, &fetch, &committed); err != nil {
+			rows.Close()
+			return err
+		}
+		if i, ok := index[p]; ok {
+			st.parts[i].fetch, st.parts[i].committed = fetch, committed
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// assignSticky spreads partitions evenly over members (sorted), keeping
+// each partition with its current owner where the owner is live and under
+// its share, and returns the owner of every partition ("" when there are
+// no members). Members that already hold more get the larger shares, so
+// as few partitions as possible move.
+func assignSticky(parts []int, current map[int]string, members []string) map[int]string {
+	out := make(map[int]string, len(parts))
+	if len(members) == 0 {
+		for _, p := range parts {
+			out[p] = ""
+		}
+		return out
+	}
+	live := make(map[string]bool, len(members))
+	kept := map[string][]int{}
+	for _, m := range members {
+		live[m] = true
+	}
+	var free []int
+	for _, p := range parts {
+		if o, ok := current[p]; ok && live[o] {
+			kept[o] = append(kept[o], p)
+		} else {
+			free = append(free, p)
+		}
+	}
+	order := slices.Clone(members)
+	sort.SliceStable(order, func(i, j int) bool { return len(kept[order[i]]) > len(kept[order[j]]) })
+	base, extra := len(parts)/len(members), len(parts)%len(members)
+	quota := map[string]int{}
+	for i, m := range order {
+		quota[m] = base
+		if i < extra {
+			quota[m]++
+		}
+		ps := kept[m]
+		if len(ps) > quota[m] {
+			free = append(free, ps[quota[m]:]...)
+			ps = ps[:quota[m]]
+		}
+		for _, p := range ps {
+			out[p] = m
+		}
+		quota[m] -= len(ps)
+	}
+	slices.Sort(free)
+	for _, m := range members {
+		for ; quota[m] > 0 && len(free) > 0; quota[m]-- {
+			out[free[0]] = m
+			free = free[1:]
+		}
+	}
+	return out
+}
+
+// groupFetch reads up to max events of the member's partitions from their
+// fetch positions (each in offset order; the max is shared out among the
+// partitions that have events, so no partition starves and no more than
+// max rows are read) and advances the positions — only of partitions the
+// member still owns in generation gen; events of the others are dropped,
+// and lost reports that some were. It also marks the member as seen.
+func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, consumer string, gen int64, mine []owned, max int) ([]Event, bool, error) {
+	parts := make([]int32, len(mine))
+	froms := make([]int64, len(mine))
+	for i, o := range mine {
+		parts[i], froms[i] = int32(o.partition), o.fetch
+	}
+	// How many events each partition has after the position.
+	rows, err := pool.Query(ctx, `
+		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset)
+		FROM unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
+		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition`, topicID, parts, froms)
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	avail := map[int32]int64{}
+	for rows.Next() {
+		var (
+			p int32
+			n int64
+		)
+		if err := rows.Scan(&p, &n); err != nil {
+			rows.Close()
+			return nil, false, interpretError("group fetch", err)
+		}
+		avail[p] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	limits := shareOut(parts, avail, max)
+	total := int64(0)
+	for _, l := range limits {
+		total += l
+	}
+	if total == 0 {
+		return nil, false, nil
+	}
+	rows, err = pool.Query(ctx, `
+		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at
+		FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS p(partition, from_offset, lim)
+		CROSS JOIN LATERAL (
+			SELECT * FROM ferry.events
+			WHERE topic_id = $1 AND partition = p.partition AND "offset" >= p.from_offset
+			ORDER BY "offset" LIMIT p.lim
+		) e
+		WHERE p.lim > 0
+		ORDER BY e.partition, e."offset"`, topicID, parts, froms, limits)
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	picked, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	next := map[int]int64{}
+	for _, e := range picked {
+		next[e.Partition] = e.Offset + 1
+	}
+	advParts, advTo := []int32{}, []int64{} // never nil: NULL would match nothing
+	for p, off := range next {
+		advParts = append(advParts, int32(p))
+		advTo = append(advTo, off)
+	}
+	// Advance, fenced: only partitions still owned, got in gen or before.
+	rows, err = pool.Query(ctx, `
+		WITH seen AS (
+			UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
+		),
+		advanced AS (
+			UPDATE ferry.group_partitions gp SET fetch_offset = greatest(gp.fetch_offset, a.next)
+			FROM unnest($4::int[], $5::bigint[]) AS a(partition, next)
+			WHERE gp.group_id = $1 AND gp.partition = a.partition AND gp.owner = $2 AND gp.owner_generation <= $3
+			RETURNING gp.partition
+		)
+		SELECT partition FROM advanced
+		UNION ALL
+		SELECT partition FROM ferry.group_partitions
+		WHERE group_id = $1 AND owner = $2 AND owner_generation <= $3 AND partition <> ALL($4)`,
+		gid, consumer, gen, advParts, advTo)
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	still, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
+	}
+	keep := map[int]bool{}
+	for _, p := range still {
+		keep[p] = true
+	}
+	out := picked[:0]
+	for _, e := range picked {
+		if keep[e.Partition] {
+			out = append(out, e)
+		}
+	}
+	lost := len(still) < len(mine)
+	return out, lost, nil
+}
+
+// shareOut divides max among the partitions (in order) by what each has
+// available: every partition with events gets a fair share, and what one
+// cannot use goes to the others.
+func shareOut(parts []int32, avail map[int32]int64, max int) []int64 {
+	limits := make([]int64, len(parts))
+	left := int64(max)
+	for left > 0 {
+		var open []int
+		for i, p := range parts {
+			if avail[p] > limits[i] {
+				open = append(open, i)
+			}
+		}
+		if len(open) == 0 {
+			break
+		}
+		share := left / int64(len(open))
+		if share == 0 {
+			share = 1
+		}
+		for _, i := range open {
+			add := min(share, avail[parts[i]]-limits[i], left)
+			limits[i] += add
+			left -= add
+			if left == 0 {
+				break
+			}
+		}
+	}
+	return limits
+}
+
+// GroupCommitParams commits offsets of a member.
+type GroupCommitParams struct {
+	Topic      Topic
+	Group      string
+	Consumer   string
+	Generation int64
+	// Offsets: partition → the last offset done.
+	Offsets map[int]int64
+}
+
+// GroupCommit records, for each partition, that offsets up to the given
+// one are done — all or none: if the consumer does not own one of the
+// partitions in the generation it names (it was rebalanced away), nothing
+// is committed and ErrFenced is returned. Commits only move forward (a
+// lower offset than the committed one is kept as is); seek moves back.
+// An offset beyond the partition's head is refused.
+func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error {
+	parts := make([]int32, 0, len(p.Offsets))
+	offs := make([]int64, 0, len(p.Offsets))
+	for part, off := range p.Offsets {
+		parts = append(parts, int32(part))
+		offs = append(offs, off)
+	}
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			var gid, gen int64
+			err := tx.QueryRow(ctx, `SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
+				p.Topic.ID, p.Group).Scan(&gid, &gen)
+			if err != nil {
+				return err
+			}
+			var beyond *int32
+			if err := tx.QueryRow(ctx, `
+				SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
+				LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
+				WHERE tp.partition IS NULL OR v.off >= tp.next_offset`, p.Topic.ID, parts, offs).Scan(&beyond); err != nil {
+				return err
+			}
+			if beyond != nil {
+				return &ValidationError{Field: fmt.Sprintf("offsets.%d", *beyond), Message: "is beyond the partition's head offset (or the partition does not exist)"}
+			}
+			if p.Generation > gen {
+				return ErrFenced
+			}
+			var n int
+			err = tx.QueryRow(ctx, `
+				WITH seen AS (
+					UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
+				),
+				done AS (
+					UPDATE ferry.group_partitions gp SET committed_offset = greatest(gp.committed_offset, v.off)
+					FROM unnest($4::int[], $5::bigint[]) AS v(partition, off)
+					WHERE gp.group_id = $1 AND gp.partition = v.partition AND gp.owner = $2 AND gp.owner_generation <= $3
+					RETURNING 1
+				)
+				SELECT count(*) FROM done`, gid, p.Consumer, p.Generation, parts, offs).Scan(&n)
+			if err != nil {
+				return err
+			}
+			if n != len(parts) {
+				return ErrFenced // rolls the others back
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, ErrFenced) {
+		return ErrFenced
+	}
+	var verr *ValidationError
+	if errors.As(err, &verr) {
+		return verr
+	}
+	return interpretError("group commit", err)
+}
+
+// GroupSeekParams moves a group: to Start, or to explicit Offsets
+// (partition → the next offset to read).
+type GroupSeekParams struct {
+	Topic   Topic
+	Group   string
+	Start   Start
+	Latest  bool
+	Offsets map[int]int64
+}
+
+// GroupSeek moves the group's committed offsets (and its members' fetch
+// positions) and bumps the generation, so commits of batches read before
+// the seek are fenced. Latest: the next event published; Earliest: the
+// oldest retained; Time: the first published at or after it; Offsets: the
+// given next offsets (partitions not named keep theirs).
+func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
+	var (
+		parts []int32
+		nexts []int64
+	)
+	for part, off := range p.Offsets {
+		parts = append(parts, int32(part))
+		nexts = append(nexts, off)
+	}
+	mode := "offsets"
+	switch {
+	case p.Offsets != nil:
+	case p.Start.Earliest:
+		mode = "earliest"
+	case p.Start.Time != nil:
+		mode = "time"
+	default:
+		mode = "latest"
+	}
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			var gid int64
+			err := tx.QueryRow(ctx, `SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+				p.Topic.ID, p.Group).Scan(&gid)
+			if err != nil {
+				return err
+			}
+			if mode == "offsets" {
+				var bad *int32
+				if err := tx.QueryRow(ctx, `
+					SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
+					LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
+					WHERE tp.partition IS NULL OR v.off > tp.next_offset`, p.Topic.ID, parts, nexts).Scan(&bad); err != nil {
+					return err
+				}
+				if bad != nil {
+					return &ValidationError{Field: fmt.Sprintf("offsets.%d", *bad), Message: "is beyond the partition's next offset (or the partition does not exist)"}
+				}
+			}
+			var gen int64
+			if err := tx.QueryRow(ctx, `UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, gid).Scan(&gen); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `
+				UPDATE ferry.group_partitions gp SET committed_offset = c.committed, fetch_offset = c.committed + 1,
+					owner_generation = CASE WHEN gp.owner IS NULL THEN gp.owner_generation ELSE $3 END
+				FROM ferry.topic_partitions tp
+				CROSS JOIN LATERAL (
+					SELECT CASE $4
+						WHEN 'earliest' THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), tp.next_offset) - 1
+						WHEN 'time' THEN coalesce(
+							(SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition AND published_at >= $5
+							 ORDER BY published_at, "offset" LIMIT 1), tp.next_offset) - 1
+						WHEN 'latest' THEN tp.next_offset - 1
+						ELSE (SELECT v.off - 1 FROM unnest($6::int[], $7::bigint[]) AS v(partition, off) WHERE v.partition = tp.partition)
+						END AS committed
+				) c
+				WHERE gp.group_id = $1 AND tp.topic_id = $2 AND tp.partition = gp.partition AND c.committed IS NOT NULL`,
+				gid, p.Topic.ID, gen, mode, p.Start.Time, parts, nexts)
+			return err
+		})
+	})
+	var verr *ValidationError
+	if errors.As(err, &verr) {
+		return verr
+	}
+	return interpretError("group seek", err)
+}
+
+// GroupDescribe refreshes the group (evictions, rebalance, retention) and
+// describes it: live members, and per partition the committed offset,
+// head, lag and owner.
+func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Group, error) {
+	var g Group
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			st, err := groupRefresh(ctx, tx, t, name, "", 0, nil)
+			if err != nil {
+				return err
+			}
+			g = Group{ID: st.id, Name: name, Generation: st.generation, Refresh: st.GroupRefresh}
+			if err := tx.QueryRow(ctx, `SELECT created_at FROM ferry.consumer_groups WHERE id = $1`, st.id).Scan(&g.CreatedAt); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `
+				SELECT consumer, last_seen, session_timeout_seconds FROM ferry.group_members WHERE group_id = $1 ORDER BY consumer`, g.ID)
+			if err != nil {
+				return err
+			}
+			g.Members, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupMember, error) {
+				var m GroupMember
+				return m, row.Scan(&m.Consumer, &m.LastSeen, &m.SessionTimeoutSeconds)
+			})
+			if err != nil {
+				return err
+			}
+			rows, err = tx.Query(ctx, `
+				SELECT gp.partition, gp.committed_offset, tp.next_offset - 1, gp.owner, gp.expired_skipped
+				FROM ferry.group_partitions gp
+				JOIN ferry.topic_partitions tp ON tp.topic_id = $2 AND tp.partition = gp.partition
+				WHERE gp.group_id = $1 ORDER BY gp.partition`, g.ID, t.ID)
+			if err != nil {
+				return err
+			}
+			g.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupPartition, error) {
+				var p GroupPartition
+				err := row.Scan(&p.Partition, &p.CommittedOffset, &p.HeadOffset, &p.Owner, &p.ExpiredSkipped)
+				p.Lag = max(0, p.HeadOffset-p.CommittedOffset)
+				return p, err
+			})
+			return err
+		})
+	})
+	if err != nil {
+		return Group{}, interpretError("group describe", err)
+	}
+	byMember := map[string]int{}
+	for i, m := range g.Members {
+		byMember[m.Consumer] = i
+		g.Members[i].Partitions = []int{}
+	}
+	for _, p := range g.Partitions {
+		if p.Owner != nil {
+			if i, ok := byMember[*p.Owner]; ok {
+				g.Members[i].Partitions = append(g.Members[i].Partitions, p.Partition)
+			}
+		}
+	}
+	return g, nil
+}
+
+// GroupList returns the names of the topic's groups.
+func GroupList(ctx context.Context, db DBTX, topicID int64) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT name FROM ferry.consumer_groups WHERE topic_id = $1 ORDER BY name`, topicID)
+	if err != nil {
+		return nil, interpretError("group list", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, interpretError("group list", err)
+}
+
+// GroupDelete deletes the group, its members and positions.
+func GroupDelete(ctx context.Context, db TxBeginner, t Topic, name string) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, `DELETE FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 RETURNING id`, t.ID, name).Scan(&id); err != nil {
+			return err
+		}
+		return groupDeleteRows(ctx, tx, []int64{id})
+	})
+	return interpretError("group delete", err)
+}
+
+func groupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM ferry.group_members WHERE group_id = ANY($1)`, ids); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM ferry.group_partitions WHERE group_id = ANY($1)`, ids)
+	return err
+}
+
+// GroupLag is one row of GroupLags: a partition's lag, or (Partition -1)
+// the number of members in Lag.
+type GroupLag struct {
+	TopicID   int64
+	Group     string
+	Partition int
+	Lag       int64
+}
+
+// GroupLags reads every group's lag per partition and member count, in
+// one statement, without changing anything (for metrics).
+func GroupLags(ctx context.Context, db DBTX) ([]GroupLag, error) {
+	rows, err := db.Query(ctx, `
+		SELECT g.topic_id, g.name, gp.partition, greatest(0, tp.next_offset - 1 - gp.committed_offset)
+		FROM ferry.consumer_groups g
+		JOIN ferry.group_partitions gp ON gp.group_id = g.id
+		JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
+		UNION ALL
+		SELECT g.topic_id, g.name, -1, (SELECT count(*) FROM ferry.group_members m WHERE m.group_id = g.id)
+		FROM ferry.consumer_groups g
+		ORDER BY 1, 2, 3`)
+	if err != nil {
+		return nil, interpretError("group lags", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupLag, error) {
+		var l GroupLag
+		return l, row.Scan(&l.TopicID, &l.Group, &l.Partition, &l.Lag)
+	})
+	return out, interpretError("group lags", err)
+}
