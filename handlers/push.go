@@ -133,21 +133,31 @@ func (h *handler) kickPush(ctx context.Context, q store.Queue) {
 	h.Pusher.Kick(ctx, []int64{q.ID})
 }
 
+// pushTarget resolves the route's queue or subscription, which must have
+// push configured (409 otherwise).
+func (h *handler) pushTarget(c echo.Context) (targetRef, store.Queue, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return ref, store.Queue{}, err
+	}
+	q, err := h.resolve(c.Request().Context(), ref, false)
+	if err != nil {
+		return ref, q, err
+	}
+	if q.Push == nil {
+		return ref, q, problem(http.StatusConflict, codeConflict, "push is not configured here: there is no secret to rotate or push to enable")
+	}
+	return ref, q, nil
+}
+
 // pushRotateSecret issues a new signing secret; the old one keeps signing
 // for 24 hours, so receivers can switch without losing a request.
 func (h *handler) pushRotateSecret(c echo.Context) error {
-	ref, err := targetOf(c)
+	_, q, err := h.pushTarget(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, false)
-	if err != nil {
-		return err
-	}
-	if q.Push == nil {
-		return problem(http.StatusConflict, codeConflict, "push is not configured here: there is no secret to rotate")
-	}
 	secret := jobs.NewSigningSecret()
 	if err := store.SecretRotate(ctx, h.Pool, q.ID, secret, secretOverlap); err != nil {
 		return err
@@ -162,18 +172,11 @@ func (h *handler) pushRotateSecret(c echo.Context) error {
 // pushEnable re-enables push delivery that was disabled (410 Gone, or
 // failing for too long) and starts delivering the backlog.
 func (h *handler) pushEnable(c echo.Context) error {
-	ref, err := targetOf(c)
+	ref, q, err := h.pushTarget(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, false)
-	if err != nil {
-		return err
-	}
-	if q.Push == nil {
-		return problem(http.StatusConflict, codeConflict, "push is not configured here")
-	}
 	if err := store.PushEnable(ctx, h.Pool, q.ID); err != nil {
 		return err
 	}
