@@ -573,6 +573,10 @@ func TestGroupSpreadAndSticky(t *testing.T) {
 	require.Empty(t, e.Partitions)
 	require.Empty(t, e.Events)
 	require.Equal(t, gen4, e.Generation, "a join that moves nothing keeps the generation")
+	// An idle member's long poll waits (it does not spin).
+	_, idle, err := gpollAsync(env, "spread", "g", "e", map[string]any{"wait_seconds": 1})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, idle.took, 900*time.Millisecond, "a member without partitions waits out its wait_seconds")
 	g = gdescribe(t, env, "spread", "g")
 	require.Len(t, g.Members, 5)
 	require.Equal(t, []int{1, 1, 1, 1, 0}, sizes(g))

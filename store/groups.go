@@ -121,6 +121,18 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 		}
 	}
 	if len(mine) == 0 {
+		// More members than partitions: nothing to read until a
+		// rebalance, which the next poll does. Wait as a long poll would,
+		// so idle members do not spin.
+		if p.Wait > 0 {
+			t := time.NewTimer(p.Wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			case <-p.Stop:
+			}
+		}
 		return res, nil
 	}
 	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
