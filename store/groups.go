@@ -179,6 +179,13 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 	st := groupState{id: -1}
 	const group = `(SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2)`
 	b := &pgx.Batch{}
+	if consumer != "" {
+		// A poll that changes no assignment writes only what may be lost
+		// in a crash (last_seen, evictions that the next poll redoes,
+		// retention moves it recomputes): its commit need not wait for
+		// the WAL flush. A rebalance or a creation turns this back on.
+		b.Queue(asyncCommit)
+	}
 	b.Queue(`SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name)
 	if consumer != "" {
 		b.Queue(`
@@ -224,6 +231,11 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 	err := func() error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
+		if consumer != "" {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
 		if err := br.QueryRow().Scan(&st.id, &st.generation); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				st.id = -1
@@ -295,6 +307,9 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 // groupCreate creates the group with a row per partition positioned at
 // start (before the first event to read).
 func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Start) error {
+	if _, err := tx.Exec(ctx, syncCommit); err != nil {
+		return err
+	}
 	var id int64
 	err := tx.QueryRow(ctx, `
 		INSERT INTO ferry.consumer_groups (topic_id, name) SELECT $1, $2
@@ -362,6 +377,7 @@ func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
 	}
 	st.Rebalanced = true
 	b := &pgx.Batch{}
+	b.Queue(syncCommit) // a generation must never be handed out twice
 	b.Queue(`UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
 	b.Queue(`
 		UPDATE ferry.group_partitions gp SET owner = m.owner, owner_generation = g.generation,
@@ -371,6 +387,9 @@ func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
 		RETURNING gp.partition, gp.fetch_offset, gp.committed_offset`, st.id, moved, owners)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
 	if err := br.QueryRow().Scan(&st.generation); err != nil {
 		return err
 	}
@@ -526,7 +545,12 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		advTo = append(advTo, off)
 	}
 	// Advance, fenced: only partitions still owned, got in gen or before.
-	rows, err = pool.Query(ctx, `
+	// A fetch position lost in a crash only means events are read again
+	// (at least once): the commit need not wait for the WAL flush.
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(asyncCommit)
+	b.Queue(`
 		WITH seen AS (
 			UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
 		),
@@ -541,10 +565,28 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		SELECT partition FROM ferry.group_partitions
 		WHERE group_id = $1 AND owner = $2 AND owner_generation <= $3 AND partition <> ALL($4)`,
 		gid, consumer, gen, advParts, advTo)
-	if err != nil {
-		return nil, false, interpretError("group fetch", err)
-	}
-	still, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	b.Queue(`COMMIT`)
+	still, err := func() ([]int, error) {
+		br := pool.SendBatch(ctx, b)
+		defer br.Close()
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		still, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return nil, err
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		return still, br.Close()
+	}()
 	if err != nil {
 		return nil, false, interpretError("group fetch", err)
 	}
@@ -561,6 +603,13 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 	lost := len(still) < len(mine)
 	return out, lost, nil
 }
+
+// asyncCommit and syncCommit set, for the rest of the transaction,
+// whether its commit waits for the WAL flush.
+const (
+	asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+	syncCommit  = `SELECT set_config('synchronous_commit', 'on', true)`
+)
 
 // shareOut divides max among the partitions (in order) by what each has
 // available: every partition with events gets a fair share, and what one
