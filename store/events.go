@@ -266,6 +266,12 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 				clock_timestamp() AS at
 			FROM input i JOIN bumped b USING (partition)
 		),
+		-- The event as deliveries carry it, made once per event (not once
+		-- per subscription), and only when some subscription matched.
+		bodies AS MATERIALIZED (
+			SELECT n.ord, ferry.event_json(n.id, n.type, n.key, n.data, n.attributes, n.partition, n.off, n.at) AS body
+			FROM numbered n WHERE n.ord IN (SELECT unnest($9::int[]))
+		),
 		appended AS (
 			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
 			SELECT $1, partition, off, id, type, key, attributes, data, at
@@ -290,9 +296,8 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 				f.grp IS NOT NULL AND (
 					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
 					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
-				n.at, f.grp, n.id, n.partition, n.off,
-				ferry.event_json(n.id, n.type, n.key, n.data, n.attributes, n.partition, n.off, n.at)
-			FROM fan f JOIN numbered n ON n.ord = f.ev
+				n.at, f.grp, n.id, n.partition, n.off, b.body
+			FROM fan f JOIN numbered n ON n.ord = f.ev JOIN bodies b ON b.ord = f.ev
 		)
 		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs,
 		fan.queues, fan.events, fan.groups)
