@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -57,6 +58,14 @@ func (h *handler) pushPatch(ctx context.Context, raw json.RawMessage) (*store.Pu
 	}
 	if req.URL != nil {
 		if err := jobs.CheckPushURL(ctx, *req.URL, h.AllowPrivatePush, nil); err != nil {
+			// A name that does not exist is the client's mistake; a
+			// resolver that fails or times out is not.
+			var dnsErr *net.DNSError
+			if errors.As(err, &dnsErr) && !dnsErr.IsNotFound {
+				p := problem(http.StatusServiceUnavailable, codeUnavailable, "could not resolve push.url's host just now; nothing was written, retry")
+				p.header = http.Header{"Retry-After": []string{"1"}}
+				return nil, p
+			}
 			var uerr *jobs.URLError
 			if errors.As(err, &uerr) {
 				return nil, invalid("push.url", "%s", uerr.Reason)
@@ -182,6 +191,9 @@ func (h *handler) pushEnable(c echo.Context) error {
 	}
 	h.pushChanged(q.ID)
 	h.forget(ctx, ref)
+	if h.Pusher != nil {
+		h.Pusher.Forget() // the target set it kicks from now includes this one
+	}
 	q.DisabledAt = nil
 	h.kickPush(ctx, q)
 	return c.NoContent(http.StatusNoContent)

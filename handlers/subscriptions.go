@@ -260,6 +260,7 @@ func (h *handler) subscriptionSeek(c echo.Context) error {
 	}
 	if n > 0 {
 		h.Notifier.Published([]int64{s.ID})
+		h.kickPush(ctx, s.Queue)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

@@ -270,7 +270,7 @@ const maxPushTimeout = 60
 
 // leaseSlack is added to a request's timeout for the lease of the message
 // it carries, so the lease outlives the request and its settling.
-const leaseSlack = 30 * time.Second
+const leaseSlack = 60 * time.Second
 
 // pushResult is how one request went.
 type pushResult struct {
@@ -387,6 +387,12 @@ func (w *PushWorker) Work(ctx context.Context, job *river.Job[PushArgs]) error {
 		if !stopping && inFlight < t.Push.MaxInFlight {
 			wakeCh = wake
 		}
+		// Once stopping, only results matter: a closed Stop or a done
+		// context would end every wait at once and spin the loop.
+		stopCh, doneCh := cfg.Stop, ctx.Done()
+		if stopping {
+			stopCh, doneCh = nil, nil
+		}
 		timer := time.NewTimer(min(cfg.Poll, limiter.untilNext()))
 		select {
 		case r := <-results:
@@ -397,8 +403,8 @@ func (w *PushWorker) Work(ctx context.Context, job *river.Job[PushArgs]) error {
 		case <-changed:
 		case <-timer.C:
 			mayHaveWork = true
-		case <-cfg.Stop:
-		case <-ctx.Done():
+		case <-stopCh:
+		case <-doneCh:
 		}
 		timer.Stop()
 		if isClosed(wake) {

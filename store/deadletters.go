@@ -125,16 +125,25 @@ func DeadLetterRedrive(ctx context.Context, db TxBeginner, p RedriveParams) (int
 			b.Queue(`
 				WITH gone AS (
 					DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id = ANY($2) RETURNING *
+				),
+				-- A subscription's event may be pending again (after a
+				-- seek): that delivery stands for the dead letter. It is
+				-- left out before heads are chosen, so a group never gets
+				-- a head that is not written. (Seeks take the queue's lock
+				-- exclusively; no other writer adds an old event.)
+				kept AS (
+					SELECT * FROM gone g
+					WHERE g.event_offset IS NULL OR NOT EXISTS (
+						SELECT 1 FROM ferry.messages x
+						WHERE x.queue_id = $1 AND x.event_partition = g.event_partition AND x.event_offset = g.event_offset)
 				)
 				INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
 				SELECT queue_id, id, now(),
 					grp IS NOT NULL AND (
 						row_number() OVER (PARTITION BY grp ORDER BY id) > 1
-						OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = gone.grp)),
+						OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = kept.grp)),
 					sent_at, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body
-				FROM gone
-				-- A subscription's event may be pending again (after a
-				-- seek): that delivery stands for the dead letter.
+				FROM kept
 				ON CONFLICT DO NOTHING`, p.QueueID, ids)
 			br := tx.SendBatch(ctx, b)
 			defer br.Close()

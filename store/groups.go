@@ -310,10 +310,13 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	if _, err := tx.Exec(ctx, syncCommit); err != nil {
 		return err
 	}
+	// The topic's row in key-share mode: a topic delete (which locks it
+	// for update) waits for this creation, and then deletes the group;
+	// or it went first, and the group is not created.
 	var id int64
 	err := tx.QueryRow(ctx, `
-		INSERT INTO ferry.consumer_groups (topic_id, name) SELECT $1, $2
-		WHERE EXISTS (SELECT 1 FROM ferry.topics WHERE id = $1)
+		INSERT INTO ferry.consumer_groups (topic_id, name)
+		SELECT id, $2 FROM ferry.topics WHERE id = $1 FOR KEY SHARE
 		ON CONFLICT (topic_id, name) DO NOTHING RETURNING id`, t.ID, name).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Created meanwhile by another poll (which also positioned it),

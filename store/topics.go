@@ -219,7 +219,13 @@ func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, err
 		return 0, nil, interpretError("topic delete", err)
 	}
 	// After the partitions: no publish is in progress to fan out to them.
-	rows, err = tx.Query(ctx, `DELETE FROM ferry.queues WHERE topic_id = $1 RETURNING id`, id)
+	// Each subscription's lock, as a queue delete takes it: no redrive is
+	// writing into one (redrives hold it shared).
+	rows, err = tx.Query(ctx, `
+		DELETE FROM ferry.queues WHERE id IN (
+			SELECT id FROM ferry.queues, pg_advisory_xact_lock(ferry.queue_lock_key(id))
+			WHERE topic_id = $1 ORDER BY id)
+		RETURNING id`, id)
 	if err != nil {
 		return 0, nil, interpretError("topic delete", err)
 	}
