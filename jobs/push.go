@@ -78,7 +78,7 @@ type PushConfig struct {
 	// DisableAfter disables a target whose every attempt has failed for
 	// this long (default 5 days).
 	DisableAfter time.Duration
-	// RunFor bounds one job run (default 30 s); IdleFor is how long a
+	// RunFor bounds one job run (default 10 s); IdleFor is how long a
 	// worker waits for new work before leaving (default 5 s); Poll is how
 	// often an idle worker looks without a wake-up (default 250 ms).
 	RunFor, IdleFor, Poll time.Duration
@@ -113,7 +113,7 @@ func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
 		cfg.DisableAfter = 5 * 24 * time.Hour
 	}
 	if cfg.RunFor <= 0 {
-		cfg.RunFor = 30 * time.Second
+		cfg.RunFor = DefaultPushRunFor
 	}
 	if cfg.IdleFor <= 0 {
 		cfg.IdleFor = 5 * time.Second
@@ -260,9 +260,21 @@ type PushWorker struct {
 }
 
 // Timeout bounds a run: its budget, plus the longest request, plus
-// settling.
+// settling. It is kept short because a job left "running" by a crashed
+// instance blocks its target until River rescues it, which must wait
+// longer than any job may run (see RescueStuckJobsAfter in
+// internal/server).
 func (w *PushWorker) Timeout(*river.Job[PushArgs]) time.Duration {
-	return w.Pusher.cfg.RunFor + 2*time.Duration(maxPushTimeout)*time.Second + 30*time.Second
+	return PushJobTimeout(w.Pusher.cfg.RunFor)
+}
+
+// DefaultPushRunFor is a push job's run budget when PushConfig has none.
+const DefaultPushRunFor = 10 * time.Second
+
+// PushJobTimeout is the longest a push job with the given run budget runs:
+// the budget, the longest request, and the settling of the last round.
+func PushJobTimeout(runFor time.Duration) time.Duration {
+	return runFor + time.Duration(maxPushTimeout)*time.Second + 40*time.Second
 }
 
 // maxPushTimeout bounds push.timeout_seconds (handlers validate it).

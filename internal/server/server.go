@@ -147,9 +147,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		},
 		// Push jobs are picked up within milliseconds of their insert.
 		FetchCooldown: 5 * time.Millisecond,
-		// A push job runs at most jobs.PushWorker.Timeout; one left
-		// "running" by a crashed instance is rescued after this.
-		RescueStuckJobsAfter: 4 * time.Minute,
+		// A push job runs at most jobs.PushJobTimeout (under 2 min); one
+		// left "running" by a crashed instance is rescued after this, and
+		// until then its target waits (nothing is lost: leases expire).
+		RescueStuckJobsAfter: jobs.PushJobTimeout(jobs.DefaultPushRunFor) + 20*time.Second,
 	}
 	jobs.Register(rcfg, pool, jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
