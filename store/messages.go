@@ -463,8 +463,12 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 	if err := rows.Err(); err != nil {
 		return nil, nil, interpretError("message claim", err)
 	}
-	// Oldest first: the UPDATE returns rows in no particular order.
-	slices.SortFunc(msgs, func(a, b Message) int { return cmp.Compare(a.ID, b.ID) })
+	// Oldest first (the UPDATE returns rows in no particular order): by
+	// send time (a subscription's: its event's publish time, which a
+	// backfill's ids need not follow), then id.
+	slices.SortFunc(msgs, func(a, b Message) int {
+		return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.ID, b.ID))
+	})
 	return msgs, exhausted, nil
 }
 

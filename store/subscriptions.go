@@ -103,6 +103,7 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 		s          Subscription
 		created    bool
 		backfilled int64
+		fence      map[int]int64
 	)
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -160,13 +161,25 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 			if err := pushSet(ctx, tx, &s.Queue, push, p.Queue.Push); err != nil {
 				return err
 			}
-			backfilled = 0
-			if created {
-				backfilled, err = subscriptionBackfill(ctx, tx, s, p.Start)
+			backfilled, fence = 0, nil
+			switch {
+			case !created || (!p.Start.Earliest && p.Start.Time == nil):
+			case ordered:
+				// In offset order per key, before any later event: under
+				// the partition locks, in one statement.
+				backfilled, err = subscriptionBackfill(ctx, tx, s, p.Start, nil)
+			default:
+				// After the commit, in bounded batches, up to the heads
+				// as they are now (later events are fanned out by their
+				// publishes): publishes do not wait for the backfill.
+				fence, err = partitionHeads(ctx, tx, t.ID)
 			}
 			return err
 		})
 	})
+	if err == nil && fence != nil {
+		backfilled, err = subscriptionBackfillBatches(ctx, db, s, p.Start, fence)
+	}
 	if err != nil {
 		var verr *ValidationError
 		if errors.As(err, &verr) {
@@ -177,43 +190,116 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 	return s, created, backfilled, nil
 }
 
+// backfillBatch bounds the offsets of one partition one backfill
+// statement reads.
+const backfillBatch = 5000
+
+// partitionHeads reads each partition's next offset (under the partition
+// locks, so that exactly the events before them are the past).
+func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int64, error) {
+	rows, err := tx.Query(ctx, `SELECT partition, next_offset FROM ferry.topic_partitions WHERE topic_id = $1`, topicID)
+	if err != nil {
+		return nil, err
+	}
+	heads := map[int]int64{}
+	for rows.Next() {
+		var (
+			p int
+			n int64
+		)
+		if err := rows.Scan(&p, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		heads[p] = n
+	}
+	return heads, rows.Err()
+}
+
+// subscriptionBackfillBatches backfills an unordered subscription with the
+// retained events from start up to the fence (partition → first offset
+// not to backfill), one partition window of backfillBatch offsets per
+// statement, each its own transaction. Deliveries are unique by event
+// position, so a window done twice doubles nothing. If it stops half way
+// (an error, a crash), the subscription has part of the past: a seek to
+// the same start completes it.
+func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscription, start Start, fence map[int]int64) (int64, error) {
+	var total int64
+	for p, head := range fence {
+		var from int64
+		err := db.QueryRow(ctx, `
+			SELECT coalesce(
+				(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND published_at >= $3
+				 ORDER BY published_at, "offset" LIMIT 1), $4)`,
+			s.TopicID, p, startTime(start), head).Scan(&from)
+		if err != nil {
+			return total, err
+		}
+		for lo := from; lo < head; lo += backfillBatch {
+			n, err := subscriptionBackfill(ctx, db, s, start, &offsetWindow{partition: p, from: lo, to: min(lo+backfillBatch, head)})
+			if err != nil {
+				return total, err
+			}
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// offsetWindow limits a backfill to offsets [from, to) of one partition.
+type offsetWindow struct {
+	partition int
+	from, to  int64
+}
+
+func startTime(start Start) time.Time {
+	if start.Time != nil {
+		return *start.Time
+	}
+	return time.Time{}
+}
+
 // subscriptionBackfill delivers to s the retained events of its topic from
-// start on that its filter selects, in publish order (so an ordered
-// subscription gets each key's events in offset order), skipping events it
-// already holds. It runs under the topic's partition locks
-// (lockTopicForSubscriptions): no publish interleaves, so backfilled
-// events come before every later one. Its cost is one INSERT over the
-// retained events from start.
-func subscriptionBackfill(ctx context.Context, tx pgx.Tx, s Subscription, start Start) (int64, error) {
+// start on (within w, when given) that its filter selects, in publish
+// order (so an ordered subscription gets each key's events in offset
+// order), skipping events it already holds. Without w it runs under the
+// topic's partition locks (lockTopicForSubscriptions): no publish
+// interleaves, so backfilled events come before every later one, at the
+// cost of one INSERT over the retained events from start while publishes
+// wait.
+func subscriptionBackfill(ctx context.Context, db DBTX, s Subscription, start Start, w *offsetWindow) (int64, error) {
 	if !start.Earliest && start.Time == nil {
 		return 0, nil
 	}
-	from := time.Time{}
-	if start.Time != nil {
-		from = *start.Time
+	args := []any{s.ID, s.TopicID, startTime(start), s.Filter.typeRegexps()}
+	window := ""
+	if w != nil {
+		window = `AND e.partition = $5 AND e."offset" >= $6 AND e."offset" < $7`
+		args = append(args, w.partition, w.from, w.to)
 	}
-	tag, err := tx.Exec(ctx, `
+	tag, err := db.Exec(ctx, `
 		WITH picked AS (
 			SELECT nextval('ferry.message_id_seq') AS mid, m.*
 			FROM (
 				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
 				FROM ferry.events e, ferry.queues q
-				WHERE q.id = $1 AND e.topic_id = $2 AND e.published_at >= $3 AND `+sqlMatch("$4")+`
+				WHERE q.id = $1 AND e.topic_id = $2 AND e.published_at >= $3 AND `+sqlMatch("$4")+` `+window+`
 					AND NOT EXISTS (SELECT 1 FROM ferry.messages x
 						WHERE x.queue_id = $1 AND x.event_partition = e.partition AND x.event_offset = e."offset")
 				ORDER BY e.published_at, e.partition, e."offset"
 			) m
 		)
 		INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
-		SELECT $1, mid, now(),
+		-- visible since its publish: claims take them in publish order,
+		-- whatever order the windows of a batched backfill ran in.
+		SELECT $1, mid, published_at,
 			grp IS NOT NULL AND (
 				row_number() OVER (PARTITION BY grp ORDER BY mid) > 1
 				OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = picked.grp)),
 			published_at, grp, id, partition, "offset",
 			ferry.event_json(id, type, key, data, attributes, partition, "offset", published_at)
 		FROM picked
-		ON CONFLICT DO NOTHING`,
-		s.ID, s.TopicID, from, s.Filter.typeRegexps())
+		ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -295,7 +381,7 @@ func SubscriptionSeek(ctx context.Context, db TxBeginner, s Subscription, start 
 			if _, err := tx.Exec(ctx, `DELETE FROM ferry.messages WHERE queue_id = $1`, s.ID); err != nil {
 				return err
 			}
-			n, err = subscriptionBackfill(ctx, tx, cur, start)
+			n, err = subscriptionBackfill(ctx, tx, cur, start, nil)
 			return err
 		})
 	})

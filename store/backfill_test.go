@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// An unordered subscription created with a start backfills after its
+// creation commits, in windows of offsets: with more events than one
+// window, publishes running meanwhile, every retained event from start and
+// every later one arrive exactly once, and claims take them in publish
+// order.
+func TestBackfillInWindowsWhilePublishing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	keys := keysFor(2)
+	const before = 11_000 // more than two windows per partition
+	for b := range before / 1000 {
+		batch := make([]store.PublishEvent, 1000)
+		for i := range batch {
+			n := b*1000 + i
+			batch[i] = eventWithKey(fmt.Sprintf("old-%05d", n), keys[n%2])
+		}
+		e.publish(tp, batch...)
+	}
+
+	// Publishers run while the subscription is created and backfills.
+	stop := make(chan struct{})
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		later []string
+	)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("new-%d-%05d", w, i)
+				_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(id, keys[i%2])})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				later = append(later, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // let some publishes land before the creation (not a synchronisation)
+	s, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{Start: store.Start{Earliest: true}})
+	require.NoError(t, err)
+	require.True(t, created)
+	close(stop)
+	wg.Wait()
+	require.GreaterOrEqual(t, n, int64(before), "at least the events published before the publishers started")
+
+	// Every event of the log, exactly once.
+	var total, distinct int64
+	require.NoError(t, e.pool.QueryRow(e.ctx, `
+		SELECT count(*), count(DISTINCT (event_partition, event_offset)) FROM ferry.messages WHERE queue_id = $1`, s.ID).Scan(&total, &distinct))
+	var logged int64
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID).Scan(&logged))
+	require.Equal(t, logged, total, "every event of the log is delivered")
+	require.Equal(t, total, distinct, "none twice")
+	require.EqualValues(t, before+len(later), logged)
+
+	// Claims come in publish order, whatever order the windows ran in:
+	// the first claimed are from the first batch published, and each
+	// partition's in offset order.
+	got := e.claim(s.Queue, 100, time.Minute)
+	require.Len(t, got, 100)
+	var body struct {
+		Partition int   `json:"partition"`
+		Offset    int64 `json:"offset"`
+	}
+	last := map[int]int64{0: -1, 1: -1}
+	for i, m := range got {
+		require.Less(t, *m.EventID, "old-01000", "claim %d is from the first batch", i)
+		require.NoError(t, json.Unmarshal(m.Body, &body))
+		require.Greater(t, body.Offset, last[body.Partition], "claim %d: partition %d in offset order", i, body.Partition)
+		last[body.Partition] = body.Offset
+	}
+}
