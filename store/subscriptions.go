@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Subscription is a queue fed by a topic: its Queue part (id, name,
@@ -358,9 +359,88 @@ func SubscriptionDelete(ctx context.Context, tx pgx.Tx, topicID int64, name stri
 // the retained events from start that the filter selects are delivered
 // again ("latest" delivers nothing: everything so far counts as
 // acknowledged). Dead letters stay. It reports how many events it
-// delivered. Like a backfill, it holds the topic's partitions while it
-// runs, so publishes to the topic wait for it.
-func SubscriptionSeek(ctx context.Context, db TxBeginner, s Subscription, start Start) (int64, error) {
+// delivered.
+//
+// An ordered subscription is sought in one transaction holding the
+// topic's partitions (publishes wait), so each key stays in order. An
+// unordered one only fences under them (the newest delivery id and the
+// partitions' heads), then deletes and backfills in bounded batches while
+// publishes go on: deliveries of events published after the fence are
+// kept, and the backfill stops at the heads. Redrives into the
+// subscription wait for the whole seek (its queue lock is held on the
+// seek's connection), so a redriven message is not deleted by it.
+func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, start Start) (int64, error) {
+	if s.Ordered {
+		n, err := subscriptionSeekLocked(ctx, pool, s, start)
+		return n, interpretError("subscription seek", err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, interpretError("subscription seek", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(ferry.queue_lock_key($1))`, s.ID); err != nil {
+		return 0, interpretError("subscription seek", err)
+	}
+	defer func() {
+		// Unlock even if ctx ended; if that fails the connection is
+		// closed, which releases the lock.
+		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock(ferry.queue_lock_key($1))`, s.ID); err != nil {
+			conn.Conn().Close(context.Background())
+		}
+	}()
+	var (
+		cur   Subscription
+		fence int64
+		heads map[int]int64
+	)
+	err = retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if err := lockTopicForSubscriptions(ctx, tx, s.TopicID); err != nil {
+				return err
+			}
+			var err error
+			cur, err = scanSubscription(tx.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues WHERE id = $1`, s.ID))
+			if err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM ferry.messages WHERE queue_id = $1`, s.ID).Scan(&fence); err != nil {
+				return err
+			}
+			heads, err = partitionHeads(ctx, tx, s.TopicID)
+			return err
+		})
+	})
+	if err != nil {
+		return 0, interpretError("subscription seek", err)
+	}
+	if cur.Ordered {
+		// Made ordered meanwhile: seek it as such (this session's queue
+		// lock lets its own transaction-level lock through).
+		n, err := subscriptionSeekLocked(ctx, conn, cur, start)
+		return n, interpretError("subscription seek", err)
+	}
+	for {
+		n, err := messageDeleteSet(ctx, conn, `
+			SELECT id, grp FROM ferry.messages WHERE queue_id = $1 AND id <= $3 ORDER BY id LIMIT $2`,
+			s.ID, purgeBatch, fence)
+		if err != nil {
+			return 0, interpretError("subscription seek", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if !start.Earliest && start.Time == nil {
+		return 0, nil
+	}
+	n, err := subscriptionBackfillBatches(ctx, conn, cur, start, heads)
+	return n, interpretError("subscription seek", err)
+}
+
+// subscriptionSeekLocked seeks in one transaction under the topic's
+// partition locks (for ordered subscriptions).
+func subscriptionSeekLocked(ctx context.Context, db TxBeginner, s Subscription, start Start) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -368,8 +448,7 @@ func SubscriptionSeek(ctx context.Context, db TxBeginner, s Subscription, start 
 				return err
 			}
 			// The queue's lock, as a purge takes it: no redrive runs.
-			if _, err := tx.Exec(ctx, `
-				SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, s.ID); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, s.ID); err != nil {
 				return err
 			}
 			// Read again under the locks: the filter in force now.
@@ -385,5 +464,5 @@ func SubscriptionSeek(ctx context.Context, db TxBeginner, s Subscription, start 
 			return err
 		})
 	})
-	return n, interpretError("subscription seek", err)
+	return n, err
 }
