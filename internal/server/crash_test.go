@@ -19,11 +19,13 @@ import (
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 )
 
-// DESIGN.md invariant 1: a send answered 2xx is never lost, also through a
-// crash of PostgreSQL. The cluster is durable (fsync on) and is killed
-// with SIGQUIT (immediate shutdown: no checkpoint, recovery from WAL at the
-// next start); the same Ferry server then recovers by itself and every
-// acknowledged message is still there, exactly once.
+// DESIGN.md invariant 1: a send or publish answered 2xx is never lost,
+// also through a crash of PostgreSQL. The cluster is durable (fsync on)
+// and is killed with SIGQUIT (immediate shutdown: no checkpoint, recovery
+// from WAL at the next start); the same Ferry server then recovers by
+// itself and every acknowledged message is still there, exactly once, as
+// is every acknowledged event's delivery to a subscription (invariant 8:
+// the fan-out commits with the publish).
 func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 	ctx := context.Background()
 	dataDir := filepath.Join(t.TempDir(), "pg")
@@ -55,6 +57,21 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 	}
 	require.Len(t, sent, 200)
 
+	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/topics/log", map[string]any{"partitions": 2}).Status)
+	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/topics/log/subscriptions/all", nil).Status)
+	published := map[string]bool{}
+	for i := range 20 {
+		var evs []map[string]any
+		for j := range 10 {
+			evs = append(evs, map[string]any{"id": fmt.Sprintf("e-%d-%d", i, j), "type": "t"})
+		}
+		r := env.Do("POST", "/v1/topics/log/events", map[string]any{"events": evs})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		for _, e := range evs {
+			published[e["id"].(string)] = true
+		}
+	}
+
 	// Crash: SIGQUIT to the postmaster, then wait for it to be gone.
 	pidFile, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	require.NoError(t, err)
@@ -68,14 +85,23 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 	t.Cleanup(func() { _ = c2.Stop(context.Background()) })
 
 	// The server reconnects by itself: ready again, and every acknowledged
-	// message is still there. (Requests that meet a pooled connection that
-	// died with the crash may fail; they are retried, and a message whose
-	// ack failed comes back after its 1 s lease.)
+	// message and delivery is still there.
 	require.Eventually(t, func() bool { return env.Do("GET", "/readyz", nil).Status == http.StatusOK },
 		30*time.Second, 50*time.Millisecond)
+	drain(t, env, "/v1/queues/durable", sent)
+	drain(t, env, "/v1/topics/log/subscriptions/all", published)
+}
+
+// drain receives and acks from the queue (or subscription) at path until
+// every id of want was acked once; an id not in want fails the test.
+// (Requests that meet a pooled connection that died with the crash may
+// fail; they are retried, and a message whose ack failed comes back after
+// its 1 s lease.)
+func drain(t *testing.T, env *ferrytest.Env, path string, want map[string]bool) {
+	t.Helper()
 	acked := map[string]bool{}
 	require.Eventually(t, func() bool {
-		r := env.Do("POST", "/v1/queues/durable/receive", map[string]any{"max_messages": 100, "visibility_timeout_seconds": 1})
+		r := env.Do("POST", path+"/receive", map[string]any{"max_messages": 100, "visibility_timeout_seconds": 1})
 		if r.Status != http.StatusOK {
 			return false
 		}
@@ -84,14 +110,14 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 		}
 		r.JSON(t, &out)
 		if len(out.Messages) == 0 {
-			return len(acked) == len(sent)
+			return len(acked) == len(want)
 		}
 		var receipts []string
 		for _, m := range out.Messages {
-			require.True(t, sent[m.ID], "message %s was never sent", m.ID)
+			require.True(t, want[m.ID], "%s: %s was never sent", path, m.ID)
 			receipts = append(receipts, m.Receipt)
 		}
-		a := env.Do("POST", "/v1/queues/durable/ack", map[string]any{"receipts": receipts})
+		a := env.Do("POST", path+"/ack", map[string]any{"receipts": receipts})
 		if a.Status == http.StatusOK {
 			var res struct {
 				Results []struct{ Status string } `json:"results"`
@@ -103,7 +129,7 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 				}
 			}
 		}
-		return len(acked) == len(sent)
+		return len(acked) == len(want)
 	}, 60*time.Second, 10*time.Millisecond)
-	require.Len(t, acked, len(sent), "every acknowledged send survived the crash")
+	require.Len(t, acked, len(want), "%s: every acknowledged send or publish survived the crash", path)
 }
