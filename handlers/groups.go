@@ -87,12 +87,9 @@ func (h *handler) groupPoll(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
-	t, err := h.topics.Get(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	poll := func(t store.Topic) (store.GroupPollResult, error) {
-		return store.GroupPoll(ctx, h.Pool, h.Notifier, store.GroupPollParams{
+	var res store.GroupPollResult
+	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+		res, err = store.GroupPoll(ctx, h.Pool, h.Notifier, store.GroupPollParams{
 			Topic: t, Group: group, Consumer: consumer,
 			SessionTimeout: time.Duration(session) * time.Second,
 			Start:          start,
@@ -101,17 +98,8 @@ func (h *handler) groupPoll(c echo.Context) error {
 			FallbackPoll:   h.FallbackPoll,
 			Stop:           h.Stop,
 		})
-	}
-	res, err := poll(t)
-	if errors.Is(err, store.ErrNotFound) {
-		// The cached topic may have been deleted and created again
-		// (through another instance): look it up afresh, once.
-		h.topics.Forget(topic)
-		if t, err = h.topics.Get(ctx, h.Pool, topic); err != nil {
-			return err
-		}
-		res, err = poll(t)
-	}
+		return false, err
+	})
 	if err != nil {
 		return err
 	}
@@ -175,16 +163,16 @@ func (h *handler) groupCommit(c echo.Context) error {
 		return invalid("generation", "must not be negative")
 	}
 	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	offsets, err := partitionOffsets("offsets", req.Offsets, t, 0)
-	if err != nil {
-		return err
-	}
-	err = store.GroupCommit(ctx, h.Pool, store.GroupCommitParams{
-		Topic: t, Group: group, Consumer: consumer, Generation: *req.Generation, Offsets: offsets,
+	// The hot path of a consumer: the topic comes from the cache, looked
+	// up afresh if it does not know a partition named (it may have grown).
+	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+		offsets, err := partitionOffsets("offsets", req.Offsets, t, 0)
+		if err != nil {
+			return true, err
+		}
+		return false, store.GroupCommit(ctx, h.Pool, store.GroupCommitParams{
+			Topic: t, Group: group, Consumer: consumer, Generation: *req.Generation, Offsets: offsets,
+		})
 	})
 	if errors.Is(err, store.ErrFenced) {
 		h.Metrics.fencedCommits.WithLabelValues(topic, group).Inc()

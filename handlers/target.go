@@ -81,3 +81,24 @@ func (h *handler) subscription(ctx context.Context, topic, sub string, cached bo
 	}
 	return store.SubscriptionGet(ctx, h.Pool, t.ID, sub)
 }
+
+// withTopic runs fn with the named topic from the cache. A cached topic
+// may be stale (deleted and created again, or grown, through another
+// instance): when fn reports ErrNotFound or stale, the topic is looked up
+// afresh and fn runs once more.
+func (h *handler) withTopic(ctx context.Context, name string, fn func(t store.Topic) (stale bool, err error)) error {
+	t, err := h.topics.Get(ctx, h.Pool, name)
+	if err != nil {
+		return err
+	}
+	stale, err := fn(t)
+	if !stale && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	h.topics.Forget(name)
+	if t, err = h.topics.Get(ctx, h.Pool, name); err != nil {
+		return err
+	}
+	_, err = fn(t)
+	return err
+}

@@ -246,19 +246,11 @@ func (h *handler) eventPublish(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	t, err := h.topics.Get(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	results, err := h.Publisher.Publish(ctx, t, events)
-	if errors.Is(err, store.ErrNotFound) {
-		// The cached topic may have been deleted and created again.
-		h.topics.Forget(n)
-		if t, err = h.topics.Get(ctx, h.Pool, n); err != nil {
-			return err
-		}
+	var results []store.PublishResult
+	err = h.withTopic(ctx, n, func(t store.Topic) (bool, error) {
 		results, err = h.Publisher.Publish(ctx, t, events)
-	}
+		return false, err
+	})
 	if err != nil {
 		return err
 	}
