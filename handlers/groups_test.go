@@ -293,40 +293,6 @@ func allPartitions(n int) []int {
 	return out
 }
 
-// parkedPoll waits until a session of the server whose connections carry
-// application_name app has run a group poll's fetch after since (the
-// database's clock) and is idle: the poll found nothing and now waits.
-// The fetch's statements name from_offset (reading) or advance
-// fetch_offset (its last, in some versions).
-func parkedPoll(t testing.TB, dbURL, app string, since time.Time) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.Eventually(t, func() bool {
-		var n int
-		err := conn.QueryRow(ctx, `
-			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()
-				AND (query LIKE '%from_offset%' OR query LIKE '%SET fetch_offset = greatest%')
-				AND query_start >= $2 AND state = 'idle'`, app, since).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the server (%s) never ran the poll's fetch", app)
-}
-
-// dbNow reads the database's clock.
-func dbNow(t testing.TB, dbURL string) time.Time {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var now time.Time
-	require.NoError(t, conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
-	return now
-}
-
 // TestGroupSingleMember: one member gets every partition, reads from the
 // earliest event in offset order, commits, and its fetch position moves
 // on with every poll whether or not it commits.
@@ -914,7 +880,7 @@ func TestGroupTwoServers(t *testing.T) {
 		_, res, _ := gpollAsync(s2, "shared", "g", "b", map[string]any{"wait_seconds": 10})
 		done <- res
 	}()
-	parkedPoll(t, dbURL, "ferry-g2", since)
+	parkedQuery(t, dbURL, "ferry-g2", since, `%from_offset%`)
 	select {
 	case res := <-done:
 		t.Fatalf("the long poll returned before any publish: %d %s", res.status, res.body)
@@ -1216,7 +1182,7 @@ func TestGroupLongPoll(t *testing.T) {
 		_, res, _ := gpollAsync(env, "lp", "g", "a", map[string]any{"wait_seconds": 5})
 		done <- res
 	}()
-	parkedPoll(t, dbURL, "ferry-lp", since)
+	parkedQuery(t, dbURL, "ferry-lp", since, `%from_offset%`)
 	select {
 	case res := <-done:
 		t.Fatalf("the long poll returned before any publish: %d %s", res.status, res.body)

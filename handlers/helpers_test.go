@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -367,4 +369,36 @@ func decodeReceived(a asyncResult) ([]receivedJSON, error) {
 		return nil, fmt.Errorf("receive: messages is null: %s", a.body)
 	}
 	return out.Messages, nil
+}
+
+// parkedQuery waits until a session of the server whose connections carry
+// application_name app has run a statement matching the LIKE pattern
+// after since (the database's clock) and is idle: a long poll found
+// nothing and now waits, so what happens next must wake it.
+func parkedQuery(t testing.TB, dbURL, app string, since time.Time, pattern string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.Eventually(t, func() bool {
+		var n int
+		err := conn.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()
+				AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`, app, since, pattern).Scan(&n)
+		return err == nil && n > 0
+	}, 10*time.Second, time.Millisecond, "the server (%s) never ran a statement like %s", app, pattern)
+}
+
+// dbNow reads the database's clock.
+func dbNow(t testing.TB, dbURL string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var now time.Time
+	require.NoError(t, conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
+	return now
 }

@@ -1184,35 +1184,14 @@ func TestSubscriptionLongPoll(t *testing.T) {
 	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 	putSub(t, a, "lp", "s", map[string]any{"filter": map[string]any{"types": []string{"wake"}}}, http.StatusCreated)
-	ctx := context.Background()
-	pool := b.Server.Pool()
-
-	// parked waits until server A has run the claim, after since (the
-	// database's clock), and found nothing: the request now waits.
-	parked := func(since time.Time) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			var n int
-			err := pool.QueryRow(ctx, `
-				SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND application_name = 'ferry-a'
-					AND query LIKE '%receive_count >= $3 AS exhausted%' AND query_start >= $1 AND state = 'idle'`, since).Scan(&n)
-			return err == nil && n > 0
-		}, 10*time.Second, time.Millisecond, "server A never ran the claim")
-	}
-	dbNow := func() time.Time {
-		var now time.Time
-		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
-		return now
-	}
 
 	for round, publisher := range []*ferrytest.Env{a, b} {
-		since := dbNow()
+		since := dbNow(t, dbURL)
 		done := make(chan asyncResult, 1)
 		go func() {
 			done <- doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 5, "max_messages": 10})
 		}()
-		parked(since)
+		parkedQuery(t, dbURL, "ferry-a", since, `%receive_count >= $3 AS exhausted%`)
 		select {
 		case res := <-done:
 			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)

@@ -477,36 +477,15 @@ func TestEventLongPollAcrossInstances(t *testing.T) {
 	a := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"), withPoll(30*time.Second))
 	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
-	ctx := context.Background()
-	pool := b.Server.Pool()
-
-	// parked waits until server A has run the read's query, after since
-	// (the database's clock), and found nothing: the request now waits.
-	parked := func(since time.Time) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			var n int
-			err := pool.QueryRow(ctx, `
-				SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND application_name = 'ferry-a'
-					AND query LIKE '%"offset" >= $3%' AND query_start >= $1 AND state = 'idle'`, since).Scan(&n)
-			return err == nil && n > 0
-		}, 10*time.Second, time.Millisecond, "server A never ran the read")
-	}
-	dbNow := func() time.Time {
-		var now time.Time
-		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
-		return now
-	}
 
 	next := int64(0)
 	for round := range 3 {
-		since := dbNow()
+		since := dbNow(t, dbURL)
 		done := make(chan asyncResult, 1)
 		go func() {
 			done <- getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
 		}()
-		parked(since)
+		parkedQuery(t, dbURL, "ferry-a", since, `%"offset" >= $3%`)
 		select {
 		case res := <-done:
 			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)
