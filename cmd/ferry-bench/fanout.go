@@ -351,22 +351,22 @@ func (r *pushReceiver) waitArrived(ctx context.Context, n int64, deadline time.T
 	}
 }
 
-// pushPublish is one single-event publish of part 2.
-type pushPublish struct {
+// timedPublish is one single-event publish of a latency measurement.
+type timedPublish struct {
 	id         string
 	sent, back time.Time // just before the request; when its answer was read
 	err        error
 }
 
-// publishAtRate publishes n single events, one every 1/pushRate s from a
+// publishAtRate publishes n single events, one every 1/rate s from a
 // schedule (open loop: a slow publish does not delay the next), with ids
 // prefix-000000 ... It returns when every publish has been answered.
-func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n int, keys []string) []pushPublish {
-	out := make([]pushPublish, n)
+func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate int, keys []string) []timedPublish {
+	out := make([]timedPublish, n)
 	var wg sync.WaitGroup
-	interval := time.Second / pushRate
+	interval := time.Second / time.Duration(rate)
 	start := time.Now()
-	pprof.Do(ctx, pprof.Labels("role", "client", "load", "push/"+prefix), func(ctx context.Context) {
+	pprof.Do(ctx, pprof.Labels("role", "client", "load", "publish/"+prefix), func(ctx context.Context) {
 		for i := range n {
 			sleepUntil(ctx, start.Add(time.Duration(i)*interval))
 			if ctx.Err() != nil {
@@ -379,7 +379,7 @@ func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n int, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p := pushPublish{id: id, sent: time.Now()}
+				p := timedPublish{id: id, sent: time.Now()}
 				p.err = b.client.Publish(ctx, topic, req)
 				p.back = time.Now()
 				out[i] = p
@@ -474,7 +474,7 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 	// Warm-up: half a second at the same rate, all delivered, not counted
 	// (the first kick starts the push job).
 	warm := pushRate / 2
-	for _, p := range b.publishAtRate(ctx, topic, "evt_warmup", warm, keys) {
+	for _, p := range b.publishAtRate(ctx, topic, "evt_warmup", warm, pushRate, keys) {
 		if p.err != nil {
 			return out, fmt.Errorf("warm-up publish: %w", p.err)
 		}
@@ -485,10 +485,10 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 	}
 
 	n := int(d.Seconds() * pushRate)
-	var pubs []pushPublish
+	var pubs []timedPublish
 	measure := func() error {
 		started := time.Now()
-		pubs = b.publishAtRate(ctx, topic, "evt_bench", n, keys)
+		pubs = b.publishAtRate(ctx, topic, "evt_bench", n, pushRate, keys)
 		ok := 0
 		for _, p := range pubs {
 			if p.err == nil {

@@ -560,43 +560,6 @@ type groupLatency struct {
 	elapsed    time.Duration
 }
 
-// groupPublish is one single-event publish of part 2.
-type groupPublish struct {
-	id         string
-	sent, back time.Time
-	err        error
-}
-
-// publishGroupEvents publishes n single events with ids prefix-000000 ...
-// one every 1/rate s from a schedule (open loop: each in its own
-// goroutine), and returns when all were answered.
-func (b *Bench) publishGroupEvents(ctx context.Context, topic, prefix string, n, rate int, keys []string) []groupPublish {
-	out := make([]groupPublish, n)
-	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := range n {
-		sleepUntil(ctx, start.Add(time.Duration(i)*interval))
-		if ctx.Err() != nil {
-			out[i].err = ctx.Err()
-			continue
-		}
-		id := fmt.Sprintf("%s-%06d", prefix, i)
-		key, _ := json.Marshal(keys[i%len(keys)])
-		req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(key) + `,"data":` + body + `}]}`)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := groupPublish{id: id, sent: time.Now()}
-			p.err = b.client.Publish(ctx, topic, req)
-			p.back = time.Now()
-			out[i] = p
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // measureGroupLatency runs part 2: one member long-polls (wait_seconds 10)
 // and commits after every poll that returned events, while single events
 // are published at groupRate.
@@ -685,7 +648,7 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 
 	keys := eventKeys()
 	warm := groupRate / 2
-	for _, p := range b.publishGroupEvents(ctx, topic, "evt_grp_warmup", warm, groupRate, keys) {
+	for _, p := range b.publishAtRate(ctx, topic, "evt_grp_warmup", warm, groupRate, keys) {
 		if p.err != nil {
 			return out, fmt.Errorf("warm-up publish: %w", p.err)
 		}
@@ -698,11 +661,11 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 	}
 
 	n := int(d.Seconds() * groupRate)
-	var pubs []groupPublish
+	var pubs []timedPublish
 	measure := func() error {
 		started := time.Now()
 		p0, pe0, c0, e0, en0 := polls.Load(), pollsWithEvents.Load(), commits.Load(), emptyPolls.Load(), emptyNanos.Load()
-		pubs = b.publishGroupEvents(ctx, topic, "evt_grp", n, groupRate, keys)
+		pubs = b.publishAtRate(ctx, topic, "evt_grp", n, groupRate, keys)
 		ok := 0
 		for _, p := range pubs {
 			if p.err == nil {
