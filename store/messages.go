@@ -403,10 +403,20 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 	return msgs, dead, nil
 }
 
+// messageClaimOnce is one claim statement. Its shape is what keeps it
+// O(limit) whatever the planner believes (DESIGN.md invariant 11): the
+// candidates come from the claim index in order, LIMIT inside, and the
+// UPDATE finds them by the ctid of the row version the candidate scan
+// locked. Joined on (queue_id, id) with queue_id = $1, a planner that
+// thinks the queue holds one row (a new queue in an analyzed table, a
+// generic plan made while the table was empty) walked the whole queue for
+// every candidate; joined on ctid alone, the only other way in is a scan
+// of the whole table, which no estimate makes look cheap next to 100 TID
+// fetches. The ctid is stable: the candidates are locked by this statement.
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:message_claim */
 		WITH candidate AS (
-			SELECT id, receive_count >= $3 AS exhausted
+			SELECT ctid, id, receive_count >= $3 AS exhausted
 			FROM ferry.messages
 			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
 			ORDER BY visible_at, id
@@ -418,8 +428,7 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 				visible_at = clock_timestamp() + $4 * interval '1 millisecond',
 				receive_count = m.receive_count + 1,
 				claim_token = (random() * 9007199254740991)::bigint
-			FROM candidate c
-			WHERE m.queue_id = $1 AND m.id = c.id AND NOT c.exhausted
+			FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
 			RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
 		)
 		SELECT false, id, body::text, attributes::text, grp, dedup_id, event_id, claim_token, receive_count, sent_at FROM claimed

@@ -1,0 +1,390 @@
+package store_test
+
+// The plan probe: a pool whose every statement, nested ones included
+// (trigger bodies, SQL functions), reports its executed plan to the test,
+// so a test can assert that a hot statement did work proportional to its
+// batch (DESIGN.md invariant 11) whatever plan PostgreSQL chose.
+//
+// Each connection loads auto_explain with log_analyze and buffers, in JSON,
+// at NOTICE level: PostgreSQL sends every plan to the client as a notice,
+// and the pool's OnNotice hands it to the probe. The tests then call the
+// real store functions through the probe's pool: no statement is copied
+// into a test, so a regression in the store fails here by the statement's
+// tag (its /* ferry:name */ comment) or, untagged, its first line.
+//
+// The histories that made plans walk whole queues in production are
+// planHistories: a queue that is new in an analyzed table, generic plans
+// cached while the tables were empty, and tables that were never analyzed.
+// Autovacuum is off for the test's database throughout, so no ANALYZE
+// comes along to rescue a bad estimate or invalidate a cached plan.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// planHistory is how the database came to be as a test finds it, which is
+// what decides the planner's estimates and the plans pooled connections
+// hold.
+type planHistory struct {
+	name string
+	// genericPlans makes the probe's sessions use generic plans
+	// (plan_cache_mode = force_generic_plan), as a pooled connection does
+	// after five executions of a prepared statement.
+	genericPlans bool
+	// analyzeBefore runs ANALYZE on every table after the warm-up fixture
+	// (other, older queues and topics with data) and before the tested
+	// queue or topic is created and filled: the planner then believes the
+	// new queue_id has about no rows.
+	analyzeBefore bool
+	// warmOnEmpty runs the case once, through the probe, before the backlog
+	// is built: every statement is prepared and, with genericPlans, its
+	// generic plan is made while the tables are empty, then kept.
+	warmOnEmpty bool
+}
+
+// planHistories are the histories every plan case runs under.
+var planHistories = []planHistory{
+	{name: "new_in_analyzed_table", analyzeBefore: true},
+	{name: "generic_plan_from_empty_tables", genericPlans: true, warmOnEmpty: true},
+	{name: "never_analyzed", warmOnEmpty: true},
+}
+
+// plannedStatement is one executed statement as auto_explain reported it.
+type plannedStatement struct {
+	Query string
+	Plan  planNode
+}
+
+// planNode is the part of an EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) node
+// the probe reads.
+type planNode struct {
+	NodeType            string     `json:"Node Type"`
+	RelationName        string     `json:"Relation Name"`
+	IndexName           string     `json:"Index Name"`
+	ActualRows          float64    `json:"Actual Rows"`
+	ActualLoops         float64    `json:"Actual Loops"`
+	RemovedByFilter     float64    `json:"Rows Removed by Filter"`
+	RemovedByJoinFilter float64    `json:"Rows Removed by Join Filter"`
+	RemovedByRecheck    float64    `json:"Rows Removed by Index Recheck"`
+	SharedHit           float64    `json:"Shared Hit Blocks"`
+	SharedRead          float64    `json:"Shared Read Blocks"`
+	Plans               []planNode `json:"Plans"`
+}
+
+// rowsTouched is how many rows the node produced or looked at and threw
+// away, over all its loops.
+func (n planNode) rowsTouched() float64 {
+	loops := max(n.ActualLoops, 1)
+	return (n.ActualRows + n.RemovedByFilter + n.RemovedByJoinFilter + n.RemovedByRecheck) * loops
+}
+
+// buffers is the shared buffers the node and its children touched (EXPLAIN
+// reports them inclusive of children, over all loops).
+func (n planNode) buffers() float64 { return n.SharedHit + n.SharedRead }
+
+func (n planNode) describe() string {
+	s := n.NodeType
+	if n.RelationName != "" {
+		s += " on " + n.RelationName
+	}
+	if n.IndexName != "" {
+		s += " using " + n.IndexName
+	}
+	return s
+}
+
+// outline renders the plan one node a line, with what each touched.
+func (n planNode) outline(indent string) string {
+	s := fmt.Sprintf("%s%s: rows %.0f, buffers %.0f\n", indent, n.describe(), n.rowsTouched(), n.buffers())
+	for _, c := range n.Plans {
+		s += c.outline(indent + "  ")
+	}
+	return s
+}
+
+// walk calls f for n and every node below it.
+func (n planNode) walk(f func(planNode)) {
+	f(n)
+	for _, c := range n.Plans {
+		c.walk(f)
+	}
+}
+
+// planProbe is a pool on the test's database whose statements report their
+// plans.
+type planProbe struct {
+	t    *testing.T
+	Pool *pgxpool.Pool
+
+	mu    sync.Mutex
+	plans []plannedStatement
+	bad   []string // notices that were not plans, or plans that did not parse
+}
+
+// newPlanProbe opens a probe pool on dbURL.
+func newPlanProbe(t *testing.T, dbURL string, h planHistory) *planProbe {
+	t.Helper()
+	p := &planProbe{t: t}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.MaxConns = 4
+	cfg.ConnConfig.RuntimeParams["application_name"] = "ferry-plan-probe"
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { p.notice(n) }
+	settings := []string{
+		`LOAD 'auto_explain'`,
+		`SET auto_explain.log_min_duration = 0`,
+		`SET auto_explain.log_analyze = on`,
+		`SET auto_explain.log_buffers = on`,
+		`SET auto_explain.log_timing = off`,
+		`SET auto_explain.log_nested_statements = on`,
+		`SET auto_explain.log_format = json`,
+		`SET auto_explain.log_level = notice`,
+		`SET client_min_messages = notice`,
+	}
+	if h.genericPlans {
+		settings = append(settings, `SET plan_cache_mode = force_generic_plan`)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for _, s := range settings {
+			if _, err := c.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return nil
+	}
+	p.Pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Pool.Close)
+	return p
+}
+
+// planNotice is how auto_explain starts a notice that carries a plan.
+var planNotice = regexp.MustCompile(`(?s)^duration: [0-9.]+ ms\s+plan:\s*(\{.*\})\s*$`)
+
+func (p *planProbe) notice(n *pgconn.Notice) {
+	m := planNotice.FindStringSubmatch(n.Message)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m == nil {
+		p.bad = append(p.bad, n.Message)
+		return
+	}
+	var doc struct {
+		Query string   `json:"Query Text"`
+		Plan  planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &doc); err != nil {
+		p.bad = append(p.bad, fmt.Sprintf("%v: %s", err, m[1]))
+		return
+	}
+	p.plans = append(p.plans, plannedStatement{Query: doc.Query, Plan: doc.Plan})
+}
+
+// reset forgets the plans seen so far.
+func (p *planProbe) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.plans, p.bad = nil, nil
+}
+
+// taken returns the plans seen since the last reset and forgets them.
+func (p *planProbe) taken() []plannedStatement {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.plans
+	p.plans = nil
+	require.Empty(p.t, p.bad, "notices the probe could not read")
+	return out
+}
+
+// statementTag names a statement: its /* ferry:name */ tag, else its first
+// non-blank line.
+var statementTag = regexp.MustCompile(`/\*\s*(ferry:[a-z0-9_.]+)\s*\*/`)
+
+func statementName(query string) string {
+	if m := statementTag.FindStringSubmatch(query); m != nil {
+		return m[1]
+	}
+	for _, line := range strings.Split(query, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if len(line) > 100 {
+				line = line[:100] + "…"
+			}
+			return line
+		}
+	}
+	return "(empty statement)"
+}
+
+// workBound is what a statement of one batch may touch: rows per plan node
+// and shared buffers per statement, each perBatch times the batch plus a
+// constant for fixed costs (catalog-free lookups of the queue row, index
+// descents, trigger bookkeeping).
+type workBound struct {
+	Batch         int
+	RowsPerItem   float64 // default 10
+	RowsFixed     float64 // default 200
+	BuffersPerRow float64 // default 20
+	BuffersFixed  float64 // default 300
+}
+
+func (b workBound) rows() float64 {
+	return cmpOr(b.RowsPerItem, 10)*float64(b.Batch) + cmpOr(b.RowsFixed, 200)
+}
+
+func (b workBound) buffers() float64 {
+	return cmpOr(b.BuffersPerRow, 20)*float64(b.Batch) + cmpOr(b.BuffersFixed, 300)
+}
+
+func cmpOr(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// check asserts that every statement run since the last reset (or check)
+// stayed within the bound, and returns how many statements it checked. Its
+// failure names the operation, the statement and the node that did too
+// much, with the whole plan for the reader.
+func (p *planProbe) check(op string, b workBound) int {
+	p.t.Helper()
+	plans := p.taken()
+	require.NotEmpty(p.t, plans, "%s: the probe saw no statement (is it running on the probe's pool?)", op)
+	for _, s := range plans {
+		name := statementName(s.Query)
+		if os.Getenv("FERRY_PLAN_PROBE_VERBOSE") != "" {
+			p.t.Logf("%s: %s:\n%s", op, name, s.Plan.outline(""))
+		}
+		var worst planNode
+		s.Plan.walk(func(n planNode) {
+			if n.rowsTouched() > worst.rowsTouched() {
+				worst = n
+			}
+		})
+		if worst.rowsTouched() > b.rows() || s.Plan.buffers() > b.buffers() {
+			plan, _ := json.MarshalIndent(s.Plan, "", "  ")
+			p.t.Fatalf("%s: statement %s did work out of proportion to its batch of %d:\n"+
+				"  node %s touched %.0f rows (bound %.0f); the statement touched %.0f buffers (bound %.0f)\n"+
+				"query:\n%s\nplan:\n%s",
+				op, name, b.Batch, worst.describe(), worst.rowsTouched(), b.rows(), s.Plan.buffers(), b.buffers(),
+				s.Query, plan)
+		}
+	}
+	return len(plans)
+}
+
+// planCase is one hot operation under attack, run under every history.
+type planCase struct {
+	name string
+	// setup creates what the case works on (a queue, a topic, ...) on the
+	// plain pool. Under analyzeBefore it runs after ANALYZE, so what it
+	// creates is new to the planner.
+	setup func(t *testing.T, e *env) *planFixture
+	// fill builds the backlog the operation must not read, on the plain
+	// pool, without ANALYZE.
+	fill func(t *testing.T, e *env, f *planFixture)
+	// run performs the operation once through db (the probe's pool) and
+	// returns the bound its statements must hold. Under warmOnEmpty it also
+	// runs on the empty fixture before fill, so it must cope with finding
+	// nothing.
+	run func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound
+}
+
+// planFixture is what a case works on; State holds a case's own values
+// (receipts, ids) between fill and run.
+type planFixture struct {
+	Queue store.Queue
+	Topic store.Topic
+	Sub   store.Subscription
+	State map[string]any
+}
+
+// runPlanCases runs every case under every history, each in a database of
+// its own with autovacuum off.
+func runPlanCases(t *testing.T, cases []planCase) {
+	for _, h := range planHistories {
+		for _, c := range cases {
+			t.Run(h.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				runPlanCase(t, h, c)
+			})
+		}
+	}
+}
+
+func runPlanCase(t *testing.T, h planHistory, c planCase) {
+	e := newEnv(t)
+	_, err := e.pool.Exec(e.ctx, `
+		DO $$ DECLARE r record; BEGIN
+			FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('ferry', 'public') LOOP
+				EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false)', r.schemaname, r.tablename);
+			END LOOP;
+		END $$`)
+	require.NoError(t, err)
+	if h.analyzeBefore {
+		warmUpOtherData(t, e)
+		_, err := e.pool.Exec(e.ctx, `ANALYZE`)
+		require.NoError(t, err)
+	}
+	probe := newPlanProbe(t, e.dbURL, h)
+	f := c.setup(t, e)
+	if f.State == nil {
+		f.State = map[string]any{}
+	}
+	if h.warmOnEmpty {
+		// Prepare every statement, and with genericPlans let its generic
+		// plan be made, while the tables hold nothing.
+		for range 6 {
+			c.run(t, e, f, probe.Pool)
+		}
+	}
+	c.fill(t, e, f)
+	probe.reset()
+	b := c.run(t, e, f, probe.Pool)
+	require.Positive(t, b.Batch, "the case must give its batch size")
+	probe.check(c.name, b)
+}
+
+// warmUpOtherData gives the planner statistics made before the tested
+// queue or topic existed: an older queue with 50,000 messages and an older
+// topic with 20,000 events and a subscription holding their deliveries, so
+// that ANALYZE records queue_id and topic_id distributions the new ones
+// are not part of.
+func warmUpOtherData(t *testing.T, e *env) {
+	t.Helper()
+	old := e.queue("older-queue", store.QueuePatch{})
+	_, err := e.pool.Exec(e.ctx, `
+		INSERT INTO ferry.messages (queue_id, id, visible_at, body)
+		SELECT $1, nextval('ferry.message_id_seq'), now(), '{"seq":1}' FROM generate_series(1, 50000)`, old.ID)
+	require.NoError(t, err)
+}
+
+// fillQueue inserts n available messages into q straight in SQL (as n
+// sends would leave them, but fast), ungrouped.
+func fillQueue(t *testing.T, e *env, q store.Queue, n int) {
+	t.Helper()
+	_, err := e.pool.Exec(e.ctx, `
+		INSERT INTO ferry.messages (queue_id, id, visible_at, body)
+		SELECT $1, nextval('ferry.message_id_seq'), now() - interval '1 second', format('{"seq":%s}', g)::json
+		FROM generate_series(1, $2) AS g`, q.ID, n)
+	require.NoError(t, err)
+}
+
+// planBacklog is the backlog a plan case builds: big enough that reading it
+// is far beyond any bound, small enough to build in a fraction of a second.
+const planBacklog = 50000
