@@ -36,3 +36,13 @@ lint: ## gofmt, go vet, and golangci-lint when installed
 .PHONY: migrate
 migrate: ## Apply migrations to FERRY_DATABASE_URL
 	$(GO) run ./cmd/ferry migrate up
+
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s; CI uses a few seconds)
+	@set -e; for f in $$(git ls-files '*_test.go'); do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "--- $$t ($$(dirname $$f), $(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+	  done; \
+	done

@@ -97,6 +97,13 @@ func run(m *testing.M) int {
 	}
 	ctx := context.Background()
 
+	if fuzzWorker() {
+		// A fuzzing worker runs fuzz targets only, and fuzz targets here
+		// never touch a database: one cluster per worker would cost each
+		// worker a second and a PostgreSQL for nothing.
+		return m.Run()
+	}
+
 	s := &server{adminURL: os.Getenv(EnvDatabaseURL)}
 	if s.adminURL != "" {
 		if u, err := url.Parse(s.adminURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
@@ -140,6 +147,13 @@ func run(m *testing.M) int {
 	current.Store(s)
 	defer current.Store(nil)
 	return m.Run()
+}
+
+// fuzzWorker reports whether this process is a worker that `go test -fuzz`
+// started to run a fuzz target's inputs.
+func fuzzWorker() bool {
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // startCluster starts a private, non-durable cluster in a new temporary
