@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -231,4 +232,110 @@ func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare fu
 		progress("  round %d/%d: raw %.0f msgs/s, Ferry %.0f msgs/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
 	}
 	return res[rawSide], res[ferrySide], pairs, nil
+}
+
+// boundedRun is the outcome of runBounded.
+type boundedRun struct {
+	// Latencies are those of the operations recorded: every one that
+	// completed, then every one cut at the deadline, with the time it had
+	// run until then (a lower bound of its latency).
+	Latencies []time.Duration
+	// Done is the operations recorded that completed, Cut those the
+	// deadline cancelled (warm-up operations included: a cut is always
+	// shown).
+	Done, Cut int64
+	// OutOfTime says the deadline came before every operation had run.
+	OutOfTime bool
+	Elapsed   time.Duration
+}
+
+// runBounded runs ops recorded operations of op from workers goroutines,
+// each of which first runs warmup operations of its own that are not
+// recorded, then takes the next operation whenever its last one ended,
+// until all have run or the deadline (zero: none) has passed. At the
+// deadline the operations in flight are cancelled and recorded as cut,
+// so that a measurement of something that has become very slow ends on
+// time and still shows what it measured. The first error stops every
+// worker and is returned. label names the load in CPU profiles.
+func runBounded(ctx context.Context, label string, workers int, ops int64, warmup int, deadline time.Time,
+	op func(ctx context.Context, worker int) error,
+) (boundedRun, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opCtx := runCtx
+	if !deadline.IsZero() {
+		var stop context.CancelFunc
+		opCtx, stop = context.WithDeadline(runCtx, deadline)
+		defer stop()
+	}
+	var (
+		left     atomic.Int64
+		mu       sync.Mutex
+		res      boundedRun
+		cut      []time.Duration
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	left.Store(ops)
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go pprof.Do(opCtx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) {
+			defer wg.Done()
+			var (
+				lat    []time.Duration
+				cutAt  time.Duration
+				wasCut bool
+			)
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				res.Latencies = append(res.Latencies, lat...)
+				res.Done += int64(len(lat))
+				if wasCut {
+					cut = append(cut, cutAt)
+				}
+			}()
+			for seen := 0; ; seen++ {
+				record := seen >= warmup
+				if record && left.Add(-1) < 0 {
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				err := op(ctx, w)
+				took := time.Since(t0)
+				if err != nil {
+					if runCtx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+						wasCut, cutAt = true, took
+						return
+					}
+					mu.Lock()
+					if firstErr == nil && runCtx.Err() == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				if record {
+					lat = append(lat, took)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if firstErr != nil {
+		return res, firstErr
+	}
+	res.Cut = int64(len(cut))
+	res.Latencies = append(res.Latencies, cut...)
+	res.OutOfTime = res.Done < ops
+	return res, nil
 }
