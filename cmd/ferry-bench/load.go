@@ -268,74 +268,86 @@ func runBounded(ctx context.Context, label string, workers int, ops int64, warmu
 		opCtx, stop = context.WithDeadline(runCtx, deadline)
 		defer stop()
 	}
-	var (
-		left     atomic.Int64
-		mu       sync.Mutex
-		res      boundedRun
-		cut      []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	left.Store(ops)
+	l := &boundedLoad{op: op, warmup: warmup, runCtx: runCtx, cancel: cancel}
+	l.left.Store(ops)
+	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
 		wg.Add(1)
 		go pprof.Do(opCtx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) {
 			defer wg.Done()
-			var (
-				lat    []time.Duration
-				cutAt  time.Duration
-				wasCut bool
-			)
-			defer func() {
-				mu.Lock()
-				defer mu.Unlock()
-				res.Latencies = append(res.Latencies, lat...)
-				res.Done += int64(len(lat))
-				if wasCut {
-					cut = append(cut, cutAt)
-				}
-			}()
-			for seen := 0; ; seen++ {
-				record := seen >= warmup
-				if record && left.Add(-1) < 0 {
-					return
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				t0 := time.Now()
-				err := op(ctx, w)
-				took := time.Since(t0)
-				if err != nil {
-					if runCtx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-						wasCut, cutAt = true, took
-						return
-					}
-					mu.Lock()
-					if firstErr == nil && runCtx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				if record {
-					lat = append(lat, took)
-				}
-			}
+			l.work(ctx, w)
 		})
 	}
 	wg.Wait()
+	res := l.res
 	res.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	if firstErr != nil {
-		return res, firstErr
+	if l.firstErr != nil {
+		return res, l.firstErr
 	}
-	res.Cut = int64(len(cut))
-	res.Latencies = append(res.Latencies, cut...)
+	res.Cut = int64(len(l.cut))
+	res.Latencies = append(res.Latencies, l.cut...)
 	res.OutOfTime = res.Done < ops
 	return res, nil
+}
+
+// boundedLoad is the state runBounded's workers share.
+type boundedLoad struct {
+	op     func(ctx context.Context, worker int) error
+	warmup int
+	left   atomic.Int64 // recorded operations not yet taken
+	runCtx context.Context
+	cancel context.CancelFunc // stops every worker
+
+	mu       sync.Mutex
+	res      boundedRun
+	cut      []time.Duration
+	firstErr error
+}
+
+// work is worker w's loop; ctx ends at the deadline.
+func (l *boundedLoad) work(ctx context.Context, w int) {
+	var lat []time.Duration
+	defer func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.res.Latencies = append(l.res.Latencies, lat...)
+		l.res.Done += int64(len(lat))
+	}()
+	for seen := 0; ; seen++ {
+		record := seen >= l.warmup
+		if record && l.left.Add(-1) < 0 || ctx.Err() != nil {
+			return
+		}
+		t0 := time.Now()
+		err := l.op(ctx, w)
+		took := time.Since(t0)
+		if err != nil {
+			l.stopped(ctx, err, took)
+			return
+		}
+		if record {
+			lat = append(lat, took)
+		}
+	}
+}
+
+// stopped records an operation that failed after took: cut by the
+// deadline, or the run's error (which stops the other workers).
+func (l *boundedLoad) stopped(ctx context.Context, err error, took time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.runCtx.Err() != nil: // stopped by another worker's error, or the caller
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		l.cut = append(l.cut, took)
+	default:
+		if l.firstErr == nil {
+			l.firstErr = err
+		}
+		l.cancel()
+	}
 }
