@@ -260,14 +260,20 @@ func (u lightUse) total() (n int64) {
 	return n
 }
 
-// backlog is how long building the backlog took.
-type backlog struct{ messages, events time.Duration }
+// backlog is how long building the backlog took, and the auto-analyses
+// of each table when the events were published and when the messages were
+// sent (the end).
+type backlog struct {
+	messages, events           time.Duration
+	afterEvents, afterMessages map[string]int64
+}
 
 // buildBacklog creates the queue, and the topic with its pull subscription,
-// then sends the messages and publishes the events through the API, in
+// then publishes the events and sends the messages through the API, in
 // batches of coldBatch from coldBuilders clients.
-func (b *Bench) buildBacklog(ctx context.Context, c *FerryClient, sz coldSizes) (backlog, error) {
+func (b *Bench) buildBacklog(ctx context.Context, in *instance, sz coldSizes) (backlog, error) {
 	var bl backlog
+	c := in.client
 	if err := c.CreateQueue(ctx, coldQueue); err != nil {
 		return bl, err
 	}
@@ -277,15 +283,10 @@ func (b *Bench) buildBacklog(ctx context.Context, c *FerryClient, sz coldSizes) 
 	if err := c.CreateSubscription(ctx, coldTopic, coldSub, `{}`); err != nil {
 		return bl, err
 	}
+	// The events first: the queue's backlog, built in a second or two,
+	// then meets the first measurement at once, with as little time as
+	// possible for autovacuum to analyse it in between.
 	t0 := time.Now()
-	send := SendRequest(coldBatch)
-	if err := runCounted(ctx, "cold-start/backlog-send", coldBuilders, int64(sz.messages/coldBatch), func(ctx context.Context) error {
-		return c.Send(ctx, coldQueue, send)
-	}); err != nil {
-		return bl, fmt.Errorf("backlog send: %w", err)
-	}
-	bl.messages = time.Since(t0)
-	t1 := time.Now()
 	keys := eventKeys()
 	var next atomic.Int64
 	if err := runCounted(ctx, "cold-start/backlog-publish", coldBuilders, int64(sz.events/coldBatch), func(ctx context.Context) error {
@@ -298,9 +299,24 @@ func (b *Bench) buildBacklog(ctx context.Context, c *FerryClient, sz coldSizes) 
 	}); err != nil {
 		return bl, fmt.Errorf("backlog publish: %w", err)
 	}
-	bl.events = time.Since(t1)
-	progress("  backlog: %s messages in %s, %s events in %s", fmtInt(int64(sz.messages)), bl.messages.Round(100*time.Millisecond),
-		fmtInt(int64(sz.events)), bl.events.Round(100*time.Millisecond))
+	bl.events = time.Since(t0)
+	var err error
+	if bl.afterEvents, err = autoAnalyses(ctx, in.raw); err != nil {
+		return bl, err
+	}
+	t1 := time.Now()
+	send := SendRequest(coldBatch)
+	if err := runCounted(ctx, "cold-start/backlog-send", coldBuilders, int64(sz.messages/coldBatch), func(ctx context.Context) error {
+		return c.Send(ctx, coldQueue, send)
+	}); err != nil {
+		return bl, fmt.Errorf("backlog send: %w", err)
+	}
+	bl.messages = time.Since(t1)
+	if bl.afterMessages, err = autoAnalyses(ctx, in.raw); err != nil {
+		return bl, err
+	}
+	progress("  backlog: %s events in %s, then %s messages in %s", fmtInt(int64(sz.events)), bl.events.Round(100*time.Millisecond),
+		fmtInt(int64(sz.messages)), bl.messages.Round(100*time.Millisecond))
 	return bl, nil
 }
 
@@ -314,10 +330,13 @@ type coldOp func(ctx context.Context, worker int) error
 
 // coldMeasure is one of the scenario's four measurements.
 type coldMeasure struct {
-	name    string // as the report names it
-	table   string // the table of ferry whose auto-analyses are reported
-	workers int
-	ops     int64
+	name  string // as the report names it
+	table string // the table of ferry whose auto-analyses are reported
+	// queueBacklog says the measurement consumes the queue's backlog
+	// (built last), not the topic's.
+	queueBacklog bool
+	workers      int
+	ops          int64
 	// prepare readies the instance and returns the operation.
 	prepare func(ctx context.Context, in *instance, t *coldTally) (coldOp, error)
 }
@@ -338,7 +357,7 @@ func coldMeasures(sz coldSizes) []coldMeasure {
 		}
 	}
 	return []coldMeasure{
-		{name: "queue receive(100)+ack", table: "messages", workers: coldConsumers, ops: cycles(sz.messages),
+		{name: "queue receive(100)+ack", table: "messages", queueBacklog: true, workers: coldConsumers, ops: cycles(sz.messages),
 			prepare: receive(QueuePath(coldQueue))},
 		{name: "subscription receive(100)+ack", table: "messages", workers: coldConsumers, ops: cycles(sz.events),
 			prepare: receive(SubscriptionPath(coldTopic, coldSub))},
@@ -432,18 +451,14 @@ func autoAnalyses(ctx context.Context, db *pgxpool.Pool) (map[string]int64, erro
 type coldRun struct {
 	run           boundedRun
 	short, fenced int64
-	// Auto-analyses of the measurement's table since the backlog was
-	// built: before the measurement started, and while it ran.
+	// Auto-analyses of the measurement's table after its backlog was
+	// complete: before the measurement started, and while it ran.
 	analysedBefore, analysedDuring int64
 }
 
 // measureSide runs the measurements on an instance, each with its own
 // time budget (a warm-up of one operation per worker included).
-func (b *Bench) measureSide(ctx context.Context, side string, in *instance, ms []coldMeasure, budget time.Duration) ([]coldRun, error) {
-	base, err := autoAnalyses(ctx, in.raw)
-	if err != nil {
-		return nil, err
-	}
+func (b *Bench) measureSide(ctx context.Context, side string, in *instance, ms []coldMeasure, budget time.Duration, bl backlog) ([]coldRun, error) {
 	out := make([]coldRun, len(ms))
 	for i, m := range ms {
 		var t coldTally
@@ -463,10 +478,15 @@ func (b *Bench) measureSide(ctx context.Context, side string, in *instance, ms [
 		if err != nil {
 			return nil, err
 		}
+		base := bl.afterEvents
+		if m.queueBacklog {
+			base = bl.afterMessages
+		}
 		out[i] = coldRun{run: run, short: t.short.Load(), fenced: t.fenced.Load(),
 			analysedBefore: before[m.table] - base[m.table], analysedDuring: after[m.table] - before[m.table]}
 		s := Summarize(run.Latencies)
-		progress("  %s, %s: p50 %s p99 %s max %s (%s)", side, m.name, fmtMs(s.P50), fmtMs(s.P99), fmtMs(s.Max), opsCell(out[i], m.ops))
+		progress("  %s, %s: p50 %s p99 %s max %s (%s; ferry.%s auto-analysed %d / %d after its backlog)", side, m.name,
+			fmtMs(s.P50), fmtMs(s.P99), fmtMs(s.Max), opsCell(out[i], m.ops), m.table, out[i].analysedBefore, out[i].analysedDuring)
 	}
 	return out, nil
 }
@@ -493,13 +513,13 @@ func (b *Bench) measureCold(ctx context.Context, sz coldSizes, ms []coldMeasure)
 		return out, err
 	}
 	progress("  cold: %s requests; %d connections in the server's pool", fmtInt(out.light.total()), out.light.conns)
-	if out.backlog, err = b.buildBacklog(ctx, in.client, sz); err != nil {
+	if out.backlog, err = b.buildBacklog(ctx, in, sz); err != nil {
 		return out, err
 	}
 	if err := b.checkpoint(ctx); err != nil {
 		return out, err
 	}
-	out.runs, err = b.measureSide(ctx, "cold", in, ms, sz.budget)
+	out.runs, err = b.measureSide(ctx, "cold", in, ms, sz.budget, out.backlog)
 	return out, err
 }
 
@@ -512,7 +532,7 @@ func (b *Bench) measureWarm(ctx context.Context, sz coldSizes, ms []coldMeasure)
 		return out, err
 	}
 	defer b.stopInstance(in)
-	if out.backlog, err = b.buildBacklog(ctx, in.client, sz); err != nil {
+	if out.backlog, err = b.buildBacklog(ctx, in, sz); err != nil {
 		return out, err
 	}
 	if _, err := in.raw.Exec(ctx, `VACUUM ANALYZE`); err != nil {
@@ -524,7 +544,7 @@ func (b *Bench) measureWarm(ctx context.Context, sz coldSizes, ms []coldMeasure)
 	if err := b.restartInstance(ctx, in); err != nil {
 		return out, err
 	}
-	out.runs, err = b.measureSide(ctx, "warm", in, ms, sz.budget)
+	out.runs, err = b.measureSide(ctx, "warm", in, ms, sz.budget, out.backlog)
 	return out, err
 }
 
@@ -589,7 +609,7 @@ func coldRows(m coldMeasure, cold, warm coldRun) []Row {
 		{Metric: m.name + " latency p90 / max", Raw: fmtMs(ws.P90) + " / " + fmtMs(ws.Max), Ferry: fmtMs(cs.P90) + " / " + fmtMs(cs.Max),
 			Ratio: fmtRatio(float64(cs.P90), float64(ws.P90)) + " / " + fmtRatio(float64(cs.Max), float64(ws.Max))},
 		{Metric: fmt.Sprintf("%s: operations measured (%d concurrent), wall time", m.name, m.workers), Raw: opsCell(warm, m.ops), Ferry: opsCell(cold, m.ops)},
-		{Metric: fmt.Sprintf("%s: auto-analyses of ferry.%s since the backlog was built, before / during the measurement", m.name, m.table),
+		{Metric: fmt.Sprintf("%s: auto-analyses of ferry.%s after its backlog was complete, before / during the measurement", m.name, m.table),
 			Raw: "— (VACUUM ANALYZE before the server started)", Ferry: fmt.Sprintf("%d / %d", cold.analysedBefore, cold.analysedDuring)},
 	}
 }
@@ -608,10 +628,12 @@ func coldSection(sz coldSizes, ms []coldMeasure, cold, warm coldSide) *Section {
 		Row{Metric: "light use before the backlog (cold side only)", Raw: "—",
 			Ferry: fmt.Sprintf("%s requests from %d clients in %.0f s (%s); %d connections in the server's pool at the end",
 				fmtInt(cold.light.total()), lightClients, cold.light.elapsed.Seconds(), strings.Join(kinds, " · "), cold.light.conns)},
-		Row{Metric: fmt.Sprintf("backlog built through the API (%d clients, batches of %d): %s messages, %s events (with their deliveries)",
-			coldBuilders, coldBatch, fmtInt(int64(sz.messages)), fmtInt(int64(sz.events))),
-			Raw:   fmt.Sprintf("%.1f s, %.1f s", warm.backlog.messages.Seconds(), warm.backlog.events.Seconds()),
-			Ferry: fmt.Sprintf("%.1f s, %.1f s", cold.backlog.messages.Seconds(), cold.backlog.events.Seconds())},
+		Row{Metric: fmt.Sprintf("backlog built through the API (%d clients, batches of %d): %s events (with their deliveries), then %s messages",
+			coldBuilders, coldBatch, fmtInt(int64(sz.events)), fmtInt(int64(sz.messages))),
+			Raw:   fmt.Sprintf("%.1f s, %.1f s", warm.backlog.events.Seconds(), warm.backlog.messages.Seconds()),
+			Ferry: fmt.Sprintf("%.1f s, %.1f s", cold.backlog.events.Seconds(), cold.backlog.messages.Seconds()),
+			Ratio: fmtRatio(float64(cold.backlog.events), float64(warm.backlog.events)) + ", " +
+				fmtRatio(float64(cold.backlog.messages), float64(warm.backlog.messages))},
 	)
 	return &Section{
 		Rows:    rows,
@@ -634,10 +656,10 @@ func coldHow(sz coldSizes, ms []coldMeasure) string {
 		"in turn: send 1 message, receive up to %d + ack, publish 1 event, subscription receive up to %d + ack, group poll up to %d + commit, "+
 		"event read of %d from offset 0. Every pooled connection thus runs every statement many times on tables with next to nothing in them "+
 		"(pgx prepares and caches statements per connection, and PostgreSQL may keep a generic plan after five executions). Then a new queue and "+
-		"a new %d-partition topic with a pull subscription are created, %s messages are sent and %s events published (%d clients, batches of %d, "+
-		"through the same server), a CHECKPOINT is taken, and the measurements start at once: no ANALYZE (autovacuum runs as it would; the "+
-		"auto-analyses rows say whether it analysed the table before or during a measurement, which would hide a plan that depends on stale "+
-		"statistics). **Warm:** another new database, the same queue, topic and backlog built the same way, then VACUUM ANALYZE, a CHECKPOINT and "+
+		"a new %d-partition topic with a pull subscription are created, %s events are published, then %s messages sent (%d clients, batches of %d, "+
+		"through the same server; the queue's backlog last, so that it meets its measurement first), a CHECKPOINT is taken, and the measurements "+
+		"start at once: no ANALYZE (autovacuum runs as it would; the auto-analyses rows say whether it analysed the table after the backlog "+
+		"the measurement consumes was complete, before or during the measurement: that would hide a plan that depends on stale statistics). **Warm:** another new database, the same queue, topic and backlog built the same way, then VACUUM ANALYZE, a CHECKPOINT and "+
 		"a new server (a new pool), which measures. **Measurements**, in this order, on both sides: %s; each client loops over its operation, "+
 		"after one unrecorded operation per client (a new connection's setup is not measured); every operation's latency is recorded. "+
 		"Receives are `POST .../receive` `{\"max_messages\": 100}` then `POST .../ack` of the receipts; the group is joined first by one member per "+
@@ -648,7 +670,7 @@ func coldHow(sz coldSizes, ms []coldMeasure) string {
 		"taken (lower bounds), the rest are not run, and the row says so and fails, so a cliff shows as a bad ratio rather than a hung bench. "+
 		"Ratio = cold ÷ warm of the same percentile; target ≤ %.1f× (issue 8).",
 		sz.light, lightClients, topicPartitions, lightTick, lightClients, lightTake, lightTake, lightTake, lightTake,
-		topicPartitions, fmtInt(int64(sz.messages)), fmtInt(int64(sz.events)), coldBuilders, coldBatch,
+		topicPartitions, fmtInt(int64(sz.events)), fmtInt(int64(sz.messages)), coldBuilders, coldBatch,
 		strings.Join(each, "; "), sz.budget, coldTarget)
 }
 
@@ -668,7 +690,7 @@ func coldNotes(ms []coldMeasure, cold, warm coldSide) []string {
 			}
 		}
 		if c.analysedBefore+c.analysedDuring > 0 {
-			notes = append(notes, fmt.Sprintf("%s, cold side: autovacuum analysed ferry.%s after the backlog was built (%d before, %d during the measurement), "+
+			notes = append(notes, fmt.Sprintf("%s, cold side: autovacuum analysed ferry.%s after the backlog was complete (%d times before, %d during the measurement), "+
 				"so the statistics knew of the backlog for part or all of it.", m.name, m.table, c.analysedBefore, c.analysedDuring))
 		}
 	}
