@@ -81,7 +81,7 @@ func parseFlags() (Options, error) {
 		"superuser URL of an existing PostgreSQL server (default $FERRY_BENCH_DATABASE_URL; empty: start a private durable cluster); the bench creates and drops a database of its own there")
 	flag.StringVar(&o.DataDir, "data-dir", os.TempDir(), "parent directory of the private cluster's temporary data directory (must be a real disk, not tmpfs)")
 	flag.StringVar(&o.Out, "out", "", "also write the markdown report to this file")
-	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages")
+	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages; cold start: 5 s of light use, 50k messages and 25k events, 20 s budgets")
 	flag.StringVar(&only, "only", "", "comma-separated scenario numbers to run (default all)")
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (load-generator goroutines carry the pprof label role=client)")
 	flag.IntVar(&o.SendWorkers, "send-workers", 4, "Ferry's SendWorkers (group-commit transactions in flight); shown in the report header")
