@@ -58,9 +58,12 @@ type Bench struct {
 }
 
 // ferryConfig is the configuration of the in-process servers.
-func (b *Bench) ferryConfig() server.Config {
+func (b *Bench) ferryConfig() server.Config { return b.ferryConfigFor(b.dbURL) }
+
+// ferryConfigFor is the same configuration on another database.
+func (b *Bench) ferryConfigFor(dbURL string) server.Config {
 	return server.Config{
-		DatabaseURL:     b.dbURL,
+		DatabaseURL:     dbURL,
 		Listen:          "127.0.0.1:0",
 		AdminKey:        adminKey,
 		MaxBodyBytes:    256 << 10,
@@ -179,22 +182,40 @@ func (b *Bench) startCluster(ctx context.Context) error {
 }
 
 // createDatabase creates a database of the bench's own.
-func (b *Bench) createDatabase(ctx context.Context) error {
+func (b *Bench) createDatabase(ctx context.Context) (err error) {
 	b.dbName = fmt.Sprintf("ferry_bench_%d", time.Now().Unix())
+	b.dbURL, err = b.newDatabase(ctx, b.dbName)
+	return err
+}
+
+// newDatabase creates an empty database on the server and returns its URL.
+func (b *Bench) newDatabase(ctx context.Context, name string) (string, error) {
 	conn, err := pgx.Connect(ctx, b.adminDB)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(b.adminDB), err)
+		return "", fmt.Errorf("connect to %s: %w", redact(b.adminDB), err)
 	}
 	defer closeConn(conn)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+b.dbName); err != nil {
-		return fmt.Errorf("create database: %w", err)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
 	}
 	u, err := url.Parse(b.adminDB)
 	if err != nil {
-		return err
+		return "", err
 	}
-	u.Path = "/" + b.dbName
-	b.dbURL = u.String()
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// dropDatabase drops a database of the bench's, closing its sessions.
+func (b *Bench) dropDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, b.adminDB)
+	if err == nil {
+		_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		closeConn(conn)
+	}
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
 	return nil
 }
 
@@ -290,13 +311,8 @@ func (b *Bench) Close() error {
 			errs = append(errs, err)
 		}
 	} else if b.dbName != "" && b.adminDB != "" {
-		conn, err := pgx.Connect(ctx, b.adminDB)
-		if err == nil {
-			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+b.dbName+" WITH (FORCE)")
-			closeConn(conn)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("drop database %s: %w", b.dbName, err))
+		if err := b.dropDatabase(ctx, b.dbName); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if b.tempDir != "" {

@@ -58,7 +58,7 @@ func (c *FerryClient) do(ctx context.Context, method, path string, body []byte, 
 
 // CreateQueue creates a queue with the default configuration.
 func (c *FerryClient) CreateQueue(ctx context.Context, name string) error {
-	_, err := c.do(ctx, http.MethodPut, "/v1/queues/"+name, []byte(`{}`), http.StatusCreated)
+	_, err := c.do(ctx, http.MethodPut, QueuePath(name), []byte(`{}`), http.StatusCreated)
 	return err
 }
 
@@ -114,15 +114,35 @@ func SendRequest(n int) []byte {
 
 // Send posts an encoded send request (see SendRequest).
 func (c *FerryClient) Send(ctx context.Context, queue string, req []byte) error {
-	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/messages", req, http.StatusCreated)
+	_, err := c.do(ctx, http.MethodPost, QueuePath(queue)+"/messages", req, http.StatusCreated)
+	return err
+}
+
+// QueuePath is the path of a queue, SubscriptionPath that of a
+// subscription: the receive and ack endpoints hang off either.
+func QueuePath(queue string) string { return "/v1/queues/" + queue }
+
+// SubscriptionPath is the path of a subscription (see QueuePath).
+func SubscriptionPath(topic, sub string) string {
+	return "/v1/topics/" + topic + "/subscriptions/" + sub
+}
+
+// CreateSubscription creates a subscription with the given request body.
+func (c *FerryClient) CreateSubscription(ctx context.Context, topic, sub, req string) error {
+	_, err := c.do(ctx, http.MethodPut, SubscriptionPath(topic, sub), []byte(req), http.StatusCreated)
 	return err
 }
 
 // Receive claims up to maxMessages messages, waiting up to wait seconds, and
 // returns their receipts.
 func (c *FerryClient) Receive(ctx context.Context, queue string, maxMessages, wait int) ([]string, error) {
+	return c.ReceiveFrom(ctx, QueuePath(queue), maxMessages, wait)
+}
+
+// ReceiveFrom is Receive from a queue or a subscription, by path.
+func (c *FerryClient) ReceiveFrom(ctx context.Context, path string, maxMessages, wait int) ([]string, error) {
 	req := fmt.Appendf(nil, `{"max_messages":%d,"wait_seconds":%d}`, maxMessages, wait)
-	out, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/receive", req, http.StatusOK)
+	out, err := c.do(ctx, http.MethodPost, path+"/receive", req, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +164,16 @@ func (c *FerryClient) Receive(ctx context.Context, queue string, maxMessages, wa
 // Ack acknowledges receipts; a stale receipt is an error (no lease of the
 // bench ever expires).
 func (c *FerryClient) Ack(ctx context.Context, queue string, receipts []string) error {
+	return c.AckAt(ctx, QueuePath(queue), receipts)
+}
+
+// AckAt is Ack on a queue or a subscription, by path.
+func (c *FerryClient) AckAt(ctx context.Context, path string, receipts []string) error {
 	req, err := json.Marshal(map[string][]string{"receipts": receipts})
 	if err != nil {
 		return err
 	}
-	out, err := c.do(ctx, http.MethodPost, "/v1/queues/"+queue+"/ack", req, http.StatusOK)
+	out, err := c.do(ctx, http.MethodPost, path+"/ack", req, http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -166,4 +191,20 @@ func (c *FerryClient) Ack(ctx context.Context, queue string, receipts []string) 
 		}
 	}
 	return nil
+}
+
+// ReadEvents reads up to limit events of a partition from an offset
+// (`GET .../events`, no wait), decoding every field.
+func (c *FerryClient) ReadEvents(ctx context.Context, topic string, partition int, from int64, limit int) ([]groupEvent, error) {
+	path := fmt.Sprintf("/v1/topics/%s/events?partition=%d&from_offset=%d&limit=%d", topic, partition, from, limit)
+	out, err := c.do(ctx, http.MethodGet, path, nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var reply struct {
+		Events     []groupEvent `json:"events"`
+		NextOffset int64        `json:"next_offset"`
+	}
+	err = json.Unmarshal(out, &reply)
+	return reply.Events, err
 }

@@ -136,7 +136,7 @@ func (b *Bench) resetFanout(ctx context.Context) error {
 // createSubscription creates a subscription through the API with the
 // given request body and returns its queue id.
 func (b *Bench) createSubscription(ctx context.Context, topic string, topicID int64, name, req string) (int64, error) {
-	if _, err := b.client.do(ctx, http.MethodPut, "/v1/topics/"+topic+"/subscriptions/"+name, []byte(req), http.StatusCreated); err != nil {
+	if err := b.client.CreateSubscription(ctx, topic, name, req); err != nil {
 		return 0, err
 	}
 	var id int64

@@ -387,6 +387,31 @@ func (b *Bench) rawGroupRead(ctx context.Context, topicID int64, name string, re
 	})
 }
 
+// memberName is the consumer id of a group's m-th member.
+func memberName(m int) string { return fmt.Sprintf("member-%d", m) }
+
+// joinGroup makes members members join a new group (start earliest) one
+// after another, each with a poll of max_events 1 that it commits, so that
+// the assignment is settled (one rebalance per join) before a measured
+// run. It returns the events the joins read.
+func joinGroup(ctx context.Context, c *FerryClient, topic, group string, members int) (int64, error) {
+	var joined int64
+	for m := range members {
+		r, err := c.GroupPoll(ctx, topic, group, groupPollRequest{
+			Consumer: memberName(m), MaxEvents: 1, SessionTimeoutSeconds: groupSession, Start: "earliest"})
+		if err != nil {
+			return 0, fmt.Errorf("join: %w", err)
+		}
+		if len(r.Events) > 0 {
+			if err := c.GroupCommit(ctx, topic, group, memberName(m), r.Generation, lastOffsets(r.Events)); err != nil {
+				return 0, fmt.Errorf("join commit: %w", err)
+			}
+		}
+		joined += int64(len(r.Events))
+	}
+	return joined, nil
+}
+
 // ferryGroupRead reads the whole topic through a new group (start
 // earliest) with the given number of members. The members first join one
 // after another, each with a poll of max_events 1 (committed), so the
@@ -394,20 +419,9 @@ func (b *Bench) rawGroupRead(ctx context.Context, topicID int64, name string, re
 // then every member polls max_events 1000 and commits after each poll,
 // concurrently, until a poll comes back empty.
 func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members int, total int64) (groupRead, error) {
-	consumer := func(m int) string { return fmt.Sprintf("member-%d", m) }
-	var joined int64
-	for m := range members {
-		r, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
-			Consumer: consumer(m), MaxEvents: 1, SessionTimeoutSeconds: groupSession, Start: "earliest"})
-		if err != nil {
-			return groupRead{}, fmt.Errorf("join: %w", err)
-		}
-		if len(r.Events) > 0 {
-			if err := b.client.GroupCommit(ctx, topic, group, consumer(m), r.Generation, lastOffsets(r.Events)); err != nil {
-				return groupRead{}, fmt.Errorf("join commit: %w", err)
-			}
-		}
-		joined += int64(len(r.Events))
+	joined, err := joinGroup(ctx, b.client, topic, group, members)
+	if err != nil {
+		return groupRead{}, err
 	}
 	res, err := b.measureGroupRead(ctx, fmt.Sprintf("groups/ferry-%d", members), func(ctx context.Context, res *groupRead) error {
 		res.readers, res.joined = members, joined
@@ -426,7 +440,7 @@ func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members
 					decode                   time.Duration
 				)
 				err := func() error {
-					req, err := json.Marshal(groupPollRequest{Consumer: consumer(m), MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession})
+					req, err := json.Marshal(groupPollRequest{Consumer: memberName(m), MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession})
 					if err != nil {
 						return err
 					}
@@ -451,7 +465,7 @@ func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members
 						if len(r.Events) == 0 {
 							return nil
 						}
-						err = b.client.GroupCommit(ctx, topic, group, consumer(m), r.Generation, lastOffsets(r.Events))
+						err = b.client.GroupCommit(ctx, topic, group, memberName(m), r.Generation, lastOffsets(r.Events))
 						commit = append(commit, time.Since(t2))
 						switch {
 						case errors.Is(err, errFenced):

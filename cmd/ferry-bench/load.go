@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -231,4 +232,122 @@ func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare fu
 		progress("  round %d/%d: raw %.0f msgs/s, Ferry %.0f msgs/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
 	}
 	return res[rawSide], res[ferrySide], pairs, nil
+}
+
+// boundedRun is the outcome of runBounded.
+type boundedRun struct {
+	// Latencies are those of the operations recorded: every one that
+	// completed, then every one cut at the deadline, with the time it had
+	// run until then (a lower bound of its latency).
+	Latencies []time.Duration
+	// Done is the operations recorded that completed, Cut those the
+	// deadline cancelled (warm-up operations included: a cut is always
+	// shown).
+	Done, Cut int64
+	// OutOfTime says the deadline came before every operation had run.
+	OutOfTime bool
+	Elapsed   time.Duration
+}
+
+// runBounded runs ops recorded operations of op from workers goroutines,
+// each of which first runs warmup operations of its own that are not
+// recorded, then takes the next operation whenever its last one ended,
+// until all have run or the deadline (zero: none) has passed. At the
+// deadline the operations in flight are cancelled and recorded as cut,
+// so that a measurement of something that has become very slow ends on
+// time and still shows what it measured. The first error stops every
+// worker and is returned. label names the load in CPU profiles.
+func runBounded(ctx context.Context, label string, workers int, ops int64, warmup int, deadline time.Time,
+	op func(ctx context.Context, worker int) error,
+) (boundedRun, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opCtx := runCtx
+	if !deadline.IsZero() {
+		var stop context.CancelFunc
+		opCtx, stop = context.WithDeadline(runCtx, deadline)
+		defer stop()
+	}
+	l := &boundedLoad{op: op, warmup: warmup, runCtx: runCtx, cancel: cancel}
+	l.left.Store(ops)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go pprof.Do(opCtx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) {
+			defer wg.Done()
+			l.work(ctx, w)
+		})
+	}
+	wg.Wait()
+	res := l.res
+	res.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if l.firstErr != nil {
+		return res, l.firstErr
+	}
+	res.Cut = int64(len(l.cut))
+	res.Latencies = append(res.Latencies, l.cut...)
+	res.OutOfTime = res.Done < ops
+	return res, nil
+}
+
+// boundedLoad is the state runBounded's workers share.
+type boundedLoad struct {
+	op     func(ctx context.Context, worker int) error
+	warmup int
+	left   atomic.Int64 // recorded operations not yet taken
+	runCtx context.Context
+	cancel context.CancelFunc // stops every worker
+
+	mu       sync.Mutex
+	res      boundedRun
+	cut      []time.Duration
+	firstErr error
+}
+
+// work is worker w's loop; ctx ends at the deadline.
+func (l *boundedLoad) work(ctx context.Context, w int) {
+	var lat []time.Duration
+	defer func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.res.Latencies = append(l.res.Latencies, lat...)
+		l.res.Done += int64(len(lat))
+	}()
+	for seen := 0; ; seen++ {
+		record := seen >= l.warmup
+		if record && l.left.Add(-1) < 0 || ctx.Err() != nil {
+			return
+		}
+		t0 := time.Now()
+		err := l.op(ctx, w)
+		took := time.Since(t0)
+		if err != nil {
+			l.stopped(ctx, err, took)
+			return
+		}
+		if record {
+			lat = append(lat, took)
+		}
+	}
+}
+
+// stopped records an operation that failed after took: cut by the
+// deadline, or the run's error (which stops the other workers).
+func (l *boundedLoad) stopped(ctx context.Context, err error, took time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.runCtx.Err() != nil: // stopped by another worker's error, or the caller
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		l.cut = append(l.cut, took)
+	default:
+		if l.firstErr == nil {
+			l.firstErr = err
+		}
+		l.cancel()
+	}
 }

@@ -23,6 +23,10 @@
 //	go run ./cmd/ferry-bench -out docs/benchmarks.md
 //	go run ./cmd/ferry-bench -quick            # a ~1 minute smoke run
 //	go run ./cmd/ferry-bench -only 2,4         # selected scenarios
+//
+// Scenario 11 (cold start) runs on databases of its own, each with its own
+// in-process server: a new install used lightly and then given a backlog,
+// against one that saw the backlog (analysed) before its server started.
 package main
 
 import (
@@ -61,6 +65,11 @@ type Options struct {
 	WakeIters      int
 	ChurnDepth     int
 	StatementsMsgs int
+
+	// Scenario 11 (cold start): the light use's length, each
+	// measurement's time budget, and the backlog's sizes.
+	ColdLight, ColdBudget    time.Duration
+	ColdMessages, ColdEvents int
 }
 
 func parseFlags() (Options, error) {
@@ -72,7 +81,7 @@ func parseFlags() (Options, error) {
 		"superuser URL of an existing PostgreSQL server (default $FERRY_BENCH_DATABASE_URL; empty: start a private durable cluster); the bench creates and drops a database of its own there")
 	flag.StringVar(&o.DataDir, "data-dir", os.TempDir(), "parent directory of the private cluster's temporary data directory (must be a real disk, not tmpfs)")
 	flag.StringVar(&o.Out, "out", "", "also write the markdown report to this file")
-	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages")
+	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages; cold start: 5 s of light use, 50k messages and 25k events, 20 s budgets")
 	flag.StringVar(&only, "only", "", "comma-separated scenario numbers to run (default all)")
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (load-generator goroutines carry the pprof label role=client)")
 	flag.IntVar(&o.SendWorkers, "send-workers", 4, "Ferry's SendWorkers (group-commit transactions in flight); shown in the report header")
@@ -86,6 +95,10 @@ func parseFlags() (Options, error) {
 	flag.IntVar(&o.WakeIters, "wake-iterations", 200, "messages per variant of the long-poll wake scenario")
 	flag.IntVar(&o.ChurnDepth, "churn-depth", 100_000, "steady queue depth of the churn scenario")
 	flag.IntVar(&o.StatementsMsgs, "statements-messages", 2000, "messages per phase of the statements-per-message scenario")
+	flag.DurationVar(&o.ColdLight, "cold-light", time.Minute, "cold start: how long the fresh server is used lightly before the backlog")
+	flag.DurationVar(&o.ColdBudget, "cold-budget", time.Minute, "cold start: time budget of each latency measurement (a cliff is cut there and flagged)")
+	flag.IntVar(&o.ColdMessages, "cold-messages", 200_000, "cold start: messages of the queue backlog (a multiple of 1000)")
+	flag.IntVar(&o.ColdEvents, "cold-events", 100_000, "cold start: events of the topic backlog (a multiple of 1000)")
 	flag.Parse()
 
 	if o.Quick {
@@ -105,6 +118,10 @@ func parseFlags() (Options, error) {
 		def("wake-iterations", func() { o.WakeIters = 40 })
 		def("churn-depth", func() { o.ChurnDepth = 20_000 })
 		def("statements-messages", func() { o.StatementsMsgs = 500 })
+		def("cold-light", func() { o.ColdLight = 5 * time.Second })
+		def("cold-budget", func() { o.ColdBudget = 20 * time.Second })
+		def("cold-messages", func() { o.ColdMessages = 50_000 })
+		def("cold-events", func() { o.ColdEvents = 25_000 })
 	}
 	if only != "" {
 		o.Only = map[int]bool{}
@@ -118,6 +135,12 @@ func parseFlags() (Options, error) {
 	}
 	if o.Rounds < 1 || o.Duration/time.Duration(o.Rounds) < 500*time.Millisecond || o.Churn < time.Second {
 		return o, errors.New("-rounds must be at least 1, -duration / -rounds at least 500ms and -churn at least 1s")
+	}
+	if o.ColdMessages < coldBatch || o.ColdMessages%coldBatch != 0 || o.ColdEvents < coldBatch || o.ColdEvents%coldBatch != 0 {
+		return o, fmt.Errorf("-cold-messages and -cold-events must be positive multiples of %d", coldBatch)
+	}
+	if o.ColdBudget < time.Second || o.ColdLight < 0 {
+		return o, errors.New("-cold-budget must be at least 1s and -cold-light not negative")
 	}
 	return o, nil
 }
@@ -139,6 +162,7 @@ var scenarios = []scenario{
 	{"Topic publish", (*Bench).topicPublish},
 	{"Topic fan-out and push delivery", (*Bench).fanout},
 	{"Consumer groups", (*Bench).groups},
+	{"Cold start", (*Bench).coldStart},
 }
 
 func main() {

@@ -27,6 +27,38 @@ type Section struct {
 	How string
 	// Notes are observations and caveats.
 	Notes []string
+	// Columns, when set, name what the Raw, Ferry and Ratio columns hold
+	// in this section (a scenario that compares something else than raw
+	// SQL and Ferry); the summary then labels its cells with them.
+	Columns *Columns
+}
+
+// Columns are a section's names for the three value columns.
+type Columns struct{ Raw, Ferry, Ratio string }
+
+// columns is the section's column names (by default raw SQL, Ferry and
+// their ratio).
+func (s *Section) columns() Columns {
+	if s.Columns != nil {
+		return *s.Columns
+	}
+	return Columns{Raw: "raw SQL", Ferry: "Ferry", Ratio: "Ferry/raw"}
+}
+
+// summaryCells are a row's value cells in the summary table, whose columns
+// are the default ones: labelled with the section's own names when it has
+// them.
+func (s *Section) summaryCells(r Row) (raw, ferry, ratio string) {
+	if s.Columns == nil {
+		return r.Raw, r.Ferry, r.Ratio
+	}
+	label := func(name, v string) string {
+		if v == "" {
+			return ""
+		}
+		return name + ": " + v
+	}
+	return label(s.Columns.Raw, r.Raw), label(s.Columns.Ferry, r.Ferry), label(s.Columns.Ratio, r.Ratio)
 }
 
 // Row is one line of a comparison table. Target and Pass are empty for
@@ -73,8 +105,9 @@ func (r *Report) Markdown() string {
 			if row.Target == "" {
 				continue
 			}
+			raw, ferry, ratio := s.summaryCells(row)
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n",
-				s.Number, s.Title, row.Metric, row.Raw, row.Ferry, row.Ratio, row.Target, row.check())
+				s.Number, s.Title, row.Metric, raw, ferry, ratio, row.Target, row.check())
 		}
 		if len(s.Rows) == 0 && len(s.Notes) > 0 {
 			fmt.Fprintf(&b, "| %d | %s | see below | | | | | |\n", s.Number, s.Title)
@@ -87,7 +120,8 @@ func (r *Report) Markdown() string {
 	for _, s := range r.Sections {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", s.Number, s.Title)
 		if len(s.Rows) > 0 {
-			b.WriteString("| metric | raw SQL | Ferry | Ferry/raw | target | |\n|---|---|---|---|---|---|\n")
+			c := s.columns()
+			fmt.Fprintf(&b, "| metric | %s | %s | %s | target | |\n|---|---|---|---|---|---|\n", c.Raw, c.Ferry, c.Ratio)
 			for _, row := range s.Rows {
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.Metric, row.Raw, row.Ferry, row.Ratio, row.Target, row.check())
 			}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"runtime/pprof"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Scenario 7: SQL statements per message, from pg_stat_statements.
@@ -40,33 +39,11 @@ func (p stmtPhase) execMs() (ms float64) {
 	return ms
 }
 
-// runCounted runs op from workers goroutines until ops operations have run.
+// runCounted runs op from workers goroutines until ops operations have run
+// (or the first error, which it returns).
 func runCounted(ctx context.Context, label string, workers int, ops int64, op func(ctx context.Context) error) error {
-	var (
-		left     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	left.Store(ops)
-	for range workers {
-		wg.Add(1)
-		go pprof.Do(ctx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) {
-			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				if err := op(ctx); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
+	_, err := runBounded(ctx, label, workers, ops, 0, time.Time{}, func(ctx context.Context, _ int) error { return op(ctx) })
+	return err
 }
 
 // statementsOf resets pg_stat_statements, runs fn and returns what this
