@@ -353,6 +353,27 @@ func TestResponseSchemas(t *testing.T) {
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0}`, false},
+		// The nullable members (a $ref beside nullable and a type, or an
+		// anyOf whose one branch admits null) take null and their schema's
+		// values, and nothing else.
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": null, "expired_skipped": 0}`, true},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": "worker-1", "expired_skipped": 0}`, true},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": "-bad", "expired_skipped": 0}`, false},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": 7, "expired_skipped": 0}`, false},
+		{"SubscriptionFilter", `{"data": {"a.b": ["x", 1, 2.5, true, null]}}`, true},
+		{"SubscriptionFilter", `{"data": {"a.b": [{}]}}`, false},
+		{"SubscriptionFilter", `{"data": {"a.b": [[1]]}}`, false},
+		{"MessageBody", `null`, true},
+		{"MessageBody", `{"a": [1, "x", null]}`, true},
+		{"MessageBody", `[]`, true},
+		{"MessageBody", `[1, "two", null, [null], {"a": null}]`, true},
+		{"MessageBody", `"s"`, true},
+		{"MessageBody", `-1.5`, true},
+		{"MessageBody", `false`, true},
+		{"EventData", `null`, true},
+		{"EventData", `{"customer_id": "cust-456"}`, true},
+		{"EventData", `7`, true},
+		{"EventData", `[1, "two", null]`, true},
 		{"Health", `{"status": "ok"}`, true},
 		{"Ready", `{"status": "ready"}`, true},
 	}
