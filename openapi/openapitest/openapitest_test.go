@@ -104,6 +104,8 @@ func TestCheck(t *testing.T) {
 		{"wrong type", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"max_receives": 5`, `"max_receives": "5"`, 1), "max_receives"},
 		{"extra field", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"name": "q1",`, `"name": "q1", "owner": null,`, 1), "owner"},
 		{"bad time", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"2025-06-01T10:00:00Z"`, `"yesterday"`, 1), "created_at"},
+		{"push of the wrong shape", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"push": null`, `"push": {"url": 5}`, 1), "push"},
+		{"push not an object", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"push": null`, `"push": "https://example.com"`, 1), "push"},
 		{"negative stat", "GET", "/v1/queues/q1", 200, jsonHeader(), strings.Replace(queueJSON, `"available": 3`, `"available": -1`, 1), "available"},
 		{"not JSON", "GET", "/v1/queues/q1", 200, jsonHeader(), `{"name":`, "decode"},
 		{"wrong content type", "GET", "/v1/queues/q1", 200, http.Header{"Content-Type": {"text/html"}}, queueJSON, "text/html"},
