@@ -156,6 +156,32 @@ func TestOperations(t *testing.T) {
 		}
 	}
 
+	// Every list pages (API.md § Conventions): limit and after in, a
+	// required next out.
+	for path, member := range map[string]string{
+		"/v1/queues": "queues", "/v1/topics": "topics",
+		"/v1/topics/{topic}/subscriptions": "subscriptions", "/v1/topics/{topic}/groups": "groups",
+	} {
+		op := doc.Paths.Find(path).Get
+		require.NotNil(t, op, path)
+		names := map[string]*openapi3.Schema{}
+		for _, p := range op.Parameters {
+			if p.Value.In == "query" {
+				names[p.Value.Name] = p.Value.Schema.Value
+			}
+		}
+		require.Len(t, names, 2, path)
+		require.NoError(t, names["limit"].VisitJSON(1000), path)
+		require.Error(t, names["limit"].VisitJSON(1001), path)
+		require.Error(t, names["limit"].VisitJSON(0), path)
+		require.EqualValues(t, 100, names["limit"].Default, path)
+		require.NotNil(t, names["after"], path)
+		require.NotNil(t, op.Responses.Status(400), path)
+		list := op.Responses.Status(200).Value.Content.Get("application/json")
+		require.ElementsMatch(t, []string{member, "next"}, list.Schema.Value.Required, path)
+		require.NotNil(t, list.Example, "%s: an example page", path)
+	}
+
 	// Every response object is closed: the server may not send fields the
 	// contract does not name.
 	for schemaName, ref := range doc.Components.Schemas {
@@ -340,8 +366,16 @@ func TestResponseSchemas(t *testing.T) {
 		{"EventPage", `{"events": [` + strings.Replace(event, `"attributes": {"region": "eu"}, `, "", 1) + `], "next_offset": 42}`, false},
 		{"EventPage", `{"events": [` + strings.Replace(event, `"published_at": "2025-06-01T10:00:00.123456Z"`, `"published_at": "now"`, 1) + `], "next_offset": 42}`, false},
 		{"EventPage", `{"events": [` + strings.Replace(event, `"id": "evt-771", `, `"id": "evt-771", "duplicate": false, `, 1) + `], "next_offset": 42}`, false},
-		{"TopicList", `{"topics": []}`, true},
-		{"TopicList", `{"topics": [` + topic + `]}`, true},
+		{"TopicList", `{"topics": [], "next": null}`, true},
+		{"TopicList", `{"topics": [` + topic + `], "next": "dG9waWNzOm9yZGVycw"}`, true},
+		{"TopicList", `{"topics": []}`, false},
+		{"TopicList", `{"topics": [], "next": 1}`, false},
+		{"QueueList", `{"queues": [], "next": null}`, true},
+		{"QueueList", `{"queues": []}`, false},
+		{"SubscriptionList", `{"subscriptions": [], "next": "c3Vic2NyaXB0aW9uczpiaWxsaW5n"}`, true},
+		{"SubscriptionList", `{"subscriptions": []}`, false},
+		{"GroupList", `{"groups": [], "next": null}`, true},
+		{"GroupList", `{"groups": []}`, false},
 		{"Topic", topic, true},
 		{"Topic", strings.Replace(topic, `"head_offset": -1, "oldest_offset": 0`, `"head_offset": -2, "oldest_offset": 0`, 1), false},
 		{"Topic", strings.Replace(topic, `, "offsets": [`, `, "stats": {}, "offsets": [`, 1), false},
