@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO    ?= go
 PKG   := ./...
+# The OpenAPI linter, pinned (an npm package; needs Node.js and npm).
+REDOCLY ?= npx --yes @redocly/cli@2.77.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
@@ -9,7 +11,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: dev
 dev: ## Run Ferry with a private PostgreSQL in ./.ferry (no setup needed)
@@ -28,10 +30,14 @@ bench: ## Benchmark Ferry against raw SQL on one durable database; writes docs/b
 	$(GO) run ./cmd/ferry-bench -out docs/benchmarks.md
 
 .PHONY: lint
-lint: ## gofmt, go vet, and golangci-lint when installed
+lint: lint-openapi ## gofmt, go vet, golangci-lint when installed, and the OpenAPI lint
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKG)
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed; skipped"; fi
+
+.PHONY: lint-openapi
+lint-openapi: ## Lint openapi/openapi.yaml with Redocly's recommended rules and example validation (redocly.yaml)
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml openapi/openapi.yaml
 
 .PHONY: migrate
 migrate: ## Apply migrations to FERRY_DATABASE_URL

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,16 +38,14 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := 100
-	if s := c.QueryParam("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 1000 {
-			return invalid("limit", "must be an integer between 1 and 1000")
-		}
-		limit = v
+	limit, err := limitOf(c)
+	if err != nil {
+		return err
 	}
 	var after int64
-	if s := c.QueryParam("after"); s != "" {
+	if s, ok, err := queryOnce(c, "after"); err != nil {
+		return err
+	} else if ok {
 		id, ok := store.ParseMessageID(s)
 		if !ok {
 			return invalid("after", "is not a cursor issued by Ferry")

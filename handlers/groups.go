@@ -277,8 +277,14 @@ func (h *handler) groupGet(c echo.Context) error {
 	return reply(c, http.StatusOK, toGroupReply(topic, g))
 }
 
+// groupList answers one page of the topic's groups, each described (and
+// so refreshed); only that page's groups are.
 func (h *handler) groupList(c echo.Context) error {
 	topic, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	page, err := pageOf(c, "groups")
 	if err != nil {
 		return err
 	}
@@ -287,7 +293,7 @@ func (h *handler) groupList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := store.GroupList(ctx, h.Pool, t.ID)
+	names, more, err := store.GroupList(ctx, h.Pool, store.GroupListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
 	if err != nil {
 		return err
 	}
@@ -304,7 +310,11 @@ func (h *handler) groupList(c echo.Context) error {
 		h.Metrics.observeGroup(topic, n, g.Refresh)
 		out = append(out, toGroupReply(topic, g))
 	}
-	return reply(c, http.StatusOK, map[string]any{"groups": out})
+	var last string
+	if len(names) > 0 {
+		last = names[len(names)-1] // listed, even if deleted since: the next page starts after it
+	}
+	return reply(c, http.StatusOK, map[string]any{"groups": out, "next": page.next(more, last)})
 }
 
 func (h *handler) groupDelete(c echo.Context) error {

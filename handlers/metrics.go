@@ -158,7 +158,7 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	queues, err := store.QueueList(ctx, d.pool)
+	queues, _, err := store.QueueList(ctx, d.pool, store.QueueListParams{}) // every queue
 	if err != nil {
 		d.log.Warn("metrics: list queues", "error", err)
 		return
@@ -181,7 +181,7 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), q.Name)
 	}
-	topics, err := store.TopicList(ctx, d.pool)
+	topics, _, err := store.TopicList(ctx, d.pool, store.TopicListParams{}) // every topic
 	if err != nil {
 		d.log.Warn("metrics: list topics", "error", err)
 		return

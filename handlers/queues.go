@@ -162,9 +162,15 @@ func (h *handler) queueGet(c echo.Context) error {
 	return reply(c, http.StatusOK, toQueueResponse(q, stats[q.ID]))
 }
 
+// queueList answers one page of queues; stats are computed for that page
+// only.
 func (h *handler) queueList(c echo.Context) error {
+	page, err := pageOf(c, "queues")
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
-	queues, err := store.QueueList(ctx, h.Pool)
+	queues, more, err := store.QueueList(ctx, h.Pool, store.QueueListParams{After: page.after, Limit: page.limit})
 	if err != nil {
 		return err
 	}
@@ -177,10 +183,12 @@ func (h *handler) queueList(c echo.Context) error {
 		return err
 	}
 	out := make([]queueResponse, len(queues))
+	var last string
 	for i, q := range queues {
 		out[i] = toQueueResponse(q, stats[q.ID])
+		last = q.Name
 	}
-	return reply(c, http.StatusOK, map[string]any{"queues": out})
+	return reply(c, http.StatusOK, map[string]any{"queues": out, "next": page.next(more, last)})
 }
 
 // queueDelete removes the queue at once; its content is deleted in bounded

@@ -58,7 +58,7 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	// No queues yet: an empty list, not null.
 	r0 := env.Do("GET", "/v1/queues", nil)
 	require.Equal(t, http.StatusOK, r0.Status)
-	require.JSONEq(t, `{"queues":[]}`, string(r0.Body))
+	require.JSONEq(t, `{"queues":[],"next":null}`, string(r0.Body))
 
 	// Create with an empty object: every default.
 	r := env.Do("PUT", "/v1/queues/alpha", map[string]any{})
@@ -129,7 +129,7 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	// GET all, sorted by name.
 	r = env.Do("GET", "/v1/queues", nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	requireKeys(t, r.Map(t), []string{"queues"}, "queue list")
+	requireKeys(t, r.Map(t), []string{"queues", "next"}, "queue list")
 	var list struct {
 		Queues []queueJSON `json:"queues"`
 	}

@@ -172,8 +172,14 @@ func (h *handler) subscriptionGet(c echo.Context) error {
 	return reply(c, http.StatusOK, toSubscriptionResponse(ref.topic, s, stats[s.ID]))
 }
 
+// subscriptionList answers one page of the topic's subscriptions; stats
+// are computed for that page only.
 func (h *handler) subscriptionList(c echo.Context) error {
 	topic, err := name(c, "topic")
+	if err != nil {
+		return err
+	}
+	page, err := pageOf(c, "subscriptions")
 	if err != nil {
 		return err
 	}
@@ -182,7 +188,8 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	subs, err := store.SubscriptionList(ctx, h.Pool, t.ID)
+	subs, more, err := store.SubscriptionList(ctx, h.Pool,
+		store.SubscriptionListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
 	if err != nil {
 		return err
 	}
@@ -195,10 +202,12 @@ func (h *handler) subscriptionList(c echo.Context) error {
 		return err
 	}
 	out := make([]subscriptionResponse, len(subs))
+	var last string
 	for i, s := range subs {
 		out[i] = toSubscriptionResponse(t.Name, s, stats[s.ID])
+		last = s.Name
 	}
-	return reply(c, http.StatusOK, map[string]any{"subscriptions": out})
+	return reply(c, http.StatusOK, map[string]any{"subscriptions": out, "next": page.next(more, last)})
 }
 
 // subscriptionDelete removes the subscription at once; its deliveries and

@@ -105,7 +105,7 @@ func listSubs(t testing.TB, env *ferrytest.Env, topic string) []subscriptionJSON
 	r := env.Do("GET", tpath(topic, "/subscriptions"), nil)
 	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
 	m := r.Map(t)
-	requireKeys(t, m, []string{"subscriptions"}, "subscription list")
+	requireKeys(t, m, []string{"subscriptions", "next"}, "subscription list")
 	list, ok := m["subscriptions"].([]any)
 	require.True(t, ok, "subscriptions is an array, never null: %s", r.Body)
 	for _, s := range list {

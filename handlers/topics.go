@@ -110,9 +110,15 @@ func (h *handler) topicGet(c echo.Context) error {
 	return reply(c, http.StatusOK, toTopicResponse(t, offs[t.ID]))
 }
 
+// topicList answers one page of topics, with the offsets of that page's
+// topics only.
 func (h *handler) topicList(c echo.Context) error {
+	page, err := pageOf(c, "topics")
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
-	topics, err := store.TopicList(ctx, h.Pool)
+	topics, more, err := store.TopicList(ctx, h.Pool, store.TopicListParams{After: page.after, Limit: page.limit})
 	if err != nil {
 		return err
 	}
@@ -125,10 +131,12 @@ func (h *handler) topicList(c echo.Context) error {
 		return err
 	}
 	out := make([]topicResponse, len(topics))
+	var last string
 	for i, t := range topics {
 		out[i] = toTopicResponse(t, offs[t.ID])
+		last = t.Name
 	}
-	return reply(c, http.StatusOK, map[string]any{"topics": out})
+	return reply(c, http.StatusOK, map[string]any{"topics": out, "next": page.next(more, last)})
 }
 
 func (h *handler) topicDelete(c echo.Context) error {

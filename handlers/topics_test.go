@@ -112,7 +112,7 @@ func listTopics(t testing.TB, env *ferrytest.Env) []topicJSON {
 	r := env.Do("GET", "/v1/topics", nil)
 	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
 	m := r.Map(t)
-	requireKeys(t, m, []string{"topics"}, "topic list")
+	requireKeys(t, m, []string{"topics", "next"}, "topic list")
 	list, ok := m["topics"].([]any)
 	require.True(t, ok, "topics is an array, never null: %s", r.Body)
 	for _, tp := range list {

@@ -156,6 +156,32 @@ func TestOperations(t *testing.T) {
 		}
 	}
 
+	// Every list pages (API.md § Conventions): limit and after in, a
+	// required next out.
+	for path, member := range map[string]string{
+		"/v1/queues": "queues", "/v1/topics": "topics",
+		"/v1/topics/{topic}/subscriptions": "subscriptions", "/v1/topics/{topic}/groups": "groups",
+	} {
+		op := doc.Paths.Find(path).Get
+		require.NotNil(t, op, path)
+		names := map[string]*openapi3.Schema{}
+		for _, p := range op.Parameters {
+			if p.Value.In == "query" {
+				names[p.Value.Name] = p.Value.Schema.Value
+			}
+		}
+		require.Len(t, names, 2, path)
+		require.NoError(t, names["limit"].VisitJSON(1000), path)
+		require.Error(t, names["limit"].VisitJSON(1001), path)
+		require.Error(t, names["limit"].VisitJSON(0), path)
+		require.EqualValues(t, 100, names["limit"].Default, path)
+		require.NotNil(t, names["after"], path)
+		require.NotNil(t, op.Responses.Status(400), path)
+		list := op.Responses.Status(200).Value.Content.Get("application/json")
+		require.ElementsMatch(t, []string{member, "next"}, list.Schema.Value.Required, path)
+		require.NotNil(t, list.Example, "%s: an example page", path)
+	}
+
 	// Every response object is closed: the server may not send fields the
 	// contract does not name.
 	for schemaName, ref := range doc.Components.Schemas {
@@ -201,6 +227,10 @@ func TestRequestSchemas(t *testing.T) {
 		{"QueueConfig", `{"push": "https://example.com"}`, false},
 		{"SubscriptionRequest", `{"push": {"url": "https://example.com", "timeout_seconds": 5}}`, true},
 		{"SubscriptionRequest", `{"push": null}`, true},
+		{"SubscriptionRequest", `{"filter": null}`, true},
+		{"SubscriptionRequest", `{"filter": {"types": ["order.*"]}}`, true},
+		{"SubscriptionRequest", `{"filter": {"kinds": ["x"]}}`, false},
+		{"SubscriptionRequest", `{"filter": "order.*"}`, false},
 		{"SubscriptionRequest", `{"push": {"url": "https://example.com", "failing_since": null}}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": -1}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": 43201}`, false},
@@ -336,8 +366,16 @@ func TestResponseSchemas(t *testing.T) {
 		{"EventPage", `{"events": [` + strings.Replace(event, `"attributes": {"region": "eu"}, `, "", 1) + `], "next_offset": 42}`, false},
 		{"EventPage", `{"events": [` + strings.Replace(event, `"published_at": "2025-06-01T10:00:00.123456Z"`, `"published_at": "now"`, 1) + `], "next_offset": 42}`, false},
 		{"EventPage", `{"events": [` + strings.Replace(event, `"id": "evt-771", `, `"id": "evt-771", "duplicate": false, `, 1) + `], "next_offset": 42}`, false},
-		{"TopicList", `{"topics": []}`, true},
-		{"TopicList", `{"topics": [` + topic + `]}`, true},
+		{"TopicList", `{"topics": [], "next": null}`, true},
+		{"TopicList", `{"topics": [` + topic + `], "next": "dG9waWNzOm9yZGVycw"}`, true},
+		{"TopicList", `{"topics": []}`, false},
+		{"TopicList", `{"topics": [], "next": 1}`, false},
+		{"QueueList", `{"queues": [], "next": null}`, true},
+		{"QueueList", `{"queues": []}`, false},
+		{"SubscriptionList", `{"subscriptions": [], "next": "c3Vic2NyaXB0aW9uczpiaWxsaW5n"}`, true},
+		{"SubscriptionList", `{"subscriptions": []}`, false},
+		{"GroupList", `{"groups": [], "next": null}`, true},
+		{"GroupList", `{"groups": []}`, false},
 		{"Topic", topic, true},
 		{"Topic", strings.Replace(topic, `"head_offset": -1, "oldest_offset": 0`, `"head_offset": -2, "oldest_offset": 0`, 1), false},
 		{"Topic", strings.Replace(topic, `, "offsets": [`, `, "stats": {}, "offsets": [`, 1), false},
@@ -353,6 +391,27 @@ func TestResponseSchemas(t *testing.T) {
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0}`, false},
+		// The nullable members (a $ref beside nullable and a type, or an
+		// anyOf whose one branch admits null) take null and their schema's
+		// values, and nothing else.
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": null, "expired_skipped": 0}`, true},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": "worker-1", "expired_skipped": 0}`, true},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": "-bad", "expired_skipped": 0}`, false},
+		{"GroupPartition", `{"partition": 0, "committed_offset": -1, "head_offset": -1, "lag": 0, "owner": 7, "expired_skipped": 0}`, false},
+		{"SubscriptionFilter", `{"data": {"a.b": ["x", 1, 2.5, true, null]}}`, true},
+		{"SubscriptionFilter", `{"data": {"a.b": [{}]}}`, false},
+		{"SubscriptionFilter", `{"data": {"a.b": [[1]]}}`, false},
+		{"MessageBody", `null`, true},
+		{"MessageBody", `{"a": [1, "x", null]}`, true},
+		{"MessageBody", `[]`, true},
+		{"MessageBody", `[1, "two", null, [null], {"a": null}]`, true},
+		{"MessageBody", `"s"`, true},
+		{"MessageBody", `-1.5`, true},
+		{"MessageBody", `false`, true},
+		{"EventData", `null`, true},
+		{"EventData", `{"customer_id": "cust-456"}`, true},
+		{"EventData", `7`, true},
+		{"EventData", `[1, "two", null]`, true},
 		{"Health", `{"status": "ok"}`, true},
 		{"Ready", `{"status": "ready"}`, true},
 	}
@@ -379,8 +438,8 @@ func TestResponseSchemas(t *testing.T) {
 			if field == "push" {
 				// The request's push is the fields to change (PushConfig),
 				// the response's the whole setting and its state (Push).
-				require.Equal(t, "#/components/schemas/PushConfig", config.Properties[field].Value.AllOf[0].Ref)
-				require.Equal(t, "#/components/schemas/Push", resp.Properties[field].Value.AllOf[0].Ref)
+				require.Equal(t, "#/components/schemas/PushConfig", config.Properties[field].Value.AnyOf[0].Ref)
+				require.Equal(t, "#/components/schemas/Push", resp.Properties[field].Value.AnyOf[0].Ref)
 				continue
 			}
 			require.NotEmpty(t, config.Properties[field].Ref, "%s.%s", configName, field)

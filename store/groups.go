@@ -867,14 +867,29 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 	return g, nil
 }
 
-// GroupList returns the names of the topic's groups.
-func GroupList(ctx context.Context, db DBTX, topicID int64) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT name FROM ferry.consumer_groups WHERE topic_id = $1 ORDER BY name`, topicID)
+// GroupListParams selects one page of GroupList.
+type GroupListParams struct {
+	TopicID int64
+	After   string // only groups named after this one ("" = from the first)
+	Limit   int    // at most this many; 0 = every one
+}
+
+// GroupList returns the names of the topic's groups named after p.After,
+// in order, at most p.Limit of them, and whether more follow: a keyset page
+// read from the (topic_id, name) unique index.
+func GroupList(ctx context.Context, db DBTX, p GroupListParams) ([]string, bool, error) {
+	rows, err := db.Query(ctx, `
+		SELECT name FROM ferry.consumer_groups WHERE topic_id = $1 AND name > $2 ORDER BY name LIMIT $3`,
+		p.TopicID, p.After, pageLimit(p.Limit))
 	if err != nil {
-		return nil, interpretError("group list", err)
+		return nil, false, interpretError("group list", err)
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return names, interpretError("group list", err)
+	if err != nil {
+		return nil, false, interpretError("group list", err)
+	}
+	names, more := pageCut(names, p.Limit)
+	return names, more, nil
 }
 
 // GroupDelete deletes the group, its members and positions.

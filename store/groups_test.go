@@ -816,9 +816,10 @@ func TestGroupDeleteRows(t *testing.T) {
 		require.ErrorIs(t, store.GroupDelete(e.ctx, e.pool, tp, "h"), store.ErrNotFound)
 		_, err := store.GroupDescribe(e.ctx, e.pool, tp, "h")
 		require.ErrorIs(t, err, store.ErrNotFound)
-		names, err := store.GroupList(e.ctx, e.pool, tp.ID)
+		names, more, err := store.GroupList(e.ctx, e.pool, store.GroupListParams{TopicID: tp.ID})
 		require.NoError(t, err)
 		require.Equal(t, []string{"g"}, names)
+		require.False(t, more)
 	})
 
 	t.Run("TopicDelete", func(t *testing.T) {

@@ -205,14 +205,29 @@ func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
 	return q, interpretError("queue get", err)
 }
 
-// QueueList returns every queue, by name.
-func QueueList(ctx context.Context, db DBTX) ([]Queue, error) {
-	rows, err := db.Query(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE topic_id IS NULL ORDER BY name`)
+// QueueListParams selects one page of QueueList.
+type QueueListParams struct {
+	After string // only queues named after this one ("" = from the first)
+	Limit int    // at most this many; 0 = every queue (internal callers only)
+}
+
+// QueueList returns the queues named after p.After, by name, at most
+// p.Limit of them, and whether more follow. It reads queues_name_idx from
+// p.After on (keyset pagination), so a page costs the same however many
+// queues there are, and a queue deleted meanwhile is simply not listed.
+func QueueList(ctx context.Context, db DBTX, p QueueListParams) ([]Queue, bool, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+queueColumns+` FROM ferry.queues
+		WHERE topic_id IS NULL AND name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
 	if err != nil {
-		return nil, interpretError("queue list", err)
+		return nil, false, interpretError("queue list", err)
 	}
 	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
-	return queues, interpretError("queue list", err)
+	if err != nil {
+		return nil, false, interpretError("queue list", err)
+	}
+	queues, more := pageCut(queues, p.Limit)
+	return queues, more, nil
 }
 
 // QueueDelete deletes the named queue and returns its id; db must be a

@@ -314,9 +314,24 @@ func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (
 	return s, interpretError("subscription get", err)
 }
 
-// SubscriptionList returns the topic's subscriptions, by name.
-func SubscriptionList(ctx context.Context, db DBTX, topicID int64) ([]Subscription, error) {
-	return subscriptionsWhere(ctx, db, `topic_id = $1 ORDER BY name`, topicID)
+// SubscriptionListParams selects one page of SubscriptionList.
+type SubscriptionListParams struct {
+	TopicID int64
+	After   string // only subscriptions named after this one ("" = from the first)
+	Limit   int    // at most this many; 0 = every one
+}
+
+// SubscriptionList returns the topic's subscriptions named after p.After,
+// by name, at most p.Limit of them, and whether more follow: a keyset page
+// read from subscriptions_name_idx.
+func SubscriptionList(ctx context.Context, db DBTX, p SubscriptionListParams) ([]Subscription, bool, error) {
+	subs, err := subscriptionsWhere(ctx, db, `topic_id = $1 AND name > $2 ORDER BY name LIMIT $3`,
+		p.TopicID, p.After, pageLimit(p.Limit))
+	if err != nil {
+		return nil, false, err
+	}
+	subs, more := pageCut(subs, p.Limit)
+	return subs, more, nil
 }
 
 // SubscriptionListAll returns every subscription of every topic, by topic

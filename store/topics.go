@@ -139,14 +139,27 @@ func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
 	return t, interpretError("topic get", err)
 }
 
-// TopicList returns every topic, by name.
-func TopicList(ctx context.Context, db DBTX) ([]Topic, error) {
-	rows, err := db.Query(ctx, `SELECT `+topicColumns+` FROM ferry.topics ORDER BY name`)
+// TopicListParams selects one page of TopicList.
+type TopicListParams struct {
+	After string // only topics named after this one ("" = from the first)
+	Limit int    // at most this many; 0 = every topic (internal callers only)
+}
+
+// TopicList returns the topics named after p.After, by name, at most
+// p.Limit of them, and whether more follow: a keyset page read from the
+// unique index on name.
+func TopicList(ctx context.Context, db DBTX, p TopicListParams) ([]Topic, bool, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+topicColumns+` FROM ferry.topics WHERE name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
 	if err != nil {
-		return nil, interpretError("topic list", err)
+		return nil, false, interpretError("topic list", err)
 	}
 	topics, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
-	return topics, interpretError("topic list", err)
+	if err != nil {
+		return nil, false, interpretError("topic list", err)
+	}
+	topics, more := pageCut(topics, p.Limit)
+	return topics, more, nil
 }
 
 // TopicOffsets returns the head and oldest retained offset of every

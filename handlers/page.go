@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Lists page with ?limit=N&after=<cursor> and answer "next": the cursor of
+// the following page, or null on the last one (API.md § Conventions).
+const (
+	defaultPageLimit = 100
+	maxPageLimit     = 1000
+)
+
+// listPage is the page a list request asks for: at most limit items named
+// after the name its cursor carries.
+type listPage struct {
+	kind  string // what is listed: a cursor names it, so another list refuses it
+	limit int
+	after string // "" for the first page
+}
+
+// pageOf reads a list request's limit and after. A cursor must be one that
+// pageOf's next issued for this kind of list, byte for byte: anything else
+// is a 400, never a guess.
+func pageOf(c echo.Context, kind string) (listPage, error) {
+	limit, err := limitOf(c)
+	if err != nil {
+		return listPage{}, err
+	}
+	p := listPage{kind: kind, limit: limit}
+	s, ok, err := queryOnce(c, "after")
+	if err != nil || !ok {
+		return p, err
+	}
+	if p.after, ok = parseCursor(kind, s); !ok {
+		return listPage{}, invalid("after", "is not a cursor issued by Ferry for this list")
+	}
+	return p, nil
+}
+
+// next is the cursor of the page after one whose last item is named last,
+// or nil when no more follow.
+func (p listPage) next(more bool, last string) *string {
+	if !more {
+		return nil
+	}
+	s := formatCursor(p.kind, last)
+	return &s
+}
+
+// limitOf reads ?limit: 1 to maxPageLimit, default defaultPageLimit; out of
+// range is a 400, never clamped.
+func limitOf(c echo.Context) (int, error) {
+	s, ok, err := queryOnce(c, "limit")
+	if err != nil || !ok {
+		return defaultPageLimit, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > maxPageLimit {
+		return 0, invalid("limit", "must be an integer between 1 and %d", maxPageLimit)
+	}
+	return v, nil
+}
+
+// queryOnce returns the query parameter and whether it was given; given
+// more than once it is a 400 (which one would count?).
+func queryOnce(c echo.Context, param string) (string, bool, error) {
+	vs, ok := c.QueryParams()[param]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(vs) != 1:
+		return "", false, invalid(param, "must be given at most once")
+	}
+	return vs[0], true, nil
+}
+
+// formatCursor makes the cursor of a list of kind that continues after the
+// given name: opaque to clients (base64url, unpadded).
+func formatCursor(kind, name string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + name))
+}
+
+// parseCursor returns the name of a cursor made by formatCursor for kind;
+// ok is false for any other string. Decoding is strict and the cursor must
+// re-encode to itself, so no second spelling of a cursor (padding, other
+// trailing bits, line breaks) is accepted.
+func parseCursor(kind, s string) (name string, ok bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || base64.RawURLEncoding.EncodeToString(b) != s {
+		return "", false
+	}
+	name, ok = strings.CutPrefix(string(b), kind+":")
+	return name, ok && nameRe.MatchString(name)
+}
