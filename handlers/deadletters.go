@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,13 +38,9 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := 100
-	if s := c.QueryParam("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 1000 {
-			return invalid("limit", "must be an integer between 1 and 1000")
-		}
-		limit = v
+	limit, err := queryInt(c, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
 	}
 	var after int64
 	if s := c.QueryParam("after"); s != "" {
@@ -60,7 +55,7 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, limit)
+	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, int(limit))
 	if err != nil {
 		return err
 	}
