@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 )
 
@@ -146,7 +145,7 @@ func (w *jsonCheck) value(t reflect.Type) error {
 }
 
 func (w *jsonCheck) literal(s string) error {
-	if !strings.HasPrefix(string(w.b[w.i:min(len(w.b), w.i+len(s))]), s) {
+	if !bytes.HasPrefix(w.b[w.i:], []byte(s)) {
 		return errSyntax
 	}
 	w.i += len(s)
@@ -412,8 +411,21 @@ func (w *jsonCheck) hex4(at int) (rune, bool) {
 	if at+4 > len(w.b) {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(w.b[at:at+4]), 16, 32)
-	return rune(v), err == nil
+	var r rune
+	for _, c := range w.b[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // number walks a number and checks that PostgreSQL can store it.
