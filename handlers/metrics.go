@@ -84,11 +84,9 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 		"Commits refused because the consumer no longer owned a partition in the generation it named.")
 	m.expiredSkipped = groupCounter("consumer_group_expired_skipped_total",
 		"Events a group never read because retention removed them first (its position was moved to the oldest retained event).")
-	refreshes := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ferry", Name: "metrics_refreshes_total",
-		Help: "Reads of the database-derived gauges (at most one per FERRY_METRICS_INTERVAL, whatever the scrapes)."})
-	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, refreshes,
+	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{pool: pool, log: log, interval: interval, refreshes: refreshes})
+		&depthCollector{pool: pool, log: log, interval: interval})
 	return m
 }
 
@@ -142,6 +140,9 @@ var (
 	subAgeDesc = prometheus.NewDesc("ferry_subscription_oldest_age_seconds",
 		"Age of the oldest pending delivery of a subscription (since its event's publish).",
 		[]string{"topic", "subscription"}, nil)
+	refreshesDesc = prometheus.NewDesc("ferry_metrics_refreshes_total",
+		"Reads of the database-derived gauges (at most one per FERRY_METRICS_INTERVAL, however many scrapes).",
+		nil, nil)
 )
 
 // depthCollector exposes the gauges read from the database: queue,
@@ -151,14 +152,14 @@ var (
 // however often and concurrently /metrics is scraped the database sees at
 // most one read per interval.
 type depthCollector struct {
-	pool      *pgxpool.Pool
-	log       *slog.Logger
-	interval  time.Duration
-	refreshes prometheus.Counter
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	interval time.Duration
 
-	mu     sync.Mutex
-	readAt time.Time
-	cached []prometheus.Metric
+	mu        sync.Mutex
+	readAt    time.Time
+	cached    []prometheus.Metric
+	refreshes int // reads so far, exposed with the gauges they made
 }
 
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -170,25 +171,28 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- subAgeDesc
 	ch <- lagDesc
 	ch <- membersDesc
+	ch <- refreshesDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range d.current() {
+	gauges, refreshes := d.current()
+	for _, m := range gauges {
 		ch <- m
 	}
+	ch <- prometheus.MustNewConstMetric(refreshesDesc, prometheus.CounterValue, float64(refreshes))
 }
 
 // current returns the gauges, read again if the last read is older than
-// the interval.
-func (d *depthCollector) current() []prometheus.Metric {
+// the interval, and the number of reads so far.
+func (d *depthCollector) current() ([]prometheus.Metric, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.interval > 0 && !d.readAt.IsZero() && time.Since(d.readAt) < d.interval {
-		return d.cached
+		return d.cached, d.refreshes
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d.refreshes.Inc()
+	d.refreshes++
 	r := &gaugeRead{}
 	if err := r.read(ctx, d.pool); err != nil {
 		// What was read before the failure is shown; the next read waits
@@ -197,7 +201,7 @@ func (d *depthCollector) current() []prometheus.Metric {
 		d.log.Warn("metrics: read gauges", "error", err)
 	}
 	d.cached, d.readAt = r.out, time.Now()
-	return d.cached
+	return d.cached, d.refreshes
 }
 
 // gaugeRead is one read of the database-derived gauges.
