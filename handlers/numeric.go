@@ -4,9 +4,8 @@ package handlers
 // number as (src/backend/utils/adt/numeric.c: set_var_from_str, then
 // make_result). A number is read as digits with a decimal exponent; then:
 //
-//   - the exponent's magnitude must be below INT_MAX/2 (PostgreSQL 15
-//     refuses 1073741823 itself; later versions take it, so Ferry refuses
-//     it too), whatever the digits, zero included;
+//   - the exponent's magnitude must be below INT_MAX/2 = 1073741823 (as
+//     PostgreSQL 15 checks it), whatever the digits, zero included;
 //   - the display scale, the digits written after the point less the
 //     exponent (0.10e-3 has scale 5, and so has 0e-5), must fit the 14
 //     bits numeric keeps it in: at most 16383, zero included;
