@@ -203,8 +203,8 @@ func TestBadRequests(t *testing.T) {
 		{"extend visibility -1", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{receipt}, "visibility_timeout_seconds": -1}, nil, bad, inv},
 		{"extend visibility 43201", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{receipt}, "visibility_timeout_seconds": 43201}, nil, bad, inv},
 		{"extend visibility 1e20", "POST", "/v1/queues/bad/extend", `{"receipts": ["` + receipt + `"], "visibility_timeout_seconds": 1e20}`, nil, bad, inv},
-		{"extend malformed receipt", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{"%%%"}, "visibility_timeout_seconds": 0}, nil, bad, inv},
-		{"extend empty receipts", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{}, "visibility_timeout_seconds": 0}, nil, bad, inv},
+		{"extend malformed receipt", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{"%%%"}, "visibility_timeout_seconds": 1}, nil, bad, inv},
+		{"extend empty receipts", "POST", "/v1/queues/bad/extend", map[string]any{"receipts": []string{}, "visibility_timeout_seconds": 1}, nil, bad, inv},
 
 		// dead letters
 		{"dead letters limit 0", "GET", "/v1/queues/bad/dead-letters?limit=0", nil, nil, bad, inv},
@@ -274,7 +274,7 @@ func TestUnknownQueue(t *testing.T) {
 		{"receive long poll", "POST", "/v1/queues/ghost/receive", map[string]any{"wait_seconds": 5}, nil, nf, "not_found"},
 		{"ack", "POST", "/v1/queues/ghost/ack", map[string]any{"receipts": rc}, nil, nf, "not_found"},
 		{"nack", "POST", "/v1/queues/ghost/nack", map[string]any{"receipts": rc, "dead_letter": true}, nil, nf, "not_found"},
-		{"extend", "POST", "/v1/queues/ghost/extend", map[string]any{"receipts": rc, "visibility_timeout_seconds": 0}, nil, nf, "not_found"},
+		{"extend", "POST", "/v1/queues/ghost/extend", map[string]any{"receipts": rc, "visibility_timeout_seconds": 1}, nil, nf, "not_found"},
 		{"dead letters", "GET", "/v1/queues/ghost/dead-letters", nil, nil, nf, "not_found"},
 		{"purge dead letters", "DELETE", "/v1/queues/ghost/dead-letters", nil, nil, nf, "not_found"},
 		{"redrive ids", "POST", "/v1/queues/ghost/dead-letters/redrive", map[string]any{"ids": []string{got[0].ID}}, nil, nf, "not_found"},

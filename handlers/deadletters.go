@@ -43,10 +43,8 @@ func (h *handler) deadLetterList(c echo.Context) error {
 		return err
 	}
 	var after int64
-	if s, ok, err := queryOnce(c, "after"); err != nil {
-		return err
-	} else if ok {
-		id, ok := store.ParseMessageID(s)
+	if s, ok := c.QueryParams()["after"]; ok {
+		id, ok := store.ParseMessageID(s[0])
 		if !ok {
 			return invalid("after", "is not a cursor issued by Ferry")
 		}
@@ -57,7 +55,7 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, limit)
+	dls, more, err := store.DeadLetterList(ctx, h.Pool, q.ID, after, int(limit))
 	if err != nil {
 		return err
 	}

@@ -8,17 +8,23 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/jobs"
 )
 
 // Limits are the request size limits; over one → 413 payload_too_large.
 type Limits struct {
-	// MaxBodyBytes bounds one message body (its compact JSON encoding).
+	// MaxBodyBytes bounds one message's body and attributes together (an
+	// event's data and attributes): their compact JSON encoding, numbers
+	// counted as PostgreSQL writes them (storedSize).
 	MaxBodyBytes int
 	// MaxBatch bounds the items of one batch (messages, receipts, ids).
 	MaxBatch int
@@ -38,8 +44,11 @@ func name(c echo.Context, p string) (string, error) {
 }
 
 // decode reads the JSON request body into dst strictly: unknown fields,
-// trailing data, wrong types and malformed JSON are 400s; a body over the
-// request limit is a 413. An empty body is allowed only if optional.
+// member names that differ in case, duplicate members, numbers, \u0000 and
+// lone surrogates PostgreSQL cannot store (strict.go), trailing data, wrong
+// types and malformed JSON are 400s; a body over the request limit is a
+// 413, one that does not arrive in time a 408. An empty body is allowed
+// only if optional.
 func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
@@ -53,6 +62,10 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return tooLarge("request body exceeds %d bytes", h.limits.MaxRequestBytes)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return problem(http.StatusRequestTimeout, codeTimeout,
+				fmt.Sprintf("the request body did not arrive within %v", h.BodyReadTimeout))
 		}
 		return problem(http.StatusBadRequest, codeInvalid, "could not read the request body")
 	}
@@ -71,6 +84,10 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 	if !utf8.Valid(body) {
 		return problem(http.StatusBadRequest, codeInvalid, "the request body is not valid UTF-8")
 	}
+	strict := checkJSON(body, reflect.TypeOf(dst), "")
+	if strict != nil && !errors.Is(strict, errSyntax) {
+		return strict
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -81,6 +98,10 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return problem(http.StatusBadRequest, codeInvalid, "unexpected data after the JSON body")
+	}
+	if strict != nil {
+		// The decoder took what the strict pass did not (it should not).
+		return problem(http.StatusBadRequest, codeInvalid, "malformed JSON")
 	}
 	return nil
 }
@@ -124,6 +145,23 @@ func jsonKind(k string) string {
 	return "of another type"
 }
 
+// queryInt reads an integer query parameter, def when absent. It must be
+// written as Ferry writes integers (no sign, no leading zeros; not empty),
+// so that an offset or limit has one spelling, and lie in [lo, hi].
+// (queryParams has already refused a parameter given twice.)
+func queryInt(c echo.Context, name string, def, lo, hi int64) (int64, error) {
+	vs, ok := c.QueryParams()[name]
+	if !ok {
+		return def, nil
+	}
+	s := vs[0]
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != s || v < lo || v > hi {
+		return 0, invalid(name, "must be an integer between %d and %d, written without sign or leading zeros", lo, hi)
+	}
+	return v, nil
+}
+
 // checks collects field errors so a client sees them all at once.
 type checks []FieldError
 
@@ -135,6 +173,44 @@ func (cs *checks) intRange(field string, v *int, lo, hi int) {
 	if v != nil && (*v < lo || *v > hi) {
 		cs.add(field, "must be between %d and %d", lo, hi)
 	}
+}
+
+// attributes checks a message's or event's attributes: keys of 1-256
+// bytes, values of at most 4096, text without NUL, and a traceparent (which
+// push delivery passes on as a header) in the W3C format.
+func (cs *checks) attributes(field string, attrs map[string]string) {
+	for k, v := range attrs {
+		if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 || !safeText(v) {
+			cs.add(field, "keys must be 1-256 bytes and values at most 4096 bytes of text")
+			break
+		}
+	}
+	if v, ok := attrs["traceparent"]; ok && !jobs.ValidTraceparent(v) {
+		cs.add(field+".traceparent", "must be a W3C trace context traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zeros")
+	}
+}
+
+// payload checks a message's body (an event's data) and attributes, and
+// encodes the attributes. Together they must be within the body limit (a
+// 413 over it); a body sent with whitespace and over the limit as sent is
+// kept compact. item names the message or event ("messages[3]").
+func (h *handler) payload(cs *checks, item, bodyName string, body json.RawMessage, attrs map[string]string) (json.RawMessage, json.RawMessage, error) {
+	var enc json.RawMessage
+	if len(attrs) > 0 {
+		cs.attributes(item+".attributes", attrs)
+		enc, _ = json.Marshal(attrs)
+	}
+	if size := storedSize(body) + int64(len(enc)); size > int64(h.limits.MaxBodyBytes) {
+		return nil, nil, tooLarge("%s: %s and attributes are %d bytes; the limit is %d", item, bodyName, size, h.limits.MaxBodyBytes)
+	}
+	if len(body) > h.limits.MaxBodyBytes {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, body); err != nil {
+			return nil, nil, invalid(item+"."+bodyName, "is not valid JSON")
+		}
+		body = compact.Bytes()
+	}
+	return body, enc, nil
 }
 
 func (cs checks) err() error {
@@ -163,87 +239,4 @@ func reply(c echo.Context, status int, v any) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().WriteHeader(status)
 	return jsonEncode(c.Response(), v)
-}
-
-// compactLen is the length of raw's compact JSON encoding.
-func compactLen(raw []byte) int {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return len(raw)
-	}
-	return b.Len()
-}
-
-// jsonbRefuses tells why PostgreSQL's jsonb would refuse raw, a valid JSON
-// value, or returns "". jsonb cannot hold the escape \u0000, unpaired
-// surrogate escapes, or numbers beyond its numeric type (131072 digits
-// before the decimal point, 16383 after).
-func jsonbRefuses(raw []byte) string {
-	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case c == '"':
-			for i++; i < len(raw) && raw[i] != '"'; i++ {
-				if raw[i] != '\\' {
-					continue
-				}
-				i++
-				if raw[i] != 'u' {
-					continue
-				}
-				r := hex4(raw[i+1 : i+5])
-				i += 4
-				switch {
-				case r == 0:
-					return `the escape \u0000`
-				case r >= 0xD800 && r <= 0xDBFF:
-					if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-						if lo := hex4(raw[i+3 : i+7]); lo >= 0xDC00 && lo <= 0xDFFF {
-							i += 6
-							continue
-						}
-					}
-					return "an unpaired surrogate escape"
-				case r >= 0xDC00 && r <= 0xDFFF:
-					return "an unpaired surrogate escape"
-				}
-			}
-		case c == '-' || (c >= '0' && c <= '9'):
-			j := i
-			for j < len(raw) && strings.IndexByte("+-0123456789.eE", raw[j]) >= 0 {
-				j++
-			}
-			if !numericFits(string(raw[i:j])) {
-				return "a number beyond PostgreSQL's numeric range"
-			}
-			i = j - 1
-		}
-	}
-	return ""
-}
-
-func hex4(b []byte) rune {
-	v, _ := strconv.ParseUint(string(b), 16, 32)
-	return rune(v)
-}
-
-// numericFits reports whether a JSON number fits PostgreSQL's numeric.
-func numericFits(num string) bool {
-	mant, exp := num, 0
-	if k := strings.IndexAny(num, "eE"); k >= 0 {
-		mant = num[:k]
-		e, err := strconv.Atoi(num[k+1:])
-		if err != nil || e > 1_000_000 || e < -1_000_000 {
-			return false
-		}
-		exp = e
-	}
-	mant = strings.TrimPrefix(mant, "-")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	intPart = strings.TrimLeft(intPart, "0")
-	if strings.Trim(intPart+frac, "0") == "" {
-		return true // zero, whatever its exponent
-	}
-	before := len(intPart) + exp
-	after := len(frac) - exp
-	return before <= 131072 && after <= 16383
 }

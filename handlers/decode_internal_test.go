@@ -1,30 +1,139 @@
 package handlers
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
 
-// jsonbRefuses must refuse exactly what PostgreSQL's jsonb refuses (the
-// HTTP tests check the same inputs against the real database).
-func TestJSONBRefuses(t *testing.T) {
-	for _, tc := range []struct {
-		json    string
-		refused bool
-	}{
-		{`{"a":1}`, false},
-		{`"\u0000"`, true},
-		{`"a\\u0000"`, false}, // an escaped backslash, then text
-		{`"\ud83d\ude00"`, false},
-		{`"\ud800"`, true},
-		{`"\udc00x"`, true},
-		{`"\ud800\u0041"`, true},
-		{`[1e1000000]`, true},
-		{`[1e-1000000]`, true},
-		{`[1e400]`, false},
-		{`[-12.5e-3]`, false},
-		{`[0e-99999999]`, true},      // refused without asking whether PostgreSQL would take it
-		{`{"k":"1e1000000"}`, false}, // a string, not a number
-	} {
-		if got := jsonbRefuses([]byte(tc.json)) != ""; got != tc.refused {
-			t.Errorf("jsonbRefuses(%s) = %v, want %v", tc.json, got, tc.refused)
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
+)
+
+// TestNumericMatchesPostgreSQL asks PostgreSQL's jsonb about numbers around
+// every bound of its numeric type and requires pgNumber to say the same,
+// and to know how long PostgreSQL writes each one it takes.
+func TestNumericMatchesPostgreSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	mantissas := []string{"0", "-0", "0.0", "1", "-1", "10", "9.99", "0.01", "1.00000", "100", "-1.5", "0.000", "123456789"}
+	exps := []string{"", "e0", "E+2", "e-3", "e00005"}
+	for _, e := range []int64{16377, 16378, 16379, 16382, 16383, 16384, 16385, 131068, 131069, 131070, 131071, 131072, 131073,
+		1073741821, 1073741822, 1073741823, 1073741824, 99999999999} {
+		exps = append(exps, "e"+strconv.FormatInt(e, 10), "e-"+strconv.FormatInt(e, 10), "e+"+strconv.FormatInt(e, 10))
+	}
+	for _, m := range mantissas {
+		for _, e := range exps {
+			num := m + e
+			n, end, ok := scanNumber([]byte(num), 0)
+			require.True(t, ok && end == len(num), num)
+			var length int64
+			err := conn.QueryRow(ctx, `SELECT length($1::text::jsonb::text)`, num).Scan(&length)
+			var pgErr *pgconn.PgError
+			stored := err == nil
+			if !stored {
+				require.True(t, errors.As(err, &pgErr) && pgErr.Code == "22003", "%s: %v", num, err)
+			}
+			require.Equal(t, stored, n.fits(), "%s: PostgreSQL stores it: %v", num, stored)
+			if stored {
+				require.Equal(t, length, n.written(), "%s as PostgreSQL writes it", num)
+			}
 		}
 	}
 }
+
+type strictReq struct {
+	Name  *string           `json:"name"`
+	Items []strictItem      `json:"items"`
+	Attrs map[string]string `json:"attrs"`
+	Push  rawOf[strictPush] `json:"push"`
+}
+
+type strictItem struct {
+	Body json.RawMessage `json:"body"`
+	N    int             `json:"n"`
+}
+
+type strictPush struct {
+	URL string `json:"url"`
+}
+
+func TestCheckJSON(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeFor[*strictReq]()
+	for _, tc := range []struct {
+		json  string
+		field string // "" = accepted; "syntax" = left to encoding/json
+	}{
+		{`{"name":"a","items":[{"body":{"x":[1,{"y":null}]},"n":1}],"attrs":{"k":"v"},"push":{"url":"u"}}`, ""},
+		{`{"NAME":"a"}`, "NAME"},
+		{`{"name":"a","name":"b"}`, "body"},
+		{`{"items":[{"body":1},{"Body":2}]}`, "items[1].Body"},
+		{`{"items":[{"body":{"a":1,"b":{"c":1,"c":2}}}]}`, "items[0].body.b"},
+		{`{"attrs":{"K":"1","k":"2"}}`, ""},
+		{`{"attrs":{"k":"1","\u006b":"2"}}`, "attrs"},
+		{`{"push":{"URL":"u"}}`, "push.URL"},
+		{`{"push":null}`, ""},
+		{`{"items":[{"body":"\u0000"}]}`, "items[0].body"},
+		{`{"items":[{"body":{"\u0000":1}}]}`, "items[0].body"},
+		{`{"items":[{"body":"\ud800"}]}`, "items[0].body"},
+		{`{"items":[{"body":"\ud83d\ude00"}]}`, ""},
+		{`{"items":[{"body":"\\u0000"}]}`, ""},
+		{`{"items":[{"body":0e-16384}]}`, "items[0].body"},
+		{`{"items":[{"body":[1e131071]}]}`, ""},
+		{`{"items":[{"body":[1e131072]}]}`, "items[0].body[0]"},
+		{`{"items":[{"n":1e-16384}]}`, "items[0].n"},
+		{`{"name":"a"} x`, "syntax"},
+		{`{"name":"a",}`, "syntax"},
+		{`{"name":01}`, "syntax"},
+		{`{"name":"\x"}`, "syntax"},
+		{`{"name":"a` + "\n" + `"}`, "syntax"},
+		{`{"items":[` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + `]}`, "syntax"},
+		{`{"items":[{"body":` + strings.Repeat("[", maxJSONDepth-3) + strings.Repeat("]", maxJSONDepth-3) + `}]}`, ""},
+		{`[`, "syntax"},
+		{`{"name":tru}`, "syntax"},
+		{`{"name":"\u12"}`, "syntax"},
+	} {
+		err := checkJSON([]byte(tc.json), typ, "")
+		switch tc.field {
+		case "":
+			require.NoError(t, err, abbreviate(tc.json))
+		case "syntax":
+			require.ErrorIs(t, err, errSyntax, abbreviate(tc.json))
+		default:
+			var p *Problem
+			require.True(t, errors.As(err, &p), "%s: %v", abbreviate(tc.json), err)
+			require.Equal(t, tc.field, p.Errors[0].Field, "%s: %s", abbreviate(tc.json), p.Detail)
+		}
+	}
+}
+
+func TestStoredSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json string
+		size int64
+	}{
+		{`{ "k" : [1, 2] }`, len64(`{"k":[1,2]}`)},
+		{`"a \" b"`, 8},
+		{`"\u0041"`, 8},
+		{`[1e5]`, 8},
+		{`[1E+2, -1.5e-3]`, len64(`[1E+2,-0.0015]`)}, // each number as the longer of the two
+		{`[1.0e2]`, 7}, // the literal is longer than 100
+		{`0e-3`, 5},
+	} {
+		require.Equal(t, tc.size, storedSize([]byte(tc.json)), tc.json)
+	}
+}
+
+func len64(s string) int64 { return int64(len(s)) }

@@ -49,6 +49,9 @@ type Deps struct {
 	// AllowPrivatePush lets push URLs name private, loopback and
 	// link-local addresses (FERRY_ALLOW_PRIVATE_PUSH).
 	AllowPrivatePush bool
+	// BodyReadTimeout bounds how long a request's body may take to arrive
+	// (0: no bound); see guardBody.
+	BodyReadTimeout time.Duration
 }
 
 type handler struct {
@@ -73,17 +76,27 @@ func New(d Deps) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(h.requestID, h.recover, h.observe)
+	e.Use(h.requestID, h.recover, h.observe, h.guardBody)
 
-	e.GET("/healthz", h.healthz)
-	e.GET("/readyz", h.readyz)
-	e.GET("/metrics", echo.WrapHandler(d.Metrics.Handler()))
-	e.GET("/openapi.yaml", h.spec)
+	// Every route says which query parameters it takes; any other is a 400.
+	ops := func(path string, fn echo.HandlerFunc, methods ...string) {
+		for _, m := range methods {
+			e.Add(m, path, fn, queryParams())
+		}
+	}
+	ops("/healthz", h.healthz, http.MethodGet, http.MethodHead)
+	ops("/readyz", h.readyz, http.MethodGet, http.MethodHead)
+	ops("/metrics", echo.WrapHandler(d.Metrics.Handler()), http.MethodGet)
+	ops("/openapi.yaml", h.spec, http.MethodGet)
 
 	// Auth is attached per route: Echo's Group.Use would add catch-all
 	// routes that turn a wrong method (405) into a 404.
-	v1 := func(method, path string, fn echo.HandlerFunc) { e.Add(method, "/v1"+path, fn, h.auth) }
-	v1(http.MethodGet, "/queues", h.queueList)
+	v1 := func(method, path string, fn echo.HandlerFunc, query ...string) {
+		e.Add(method, "/v1"+path, fn, h.auth, queryParams(query...))
+	}
+	// The lists page with limit and after (API.md § Conventions).
+	list := []string{"limit", "after"}
+	v1(http.MethodGet, "/queues", h.queueList, list...)
 	v1(http.MethodPut, "/queues/:queue", h.queuePut)
 	v1(http.MethodGet, "/queues/:queue", h.queueGet)
 	v1(http.MethodDelete, "/queues/:queue", h.queueDelete)
@@ -93,16 +106,16 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodPost, "/queues/:queue/ack", h.messageAck)
 	v1(http.MethodPost, "/queues/:queue/nack", h.messageNack)
 	v1(http.MethodPost, "/queues/:queue/extend", h.messageExtend)
-	v1(http.MethodGet, "/queues/:queue/dead-letters", h.deadLetterList)
+	v1(http.MethodGet, "/queues/:queue/dead-letters", h.deadLetterList, "limit", "after")
 	v1(http.MethodDelete, "/queues/:queue/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, "/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
-	v1(http.MethodGet, "/topics", h.topicList)
+	v1(http.MethodGet, "/topics", h.topicList, list...)
 	v1(http.MethodPut, "/topics/:topic", h.topicPut)
 	v1(http.MethodGet, "/topics/:topic", h.topicGet)
 	v1(http.MethodDelete, "/topics/:topic", h.topicDelete)
 	v1(http.MethodPost, "/topics/:topic/events", h.eventPublish)
-	v1(http.MethodGet, "/topics/:topic/events", h.eventRead)
-	v1(http.MethodGet, "/topics/:topic/subscriptions", h.subscriptionList)
+	v1(http.MethodGet, "/topics/:topic/events", h.eventRead, "partition", "from_offset", "from_time", "limit", "wait_seconds")
+	v1(http.MethodGet, "/topics/:topic/subscriptions", h.subscriptionList, list...)
 	const sub = "/topics/:topic/subscriptions/:sub"
 	v1(http.MethodPut, sub, h.subscriptionPut)
 	v1(http.MethodGet, sub, h.subscriptionGet)
@@ -113,10 +126,10 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodPost, sub+"/ack", h.messageAck)
 	v1(http.MethodPost, sub+"/nack", h.messageNack)
 	v1(http.MethodPost, sub+"/extend", h.messageExtend)
-	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList)
+	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList, "limit", "after")
 	v1(http.MethodDelete, sub+"/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, sub+"/dead-letters/redrive", h.deadLetterRedrive)
-	v1(http.MethodGet, "/topics/:topic/groups", h.groupList)
+	v1(http.MethodGet, "/topics/:topic/groups", h.groupList, list...)
 	const group = "/topics/:topic/groups/:group"
 	v1(http.MethodGet, group, h.groupGet)
 	v1(http.MethodDelete, group, h.groupDelete)
@@ -126,7 +139,7 @@ func New(d Deps) *echo.Echo {
 	for _, base := range []string{"/queues/:queue", sub} {
 		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
 		v1(http.MethodPost, base+"/enable", h.pushEnable)
-		v1(http.MethodGet, base+"/attempts", h.pushAttempts)
+		v1(http.MethodGet, base+"/attempts", h.pushAttempts, "status", "limit")
 	}
 	return e
 }

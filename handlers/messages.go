@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -53,31 +52,11 @@ func (h *handler) toSendMessages(items []sendItem) ([]store.SendMessage, error) 
 			cs.add(f("body"), "is required")
 			continue
 		}
-		// The decoder has validated the body. The limit applies to its
-		// compact encoding; compacting (a second pass over it) is needed
-		// only when the body as sent is over the limit.
-		body := []byte(m.Body)
-		if len(body) > h.limits.MaxBodyBytes {
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, body); err != nil {
-				cs.add(f("body"), "is not valid JSON")
-				continue
-			}
-			if compact.Len() > h.limits.MaxBodyBytes {
-				return nil, tooLarge("%s is %d bytes; the limit is %d", f("body"), compact.Len(), h.limits.MaxBodyBytes)
-			}
-			body = compact.Bytes()
+		body, attrs, err := h.payload(&cs, fmt.Sprintf("messages[%d]", i), "body", m.Body, m.Attributes)
+		if err != nil {
+			return nil, err
 		}
-		sm := store.SendMessage{Body: body}
-		if len(m.Attributes) > 0 {
-			for k, v := range m.Attributes {
-				if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 {
-					cs.add(f("attributes"), "keys must be 1-256 bytes and values at most 4096 bytes")
-					break
-				}
-			}
-			sm.Attributes, _ = json.Marshal(m.Attributes)
-		}
+		sm := store.SendMessage{Body: body, Attributes: attrs}
 		if m.Group != nil {
 			if *m.Group == "" || len(*m.Group) > 128 || !safeText(*m.Group) {
 				cs.add(f("group"), "must be 1-128 bytes of text")
@@ -176,7 +155,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	var cs checks
 	cs.intRange("max_messages", req.MaxMessages, 1, 100)
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
 	cs.intRange("wait_seconds", req.WaitSeconds, 0, 20)
 	if err := cs.err(); err != nil {
 		return err
@@ -188,9 +167,11 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	p := store.ReceiveParams{
 		ClaimParams: store.ClaimParams{
-			Queue:             q,
-			Max:               deref(req.MaxMessages, 1),
-			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds)) * time.Second,
+			Queue: q,
+			Max:   deref(req.MaxMessages, 1),
+			// A queue configured with 0 before it was refused gets 1: a lease
+			// of 0 would be stale at birth.
+			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, max(1, q.VisibilityTimeoutSeconds))) * time.Second,
 		},
 		Wait:         time.Duration(deref(req.WaitSeconds, 0)) * time.Second,
 		FallbackPoll: h.FallbackPoll,
@@ -392,7 +373,7 @@ func (h *handler) messageExtend(c echo.Context) error {
 		return invalid("visibility_timeout_seconds", "is required")
 	}
 	var cs checks
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
 	if err := cs.err(); err != nil {
 		return err
 	}

@@ -259,9 +259,10 @@ func TestAckNackExtend(t *testing.T) {
 	require.Equal(t, []string{"stale"}, settle(t, env, "s", "nack", map[string]any{"receipts": []string{r4}}))
 	require.Equal(t, []string{"stale"}, settle(t, env, "s", "extend", map[string]any{"receipts": []string{r4}, "visibility_timeout_seconds": 5}))
 
-	// extend to 0 makes the message visible at once; its receipt goes stale.
-	require.Equal(t, []string{"ok"}, settle(t, env, "s", "extend", map[string]any{"receipts": []string{r3}, "visibility_timeout_seconds": 0}))
-	again := receive(t, env, "s", map[string]any{"max_messages": 10, "visibility_timeout_seconds": 60})
+	// extend can shorten the lease (to 1 s, the least): the message comes
+	// back when it ends, and its receipt goes stale.
+	require.Equal(t, []string{"ok"}, settle(t, env, "s", "extend", map[string]any{"receipts": []string{r3}, "visibility_timeout_seconds": 1}))
+	again := receive(t, env, "s", map[string]any{"max_messages": 10, "visibility_timeout_seconds": 60, "wait_seconds": 5})
 	require.Equal(t, []string{got[2].ID}, msgIDs(again))
 	require.Equal(t, 2, again[0].ReceiveCount)
 	require.Equal(t, []string{"stale"}, ack(t, env, "s", r3))
@@ -374,12 +375,17 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 		putQueue(t, env, "ex", map[string]any{"max_receives": 3})
 		sent := send(t, env, "ex", msg("slow"))
 		for i := 1; i <= 3; i++ {
-			got := receive(t, env, "ex", map[string]any{"visibility_timeout_seconds": 0})
+			// Each waits for the previous lease (1 s) to end.
+			got := receive(t, env, "ex", map[string]any{"visibility_timeout_seconds": 1, "wait_seconds": 5})
 			require.Len(t, got, 1, "receive %d", i)
 			require.Equal(t, i, got[0].ReceiveCount)
 		}
-		// A 4th delivery would exceed max_receives: dead-lettered instead.
-		require.Empty(t, receive(t, env, "ex", nil))
+		// A 4th delivery would exceed max_receives: dead-lettered instead,
+		// by the first claim after the last lease ends.
+		require.Eventually(t, func() bool {
+			require.Empty(t, receive(t, env, "ex", nil))
+			return len(deadLetters(t, env, "ex", "").Messages) == 1
+		}, 10*time.Second, 50*time.Millisecond)
 		page := deadLetters(t, env, "ex", "")
 		require.Len(t, page.Messages, 1)
 		require.Equal(t, sent[0].ID, page.Messages[0].ID)
@@ -723,8 +729,12 @@ func TestLastErrorSurvivesExpiry(t *testing.T) {
 	send(t, env, "le", msg("x"))
 	got := receive(t, env, "le", nil)
 	settle(t, env, "le", "nack", map[string]any{"receipts": receipts(got), "delay_seconds": 0, "error": "upstream timed out"})
-	require.Len(t, receive(t, env, "le", map[string]any{"visibility_timeout_seconds": 0}), 1)
-	require.Empty(t, receive(t, env, "le", nil))
+	require.Len(t, receive(t, env, "le", map[string]any{"visibility_timeout_seconds": 1}), 1)
+	// The lease ends; the next claim dead-letters the message.
+	require.Eventually(t, func() bool {
+		require.Empty(t, receive(t, env, "le", nil))
+		return len(deadLetters(t, env, "le", "").Messages) == 1
+	}, 10*time.Second, 50*time.Millisecond)
 	page := deadLetters(t, env, "le", "")
 	require.Len(t, page.Messages, 1)
 	require.Equal(t, 2, page.Messages[0].ReceiveCount)

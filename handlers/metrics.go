@@ -2,9 +2,11 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,9 +37,10 @@ type Metrics struct {
 	expiredSkipped *prometheus.CounterVec
 }
 
-// NewMetrics registers the metrics. Queue depth and age are read from the
-// database at scrape time (the stats queries are cheap at any depth).
-func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
+// NewMetrics registers the metrics. Queue depth and age, offsets and lags
+// are read from the database at scrape time, at most once per interval (0:
+// at every scrape, one scrape at a time); see depthCollector.
+func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *Metrics {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: name, Help: help}, []string{"queue"})
@@ -83,7 +86,7 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 		"Events a group never read because retention removed them first (its position was moved to the oldest retained event).")
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{pool: pool, log: log})
+		&depthCollector{pool: pool, log: log, interval: interval})
 	return m
 }
 
@@ -137,11 +140,26 @@ var (
 	subAgeDesc = prometheus.NewDesc("ferry_subscription_oldest_age_seconds",
 		"Age of the oldest pending delivery of a subscription (since its event's publish).",
 		[]string{"topic", "subscription"}, nil)
+	refreshesDesc = prometheus.NewDesc("ferry_metrics_refreshes_total",
+		"Reads of the database-derived gauges (at most one per FERRY_METRICS_INTERVAL, however many scrapes).",
+		nil, nil)
 )
 
+// depthCollector exposes the gauges read from the database: queue,
+// subscription and group depths, ages, offsets and lags. A scrape within
+// interval of the last read gets that read's values; one read runs at a
+// time, and scrapes arriving meanwhile wait for it and share it, so
+// however often and concurrently /metrics is scraped the database sees at
+// most one read per interval.
 type depthCollector struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	interval time.Duration
+
+	mu        sync.Mutex
+	readAt    time.Time
+	cached    []prometheus.Metric
+	refreshes int // reads so far, exposed with the gauges they made
 }
 
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -153,98 +171,152 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- subAgeDesc
 	ch <- lagDesc
 	ch <- membersDesc
+	ch <- refreshesDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	gauges, refreshes := d.current()
+	for _, m := range gauges {
+		ch <- m
+	}
+	ch <- prometheus.MustNewConstMetric(refreshesDesc, prometheus.CounterValue, float64(refreshes))
+}
+
+// current returns the gauges, read again if the last read is older than
+// the interval, and the number of reads so far.
+func (d *depthCollector) current() ([]prometheus.Metric, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.interval > 0 && !d.readAt.IsZero() && time.Since(d.readAt) < d.interval {
+		return d.cached, d.refreshes
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	queues, _, err := store.QueueList(ctx, d.pool, store.QueueListParams{}) // every queue
+	d.refreshes++
+	r := &gaugeRead{}
+	if err := r.read(ctx, d.pool); err != nil {
+		// What was read before the failure is shown; the next read waits
+		// for the interval like any other, so a failing database is not
+		// asked at every scrape.
+		d.log.Warn("metrics: read gauges", "error", err)
+	}
+	d.cached, d.readAt = r.out, time.Now()
+	return d.cached, d.refreshes
+}
+
+// gaugeRead is one read of the database-derived gauges.
+type gaugeRead struct {
+	out    []prometheus.Metric
+	topics map[int64]string // names by id
+}
+
+func (r *gaugeRead) add(desc *prometheus.Desc, v float64, labels ...string) {
+	r.out = append(r.out, prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...))
+}
+
+func (r *gaugeRead) read(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, step := range []func(context.Context, *pgxpool.Pool) error{r.queues, r.topicOffsets, r.subscriptions, r.groups} {
+		if err := step(ctx, pool); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *gaugeRead) addStates(desc *prometheus.Desc, s store.QueueStats, labels ...string) {
+	for state, v := range map[string]int64{
+		"available": s.Available, "in_flight": s.InFlight, "delayed": s.Delayed, "dead_letters": s.DeadLetters,
+	} {
+		r.add(desc, float64(v), append(labels, state)...)
+	}
+}
+
+func (r *gaugeRead) queues(ctx context.Context, pool *pgxpool.Pool) error {
+	queues, _, err := store.QueueList(ctx, pool, store.QueueListParams{}) // every queue
 	if err != nil {
-		d.log.Warn("metrics: list queues", "error", err)
-		return
+		return fmt.Errorf("list queues: %w", err)
 	}
 	ids := make([]int64, len(queues))
 	for i, q := range queues {
 		ids[i] = q.ID
 	}
-	stats, err := store.QueueStatsGet(ctx, d.pool, ids)
+	stats, err := store.QueueStatsGet(ctx, pool, ids)
 	if err != nil {
-		d.log.Warn("metrics: queue stats", "error", err)
-		return
+		return fmt.Errorf("queue stats: %w", err)
 	}
 	for _, q := range queues {
 		s := stats[q.ID]
-		for state, v := range map[string]int64{
-			"available": s.Available, "in_flight": s.InFlight, "delayed": s.Delayed, "dead_letters": s.DeadLetters,
-		} {
-			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(v), q.Name, state)
-		}
-		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), q.Name)
+		r.addStates(depthDesc, s, q.Name)
+		r.add(ageDesc, float64(s.OldestAgeSeconds), q.Name)
 	}
-	topics, _, err := store.TopicList(ctx, d.pool, store.TopicListParams{}) // every topic
+	return nil
+}
+
+func (r *gaugeRead) topicOffsets(ctx context.Context, pool *pgxpool.Pool) error {
+	topics, _, err := store.TopicList(ctx, pool, store.TopicListParams{}) // every topic
 	if err != nil {
-		d.log.Warn("metrics: list topics", "error", err)
-		return
+		return fmt.Errorf("list topics: %w", err)
 	}
 	tids := make([]int64, len(topics))
 	for i, t := range topics {
 		tids[i] = t.ID
 	}
-	offs, err := store.TopicOffsets(ctx, d.pool, tids)
+	offs, err := store.TopicOffsets(ctx, pool, tids)
 	if err != nil {
-		d.log.Warn("metrics: topic offsets", "error", err)
-		return
+		return fmt.Errorf("topic offsets: %w", err)
 	}
-	names := make(map[int64]string, len(topics))
+	r.topics = make(map[int64]string, len(topics))
 	for _, t := range topics {
-		names[t.ID] = t.Name
+		r.topics[t.ID] = t.Name
 		for _, o := range offs[t.ID] {
 			p := strconv.Itoa(o.Partition)
-			ch <- prometheus.MustNewConstMetric(headDesc, prometheus.GaugeValue, float64(o.HeadOffset), t.Name, p)
-			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, float64(o.OldestOffset), t.Name, p)
+			r.add(headDesc, float64(o.HeadOffset), t.Name, p)
+			r.add(oldestDesc, float64(o.OldestOffset), t.Name, p)
 		}
 	}
-	subs, err := store.SubscriptionListAll(ctx, d.pool)
+	return nil
+}
+
+func (r *gaugeRead) subscriptions(ctx context.Context, pool *pgxpool.Pool) error {
+	subs, err := store.SubscriptionListAll(ctx, pool)
 	if err != nil {
-		d.log.Warn("metrics: list subscriptions", "error", err)
-		return
+		return fmt.Errorf("list subscriptions: %w", err)
 	}
 	sids := make([]int64, len(subs))
 	for i, s := range subs {
 		sids[i] = s.ID
 	}
-	sstats, err := store.QueueStatsGet(ctx, d.pool, sids)
+	stats, err := store.QueueStatsGet(ctx, pool, sids)
 	if err != nil {
-		d.log.Warn("metrics: subscription stats", "error", err)
-		return
+		return fmt.Errorf("subscription stats: %w", err)
 	}
 	for _, sub := range subs {
-		topic, ok := names[sub.TopicID]
+		topic, ok := r.topics[sub.TopicID]
 		if !ok {
 			continue // created after the topics were listed
 		}
-		s := sstats[sub.ID]
-		for state, v := range map[string]int64{
-			"available": s.Available, "in_flight": s.InFlight, "delayed": s.Delayed, "dead_letters": s.DeadLetters,
-		} {
-			ch <- prometheus.MustNewConstMetric(subDepthDesc, prometheus.GaugeValue, float64(v), topic, sub.Name, state)
-		}
-		ch <- prometheus.MustNewConstMetric(subAgeDesc, prometheus.GaugeValue, float64(s.OldestAgeSeconds), topic, sub.Name)
+		s := stats[sub.ID]
+		r.addStates(subDepthDesc, s, topic, sub.Name)
+		r.add(subAgeDesc, float64(s.OldestAgeSeconds), topic, sub.Name)
 	}
-	lags, err := store.GroupLags(ctx, d.pool)
+	return nil
+}
+
+func (r *gaugeRead) groups(ctx context.Context, pool *pgxpool.Pool) error {
+	lags, err := store.GroupLags(ctx, pool)
 	if err != nil {
-		d.log.Warn("metrics: group lags", "error", err)
-		return
+		return fmt.Errorf("group lags: %w", err)
 	}
 	for _, l := range lags {
-		topic, ok := names[l.TopicID]
+		topic, ok := r.topics[l.TopicID]
 		if !ok {
 			continue
 		}
 		if l.Partition < 0 {
-			ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(l.Lag), topic, l.Group)
+			r.add(membersDesc, float64(l.Lag), topic, l.Group)
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(l.Lag), topic, l.Group, strconv.Itoa(l.Partition))
+		r.add(lagDesc, float64(l.Lag), topic, l.Group, strconv.Itoa(l.Partition))
 	}
+	return nil
 }

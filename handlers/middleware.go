@@ -6,9 +6,13 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,7 +70,7 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		took := time.Since(start)
-		h.Metrics.observeHTTP(c.Request().Method, route, status, took)
+		h.Metrics.observeHTTP(methodLabel(c.Request().Method), route, status, took)
 		level := slog.LevelDebug
 		if status >= 500 {
 			level = slog.LevelWarn
@@ -79,19 +83,116 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// methodLabel is the method as a metrics label: a client may send any
+// token as a method, and each would become a series of its own.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodPatch, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// guardBody bounds the time a request's body may take to arrive, and makes
+// sure a body that is not read cannot hold the connection.
+//
+// net/http bounds only the headers (ReadHeaderTimeout); an http.Server
+// ReadTimeout would also cancel long polls, whose connections sit unread
+// while they wait. So a request with a body gets a read deadline of
+// BodyReadTimeout, lifted as soon as the body has been read to its end: a
+// long poll then waits without one. A request answered without its body
+// read to the end (a 401, a bad name, an unknown route, a body over the
+// limit) is answered with Connection: close and its connection's reading
+// cut at once: else net/http would read (discard) up to 256 KiB of the body
+// before it writes the answer's headers, and wait on a slow sender for as
+// long as it pleases.
+func (h *handler) guardBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Body == http.NoBody {
+			return next(c)
+		}
+		rc := http.NewResponseController(c.Response())
+		if h.BodyReadTimeout > 0 {
+			_ = rc.SetReadDeadline(time.Now().Add(h.BodyReadTimeout))
+		}
+		body := &guardedBody{ReadCloser: req.Body, rc: rc}
+		req.Body = body
+		c.Response().Before(func() {
+			if !body.read {
+				c.Response().Header().Set(echo.HeaderConnection, "close")
+				_ = rc.SetReadDeadline(time.Now())
+			}
+		})
+		return next(c)
+	}
+}
+
+// guardedBody is a request body that lifts the read deadline once it has
+// been read to its end.
+type guardedBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	read bool
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.read {
+		b.read = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// queryParams refuses a query string that does not parse, names a
+// parameter not in allowed, or names one twice.
+func queryParams(allowed ...string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			raw := c.Request().URL.RawQuery
+			if raw == "" {
+				return next(c)
+			}
+			q, err := url.ParseQuery(raw)
+			if err != nil {
+				return invalid("query", "is not a valid query string (%v)", err)
+			}
+			names := slices.Sorted(maps.Keys(q))
+			for _, k := range names {
+				if !slices.Contains(allowed, k) {
+					if len(allowed) == 0 {
+						return invalid(k, "unknown query parameter (this route takes none)")
+					}
+					return invalid(k, "unknown query parameter (this route takes %s)", strings.Join(allowed, ", "))
+				}
+				if len(q[k]) > 1 {
+					return invalid(k, "is given more than once")
+				}
+			}
+			return next(c)
+		}
+	}
+}
+
 // auth requires the admin key as a Bearer token. Keys are compared as
 // SHA-256 digests in constant time, so neither content nor length leaks.
+// A refused request is answered before its body is read, and its
+// connection closed (guardBody).
 func (h *handler) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	want := sha256.Sum256([]byte(h.AdminKey))
 	return func(c echo.Context) error {
 		header := c.Request().Header.Get(echo.HeaderAuthorization)
 		scheme, token, ok := strings.Cut(header, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry"`)
 			return problem(http.StatusUnauthorized, codeUnauthorized, "an Authorization: Bearer <api key> header is required")
 		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry", error="invalid_token"`)
 			return problem(http.StatusUnauthorized, codeUnauthorized, "the API key is not valid")
 		}

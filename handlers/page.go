@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/base64"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -32,11 +31,11 @@ func pageOf(c echo.Context, kind string) (listPage, error) {
 		return listPage{}, err
 	}
 	p := listPage{kind: kind, limit: limit}
-	s, ok, err := queryOnce(c, "after")
-	if err != nil || !ok {
-		return p, err
+	s, ok := c.QueryParams()["after"]
+	if !ok {
+		return p, nil
 	}
-	if p.after, ok = parseCursor(kind, s); !ok {
+	if p.after, ok = parseCursor(kind, s[0]); !ok {
 		return listPage{}, invalid("after", "is not a cursor issued by Ferry for this list")
 	}
 	return p, nil
@@ -55,28 +54,8 @@ func (p listPage) next(more bool, last string) *string {
 // limitOf reads ?limit: 1 to maxPageLimit, default defaultPageLimit; out of
 // range is a 400, never clamped.
 func limitOf(c echo.Context) (int, error) {
-	s, ok, err := queryOnce(c, "limit")
-	if err != nil || !ok {
-		return defaultPageLimit, err
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 || v > maxPageLimit {
-		return 0, invalid("limit", "must be an integer between 1 and %d", maxPageLimit)
-	}
-	return v, nil
-}
-
-// queryOnce returns the query parameter and whether it was given; given
-// more than once it is a 400 (which one would count?).
-func queryOnce(c echo.Context, param string) (string, bool, error) {
-	vs, ok := c.QueryParams()[param]
-	switch {
-	case !ok:
-		return "", false, nil
-	case len(vs) != 1:
-		return "", false, invalid(param, "must be given at most once")
-	}
-	return vs[0], true, nil
+	v, err := queryInt(c, "limit", defaultPageLimit, 1, maxPageLimit)
+	return int(v), err
 }
 
 // formatCursor makes the cursor of a list of kind that continues after the

@@ -45,6 +45,7 @@ const (
 	codeConflict         = "conflict"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeUnsupportedMedia = "unsupported_media_type"
+	codeTimeout          = "request_timeout"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal"
 )

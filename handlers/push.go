@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -214,31 +213,22 @@ func (h *handler) pushAttempts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	for k := range c.QueryParams() {
-		if k != "status" && k != "limit" {
-			return invalid(k, "unknown query parameter")
-		}
-	}
 	status := c.QueryParam("status")
 	switch status {
 	case "", "failed", "succeeded":
 	default:
 		return invalid("status", `must be "failed" or "succeeded"`)
 	}
-	limit := 100
-	if s := c.QueryParam("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 1000 {
-			return invalid("limit", "must be an integer between 1 and 1000")
-		}
-		limit = v
+	limit, err := limitOf(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	q, err := h.resolve(ctx, ref, false)
 	if err != nil {
 		return err
 	}
-	attempts, err := store.PushAttemptList(ctx, h.Pool, q.ID, status, limit)
+	attempts, err := store.PushAttemptList(ctx, h.Pool, q.ID, status, int(limit))
 	if err != nil {
 		return err
 	}

@@ -1101,7 +1101,7 @@ func TestPushConfig(t *testing.T) {
 			{map[string]any{"rate_limit_per_second": 10001}, "push.rate_limit_per_second"},
 			{map[string]any{"url": "https://example.com/" + strings.Repeat("p", 2048)}, "push.url"},
 			{map[string]any{"url": "ftp://example.com/"}, "push.url"},
-			{map[string]any{"url": u1, "secret": "whsec_x"}, "push"},
+			{map[string]any{"url": u1, "secret": "whsec_x"}, "push.secret"},
 			{"http://127.0.0.1:9/", "push"},
 		} {
 			r := env.Do("PUT", tc.path, map[string]any{"push": bad.push})

@@ -23,7 +23,7 @@ type queueRequest struct {
 	RetryMinSeconds          *int   `json:"retry_min_seconds"`
 	RetryMaxSeconds          *int   `json:"retry_max_seconds"`
 	// Push: null removes push; see pushRequest.
-	Push json.RawMessage `json:"push"`
+	Push rawOf[pushRequest] `json:"push"`
 }
 
 // Bounds of queue settings. They are part of the contract (openapi.yaml).
@@ -39,7 +39,7 @@ const (
 
 func (r queueRequest) validate() error {
 	var cs checks
-	cs.intRange("visibility_timeout_seconds", r.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("visibility_timeout_seconds", r.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
 	cs.intRange("max_receives", r.MaxReceives, 1, maxReceivesLimit)
 	cs.intRange("retention_seconds", r.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
 	cs.intRange("delay_seconds", r.DelaySeconds, 0, maxDelaySeconds)
@@ -108,7 +108,7 @@ func (h *handler) queuePut(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	push, err := h.pushPatch(ctx, req.Push)
+	push, err := h.pushPatch(ctx, json.RawMessage(req.Push))
 	if err != nil {
 		return err
 	}

@@ -15,15 +15,15 @@ import (
 // subscriptionRequest is the body of PUT
 // /v1/topics/{topic}/subscriptions/{sub}; every field optional.
 type subscriptionRequest struct {
-	Filter                   json.RawMessage `json:"filter"`
-	Ordered                  *bool           `json:"ordered"`
-	Start                    *string         `json:"start"`
-	VisibilityTimeoutSeconds *int            `json:"visibility_timeout_seconds"`
-	MaxReceives              *int            `json:"max_receives"`
-	RetentionSeconds         *int            `json:"retention_seconds"`
-	RetryMinSeconds          *int            `json:"retry_min_seconds"`
-	RetryMaxSeconds          *int            `json:"retry_max_seconds"`
-	Push                     json.RawMessage `json:"push"`
+	Filter                   rawOf[store.Filter] `json:"filter"`
+	Ordered                  *bool               `json:"ordered"`
+	Start                    *string             `json:"start"`
+	VisibilityTimeoutSeconds *int                `json:"visibility_timeout_seconds"`
+	MaxReceives              *int                `json:"max_receives"`
+	RetentionSeconds         *int                `json:"retention_seconds"`
+	RetryMinSeconds          *int                `json:"retry_min_seconds"`
+	RetryMaxSeconds          *int                `json:"retry_max_seconds"`
+	Push                     rawOf[pushRequest]  `json:"push"`
 }
 
 // subscriptionResponse is a subscription as clients see it.
@@ -91,7 +91,7 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		return err
 	}
 	var cs checks
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
 	cs.intRange("max_receives", req.MaxReceives, 1, maxReceivesLimit)
 	cs.intRange("retention_seconds", req.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
 	cs.intRange("retry_min_seconds", req.RetryMinSeconds, 0, maxVisibilitySeconds)
@@ -110,7 +110,7 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		Ordered: req.Ordered,
 	}
 	if req.Filter != nil {
-		if p.Filter, err = store.ParseFilter(req.Filter); err != nil {
+		if p.Filter, err = store.ParseFilter([]byte(req.Filter)); err != nil {
 			return err
 		}
 	}
@@ -122,7 +122,7 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
-	if p.Queue.Push, err = h.pushPatch(ctx, req.Push); err != nil {
+	if p.Queue.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
 		return err
 	}
 	t, err := store.TopicGet(ctx, h.Pool, ref.topic)

@@ -764,10 +764,12 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 
 	// Receiving with max_receives used up dead-letters on the next claim
 	// (an expired lease), as for a queue.
-	last := receiveSub(t, env, "t", "dl", map[string]any{"visibility_timeout_seconds": 0})
+	last := receiveSub(t, env, "t", "dl", map[string]any{"visibility_timeout_seconds": 1})
 	require.Len(t, last, 1)
-	require.Empty(t, receiveAll(t, env, "t", "dl"))
-	require.Equal(t, statsJSON{DeadLetters: 1}, subCounts(t, env, "t", "dl"))
+	require.Eventually(t, func() bool {
+		require.Empty(t, receiveAll(t, env, "t", "dl"))
+		return subCounts(t, env, "t", "dl") == statsJSON{DeadLetters: 1}
+	}, 10*time.Second, 50*time.Millisecond, "the claim after the lease ends dead-letters it")
 	require.Equal(t, []string{last[0].ID}, []string{subDeadLetters(t, env, "t", "dl", "").Messages[0].ID})
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -215,25 +214,13 @@ func (h *handler) toPublishEvents(items []publishItem) ([]store.PublishEvent, er
 			Key:  e.Key,
 		}
 		text(f("key"), e.Key, false)
-		if len(e.Data) > 0 && string(e.Data) != "null" {
-			if len(e.Data) > h.limits.MaxBodyBytes {
-				if c := compactLen(e.Data); c > h.limits.MaxBodyBytes {
-					return nil, tooLarge("%s is %d bytes; the limit is %d", f("data"), c, h.limits.MaxBodyBytes)
-				}
-			}
-			if why := jsonbRefuses(e.Data); why != "" {
-				cs.add(f("data"), "must not contain %s (PostgreSQL's jsonb cannot store it)", why)
-			}
-			ev.Data = e.Data
+		data := e.Data
+		if string(data) == "null" {
+			data = nil
 		}
-		if len(e.Attributes) > 0 {
-			for k, v := range e.Attributes {
-				if k == "" || len(k) > 256 || !safeText(k) || len(v) > 4096 || !safeText(v) {
-					cs.add(f("attributes"), "keys must be 1-256 bytes and values at most 4096 bytes of text")
-					break
-				}
-			}
-			ev.Attributes, _ = json.Marshal(e.Attributes)
+		var err error
+		if ev.Data, ev.Attributes, err = h.payload(&cs, fmt.Sprintf("events[%d]", i), "data", data, e.Attributes); err != nil {
+			return nil, err
 		}
 		out[i] = ev
 	}
@@ -292,38 +279,19 @@ func (h *handler) eventRead(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	for k := range q {
-		switch k {
-		case "partition", "from_offset", "from_time", "limit", "wait_seconds":
-		default:
-			return invalid(k, "unknown query parameter")
-		}
-	}
-	intParam := func(name string, def, lo, hi int64) (int64, error) {
-		s := c.QueryParam(name)
-		if s == "" {
-			return def, nil
-		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v < lo || v > hi {
-			return 0, invalid(name, "must be an integer between %d and %d", lo, hi)
-		}
-		return v, nil
-	}
-	partition, err := intParam("partition", 0, 0, maxPartitions-1)
+	partition, err := queryInt(c, "partition", 0, 0, maxPartitions-1)
 	if err != nil {
 		return err
 	}
-	from, err := intParam("from_offset", 0, 0, 1<<62)
+	from, err := queryInt(c, "from_offset", 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
-	limit, err := intParam("limit", 100, 1, 1000)
+	limit, err := limitOf(c)
 	if err != nil {
 		return err
 	}
-	wait, err := intParam("wait_seconds", 0, 0, 20)
+	wait, err := queryInt(c, "wait_seconds", 0, 0, 20)
 	if err != nil {
 		return err
 	}

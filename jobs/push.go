@@ -515,8 +515,18 @@ func (w *PushWorker) deliver(ctx context.Context, t store.PushTarget, m store.Me
 
 // pushBody is what is POSTed: a subscription's event as stored, or a
 // queue's message as a consumer would receive it (without a receipt).
-// traceparent is passed through from the attributes when present.
+// traceparent is passed through from the attributes when present and valid
+// (sends and publishes refuse invalid ones; older rows may hold one, and a
+// header net/http refuses would fail every attempt).
 func pushBody(t store.PushTarget, m store.Message) ([]byte, string) {
+	body, traceparent := pushPayload(t, m)
+	if !ValidTraceparent(traceparent) {
+		traceparent = ""
+	}
+	return body, traceparent
+}
+
+func pushPayload(t store.PushTarget, m store.Message) ([]byte, string) {
 	if t.Subscription {
 		var ev struct {
 			Attributes map[string]string `json:"attributes"`

@@ -256,7 +256,10 @@ func TestRequestSchemas(t *testing.T) {
 		{"SendRequest", `{"messages": [{"body": 1, "dedup_id": "` + strings.Repeat("x", 129) + `"}]}`, false},
 
 		{"ReceiveRequest", `{}`, true},
-		{"ReceiveRequest", `{"max_messages": 100, "visibility_timeout_seconds": 0, "wait_seconds": 20}`, true},
+		{"ReceiveRequest", `{"max_messages": 100, "visibility_timeout_seconds": 1, "wait_seconds": 20}`, true},
+		{"ReceiveRequest", `{"visibility_timeout_seconds": 0}`, false},
+		{"ExtendRequest", `{"receipts": ["r1"], "visibility_timeout_seconds": 0}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": 0}`, false},
 		{"ReceiveRequest", `{"max_messages": 101}`, false},
 		{"ReceiveRequest", `{"max_messages": 0}`, false},
 		{"ReceiveRequest", `{"wait_seconds": 21}`, false},

@@ -30,10 +30,13 @@ func (r Receipt) String() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// ParseReceipt decodes a receipt made by Receipt.String.
+// ParseReceipt decodes a receipt made by Receipt.String, and nothing else:
+// the decoding is strict (no ignored trailing bits) and the string must be
+// exactly the encoding of what it decodes to (base64 decoders also skip
+// \r and \n), so no other spelling of a receipt matches its claim.
 func ParseReceipt(s string) (Receipt, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 16 {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != 16 || base64.RawURLEncoding.EncodeToString(b) != s {
 		return Receipt{}, errors.New("malformed receipt")
 	}
 	return Receipt{
@@ -46,10 +49,11 @@ func ParseReceipt(s string) (Receipt, error) {
 func FormatMessageID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // ParseMessageID parses an id made by FormatMessageID; ok is false for
-// anything else (such an id names no message).
+// anything else (such an id names no message), other spellings of the
+// same number ("+5", "05") included.
 func ParseMessageID(s string) (id int64, ok bool) {
 	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil && id > 0
+	return id, err == nil && id > 0 && FormatMessageID(id) == s
 }
 
 // SendMessage is one message of a send batch, already validated.

@@ -55,6 +55,13 @@ type Config struct {
 	PushDisableAfter time.Duration `envconfig:"PUSH_DISABLE_AFTER" default:"120h"`
 	// PushAttemptRetention is how long push attempts are kept.
 	PushAttemptRetention time.Duration `envconfig:"PUSH_ATTEMPT_RETENTION" default:"72h"`
+	// BodyReadTimeout bounds how long a request's body may take to
+	// arrive, counted from the end of its headers (0: no bound). Long
+	// polls are not cut by it: they wait after their body was read.
+	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s"`
+	// MetricsInterval is how long the database-derived gauges of /metrics
+	// are reused before a scrape reads them again (0: every scrape).
+	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -125,7 +132,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}()
 
 	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
-	metrics := handlers.NewMetrics(pool, log)
+	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
 	version := cfg.Version
 	if version == "" {
 		version = "dev"
@@ -210,12 +217,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Ready:            s.ready,
 		Spec:             openapi.Spec(),
 		FallbackPoll:     cfg.FallbackPoll,
+		BodyReadTimeout:  cfg.BodyReadTimeout,
 	})
-	s.ln, err = net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		s.stopBackground(ctx)
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	s.ln = handlers.ProblemListener(ln)
+	// Headers must arrive within ReadHeaderTimeout and a body within
+	// cfg.BodyReadTimeout (set per request by the handlers, so that long
+	// polls, which wait after reading, are not cut: no ReadTimeout here);
+	// an idle keep-alive connection is closed after IdleTimeout.
 	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	ok = true
 	return s, nil

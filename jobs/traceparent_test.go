@@ -1,0 +1,50 @@
+package jobs
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+func TestValidTraceparent(t *testing.T) {
+	t.Parallel()
+	const trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for v, ok := range map[string]bool{
+		"00-" + trace + "-" + parent + "-01":                   true,
+		"00-" + trace + "-" + parent + "-00":                   true,
+		"cc-" + trace + "-" + parent + "-01":                   true,
+		"cc-" + trace + "-" + parent + "-01-what-next":         true, // a later version may add fields
+		"00-" + trace + "-" + parent + "-01-more":              false,
+		"cc-" + trace + "-" + parent + "-01more":               false,
+		"cc-" + trace + "-" + parent + "-01-a b":               false,
+		"ff-" + trace + "-" + parent + "-01":                   false,
+		"00-" + strings.ToUpper(trace) + "-" + parent + "-01":  false,
+		"00-" + strings.Repeat("0", 32) + "-" + parent + "-01": false,
+		"00-" + trace + "-" + strings.Repeat("0", 16) + "-01":  false,
+		"00-" + trace + "-" + parent + "-0g":                   false,
+		"00-" + trace + "-" + parent + "-01\n":                 false,
+		"00-" + trace[1:] + "-0" + parent + "-01":              false,
+		"": false, "garbage": false,
+	} {
+		require.Equal(t, ok, ValidTraceparent(v), "%q", v)
+	}
+}
+
+// A traceparent stored before sends refused invalid ones is dropped, not
+// sent: a header net/http refuses would fail every attempt.
+func TestPushBodyDropsInvalidTraceparent(t *testing.T) {
+	t.Parallel()
+	good := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for v, want := range map[string]string{good: good, "bad\nvalue": "", "x": ""} {
+		attrs, _ := json.Marshal(map[string]string{"traceparent": v})
+		_, got := pushBody(store.PushTarget{}, store.Message{ID: 1, Body: json.RawMessage(`1`), Attributes: attrs})
+		require.Equal(t, want, got, "queue message, %q", v)
+		event, _ := json.Marshal(map[string]any{"id": "e", "attributes": map[string]string{"traceparent": v}})
+		_, got = pushBody(store.PushTarget{Subscription: true}, store.Message{ID: 1, Body: event})
+		require.Equal(t, want, got, "subscription event, %q", v)
+	}
+}
