@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -90,5 +91,49 @@ func TestRedriveManyGroupsConcurrently(t *testing.T) {
 	for _, q := range append(queues, shared) {
 		require.Equal(t, n, moved[q.ID], "queue %s: redriven", q.Name)
 		requireRedrivenInOrder(t, e, q, n)
+	}
+}
+
+// TestRedriveIDsAcrossBatches: a redrive by ids larger than one batch
+// (ids given in any order, some repeated or unknown) moves each dead letter
+// once, in id order, so each group's head is its oldest message even when
+// the group spans batches.
+func TestRedriveIDsAcrossBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("by-ids", store.QueuePatch{})
+	_, err := e.pool.Exec(e.ctx, `
+		INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, body)
+		SELECT $1, nextval('ferry.message_id_seq'), now(), 5, 'g' || (k % 7), '{}'
+		FROM generate_series(1, 1300) AS k ORDER BY k`, q.ID)
+	require.NoError(t, err)
+	rows, err := e.pool.Query(e.ctx, `SELECT id FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY id DESC`, q.ID)
+	require.NoError(t, err)
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, ids, 1300)
+	ids = append(ids, ids[:10]...)    // repeats
+	ids = append(ids, 1<<62, 1<<62+1) // unknown
+	n, err := store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, IDs: ids})
+	require.NoError(t, err)
+	require.Equal(t, 1300, n)
+	requireRedrivenInOrder(t, e, q, 1300)
+	// And they are delivered in send order, one at a time a group.
+	last := map[string]int64{}
+	for range 3 {
+		got := e.claim(q, 100, time.Minute)
+		require.Len(t, got, 7, "one head a group")
+		for _, m := range got {
+			require.Greater(t, m.ID, last[*m.Group], "group %s in send order", *m.Group)
+			last[*m.Group] = m.ID
+		}
+		for _, ok := range e.ack(q, receipts(got)...) {
+			require.True(t, ok)
+		}
 	}
 }
