@@ -123,6 +123,10 @@ func toProblem(err error) *Problem {
 		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the queue is busy (purged, deleted or locked by other work); nothing was written, retry")
 		p.header = http.Header{"Retry-After": []string{"1"}}
 		return p
+	case errors.Is(err, store.ErrUnavailable):
+		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the database is at a limit (locks, connections, memory or time); retry later")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
 	case errors.Is(err, store.ErrShuttingDown):
 		return problem(http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; retry on another instance")
 	case errors.Is(err, store.ErrNotFound):

@@ -26,7 +26,20 @@
 // body, receive_count and last_error. nack with dead_letter (or a nack of
 // the last allowed receive) moves the message at once. Redrive moves dead
 // letters back with receive_count 0 and their original ids, so they keep
-// their send order.
+// their send order; it moves them in id order, at most 500 (and so 500
+// group locks) a transaction, so that no redrive can exhaust the server's
+// lock table.
+//
+// # Plans
+//
+// Every hot statement does work proportional to its batch whatever the
+// planner believes (DESIGN.md invariant 11; the plan-attack tests are
+// store/plans_*_test.go): client lists reach rows by one primary-key probe
+// each (LATERAL ... LIMIT 1), DML finds its rows by the ctid its driving
+// set saw, and "the first n rows of a queue" are walks of one-row index
+// probes (walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
+// that a planner believing the queue small could turn into a read of the
+// whole queue.
 //
 // # Groups
 //

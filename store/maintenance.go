@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,7 +18,7 @@ import (
 // the primary key from the start of each queue, and each call reads at most
 // limit rows per queue whatever the queue's size.
 func MessageExpire(ctx context.Context, db TxBeginner, limit int) (int64, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM ferry.queues ORDER BY id`)
+	rows, err := db.Query(ctx, `/* ferry:queue_ids */ SELECT id FROM ferry.queues ORDER BY id`)
 	if err != nil {
 		return 0, interpretError("message expire", err)
 	}
@@ -41,10 +42,10 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 	// (ids follow send time, up to the length of a transaction) and its
 	// oldest dead letter says so without reading further.
 	var due bool
-	err := db.QueryRow(ctx, `
+	err := db.QueryRow(ctx, `/* ferry:message_expire_due */
+		WITH RECURSIVE `+walkKeys("messages", "id", "0", "", ", x.sent_at")+`
 		SELECT EXISTS (
-			SELECT 1 FROM ferry.queues q,
-				LATERAL (SELECT sent_at FROM ferry.messages WHERE queue_id = $1 ORDER BY id LIMIT 100) m
+			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
 			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
 		) OR EXISTS (
 			SELECT 1 FROM ferry.queues q,
@@ -55,43 +56,56 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 		return 0, interpretError("message expire", err)
 	}
 	n, err := messageDeleteSet(ctx, db, `
-		SELECT m.id, m.grp FROM (
-			SELECT id, grp, sent_at FROM ferry.messages WHERE queue_id = $1 ORDER BY id LIMIT $2
-		) m, ferry.queues q
+		WITH RECURSIVE `+walkKeys("messages", "id", "0", "", ", x.grp, x.sent_at")+`
+		SELECT m.id, m.grp FROM (SELECT * FROM walk LIMIT $2) m, ferry.queues q
 		WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'`,
 		queueID, limit)
 	if err != nil {
 		return n, interpretError("message expire", err)
 	}
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.dead_letters WHERE queue_id = $1 AND id IN (
-			SELECT d.id FROM ferry.dead_letters d, ferry.queues q
-			WHERE d.queue_id = $1 AND q.id = $1
-				AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
-			ORDER BY d.dead_lettered_at LIMIT $2)`, queueID, limit)
+	// The oldest dead letters: the age index walked one dead_lettered_at at
+	// a time, each value's rows read by their own probe, and deleted by
+	// the ctid the probe saw.
+	tag, err := db.Exec(ctx, `/* ferry:dead_letter_expire */
+		WITH RECURSIVE `+walkValues("dead_letters", "dead_lettered_at", "x.queue_id = $1 AND",
+		"(SELECT now() - q.retention_seconds * interval '1 second' FROM ferry.queues q WHERE q.id = $1)")+`,
+		victims AS MATERIALIZED (
+			SELECT d.ctid FROM walk w
+			CROSS JOIN LATERAL (
+				SELECT x.ctid FROM ferry.dead_letters x WHERE x.queue_id = $1 AND x.dead_lettered_at = w.v LIMIT $2
+			) d
+			LIMIT $2
+		)
+		DELETE FROM ferry.dead_letters d USING (SELECT ctid FROM victims LIMIT $2) v WHERE d.ctid = v.ctid`, queueID, limit)
 	return n + tag.RowsAffected(), interpretError("message expire", err)
 }
 
 // messageDeleteSet deletes, in one transaction, the messages of queue
 // args[0] that the victims query selects (columns id, grp; $1 is the queue
 // id, $2... the rest of args), promoting the next message of every group
-// whose head it removes. It takes the victims' group locks first and then
-// deletes only victims whose group it holds (the set may have grown in
-// between). It reports how many it deleted.
+// whose head it removes. It takes the victims' group locks first, at most
+// maxGroupLocks of them (in key order), and then deletes only victims
+// whose group it holds (the set may have grown in between); victims of
+// other groups are left to the next call. It reports how many it deleted.
+//
+// The DELETE finds its rows by ctid, through one primary-key probe per
+// victim: joined on (queue_id, id) with a constant queue id, a planner
+// that believes the queue is small walks the whole queue per victim.
 func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args ...any) (int64, error) {
 	groupsParam := fmt.Sprintf("$%d", len(args)+1)
+	boundParam := fmt.Sprintf("$%d", len(args)+2) // see walk.go: driving sets
 	var n int64
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `
+			rows, err := tx.Query(ctx, `/* ferry:message_delete_set_lock */
 				SELECT g, pg_advisory_xact_lock(k) FROM (
 					SELECT DISTINCT grp AS g, ferry.group_lock_key($1, grp) AS k
-					FROM (`+victims+`) v WHERE grp IS NOT NULL ORDER BY k
+					FROM (`+victims+`) v WHERE grp IS NOT NULL ORDER BY k LIMIT `+fmt.Sprint(maxGroupLocks)+`
 				) s`, args...)
 			if err != nil {
 				return err
 			}
-			var groups []string
+			groups := []string{}
 			for rows.Next() {
 				var (
 					g string
@@ -105,23 +119,47 @@ func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args .
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, `
-				WITH gone AS (
-					DELETE FROM ferry.messages m USING (`+victims+`) v
-					WHERE m.queue_id = $1 AND m.id = v.id AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`))
-					RETURNING m.id, m.grp
+			return tx.QueryRow(ctx, `/* ferry:message_delete_set */
+				WITH target AS MATERIALIZED (
+					SELECT m.ctid FROM (`+victims+`) v
+					CROSS JOIN LATERAL (
+						SELECT x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = v.id LIMIT 1
+					) m
+					WHERE v.grp IS NULL OR v.grp = ANY(`+groupsParam+`::text[])
+					LIMIT `+boundParam+`
+				),
+				gone AS (
+					DELETE FROM ferry.messages m USING target t
+					WHERE m.ctid = t.ctid AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`::text[]))
+					RETURNING m.queue_id, m.id, m.grp
 				),`+promoteAfter+`
-				SELECT count(*) FROM gone`, append(args, groups)...).Scan(&n)
+				SELECT count(*) FROM gone`, append(args, groups, math.MaxInt32)...).Scan(&n)
 		})
 	})
 	return n, err
 }
 
+// maxGroupLocks bounds the group locks one transaction of a batch (purge,
+// retention, redrive) takes, so that a few of them at once cannot exhaust
+// the server's lock table (max_locks_per_transaction per connection).
+const maxGroupLocks = 500
+
 // DedupExpire deletes up to limit dedup ids whose window has ended.
 func DedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.dedup WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM ferry.dedup WHERE expires_at < now() ORDER BY expires_at LIMIT $1))`, limit)
+	// Found in expiry order, one expires_at at a time (walkValues), each
+	// value's rows by their own probe, and deleted by the ctid the probe
+	// saw, joined (ctid = ANY(ARRAY(...)) lets a plan made while the table
+	// was small scan the whole table instead), if still expired (a row
+	// taken over meanwhile has a new window).
+	tag, err := db.Exec(ctx, `/* ferry:dedup_expire */
+		WITH RECURSIVE `+walkValues("dedup", "expires_at", "", "now()")+`,
+		victims AS MATERIALIZED (
+			SELECT d.ctid FROM walk w
+			CROSS JOIN LATERAL (SELECT x.ctid FROM ferry.dedup x WHERE x.expires_at = w.v LIMIT $1) d
+			LIMIT $1
+		)
+		DELETE FROM ferry.dedup d USING (SELECT ctid FROM victims LIMIT $1) v
+		WHERE d.ctid = v.ctid AND d.expires_at < now()`, limit)
 	if err != nil {
 		return 0, interpretError("dedup expire", err)
 	}
@@ -130,13 +168,56 @@ func DedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 
 // QueueOrphans returns ids that have content but no queue (deleted queues
 // whose cleanup has not finished), up to limit.
+//
+// The ids with content are those in ferry.queue_counts, which holds up to
+// 64 rows a queue: they are walked one distinct id at a time (a skip scan
+// of its primary key, one probe per queue, orphanPage queues a statement),
+// so a sweep costs one probe per queue, however many slots and messages
+// the queues have.
 func QueueOrphans(ctx context.Context, db DBTX, limit int) ([]int64, error) {
-	rows, err := db.Query(ctx, `
-		SELECT DISTINCT c.queue_id FROM ferry.queue_counts c
-		WHERE NOT EXISTS (SELECT 1 FROM ferry.queues q WHERE q.id = c.queue_id) LIMIT $1`, limit)
-	if err != nil {
-		return nil, interpretError("queue orphans", err)
+	var (
+		orphans []int64
+		after   int64
+	)
+	for len(orphans) < limit {
+		rows, err := db.Query(ctx, `/* ferry:queue_orphans */
+			WITH RECURSIVE ids AS (
+				SELECT (SELECT queue_id FROM ferry.queue_counts WHERE queue_id > $1 ORDER BY queue_id LIMIT 1) AS id, 1 AS n
+				UNION ALL
+				SELECT (SELECT c.queue_id FROM ferry.queue_counts c WHERE c.queue_id > ids.id ORDER BY c.queue_id LIMIT 1), n + 1
+				FROM ids WHERE ids.id IS NOT NULL AND n < $2
+			)
+			SELECT id, NOT EXISTS (SELECT 1 FROM ferry.queues q WHERE q.id = ids.id) FROM ids WHERE id IS NOT NULL`,
+			after, orphanPage)
+		if err != nil {
+			return nil, interpretError("queue orphans", err)
+		}
+		seen := 0
+		for rows.Next() {
+			var (
+				id     int64
+				orphan bool
+			)
+			if err := rows.Scan(&id, &orphan); err != nil {
+				rows.Close()
+				return nil, interpretError("queue orphans", err)
+			}
+			seen++
+			after = id
+			if orphan && len(orphans) < limit {
+				orphans = append(orphans, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, interpretError("queue orphans", err)
+		}
+		if seen < orphanPage {
+			break
+		}
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	return ids, interpretError("queue orphans", err)
+	return orphans, nil
 }
+
+// orphanPage is how many queues one statement of QueueOrphans looks at.
+const orphanPage = 1000

@@ -162,7 +162,7 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 	}
 	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
 	if len(grpNames) > 0 {
-		b.Queue(`
+		b.Queue(`/* ferry:message_send_group_lock */
 			SELECT count(pg_advisory_xact_lock(k)) FROM (
 				SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
 			) locks`, p.q.ID, grpNames)
@@ -172,7 +172,7 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 		// the window the general statement needs. Ids come from the
 		// sequence in input order, so the i-th smallest id returned is the
 		// i-th message.
-		b.Queue(`
+		b.Queue(`/* ferry:message_send */
 			INSERT INTO ferry.messages (queue_id, id, visible_at, attributes, body)
 			SELECT $1, nextval('ferry.message_id_seq'),
 				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'), attributes::json, body::json
@@ -182,7 +182,12 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 			p.q.ID, bodies, attrs, delaysMs, at)
 		return
 	}
-	b.Queue(`
+	// The groups' live messages and the dedup answers are read by one
+	// index probe per group or dedup id (LATERAL ... LIMIT 1): an EXISTS
+	// over the queue may be planned as one hashed scan of the whole queue,
+	// and "queue_id = $1 AND dedup_id = ANY($2)" as a scan of all the
+	// queue's dedup ids, by a planner that believes the queue is small.
+	b.Queue(`/* ferry:message_send_grouped */
 		WITH input AS (
 			SELECT nextval('ferry.message_id_seq') AS id, t.*
 			FROM (
@@ -203,13 +208,20 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 		fresh AS (
 			SELECT * FROM input WHERE dedup_id IS NULL OR id IN (SELECT message_id FROM claimed_dedup)
 		),
+		-- The groups that already have live messages: new ones wait.
+		busy AS (
+			SELECT g.grp FROM (SELECT DISTINCT grp FROM input WHERE grp IS NOT NULL) g
+			CROSS JOIN LATERAL (
+				SELECT true FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = g.grp LIMIT 1
+			) live
+		),
 		inserted AS (
 			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, grp, dedup_id, attributes, body)
 			SELECT $1, id,
 				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'),
 				grp IS NOT NULL AND (
 					row_number() OVER (PARTITION BY grp ORDER BY ord) > 1
-					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = fresh.grp)),
+					OR grp IN (SELECT grp FROM busy)),
 				grp, dedup_id, attributes::json, body::json
 			FROM fresh
 			RETURNING id
@@ -221,7 +233,11 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 		// beat this send are committed (ON CONFLICT waited for them), so
 		// this statement's snapshot sees them, and no sweep or takeover
 		// can change them before the answer is read.
-		b.Queue(`SELECT dedup_id, message_id FROM ferry.dedup WHERE queue_id = $1 AND dedup_id = ANY($2)`,
+		b.Queue(`/* ferry:dedup_answer */
+			SELECT d.dedup_id, d.message_id FROM unnest($2::text[]) AS r(dedup_id)
+			CROSS JOIN LATERAL (
+				SELECT x.dedup_id, x.message_id FROM ferry.dedup x WHERE x.queue_id = $1 AND x.dedup_id = r.dedup_id LIMIT 1
+			) d`,
 			p.q.ID, p.dedupIDs())
 	}
 }
@@ -485,30 +501,74 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 	return msgs, exhausted, nil
 }
 
+// The statements below reach rows the same way, whatever the planner
+// believes (DESIGN.md invariant 11): from a client's list (receipts, ids)
+// by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
+// (byReceipt), which no plan can turn into a scan of the queue; and a DML
+// statement then finds its rows by the ctid those probes saw, joined to
+// them, with no condition on a constant queue id that could make "read
+// the whole queue" look cheap to a planner that thinks the queue is empty.
+// The probes' CTE ends in LIMIT cardinality($2), the list's length: a
+// driving set (see walk.go) that a generic plan believes is a row or so.
+// A row changed in between is followed to its newest version, and the
+// conditions the DML repeats on it (its claim_token, its lease) are
+// checked again there, so a stale receipt still changes nothing.
+
+// byReceipt is a FROM item: the live messages of queue $1 named by the
+// receipts ($2 ids, $3 tokens), as r(id, token) and m (the row: ctid and
+// the columns listed), whether or not the receipts are current.
+func byReceipt(columns string) string {
+	return `unnest($2::bigint[], $3::bigint[]) AS r(id, token)
+		CROSS JOIN LATERAL (
+			SELECT ` + columns + ` FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
+		) m`
+}
+
 // lockGroupsOf is the statement that takes the group locks of the given
-// live messages, in key order. It runs before any statement that removes a
-// group head, so that group locks are always taken before row locks.
-const lockGroupsOf = `
+// live messages ($1 queue, $2 ids), in key order. It runs before any
+// statement that removes a group head, so that group locks are always
+// taken before row locks.
+const lockGroupsOf = `/* ferry:message_group_lock */
 	SELECT count(pg_advisory_xact_lock(k)) FROM (
-		SELECT DISTINCT ferry.group_lock_key(queue_id, grp) AS k
-		FROM ferry.messages WHERE queue_id = $1 AND id = ANY($2) AND grp IS NOT NULL
+		SELECT DISTINCT ferry.group_lock_key($1, m.grp) AS k
+		FROM unnest($2::bigint[]) AS r(id)
+		CROSS JOIN LATERAL (
+			SELECT x.grp FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
+		) m
+		WHERE m.grp IS NOT NULL
 		ORDER BY k
 	) locks`
 
-// promoteAfter is the tail of a statement whose CTE "gone" (columns id,
-// grp) removed messages from the queue $1: it makes the oldest waiting
-// message of each group that lost its head the new head.
+// promoteAfter is the tail of a statement whose CTE "gone" (columns
+// queue_id, id, grp) removed messages from a queue: it makes the oldest
+// waiting message of each group that lost its head the new head. Per
+// group, the next message is one probe of the group index in id order
+// (LIMIT 1, skipping only what this statement removed), and a head still
+// there is another (a LATERAL with LIMIT: NOT EXISTS may be planned as an
+// anti-join over the queue's heads). The queue id comes from "gone", not
+// from a constant, so that no estimate of the queue's size makes walking
+// the queue (or the group) look cheaper than those probes. The caller
+// holds the groups' locks, so the waiting rows found cannot change before
+// the UPDATE finds them by ctid.
 const promoteAfter = `
 	promoted AS (
 		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
-		FROM (SELECT DISTINCT grp FROM gone WHERE grp IS NOT NULL) g
-		WHERE n.queue_id = $1 AND n.grp = g.grp AND n.waiting
-			AND n.id = (
-				SELECT min(w.id) FROM ferry.messages w
-				WHERE w.queue_id = $1 AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone))
-			AND NOT EXISTS (
-				SELECT 1 FROM ferry.messages h
-				WHERE h.queue_id = $1 AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone))
+		FROM (
+			SELECT nx.ctid
+			FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
+			CROSS JOIN LATERAL (
+				SELECT w.ctid FROM ferry.messages w
+				WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
+				ORDER BY w.id LIMIT 1
+			) nx
+			LEFT JOIN LATERAL (
+				SELECT true AS found FROM ferry.messages h
+				WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
+				LIMIT 1
+			) head ON true
+			WHERE head.found IS NULL
+		) p
+		WHERE n.ctid = p.ctid AND n.waiting
 		RETURNING n.id
 	)`
 
@@ -519,9 +579,16 @@ const promoteAfter = `
 func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, lastError *string, cond string) (int, error) {
 	b := &pgx.Batch{}
 	b.Queue(lockGroupsOf, queueID, ids)
-	b.Queue(`
-		WITH gone AS (
-			DELETE FROM ferry.messages m WHERE m.queue_id = $1 AND m.id = ANY($2) AND `+cond+`
+	b.Queue(`/* ferry:message_dead_letter */
+		WITH target AS MATERIALIZED (
+			SELECT m.ctid FROM unnest($2::bigint[]) AS r(id)
+			CROSS JOIN LATERAL (
+				SELECT x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
+			) m
+			LIMIT cardinality($2::bigint[])
+		),
+		gone AS (
+			DELETE FROM ferry.messages m USING target t WHERE m.ctid = t.ctid AND `+cond+`
 			RETURNING m.*
 		),
 		dead AS (
@@ -570,7 +637,12 @@ func receiptResults(receipts []Receipt, applied map[int64]int64) []ReceiptResult
 
 // current is the condition that a receipt (r.id, r.token) is the current
 // lease of message m.
-const current = `m.id = r.id AND m.claim_token = r.token AND m.visible_at > now()`
+const current = `m.claim_token = r.token AND m.visible_at > now()`
+
+// stillCurrent is the condition, on the DML target m, that the lease a
+// receipt's lookup found (t.claim_token) is still current: checked again
+// on the newest version of the row if it changed since.
+const stillCurrent = `m.claim_token = t.claim_token AND m.visible_at > now()`
 
 // MessageAck deletes the messages whose receipts are current and promotes
 // the next message of their groups. One round trip.
@@ -595,11 +667,16 @@ func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt,
 		b.Queue(lockGroupsOf, queueID, ids)
 	}
 	// The row (-1, n) counts the promoted messages; no receipt has id -1.
-	b.Queue(`
-		WITH gone AS (
-			DELETE FROM ferry.messages m USING unnest($2::bigint[], $3::bigint[]) AS r(id, token)
-			WHERE m.queue_id = $1 AND `+current+`
-			RETURNING m.id, m.grp, m.claim_token
+	b.Queue(`/* ferry:message_ack */
+		WITH target AS MATERIALIZED (
+			SELECT m.ctid, m.claim_token FROM `+byReceipt("x.ctid, x.claim_token, x.visible_at")+`
+			WHERE `+current+`
+			LIMIT cardinality($2::bigint[])
+		),
+		gone AS (
+			DELETE FROM ferry.messages m USING target t
+			WHERE m.ctid = t.ctid AND `+stillCurrent+`
+			RETURNING m.queue_id, m.id, m.grp, m.claim_token
 		),`+promoteAfter+`
 		SELECT id, claim_token FROM gone
 		UNION ALL SELECT -1, count(*) FROM promoted HAVING count(*) > 0`, queueID, ids, tokens)
@@ -637,12 +714,19 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 	}
 	b := &pgx.Batch{}
 	b.Queue(lockGroupsOf, p.Queue.ID, ids)
-	b.Queue(`
-		WITH target AS (
-			SELECT m.id, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
-			FROM ferry.messages m JOIN unnest($2::bigint[], $3::bigint[]) AS r(id, token)
-				ON m.queue_id = $1 AND `+current+`
-			FOR UPDATE OF m
+	// The targets are locked as they are found (FOR UPDATE in the probe
+	// returns the newest version of the row, then checked for the lease).
+	b.Queue(`/* ferry:message_nack */
+		WITH target AS MATERIALIZED (
+			SELECT m.ctid, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
+			FROM unnest($2::bigint[], $3::bigint[]) AS r(id, token)
+			CROSS JOIN LATERAL (
+				SELECT x.ctid, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+				WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
+				FOR UPDATE
+			) m
+			WHERE `+current+`
+			LIMIT cardinality($2::bigint[])
 		),
 		released AS (
 			UPDATE ferry.messages m SET
@@ -652,12 +736,12 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 					-- exponential backoff with equal jitter: half fixed, half random
 					make_interval(secs => least($9::float8, $8::float8 * power(2, least(m.receive_count - 1, 30)))
 						* (0.5 + random() / 2)))
-			FROM target t WHERE m.queue_id = $1 AND m.id = t.id AND NOT t.dead
+			FROM target t WHERE m.ctid = t.ctid AND NOT t.dead
 			RETURNING m.id, t.claim_token
 		),
 		gone AS (
 			DELETE FROM ferry.messages m USING target t
-			WHERE m.queue_id = $1 AND m.id = t.id AND t.dead
+			WHERE m.ctid = t.ctid AND t.dead
 			RETURNING m.*, t.claim_token AS receipt_token
 		),
 		dead AS (
@@ -709,10 +793,15 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 // MessageExtend moves the lease of current receipts to now + timeout.
 func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, timeout time.Duration) ([]ReceiptResult, error) {
 	ids, tokens := receiptArrays(receipts)
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:message_extend */
+		WITH target AS MATERIALIZED (
+			SELECT m.ctid, m.claim_token FROM `+byReceipt("x.ctid, x.claim_token, x.visible_at")+`
+			WHERE `+current+`
+			LIMIT cardinality($2::bigint[])
+		)
 		UPDATE ferry.messages m SET visible_at = clock_timestamp() + $4 * interval '1 millisecond'
-		FROM unnest($2::bigint[], $3::bigint[]) AS r(id, token)
-		WHERE m.queue_id = $1 AND `+current+`
+		FROM target t
+		WHERE m.ctid = t.ctid AND `+stillCurrent+`
 		RETURNING m.id, m.claim_token`, queueID, ids, tokens, timeout.Milliseconds())
 	if err != nil {
 		return nil, interpretError("message extend", err)
@@ -767,9 +856,14 @@ func runReceiptBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int6
 // sent meanwhile are kept; a group whose head is purged gets its next
 // message promoted.
 func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
+	return messagePurge(ctx, db, queueID, purgeBatch)
+}
+
+func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) error {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
-	b.Queue(`SELECT coalesce(max(id), 0) FROM ferry.messages WHERE queue_id = $1`, queueID)
+	b.Queue(`/* ferry:message_purge_fence */
+		SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, queueID)
 	var fence int64
 	err := func() error {
 		br := db.SendBatch(ctx, b)
@@ -787,8 +881,9 @@ func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
 	}
 	for {
 		n, err := messageDeleteSet(ctx, db, `
-			SELECT id, grp FROM ferry.messages WHERE queue_id = $1 AND id <= $3 ORDER BY id LIMIT $2`,
-			queueID, purgeBatch, fence)
+			WITH RECURSIVE `+walkKeys("messages", "id", "0", "AND x.id <= $3", ", x.grp")+`
+			SELECT id, grp FROM walk LIMIT $2`,
+			queueID, batch, fence)
 		if err != nil {
 			return interpretError("message purge", err)
 		}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -252,12 +251,19 @@ func QueueDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
 
 // QueueDeleteContent deletes up to limit rows of a deleted queue's content
 // and reports how many it deleted; 0 means nothing of the queue is left.
+// Each statement walks at most limit rows of the queue (walkKeys) and
+// deletes them by the ctid it saw, so none reads more of the queue than
+// it deletes.
 func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) (int64, error) {
 	var n int64
-	for _, table := range []string{"ferry.messages", "ferry.dead_letters"} {
-		tag, err := db.Exec(ctx, fmt.Sprintf(`
-			DELETE FROM %[1]s WHERE queue_id = $1 AND id IN (SELECT id FROM %[1]s WHERE queue_id = $1 LIMIT $2)`, table),
-			queueID, limit)
+	for _, t := range []struct{ table, key, first string }{
+		{"messages", "id", "0"}, {"dead_letters", "id", "0"}, {"dedup", "dedup_id", "''"},
+	} {
+		tag, err := db.Exec(ctx, `/* ferry:queue_delete_`+t.table+` */
+			WITH RECURSIVE `+walkKeys(t.table, t.key, t.first, "", ", x.ctid")+`,
+			victims AS MATERIALIZED (SELECT ctid FROM walk LIMIT $2)
+			DELETE FROM ferry.`+t.table+` x USING (SELECT ctid FROM victims LIMIT $2) v WHERE x.ctid = v.ctid`,
+			queueID, limit-int(n))
 		if err != nil {
 			return n, interpretError("queue delete content", err)
 		}
@@ -266,17 +272,11 @@ func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) 
 			return n, nil
 		}
 	}
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.dedup WHERE queue_id = $1 AND dedup_id IN
-			(SELECT dedup_id FROM ferry.dedup WHERE queue_id = $1 LIMIT $2)`, queueID, limit)
-	if err != nil {
-		return n, interpretError("queue delete content", err)
-	}
-	n += tag.RowsAffected()
 	if n == 0 {
-		_, err = db.Exec(ctx, `DELETE FROM ferry.queue_counts WHERE queue_id = $1`, queueID)
+		_, err := db.Exec(ctx, `DELETE FROM ferry.queue_counts WHERE queue_id = $1`, queueID)
+		return 0, interpretError("queue delete content", err)
 	}
-	return n, interpretError("queue delete content", err)
+	return n, nil
 }
 
 // QueueStatsGet returns the stats of the given queues, keyed by id. Its cost
@@ -284,7 +284,7 @@ func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) 
 // trigger-kept counters, and only messages whose visible_at lies in the
 // future (in flight or delayed) are scanned.
 func QueueStatsGet(ctx context.Context, db DBTX, queueIDs []int64) (map[int64]QueueStats, error) {
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:queue_stats */
 		SELECT q.id,
 			coalesce(c.messages, 0), coalesce(c.dead_letters, 0),
 			coalesce(f.in_flight, 0), coalesce(f.delayed, 0),

@@ -41,6 +41,9 @@ type sendRequest struct {
 	err     error
 	done    chan struct{}
 	retried bool // already written again after a stale cache entry
+	// own is the request's plan on its own: which of its messages are
+	// written (not repeats of an earlier one of the request).
+	own *sendPlan
 }
 
 // SenderConfig configures NewSender.
@@ -174,7 +177,7 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 		}
 		// Each request is checked on its own, so a bad one refuses only
 		// itself.
-		if _, err := planSend(q, r.msgs); err != nil {
+		if r.own, err = planSend(q, r.msgs); err != nil {
 			r.err = err
 			continue
 		}
@@ -204,22 +207,19 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		db = tx
 		slices.Sort(limited)
-		depths, err := queueDepthsLocked(ctx, tx, limited)
+		dedups := map[int64][]string{}
+		for _, id := range limited {
+			for _, r := range byQueue[id].reqs {
+				dedups[id] = append(dedups[id], r.own.dedupIDs()...)
+			}
+		}
+		depths, live, err := queueDepthsLocked(ctx, tx, limited, dedups)
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range limited {
 			w := byQueue[id]
-			admitted := w.reqs[:0]
-			for _, r := range w.reqs {
-				if d := depths[id]; d+int64(len(r.msgs)) > w.q.MaxDepth {
-					r.err = &QueueFullError{Depth: d, MaxDepth: w.q.MaxDepth}
-					continue
-				}
-				depths[id] += int64(len(r.msgs))
-				admitted = append(admitted, r)
-			}
-			w.reqs = admitted
+			w.reqs = admitByDepth(w.q, w.reqs, depths[id], live[id])
 		}
 	}
 	// Queues in id order: one lock order for every transaction.
@@ -300,29 +300,109 @@ var errStaleQueue = errors.New("queue changed since it was cached")
 // sendLockTimeout bounds a send transaction's wait for any one lock.
 const sendLockTimeout = "5s"
 
+// admitByDepth returns the requests (of one queue with a max_depth, whose
+// depth is depth) that fit, in order, and refuses the others: a request
+// with more new messages than max_depth can never fit (a
+// *ValidationError), one that does not fit now gets *QueueFullError. Only
+// new messages take room: a repeat of a dedup id that is live (in live)
+// or written by a request admitted before it is a duplicate.
+func admitByDepth(q Queue, reqs []*sendRequest, depth int64, live map[string]bool) []*sendRequest {
+	admitted := reqs[:0]
+	taken := map[string]bool{} // dedup ids of admitted requests
+	for _, r := range reqs {
+		var fresh int64
+		for _, i := range r.own.sent {
+			if d := r.msgs[i].DedupID; d == "" || (!live[d] && !taken[d]) {
+				fresh++
+			}
+		}
+		switch {
+		case fresh > q.MaxDepth:
+			r.err = &ValidationError{Field: "messages", Message: fmt.Sprintf(
+				"the batch has %d new messages, more than the queue's max_depth of %d: it can never fit", fresh, q.MaxDepth)}
+			continue
+		case depth+fresh > q.MaxDepth:
+			r.err = &QueueFullError{Depth: depth, MaxDepth: q.MaxDepth}
+			continue
+		}
+		depth += fresh
+		for _, d := range r.own.dedupIDs() {
+			taken[d] = true
+		}
+		admitted = append(admitted, r)
+	}
+	return admitted
+}
+
 // queueDepthsLocked takes the exclusive locks of the given queues (in the
-// given order) and then reads their depths, in one round trip.
-func queueDepthsLocked(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]int64, error) {
+// given order) and then reads their depths and which of the given dedup
+// ids are live (within their window), in one round trip. The live dedup
+// rows are locked (FOR KEY SHARE) so that the dedup sweep cannot remove
+// one before this transaction's INSERT finds it: a message counted as a
+// duplicate is never written.
+func queueDepthsLocked(ctx context.Context, tx pgx.Tx, ids []int64, dedups map[int64][]string) (map[int64]int64, map[int64]map[string]bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id)`, ids)
-	b.Queue(`SELECT queue_id, sum(messages)::bigint FROM ferry.queue_counts WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
+	b.Queue(`/* ferry:queue_depth */
+		SELECT q.id, c.depth FROM unnest($1::bigint[]) AS q(id)
+		CROSS JOIN LATERAL (
+			SELECT sum(messages)::bigint AS depth FROM ferry.queue_counts WHERE queue_id = q.id
+		) c`, ids)
+	var withDedup []int64
+	for _, id := range ids {
+		if len(dedups[id]) > 0 {
+			withDedup = append(withDedup, id)
+			b.Queue(`/* ferry:dedup_live */
+				SELECT d.dedup_id FROM unnest($2::text[]) AS r(dedup_id)
+				CROSS JOIN LATERAL (
+					SELECT x.dedup_id FROM ferry.dedup x
+					WHERE x.queue_id = $1 AND x.dedup_id = r.dedup_id AND x.expires_at > now()
+					LIMIT 1
+					FOR KEY SHARE
+				) d`, id, dedups[id])
+		}
+	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, interpretError("queue depth", err)
+		return nil, nil, interpretError("queue depth", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, interpretError("queue depth", err)
+		return nil, nil, interpretError("queue depth", err)
 	}
-	defer rows.Close()
 	depths := make(map[int64]int64, len(ids))
 	for rows.Next() {
-		var id, d int64
+		var (
+			id int64
+			d  *int64
+		)
 		if err := rows.Scan(&id, &d); err != nil {
-			return nil, interpretError("queue depth", err)
+			rows.Close()
+			return nil, nil, interpretError("queue depth", err)
 		}
-		depths[id] = d
+		if d != nil {
+			depths[id] = *d
+		}
 	}
-	return depths, interpretError("queue depth", rows.Err())
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretError("queue depth", err)
+	}
+	live := make(map[int64]map[string]bool, len(withDedup))
+	for _, id := range withDedup {
+		found, err := br.Query()
+		if err != nil {
+			return nil, nil, interpretError("queue depth", err)
+		}
+		ds, err := pgx.CollectRows(found, pgx.RowTo[string])
+		if err != nil {
+			return nil, nil, interpretError("queue depth", err)
+		}
+		live[id] = make(map[string]bool, len(ds))
+		for _, d := range ds {
+			live[id][d] = true
+		}
+	}
+	return depths, live, nil
 }

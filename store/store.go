@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,13 @@ var (
 	// ErrBusy means the request waited too long for a lock held by other
 	// work on the same resource; it wrote nothing and can be retried.
 	ErrBusy = errors.New("resource busy")
+	// ErrUnavailable means the database refused the work at one of its
+	// own limits: out of memory or of lock table space
+	// (max_locks_per_transaction), too many connections, a configuration
+	// limit, or its statement_timeout. Nothing of the failed transaction
+	// was written; the request can be retried later (work done in batches
+	// keeps the batches committed before).
+	ErrUnavailable = errors.New("database at a limit")
 )
 
 // ValidationError is a client mistake found by the store, where the check
@@ -75,8 +83,19 @@ func interpretError(op string, err error) error {
 		case "55P03", // lock_not_available: a lock_timeout expired
 			"40001", "40P01": // still failing after retry's attempts
 			return fmt.Errorf("%s: %w", op, ErrBusy)
+		case "57014": // query_canceled: by the server's statement_timeout?
+			if strings.Contains(pgErr.Message, "statement timeout") {
+				return fmt.Errorf("%s: %w (%s)", op, ErrUnavailable, pgErr.Message)
+			}
 		case "P0002": // no_data_found, from ferry.raise_not_found
 			return fmt.Errorf("%s: %w (%s)", op, ErrNotFound, pgErr.Message)
+		}
+		// Class 53, insufficient_resources: out_of_memory (53200, also "out
+		// of shared memory" when the lock table is full),
+		// too_many_connections (53300), configuration_limit_exceeded
+		// (53400), disk_full (53100).
+		if strings.HasPrefix(pgErr.Code, "53") {
+			return fmt.Errorf("%s: %w (%s)", op, ErrUnavailable, pgErr.Message)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
@@ -100,7 +119,7 @@ func isRetryable(err error) bool {
 // leaves the outcome unknown.
 func rolledBack(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy)
+	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable)
 }
 
 // retry runs fn up to three times while it fails with a retryable error.

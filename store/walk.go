@@ -1,0 +1,67 @@
+package store
+
+import "fmt"
+
+// Walks: how a statement reads "the first n rows of a queue" (or of an
+// index) in work proportional to n whatever the planner believes
+// (DESIGN.md invariant 11).
+//
+// "WHERE queue_id = $1 ORDER BY id LIMIT n" is a cliff: a planner that
+// believes the queue holds fewer than n rows (a queue that was small at
+// the last ANALYZE, a table never analyzed) sees no gain in stopping
+// early, reads the whole queue with a bitmap scan, then sorts. (Without
+// ORDER BY, a bitmap scan still reads every index entry of the queue
+// before it returns a row.) A walk asks for one row at a time instead:
+// each step is "the next key after this one, ORDER BY key LIMIT 1", for
+// which reading one index entry beats reading all of them under any
+// estimate, and the statement stops the walk with its own LIMIT.
+
+// Driving sets. A DML statement finds its rows by the ctids its driving
+// set saw (joined, m.ctid = v.ctid: one TID fetch a row), and the driving
+// set ends in a LIMIT whose value is a parameter. That LIMIT is also the
+// set's bound, but it is there for plans made before the value is known:
+// a generic plan takes an unknown LIMIT for a tenth of its input, so it
+// believes the set is a row or two, and a TID fetch each then beats any
+// scan of the target, even of one the plan believes small (planned while
+// the table was empty). A set that came out of a walk (which a generic
+// plan believes is about a hundred rows) is read through a second such
+// LIMIT for the same reason. Custom plans know the value and the table's
+// true size, and take the TID fetches anyway.
+
+// walkKeys is the recursive CTE "walk" (the statement must say WITH
+// RECURSIVE): queue $1's rows of ferry.table in ascending order of key,
+// starting after the SQL expression after and satisfying cond (an extra
+// condition on x, e.g. "AND x.id <= $3"; "" for none), one primary-key
+// probe each, with the columns key and cols (a list of x's columns, each
+// after a comma, e.g. ", x.ctid"). (queue_id, key) must be the table's
+// primary key. Read it as (SELECT ... FROM walk LIMIT n).
+func walkKeys(table, key, after, cond, cols string) string {
+	step := func(from string) string {
+		return fmt.Sprintf(`SELECT x.%[2]s%[5]s FROM ferry.%[1]s x
+				WHERE x.queue_id = $1 AND x.%[2]s > %[3]s %[4]s ORDER BY x.%[2]s LIMIT 1`, table, key, from, cond, cols)
+	}
+	return fmt.Sprintf(`walk AS (
+			(%s)
+			UNION ALL
+			SELECT n.* FROM walk w CROSS JOIN LATERAL (%s) n
+		)`, step(after), step("w."+key))
+}
+
+// walkValues is the recursive CTE "walk(v)" (the statement must say WITH
+// RECURSIVE): the distinct values of column col of ferry.table's rows that
+// satisfy scope (a condition on x that the index on col starts with, e.g.
+// "x.queue_id = $1 AND", or "") and lie below the SQL expression below, in
+// ascending order, one index probe each. The rows of one value are then
+// read per value: a value is one transaction's now(), so it holds at most
+// one transaction's rows.
+func walkValues(table, col, scope, below string) string {
+	step := func(from string) string {
+		return fmt.Sprintf(`SELECT x.%[2]s FROM ferry.%[1]s x
+				WHERE %[3]s x.%[2]s > %[4]s AND x.%[2]s < %[5]s ORDER BY x.%[2]s LIMIT 1`, table, col, scope, from, below)
+	}
+	return fmt.Sprintf(`walk(v) AS (
+			(%s)
+			UNION ALL
+			SELECT n.* FROM walk w CROSS JOIN LATERAL (%s) n
+		)`, step("'-infinity'"), step("w.v"))
+}
