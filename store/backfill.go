@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A backfill delivers to a subscription the retained events of its topic
+// from a start on (on creation with a start, and on a seek), filtered, in
+// publish order. It works in windows: each statement reads at most
+// backfillWindow events (a share of it from each partition it is still
+// reading), so none does work beyond its window whatever the log holds,
+// and each runs under a statement timeout. A window that times out is
+// rolled back and done again in halves, down to a single event, so a slow
+// window never loses events and never holds a connection long; only if a
+// single event cannot be delivered within the timeout does the backfill
+// stop, with ErrBackfillStopped.
+//
+// An ordered subscription is backfilled in the transaction that holds the
+// topic's partition locks, every window in publish order across the
+// partitions, so each key's events are delivered in order before any later
+// one. An unordered one is backfilled after its creation (or its seek's
+// fence) committed, partition by partition, each window its own
+// transaction, while publishes go on: deliveries are unique by event
+// position, so a window done twice doubles nothing.
+
+// backfillWindow bounds the events one backfill statement reads.
+const backfillWindow = 5000
+
+// backfillStatementTimeout bounds one backfill statement.
+const backfillStatementTimeout = 5 * time.Second
+
+// ErrBackfillStopped means a backfill could not finish: a window of a
+// single event took longer than the statement timeout. What it delivered
+// stays (a prefix of each partition's past); a seek to the same start
+// completes it.
+var ErrBackfillStopped = fmt.Errorf("%w: the backfill stopped before it finished", ErrBusy)
+
+// backfillRange is what a backfill has left of one partition: offsets
+// [from, to).
+type backfillRange struct {
+	partition int
+	from, to  int64
+}
+
+// backfill is one backfill of sub in progress.
+type backfill struct {
+	sub       Subscription
+	timeout   time.Duration // of each statement
+	window    int           // events the next statement may read
+	maxWindow int           // what window grows back to
+}
+
+func newBackfill(s Subscription) *backfill {
+	return &backfill{sub: s, timeout: backfillStatementTimeout, window: backfillWindow, maxWindow: backfillWindow}
+}
+
+// ranges is, per partition, the offsets from start up to heads (the first
+// offset not to backfill).
+func (b *backfill) ranges(ctx context.Context, db DBTX, start Start, heads map[int]int64) ([]backfillRange, error) {
+	parts := make([]int32, 0, len(heads))
+	tos := make([]int64, 0, len(heads))
+	for p, h := range heads {
+		parts, tos = append(parts, int32(p)), append(tos, h)
+	}
+	var from time.Time // Earliest: every retained event
+	if start.Time != nil {
+		from = *start.Time
+	}
+	rows, err := db.Query(ctx, `/* ferry:subscription_backfill_start */
+		SELECT h.partition, coalesce(f."offset", h.head), h.head
+		FROM unnest($2::int[], $3::bigint[]) AS h(partition, head)
+		LEFT JOIN LATERAL (
+			SELECT "offset" FROM ferry.events
+			WHERE topic_id = $1 AND partition = h.partition AND published_at >= $4
+			ORDER BY published_at, "offset" LIMIT 1
+		) f ON true
+		ORDER BY h.partition`, b.sub.TopicID, parts, tos, from)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (backfillRange, error) {
+		var r backfillRange
+		return r, row.Scan(&r.partition, &r.from, &r.to)
+	})
+}
+
+// locked backfills the ranges in tx (which holds the topic's partition
+// locks), window after window in publish order across the partitions,
+// each window under a savepoint and the statement timeout.
+func (b *backfill) locked(ctx context.Context, tx pgx.Tx, ranges []backfillRange) (int64, error) {
+	var prev string
+	if err := tx.QueryRow(ctx, `SHOW statement_timeout`).Scan(&prev); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
+		return 0, err
+	}
+	n, err := b.run(ctx, ranges, func(step func(DBTX) error) error {
+		return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return step(sp) })
+	})
+	if err != nil {
+		return n, err
+	}
+	_, err = tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, prev)
+	return n, err
+}
+
+// batches backfills the ranges one partition after the other, each window
+// its own transaction under the statement timeout.
+func (b *backfill) batches(ctx context.Context, db TxBeginner, ranges []backfillRange) (int64, error) {
+	var total int64
+	for _, r := range ranges {
+		n, err := b.run(ctx, []backfillRange{r}, func(step func(DBTX) error) error {
+			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
+					return err
+				}
+				return step(tx)
+			})
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (b *backfill) timeoutSetting() string { return fmt.Sprint(b.timeout.Milliseconds()) }
+
+// run does windows until the ranges are done, each through atomically
+// (which commits or rolls back what the step did). A window that timed
+// out is done again with half the events; after a window that went
+// through the next may be twice as large again.
+func (b *backfill) run(ctx context.Context, ranges []backfillRange, atomically func(step func(DBTX) error) error) (int64, error) {
+	var total int64
+	for {
+		active := slices.DeleteFunc(slices.Clone(ranges), func(r backfillRange) bool { return r.from >= r.to })
+		if len(active) == 0 {
+			return total, nil
+		}
+		var (
+			next []backfillRange
+			n    int64
+		)
+		err := atomically(func(db DBTX) error {
+			var err error
+			next, n, err = b.step(ctx, db, active, max(1, b.window/len(active)))
+			return err
+		})
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			ranges, total = next, total+n
+			b.window = min(b.window*2, b.maxWindow)
+		case errors.As(err, &pgErr) && pgErr.Code == "57014" && ctx.Err() == nil: // query_canceled: the timeout
+			if b.window == 1 {
+				return total, ErrBackfillStopped
+			}
+			b.window /= 2
+		default:
+			return total, err
+		}
+	}
+}
+
+// step delivers the next window of events of the ranges: up to
+// perPartition events of each, in publish order, and of those only the
+// ones before the first event (in publish order) that a partition which
+// gave its whole share did not return, so that what a step delivers is
+// the publish-order prefix of what is left. It returns the ranges left
+// and how many deliveries it made. Events the subscription already holds
+// (by position) are skipped.
+func (b *backfill) step(ctx context.Context, db DBTX, ranges []backfillRange, perPartition int) ([]backfillRange, int64, error) {
+	parts := make([]int32, len(ranges))
+	froms := make([]int64, len(ranges))
+	tos := make([]int64, len(ranges))
+	for i, r := range ranges {
+		parts[i], froms[i], tos[i] = int32(r.partition), r.from, r.to
+	}
+	rows, err := db.Query(ctx, `/* ferry:subscription_backfill */
+		WITH cand AS MATERIALIZED (
+			SELECT e.* FROM unnest($3::int[], $4::bigint[], $5::bigint[]) AS w(partition, from_off, to_off)
+			CROSS JOIN LATERAL (
+				SELECT * FROM ferry.events e
+				WHERE e.topic_id = $2 AND e.partition = w.partition AND e."offset" >= w.from_off AND e."offset" < w.to_off
+				ORDER BY e."offset" LIMIT $6
+			) e
+		),
+		counts AS (SELECT partition, count(*) AS n, max("offset") AS last FROM cand GROUP BY partition),
+		bound AS (
+			SELECT c.published_at, c.partition, c."offset"
+			FROM cand c JOIN counts n ON n.partition = c.partition AND n.last = c."offset"
+			WHERE n.n = $6 ORDER BY 1, 2, 3 LIMIT 1
+		),
+		kept AS MATERIALIZED (
+			SELECT c.* FROM cand c
+			WHERE NOT EXISTS (
+				SELECT 1 FROM bound b WHERE (c.published_at, c.partition, c."offset") > (b.published_at, b.partition, b."offset"))
+		),
+		-- The subscription as it is now (its row kept from being deleted
+		-- meanwhile: a deleted one gets nothing).
+		q AS MATERIALIZED (SELECT filter, ordered FROM ferry.queues WHERE id = $1 FOR KEY SHARE),
+		picked AS MATERIALIZED (
+			SELECT nextval('ferry.message_id_seq') AS mid, m.* FROM (
+				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
+				FROM kept e CROSS JOIN q
+				-- One probe per event by its whole position: as a NOT
+				-- EXISTS, the planner may walk the partition's deliveries.
+				LEFT JOIN LATERAL (
+					SELECT true AS held FROM ferry.messages x
+					WHERE x.queue_id = $1 AND x.event_partition = e.partition AND x.event_offset = e."offset" LIMIT 1
+				) h ON true
+				WHERE h.held IS NULL AND `+sqlMatch("$7")+`
+				ORDER BY e.published_at, e.partition, e."offset"
+			) m
+		),
+		delivered AS (
+			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
+			-- Visible since its publish: claims take them in publish order,
+			-- whatever order the windows ran in.
+			SELECT $1, p.mid, p.published_at,
+				p.grp IS NOT NULL AND (row_number() OVER (PARTITION BY p.grp ORDER BY p.mid) > 1 OR g.live IS NOT NULL),
+				p.published_at, p.grp, p.id, p.partition, p."offset",
+				ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p."offset", p.published_at)
+			FROM picked p
+			LEFT JOIN LATERAL (
+				SELECT true AS live FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = p.grp LIMIT 1
+			) g ON true
+			ON CONFLICT DO NOTHING
+			RETURNING 1
+		)
+		SELECT n.partition, n.n, coalesce(k.last, -1), coalesce(k.n, 0), (SELECT count(*) FROM delivered),
+			EXISTS (SELECT 1 FROM q)
+		FROM counts n
+		LEFT JOIN (SELECT partition, count(*) AS n, max("offset") AS last FROM kept GROUP BY partition) k USING (partition)`,
+		b.sub.ID, b.sub.TopicID, parts, froms, tos, perPartition, b.sub.Filter.typeRegexps())
+	if err != nil {
+		return nil, 0, err
+	}
+	type progress struct {
+		read, kept, last int64
+	}
+	seen := map[int]progress{}
+	var (
+		delivered int64
+		exists    = true
+	)
+	for rows.Next() {
+		var (
+			p  int
+			pr progress
+		)
+		if err := rows.Scan(&p, &pr.read, &pr.last, &pr.kept, &delivered, &exists); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		seen[p] = pr
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if !exists {
+		return nil, 0, ErrNotFound // deleted meanwhile
+	}
+	next := slices.Clone(ranges)
+	for i, r := range next {
+		pr, ok := seen[r.partition]
+		switch {
+		case !ok, pr.read < int64(perPartition) && pr.kept == pr.read:
+			next[i].from = r.to // nothing left before the head
+		case pr.kept > 0:
+			next[i].from = pr.last + 1
+		}
+	}
+	return next, delivered, nil
+}
