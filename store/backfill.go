@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // A backfill delivers to a subscription the retained events of its topic
@@ -37,9 +38,10 @@ const backfillWindow = 5000
 const backfillStatementTimeout = 5 * time.Second
 
 // ErrBackfillStopped means a backfill could not finish: a window of a
-// single event took longer than the statement timeout. What it delivered
-// stays (a prefix of each partition's past); a seek to the same start
-// completes it.
+// single event took longer than the statement timeout. An ordered one
+// (in the creation's or seek's transaction) changed nothing; an
+// unordered one keeps what it delivered (a prefix of each partition's
+// past), and a seek to the same start completes it.
 var ErrBackfillStopped = fmt.Errorf("%w: the backfill stopped before it finished", ErrBusy)
 
 // backfillRange is what a backfill has left of one partition: offsets
@@ -178,47 +180,154 @@ func (b *backfill) run(ctx context.Context, ranges []backfillRange, atomically f
 // the publish-order prefix of what is left. It returns the ranges left
 // and how many deliveries it made. Events the subscription already holds
 // (by position) are skipped.
+//
+// It reads the window's positions and types first and matches the types
+// in Go (Filter.matchType, as a publish does), then delivers the matching
+// positions whose attributes and data the filter selects (sqlMatch).
 func (b *backfill) step(ctx context.Context, db DBTX, ranges []backfillRange, perPartition int) ([]backfillRange, int64, error) {
+	w, err := b.read(ctx, db, ranges, perPartition)
+	if err != nil {
+		return nil, 0, err
+	}
+	var matched []windowEvent
+	for _, e := range w.events {
+		if b.sub.Filter.matchType(e.typ) {
+			matched = append(matched, e)
+		}
+	}
+	n, err := b.deliver(ctx, db, matched)
+	if err != nil {
+		return nil, 0, err
+	}
+	next := slices.Clone(ranges)
+	for i, r := range next {
+		pr, ok := w.progress[r.partition]
+		switch {
+		case !ok, pr.read < int64(perPartition) && pr.kept == pr.read:
+			next[i].from = r.to // nothing left before the head
+		case pr.kept > 0:
+			next[i].from = pr.last + 1
+		}
+	}
+	return next, n, nil
+}
+
+// windowEvents is the events a window kept, and per partition how many
+// events it read, how many it kept and the last kept.
+type windowEvents struct {
+	events   []windowEvent
+	progress map[int]windowProgress
+}
+
+type windowEvent struct {
+	ctid      pgtype.TID
+	partition int
+	offset    int64
+	typ       string
+}
+
+type windowProgress struct {
+	read, kept, last int64
+}
+
+// read reads the positions and types of a step's window (see step).
+func (b *backfill) read(ctx context.Context, db DBTX, ranges []backfillRange, perPartition int) (windowEvents, error) {
 	parts := make([]int32, len(ranges))
 	froms := make([]int64, len(ranges))
 	tos := make([]int64, len(ranges))
 	for i, r := range ranges {
 		parts[i], froms[i], tos[i] = int32(r.partition), r.from, r.to
 	}
-	rows, err := db.Query(ctx, `/* ferry:subscription_backfill */
+	// Rows with a NULL type count a partition's events read; the others
+	// are the events kept.
+	rows, err := db.Query(ctx, `/* ferry:subscription_backfill_window */
 		WITH cand AS MATERIALIZED (
-			SELECT e.* FROM unnest($3::int[], $4::bigint[], $5::bigint[]) AS w(partition, from_off, to_off)
+			SELECT e.ctid, e.partition, e."offset", e.published_at, e.type
+			FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS w(partition, from_off, to_off)
 			CROSS JOIN LATERAL (
-				SELECT * FROM ferry.events e
-				WHERE e.topic_id = $2 AND e.partition = w.partition AND e."offset" >= w.from_off AND e."offset" < w.to_off
-				ORDER BY e."offset" LIMIT $6
+				SELECT ctid, partition, "offset", published_at, type FROM ferry.events e
+				WHERE e.topic_id = $1 AND e.partition = w.partition AND e."offset" >= w.from_off AND e."offset" < w.to_off
+				ORDER BY e."offset" LIMIT $5
 			) e
 		),
 		counts AS (SELECT partition, count(*) AS n, max("offset") AS last FROM cand GROUP BY partition),
 		bound AS (
 			SELECT c.published_at, c.partition, c."offset"
 			FROM cand c JOIN counts n ON n.partition = c.partition AND n.last = c."offset"
-			WHERE n.n = $6 ORDER BY 1, 2, 3 LIMIT 1
-		),
-		kept AS MATERIALIZED (
-			SELECT c.* FROM cand c
-			WHERE NOT EXISTS (
-				SELECT 1 FROM bound b WHERE (c.published_at, c.partition, c."offset") > (b.published_at, b.partition, b."offset"))
-		),
+			WHERE n.n = $5 ORDER BY 1, 2, 3 LIMIT 1
+		)
+		SELECT NULL::tid, partition, n, NULL::text FROM counts
+		UNION ALL
+		SELECT c.ctid, c.partition, c."offset", c.type FROM cand c
+		WHERE NOT EXISTS (
+			SELECT 1 FROM bound b WHERE (c.published_at, c.partition, c."offset") > (b.published_at, b.partition, b."offset"))`,
+		b.sub.TopicID, parts, froms, tos, perPartition)
+	if err != nil {
+		return windowEvents{}, err
+	}
+	defer rows.Close()
+	w := windowEvents{progress: map[int]windowProgress{}}
+	for rows.Next() {
+		var (
+			tid pgtype.TID
+			p   int
+			n   int64
+			typ *string
+		)
+		if err := rows.Scan(&tid, &p, &n, &typ); err != nil {
+			return windowEvents{}, err
+		}
+		pr := w.progress[p]
+		if typ == nil {
+			pr.read = n
+		} else {
+			w.events = append(w.events, windowEvent{ctid: tid, partition: p, offset: n, typ: *typ})
+			pr.kept++
+			pr.last = max(pr.last, n)
+		}
+		w.progress[p] = pr
+	}
+	return w, rows.Err()
+}
+
+// deliver delivers to the subscription the given events (read by the
+// window) that its attributes and data filter selects, in publish order,
+// and reports how many deliveries it made. ErrNotFound: the subscription
+// was deleted meanwhile.
+func (b *backfill) deliver(ctx context.Context, db DBTX, events []windowEvent) (int64, error) {
+	tids := make([]pgtype.TID, len(events))
+	parts := make([]int32, len(events))
+	offs := make([]int64, len(events))
+	for i, e := range events {
+		tids[i], parts[i], offs[i] = e.ctid, int32(e.partition), e.offset
+	}
+	var (
+		n      int64
+		exists bool
+	)
+	err := db.QueryRow(ctx, `/* ferry:subscription_backfill */
+		WITH
 		-- The subscription as it is now (its row kept from being deleted
 		-- meanwhile: a deleted one gets nothing).
 		q AS MATERIALIZED (SELECT filter, ordered FROM ferry.queues WHERE id = $1 FOR KEY SHARE),
 		picked AS MATERIALIZED (
 			SELECT nextval('ferry.message_id_seq') AS mid, m.* FROM (
 				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
-				FROM kept e CROSS JOIN q
+				FROM unnest($3::tid[], $4::int[], $5::bigint[]) AS w(t, partition, off)
+				CROSS JOIN q
+				-- Each event by the ctid the window read (one TID fetch: by
+				-- its key the planner may take the time index, which holds
+				-- the offset but not first), checked to be still that event
+				-- (outside the LIMIT, so that the check is no access path).
+				CROSS JOIN LATERAL (SELECT * FROM ferry.events e WHERE e.ctid = w.t LIMIT 1) e
 				-- One probe per event by its whole position: as a NOT
 				-- EXISTS, the planner may walk the partition's deliveries.
 				LEFT JOIN LATERAL (
 					SELECT true AS held FROM ferry.messages x
 					WHERE x.queue_id = $1 AND x.event_partition = e.partition AND x.event_offset = e."offset" LIMIT 1
 				) h ON true
-				WHERE h.held IS NULL AND `+sqlMatch("$7")+`
+				WHERE e.topic_id = $2 AND e.partition = w.partition AND e."offset" = w.off
+					AND h.held IS NULL AND `+sqlMatch()+`
 				ORDER BY e.published_at, e.partition, e."offset"
 			) m
 		),
@@ -237,49 +346,13 @@ func (b *backfill) step(ctx context.Context, db DBTX, ranges []backfillRange, pe
 			ON CONFLICT DO NOTHING
 			RETURNING 1
 		)
-		SELECT n.partition, n.n, coalesce(k.last, -1), coalesce(k.n, 0), (SELECT count(*) FROM delivered),
-			EXISTS (SELECT 1 FROM q)
-		FROM counts n
-		LEFT JOIN (SELECT partition, count(*) AS n, max("offset") AS last FROM kept GROUP BY partition) k USING (partition)`,
-		b.sub.ID, b.sub.TopicID, parts, froms, tos, perPartition, b.sub.Filter.typeRegexps())
+		SELECT (SELECT count(*) FROM delivered), EXISTS (SELECT 1 FROM q)`,
+		b.sub.ID, b.sub.TopicID, tids, parts, offs).Scan(&n, &exists)
 	if err != nil {
-		return nil, 0, err
-	}
-	type progress struct {
-		read, kept, last int64
-	}
-	seen := map[int]progress{}
-	var (
-		delivered int64
-		exists    = true
-	)
-	for rows.Next() {
-		var (
-			p  int
-			pr progress
-		)
-		if err := rows.Scan(&p, &pr.read, &pr.last, &pr.kept, &delivered, &exists); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		seen[p] = pr
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	if !exists {
-		return nil, 0, ErrNotFound // deleted meanwhile
+		return 0, ErrNotFound // deleted meanwhile
 	}
-	next := slices.Clone(ranges)
-	for i, r := range next {
-		pr, ok := seen[r.partition]
-		switch {
-		case !ok, pr.read < int64(perPartition) && pr.kept == pr.read:
-			next[i].from = r.to // nothing left before the head
-		case pr.kept > 0:
-			next[i].from = pr.last + 1
-		}
-	}
-	return next, delivered, nil
+	return n, nil
 }
