@@ -347,7 +347,11 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 			if err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, `/* ferry:subscription_seek_fence */ SELECT coalesce(max(id), 0) FROM ferry.messages WHERE queue_id = $1`, s.ID).Scan(&fence); err != nil {
+			// The newest delivery, as the first entry of the primary key
+			// backwards: max(id) may be planned as an aggregate over
+			// every delivery when the subscription looks small.
+			if err := tx.QueryRow(ctx, `/* ferry:subscription_seek_fence */
+				SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, s.ID).Scan(&fence); err != nil {
 				return err
 			}
 			heads, err = partitionHeads(ctx, tx, s.TopicID)
