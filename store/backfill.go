@@ -18,10 +18,10 @@ import (
 // backfillWindow events (a share of it from each partition it is still
 // reading), so none does work beyond its window whatever the log holds,
 // and each runs under a statement timeout. A window that times out is
-// rolled back and done again in halves, down to a single event, so a slow
-// window never loses events and never holds a connection long; only if a
-// single event cannot be delivered within the timeout does the backfill
-// stop, with ErrBackfillStopped.
+// rolled back and done again in halves, down to one event of each
+// partition still read, so a slow window never loses events and never
+// holds a connection long; only if that cannot be delivered within the
+// timeout does the backfill stop, with ErrBackfillStopped.
 //
 // An ordered subscription is backfilled in the transaction that holds the
 // topic's partition locks, every window in publish order across the
@@ -37,8 +37,9 @@ const backfillWindow = 5000
 // backfillStatementTimeout bounds one backfill statement.
 const backfillStatementTimeout = 5 * time.Second
 
-// ErrBackfillStopped means a backfill could not finish: a window of a
-// single event took longer than the statement timeout. An ordered one
+// ErrBackfillStopped means a backfill could not finish: its smallest
+// window (one event of each partition still read) took longer than the
+// statement timeout. An ordered one
 // (in the creation's or seek's transaction) changed nothing; an
 // unordered one keeps what it delivered (a prefix of each partition's
 // past), and a seek to the same start completes it.

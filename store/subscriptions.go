@@ -73,7 +73,7 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 // the partitions, so a publish to it is ordered too. It returns
 // ErrNotFound when the topic is gone.
 func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) error {
-	tag, err := tx.Exec(ctx, `UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
+	tag, err := tx.Exec(ctx, `/* ferry:topic_subscriptions_bump */ UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) er
 		return ErrNotFound
 	}
 	var n int
-	err = tx.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `/* ferry:topic_partitions_lock_all */
 		SELECT count(*) FROM (
 			SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE
 		) locked`, topicID).Scan(&n)
@@ -167,7 +167,8 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 			case !created || (!p.Start.Earliest && p.Start.Time == nil):
 			case ordered:
 				// In offset order per key, before any later event: under
-				// the partition locks, in one statement.
+				// the partition locks, window after window in this
+				// transaction.
 				backfilled, err = subscriptionBackfillLocked(ctx, tx, s, p.Start)
 			default:
 				// After the commit, in bounded batches, up to the heads
