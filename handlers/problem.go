@@ -119,6 +119,13 @@ func toProblem(err error) *Problem {
 			fmt.Sprintf("the queue holds %d of at most %d messages; retry later", full.Depth, full.MaxDepth))
 		p.header = http.Header{"Retry-After": []string{strconv.Itoa(1)}}
 		return p
+	case errors.Is(err, store.ErrBackfillStopped):
+		p := problem(http.StatusServiceUnavailable, codeUnavailable,
+			"the backfill could not finish: the database took too long for a single event. "+
+				"An ordered subscription's creation or seek changed nothing; for another, what was "+
+				"delivered stays and a seek to the same start completes it")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
 	case errors.Is(err, store.ErrBusy):
 		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the queue is busy (purged, deleted or locked by other work); nothing was written, retry")
 		p.header = http.Header{"Retry-After": []string{"1"}}

@@ -96,7 +96,8 @@
 // retention (it expires by the subscription's retention_seconds); its
 // event_id is what clients see as the message id, and (queue_id,
 // event_partition, event_offset) is unique among live deliveries, so a
-// backfill or seek (which run the same filter in SQL, sqlMatch) never
+// backfill or seek (which match types with the publish's matcher and the
+// rest in SQL, sqlMatch, in bounded windows: see backfill.go) never
 // doubles one. An ordered subscription groups deliveries by the event's
 // key, with the queue's group machinery (one in flight per key, in order).
 //

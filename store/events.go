@@ -148,7 +148,7 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 	parts []int32, index []int, results []PublishResult) ([]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	b.Queue(`
+	b.Queue(`/* ferry:event_dedup_claim */
 		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
 		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
 		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
@@ -157,11 +157,18 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
 	// Fresh claims read back as offset -1 (this transaction's own rows);
 	// duplicates as the committed original.
-	b.Queue(`SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = ANY($2)`, t.ID, ids)
+	// One probe per id, by the whole key: with topic_id = $1 AND event_id
+	// = ANY($2) the planner may descend on topic_id alone and walk every
+	// id the topic remembers.
+	b.Queue(`/* ferry:event_dedup_read */
+		SELECT d.event_id, d.partition, d."offset" FROM unnest($2::text[]) AS i(id)
+		CROSS JOIN LATERAL (
+			SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = i.id LIMIT 1
+		) d`, t.ID, ids)
 	// The subscriptions to fan out to, and the version they are at: the
 	// second round trip checks, under the partition locks, that it has
 	// not changed since (see lockTopicForSubscriptions).
-	b.Queue(`
+	b.Queue(`/* ferry:topic_subscriptions_read */
 		SELECT t.subs_version, q.id, q.filter::text, q.ordered
 		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
 		WHERE t.id = $1 ORDER BY q.id`, t.ID)
@@ -232,7 +239,7 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 	// A deleted topic has no partition rows: then the transaction stops
 	// here and nothing of it, dedup claims included, is kept (also when
 	// every event was a duplicate and no partition is to be locked).
-	b.Queue(`
+	b.Queue(`/* ferry:topic_partitions_lock */
 		SELECT CASE
 			WHEN count(*) = cardinality($2::int[]) AND EXISTS (SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1)
 			THEN count(*) ELSE ferry.raise_not_found('topic') END
@@ -240,16 +247,16 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			SELECT 1 FROM ferry.topic_partitions
 			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
 		) locked`, t.ID, touched)
-	b.Queue(`
+	b.Queue(`/* ferry:topic_subscriptions_check */
 		SELECT CASE WHEN subs_version = $2 THEN 0 ELSE ferry.raise_retry('subscriptions changed') END
 		FROM ferry.topics WHERE id = $1`, t.ID, subsVersion)
 	if len(fan.lockQueues) > 0 {
-		b.Queue(`
+		b.Queue(`/* ferry:event_group_locks */
 			SELECT count(pg_advisory_xact_lock(k)) FROM (
 				SELECT DISTINCT ferry.group_lock_key(q, g) AS k FROM unnest($1::bigint[], $2::text[]) AS l(q, g) ORDER BY k
 			) locks`, fan.lockQueues, fan.lockGroups)
 	}
-	b.Queue(`
+	b.Queue(`/* ferry:event_append */
 		WITH input AS (
 			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
 				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
@@ -260,26 +267,36 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 			FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
 			RETURNING p.partition, p.next_offset - c.n AS base
 		),
-		numbered AS (
+		placed AS MATERIALIZED (
 			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,
 				b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off,
 				clock_timestamp() AS at
 			FROM input i JOIN bumped b USING (partition)
 		),
-		-- The event as deliveries carry it, made once per event (not once
-		-- per subscription), and only when some subscription matched.
-		bodies AS MATERIALIZED (
-			SELECT n.ord, ferry.event_json(n.id, n.type, n.key, n.data, n.attributes, n.partition, n.off, n.at) AS body
-			FROM numbered n WHERE n.ord IN (SELECT unnest($9::int[]))
+		-- With the event as deliveries carry it, made once per event (not
+		-- once per subscription), and only when some subscription matched
+		-- ($11[ord]: a lookup, where a list of matched events would be a
+		-- join, and one the planner may run as a nested loop).
+		numbered AS MATERIALIZED (
+			SELECT p.*, CASE WHEN ($11::bool[])[p.ord]
+				THEN ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p.off, p.at) END AS body
+			FROM placed p
 		),
 		appended AS (
 			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
 			SELECT $1, partition, off, id, type, key, attributes, data, at
 			FROM numbered ORDER BY partition, off
 		),
+		-- Each claimed id's row (this transaction's own, so its ctid
+		-- holds) by one probe of the whole key per event, then by ctid:
+		-- joined on topic_id = $1, the planner may walk every id of the
+		-- topic per event.
 		located AS (
 			UPDATE ferry.event_dedup d SET "offset" = n.off
-			FROM numbered n WHERE d.topic_id = $1 AND d.event_id = n.id
+			FROM numbered n CROSS JOIN LATERAL (
+				SELECT x.ctid FROM ferry.event_dedup x WHERE x.topic_id = $1 AND x.event_id = n.id LIMIT 1
+			) x
+			WHERE d.ctid = x.ctid
 		),
 		-- One delivery per (matching subscription, event): $8..$10 list
 		-- them, in event order; grp is the key for ordered subscriptions.
@@ -296,11 +313,11 @@ func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, d
 				f.grp IS NOT NULL AND (
 					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
 					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
-				n.at, f.grp, n.id, n.partition, n.off, b.body
-			FROM fan f JOIN numbered n ON n.ord = f.ev JOIN bodies b ON b.ord = f.ev
+				n.at, f.grp, n.id, n.partition, n.off, n.body
+			FROM fan f JOIN numbered n ON n.ord = f.ev
 		)
 		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs,
-		fan.queues, fan.events, fan.groups)
+		fan.queues, fan.events, fan.groups, fan.matched(len(fIDs)))
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	defer br.Close()
@@ -432,6 +449,16 @@ type fanoutLock struct {
 	grp   string
 }
 
+// matched says, for each of the n fresh events of the batch (by
+// position), whether some subscription gets it.
+func (f fanout) matched(n int) []bool {
+	m := make([]bool, n)
+	for _, ev := range f.events {
+		m[ev-1] = true
+	}
+	return m
+}
+
 // fed lists the subscriptions that got deliveries, once each.
 func (f fanout) fed() []int64 {
 	ids := slices.Clone(f.queues)
@@ -483,7 +510,7 @@ func TopicWakeKey(topicID int64) int64 { return -topicID }
 func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event, int64, error) {
 	from := p.FromOffset
 	if p.FromTime != nil {
-		err := db.QueryRow(ctx, `
+		err := db.QueryRow(ctx, `/* ferry:event_position_at */
 			SELECT coalesce(
 				(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND published_at >= $3
 				 ORDER BY published_at, "offset" LIMIT 1),
@@ -512,7 +539,7 @@ func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event
 // when nothing is retained); 0 if it cannot be read.
 func oldestOffset(ctx context.Context, db DBTX, topicID int64, partition int) int64 {
 	var o int64
-	_ = db.QueryRow(ctx, `
+	_ = db.QueryRow(ctx, `/* ferry:event_oldest */
 		SELECT coalesce(
 			(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 ORDER BY "offset" LIMIT 1),
 			(SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2), 0)`,
@@ -521,7 +548,7 @@ func oldestOffset(ctx context.Context, db DBTX, topicID int64, partition int) in
 }
 
 func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, from int64, limit int) ([]Event, error) {
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:event_read */
 		SELECT id, type, key, data::text, attributes::text, partition, "offset", published_at
 		FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND "offset" >= $3
 		ORDER BY "offset" LIMIT $4`, topicID, partition, from, limit)
@@ -548,20 +575,24 @@ func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 	}
 	var total int64
 	for _, id := range topics {
-		tag, err := db.Exec(ctx, `
+		// The oldest events of each partition by the time index, and
+		// then by ctid (events are never updated): joined on their key,
+		// the planner may reach each through an index that walks the
+		// partition.
+		tag, err := db.Exec(ctx, `/* ferry:event_expire */
 			DELETE FROM ferry.events e USING (
-				SELECT v.topic_id, v.partition, v."offset"
+				SELECT v.ctid
 				FROM ferry.topics t
 				JOIN ferry.topic_partitions p ON p.topic_id = t.id
 				CROSS JOIN LATERAL (
-					SELECT topic_id, partition, "offset" FROM ferry.events
+					SELECT ctid FROM ferry.events
 					WHERE topic_id = t.id AND partition = p.partition
 						AND published_at < now() - t.retention_seconds * interval '1 second'
 					ORDER BY published_at LIMIT $2
 				) v
 				WHERE t.id = $1
 			) old
-			WHERE e.topic_id = old.topic_id AND e.partition = old.partition AND e."offset" = old."offset"`, id, limit)
+			WHERE e.ctid = old.ctid`, id, limit)
 		if err != nil {
 			return total, interpretError("event expire", err)
 		}
@@ -572,13 +603,17 @@ func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 
 // EventDedupExpire deletes up to limit event ids whose window has ended.
 func EventDedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.event_dedup WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM ferry.event_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT $1))`, limit)
+	// The oldest ids by the expiry index, each deleted by its ctid in a
+	// statement of its own (see ferry.event_dedup_delete).
+	var n int64
+	err := db.QueryRow(ctx, `/* ferry:event_dedup_expire */
+		SELECT count(ferry.event_dedup_delete(ctid, expires_at)) FROM (
+			SELECT ctid, expires_at FROM ferry.event_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+		) old`, limit).Scan(&n)
 	if err != nil {
 		return 0, interpretError("event dedup expire", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // scanEvent reads the columns id, type, key, data, attributes, partition,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,25 +23,36 @@ import (
 //   - Data: the value at a dotted path in the event's data (object keys,
 //     or array indexes) must equal one of the listed JSON scalars.
 //
-// A publish matches in Go (Match); a backfill or seek matches in SQL
-// (sqlMatch). Both read the same compiled form: each type pattern becomes
-// a regular expression (typeRegexps) over "." + type, in the subset of
-// syntax that Go's RE2 and PostgreSQL's ARE read alike.
+// A publish matches in Go (match). A backfill or seek matches types in Go
+// too, with the same typeMatcher (matchType), and attributes and data in
+// SQL (sqlMatch). Type patterns are never regular expressions: those cost
+// Go's NFA and PostgreSQL's engine work that grows with the patterns'
+// wildcards (see typeMatcher).
 type Filter struct {
 	Types      []string            `json:"types,omitempty"`
 	Attributes map[string][]string `json:"attributes,omitempty"`
 	Data       map[string][]any    `json:"data,omitempty"`
 
-	typeRE *regexp.Regexp
-	paths  map[string][]string
+	types *typeMatcher
+	paths map[string][]string
 }
 
-// Limits of a filter, part of the contract (openapi.yaml).
+// Limits of a filter, part of the contract (openapi.yaml). The last three
+// bound the work of matching one event (a publish's fan-out matches every
+// event against every subscription's filter) far above what a filter
+// written by hand needs.
 const (
 	maxFilterTypes  = 100
 	maxFilterKeys   = 50
 	maxFilterValues = 100
 	maxFilterText   = 256
+	// maxFilterHashes bounds the "#" wildcards of one type pattern (a
+	// run such as #.# is one).
+	maxFilterHashes = 8
+	// maxFilterTypesBytes bounds the type patterns together.
+	maxFilterTypesBytes = 8192
+	// maxFilterBytes bounds the whole filter as stored (its JSON).
+	maxFilterBytes = 64 << 10
 )
 
 // ParseFilter decodes and validates a filter given by a client (JSON
@@ -62,6 +72,9 @@ func ParseFilter(raw []byte) (*Filter, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
+	if n := len(f.JSON()); n > maxFilterBytes {
+		return nil, &ValidationError{Field: "filter", Message: fmt.Sprintf("must be at most %d bytes as JSON, not %d", maxFilterBytes, n)}
+	}
 	return f, f.compile()
 }
 
@@ -80,15 +93,28 @@ func (f *Filter) validate() error {
 	if f.Types != nil && (len(f.Types) == 0 || len(f.Types) > maxFilterTypes) {
 		return bad("types", "must hold 1-%d patterns", maxFilterTypes)
 	}
+	total := 0
 	for i, p := range f.Types {
 		if p == "" || len(p) > maxFilterText || !validText(p) {
 			return bad(fmt.Sprintf("types[%d]", i), "must be 1-%d bytes of text", maxFilterText)
 		}
+		hashes, prev := 0, ""
 		for _, w := range strings.Split(p, ".") {
 			if w != "*" && w != "#" && strings.ContainsAny(w, "*#") {
 				return bad(fmt.Sprintf("types[%d]", i), "* and # must be whole words (as in order.* or #.created)")
 			}
+			if w == "#" && prev != "#" {
+				hashes++
+			}
+			prev = w
 		}
+		if hashes > maxFilterHashes {
+			return bad(fmt.Sprintf("types[%d]", i), "may hold at most %d # wildcards (a run such as #.# counts once), not %d", maxFilterHashes, hashes)
+		}
+		total += len(p)
+	}
+	if total > maxFilterTypesBytes {
+		return bad("types", "must be at most %d bytes together, not %d", maxFilterTypesBytes, total)
 	}
 	if len(f.Attributes) > maxFilterKeys {
 		return bad("attributes", "must hold at most %d keys", maxFilterKeys)
@@ -170,11 +196,7 @@ func validText(s string) bool {
 
 func (f *Filter) compile() error {
 	if len(f.Types) > 0 {
-		re, err := regexp.Compile(f.typeRegexp())
-		if err != nil {
-			return &ValidationError{Field: "filter.types", Message: "cannot be compiled"}
-		}
-		f.typeRE = re
+		f.types = newTypeMatcher(f.Types)
 	}
 	f.paths = make(map[string][]string, len(f.Data))
 	for p := range f.Data {
@@ -183,43 +205,10 @@ func (f *Filter) compile() error {
 	return nil
 }
 
-// typeRegexps is each type pattern as a regular expression to be matched
-// against "." + type: each word w becomes `\.w` (quoted), "*" becomes
-// `\.[^.]*` and a run of "#" becomes one `(?:\.[^.]*)*`. SQL matches
-// them one by one (`~ ANY`): PostgreSQL refuses one alternation of a
-// hundred long patterns as too complex.
-func (f *Filter) typeRegexps() []string {
-	res := make([]string, 0, len(f.Types))
-	for _, p := range f.Types {
-		var b strings.Builder
-		b.WriteString(`^`)
-		prevHash := false
-		for _, w := range strings.Split(p, ".") {
-			switch w {
-			case "*":
-				b.WriteString(`\.[^.]*`)
-			case "#":
-				if !prevHash {
-					b.WriteString(`(?:\.[^.]*)*`)
-				}
-			default:
-				b.WriteString(`\.` + regexp.QuoteMeta(w))
-			}
-			prevHash = w == "#"
-		}
-		b.WriteString(`$`)
-		res = append(res, b.String())
-	}
-	return res
-}
-
-// typeRegexp is the patterns as one alternation, for Go's matcher (RE2
-// runs it in linear time whatever its size); "" when there are none.
-func (f *Filter) typeRegexp() string {
-	if len(f.Types) == 0 {
-		return ""
-	}
-	return `(?:` + strings.Join(f.typeRegexps(), "|") + `)`
+// matchType reports whether the filter's type patterns select typ (true
+// when it has none).
+func (f *Filter) matchType(typ string) bool {
+	return f.types == nil || f.types.match(typ)
 }
 
 // Empty reports whether the filter matches every event.
@@ -239,7 +228,7 @@ func (f *Filter) JSON() []byte {
 // Match reports whether the filter selects the event. data is parsed
 // lazily by the caller-provided cache (see matchEvent).
 func (f *Filter) match(e *matchEvent) bool {
-	if f.typeRE != nil && !f.typeRE.MatchString("."+e.typ) {
+	if !f.matchType(e.typ) {
 		return false
 	}
 	for k, vs := range f.Attributes {
@@ -348,13 +337,11 @@ func jsonScalarEqual(v, want any) bool {
 	return false
 }
 
-// sqlMatch is the SQL condition equal to Filter.match, for the event row e
-// and the subscription row q (column filter), where the query parameter
-// typesParam (e.g. "$3") holds the subscription's typeRegexps (an empty
-// array for none). Used by backfill and seek.
-func sqlMatch(typesParam string) string {
-	return `(cardinality(` + typesParam + `::text[]) = 0 OR ('.' || e.type) ~ ANY(` + typesParam + `::text[]))
-		AND NOT EXISTS (
+// sqlMatch is the SQL condition equal to Filter.match but for types
+// (matchType), for the event row e and the subscription row q (column
+// filter). Used by backfill and seek.
+func sqlMatch() string {
+	return `NOT EXISTS (
 			SELECT 1 FROM jsonb_each(coalesce(q.filter->'attributes', '{}')) a(k, vals)
 			WHERE NOT coalesce(a.vals @> to_jsonb(e.attributes->>a.k), false))
 		AND NOT EXISTS (
@@ -388,7 +375,7 @@ func cachedFilter(stored *string) *Filter {
 	if err != nil {
 		// A stored filter was validated when it was saved; one that can
 		// no longer be read matches nothing rather than everything.
-		f = &Filter{Types: []string{"#"}, typeRE: regexp.MustCompile(`[^\s\S]`)}
+		f = &Filter{Types: []string{"#"}, types: newTypeMatcher(nil)}
 	}
 	filterCache.Lock()
 	if len(filterCache.m) >= filterCacheMax {

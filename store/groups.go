@@ -186,22 +186,22 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 		// the WAL flush. A rebalance or a creation turns this back on.
 		b.Queue(asyncCommit)
 	}
-	b.Queue(`SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name)
+	b.Queue(`/* ferry:group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name)
 	if consumer != "" {
-		b.Queue(`
+		b.Queue(`/* ferry:group_member_seen */
 			INSERT INTO ferry.group_members (group_id, consumer, session_timeout_seconds)
 			SELECT `+group+`, $3, $4 WHERE `+group+` IS NOT NULL
 			ON CONFLICT (group_id, consumer) DO UPDATE
 				SET last_seen = now(), session_timeout_seconds = excluded.session_timeout_seconds`,
 			t.ID, name, consumer, session)
 	}
-	b.Queue(`
+	b.Queue(`/* ferry:group_members_evict */
 		DELETE FROM ferry.group_members
 		WHERE group_id = `+group+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`, t.ID, name)
-	b.Queue(`SELECT consumer FROM ferry.group_members WHERE group_id = `+group+` ORDER BY consumer`, t.ID, name)
+	b.Queue(`/* ferry:group_members_read */ SELECT consumer FROM ferry.group_members WHERE group_id = `+group+` ORDER BY consumer`, t.ID, name)
 	// Retention: a position behind the oldest retained event moves to it,
 	// and the events it never read are counted.
-	b.Queue(`
+	b.Queue(`/* ferry:group_retention */
 		WITH oldest AS (
 			SELECT tp.partition, coalesce((SELECT e."offset" FROM ferry.events e
 				WHERE e.topic_id = tp.topic_id AND e.partition = tp.partition ORDER BY e."offset" LIMIT 1), tp.next_offset) AS o
@@ -225,7 +225,7 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 			RETURNING gp.expired_skipped - b.before AS skipped
 		)
 		SELECT coalesce(sum(skipped), 0)::bigint FROM moved`, t.ID, name)
-	b.Queue(`
+	b.Queue(`/* ferry:group_partitions_read */
 		SELECT partition, owner, fetch_offset, committed_offset FROM ferry.group_partitions
 		WHERE group_id = `+group+` ORDER BY partition`, t.ID, name)
 	err := func() error {
@@ -290,7 +290,7 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 	}
 	if len(st.parts) < t.Partitions {
 		// The topic grew: its new partitions are read from their start.
-		tag, err := tx.Exec(ctx, `
+		tag, err := tx.Exec(ctx, `/* ferry:group_partitions_grow */
 			INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
 			SELECT $1, partition, -1, 0 FROM ferry.topic_partitions WHERE topic_id = $2
 			ON CONFLICT DO NOTHING`, st.id, t.ID)
@@ -314,7 +314,7 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	// for update) waits for this creation, and then deletes the group;
 	// or it went first, and the group is not created.
 	var id int64
-	err := tx.QueryRow(ctx, `
+	err := tx.QueryRow(ctx, `/* ferry:group_create */
 		INSERT INTO ferry.consumer_groups (topic_id, name)
 		SELECT id, $2 FROM ferry.topics WHERE id = $1 FOR KEY SHARE
 		ON CONFLICT (topic_id, name) DO NOTHING RETURNING id`, t.ID, name).Scan(&id)
@@ -326,7 +326,7 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `
+	_, err = tx.Exec(ctx, `/* ferry:group_partitions_create */
 		INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
 		SELECT $1, tp.partition, c.committed, c.committed + 1
 		FROM ferry.topic_partitions tp
@@ -381,8 +381,8 @@ func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
 	st.Rebalanced = true
 	b := &pgx.Batch{}
 	b.Queue(syncCommit) // a generation must never be handed out twice
-	b.Queue(`UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
-	b.Queue(`
+	b.Queue(`/* ferry:group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
+	b.Queue(`/* ferry:group_rebalance */
 		UPDATE ferry.group_partitions gp SET owner = m.owner, owner_generation = g.generation,
 			fetch_offset = gp.committed_offset + 1
 		FROM unnest($2::int[], $3::text[]) AS m(partition, owner), ferry.consumer_groups g
@@ -490,7 +490,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		parts[i], froms[i] = int32(o.partition), o.fetch
 	}
 	// How many events each partition has after the position.
-	rows, err := pool.Query(ctx, `
+	rows, err := pool.Query(ctx, `/* ferry:group_fetch_available */
 		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset)
 		FROM unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
 		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition`, topicID, parts, froms)
@@ -521,7 +521,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 	if total == 0 {
 		return nil, false, nil
 	}
-	rows, err = pool.Query(ctx, `
+	rows, err = pool.Query(ctx, `/* ferry:group_fetch */
 		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at
 		FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS p(partition, from_offset, lim)
 		CROSS JOIN LATERAL (
@@ -553,7 +553,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(asyncCommit)
-	b.Queue(`
+	b.Queue(`/* ferry:group_fetch_advance */
 		WITH seen AS (
 			UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
 		),
@@ -672,13 +672,13 @@ func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error 
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var gid, gen int64
-			err := tx.QueryRow(ctx, `SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
+			err := tx.QueryRow(ctx, `/* ferry:group_read */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
 				p.Topic.ID, p.Group).Scan(&gid, &gen)
 			if err != nil {
 				return err
 			}
 			var beyond *int32
-			if err := tx.QueryRow(ctx, `
+			if err := tx.QueryRow(ctx, `/* ferry:group_commit_check */
 				SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 				LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
 				WHERE tp.partition IS NULL OR v.off >= tp.next_offset`, p.Topic.ID, parts, offs).Scan(&beyond); err != nil {
@@ -691,7 +691,7 @@ func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error 
 				return ErrFenced
 			}
 			var n int
-			err = tx.QueryRow(ctx, `
+			err = tx.QueryRow(ctx, `/* ferry:group_commit */
 				WITH seen AS (
 					UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
 				),
@@ -758,14 +758,14 @@ func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var gid int64
-			err := tx.QueryRow(ctx, `SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+			err := tx.QueryRow(ctx, `/* ferry:group_lock */ SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
 				p.Topic.ID, p.Group).Scan(&gid)
 			if err != nil {
 				return err
 			}
 			if mode == "offsets" {
 				var bad *int32
-				if err := tx.QueryRow(ctx, `
+				if err := tx.QueryRow(ctx, `/* ferry:group_seek_check */
 					SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 					LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
 					WHERE tp.partition IS NULL OR v.off > tp.next_offset`, p.Topic.ID, parts, nexts).Scan(&bad); err != nil {
@@ -776,10 +776,10 @@ func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
 				}
 			}
 			var gen int64
-			if err := tx.QueryRow(ctx, `UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, gid).Scan(&gen); err != nil {
+			if err := tx.QueryRow(ctx, `/* ferry:group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, gid).Scan(&gen); err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, `
+			_, err = tx.Exec(ctx, `/* ferry:group_seek */
 				UPDATE ferry.group_partitions gp SET committed_offset = c.committed, fetch_offset = c.committed + 1,
 					owner_generation = CASE WHEN gp.owner IS NULL THEN gp.owner_generation ELSE $3 END
 				FROM ferry.topic_partitions tp
@@ -817,10 +817,10 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 				return err
 			}
 			g = Group{ID: st.id, Name: name, Generation: st.generation, Refresh: st.GroupRefresh}
-			if err := tx.QueryRow(ctx, `SELECT created_at FROM ferry.consumer_groups WHERE id = $1`, st.id).Scan(&g.CreatedAt); err != nil {
+			if err := tx.QueryRow(ctx, `/* ferry:group_describe */ SELECT created_at FROM ferry.consumer_groups WHERE id = $1`, st.id).Scan(&g.CreatedAt); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `
+			rows, err := tx.Query(ctx, `/* ferry:group_describe_members */
 				SELECT consumer, last_seen, session_timeout_seconds FROM ferry.group_members WHERE group_id = $1 ORDER BY consumer`, g.ID)
 			if err != nil {
 				return err
@@ -832,7 +832,7 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 			if err != nil {
 				return err
 			}
-			rows, err = tx.Query(ctx, `
+			rows, err = tx.Query(ctx, `/* ferry:group_describe_partitions */
 				SELECT gp.partition, gp.committed_offset, tp.next_offset - 1, gp.owner, gp.expired_skipped
 				FROM ferry.group_partitions gp
 				JOIN ferry.topic_partitions tp ON tp.topic_id = $2 AND tp.partition = gp.partition

@@ -303,6 +303,10 @@ type planCase struct {
 	// runs on the empty fixture before fill, so it must cope with finding
 	// nothing.
 	run func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound
+	// warmUp, when set, adds older data of the case's kind (e.g. an older
+	// topic with events and deliveries) to warmUpOtherData's, before
+	// ANALYZE under analyzeBefore.
+	warmUp func(t *testing.T, e *env)
 }
 
 // planFixture is what a case works on; State holds a case's own values
@@ -338,6 +342,9 @@ func runPlanCase(t *testing.T, h planHistory, c planCase) {
 	require.NoError(t, err)
 	if h.analyzeBefore {
 		warmUpOtherData(t, e)
+		if c.warmUp != nil {
+			c.warmUp(t, e)
+		}
 		_, err := e.pool.Exec(e.ctx, `ANALYZE`)
 		require.NoError(t, err)
 	}

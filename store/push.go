@@ -174,7 +174,7 @@ func PushTargetIDs(ctx context.Context, db DBTX) ([]int64, error) {
 // PushTargetsDue lists push targets that are enabled and have a message
 // claimable now: the push sweep starts a worker for each.
 func PushTargetsDue(ctx context.Context, db DBTX) ([]int64, error) {
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:push_targets_due */
 		SELECT q.id FROM ferry.queues q
 		WHERE q.push_url IS NOT NULL AND q.push_disabled_at IS NULL
 			AND EXISTS (SELECT 1 FROM ferry.messages m WHERE m.queue_id = q.id AND NOT m.waiting AND m.visible_at <= now())
@@ -219,7 +219,7 @@ func PushAttemptRecord(ctx context.Context, db DBTX, queueID int64, attempts []P
 			codes[i] = &c
 		}
 	}
-	_, err := db.Exec(ctx, `
+	_, err := db.Exec(ctx, `/* ferry:push_attempt_record */
 		INSERT INTO ferry.push_attempts (queue_id, message_id, attempt, ok, status_code, error, duration_ms, at)
 		SELECT $1, * FROM unnest($2::text[], $3::int[], $4::bool[], $5::int[], $6::text[], $7::int[], $8::timestamptz[])`,
 		queueID, ids, nums, oks, codes, errs, millis, ats)
@@ -230,19 +230,26 @@ func PushAttemptRecord(ctx context.Context, db DBTX, queueID int64, attempts []P
 // all, only the failed ones (status "failed") or only the successes
 // ("succeeded").
 func PushAttemptList(ctx context.Context, db DBTX, queueID int64, status string, limit int) ([]PushAttempt, error) {
-	var ok *bool
+	// Each is the first entries of one index range: the filtered list
+	// must not walk past the attempts of the other kind.
+	var rows pgx.Rows
+	var err error
 	switch status {
-	case "failed":
-		f := false
-		ok = &f
-	case "succeeded":
-		t := true
-		ok = &t
+	case "failed", "succeeded":
+		rows, err = db.Query(ctx, `/* ferry:push_attempt_list_status */
+			SELECT message_id, attempt, ok, status_code, error, duration_ms, at FROM ferry.push_attempts
+			WHERE queue_id = $1 AND ok = $2
+			ORDER BY at DESC LIMIT $3`, queueID, status == "succeeded", limit)
+	default:
+		// The latest of each kind, merged.
+		rows, err = db.Query(ctx, `/* ferry:push_attempt_list */
+			SELECT message_id, attempt, ok, status_code, error, duration_ms, at FROM (
+				(SELECT * FROM ferry.push_attempts WHERE queue_id = $1 AND ok = true ORDER BY at DESC LIMIT $2)
+				UNION ALL
+				(SELECT * FROM ferry.push_attempts WHERE queue_id = $1 AND ok = false ORDER BY at DESC LIMIT $2)
+			) a
+			ORDER BY at DESC LIMIT $2`, queueID, limit)
 	}
-	rows, err := db.Query(ctx, `
-		SELECT message_id, attempt, ok, status_code, error, duration_ms, at FROM ferry.push_attempts
-		WHERE queue_id = $1 AND ($2::bool IS NULL OR ok = $2)
-		ORDER BY at DESC LIMIT $3`, queueID, ok, limit)
 	if err != nil {
 		return nil, interpretError("push attempt list", err)
 	}
@@ -260,14 +267,18 @@ func PushAttemptList(ctx context.Context, db DBTX, queueID int64, status string,
 
 // PushAttemptExpire deletes up to limit attempts older than keep.
 func PushAttemptExpire(ctx context.Context, db DBTX, keep time.Duration, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.push_attempts WHERE ctid = ANY(ARRAY(
+	// The oldest attempts by the age index, each deleted by its ctid in a
+	// statement of its own (see ferry.push_attempt_delete).
+	var n int64
+	err := db.QueryRow(ctx, `/* ferry:push_attempt_expire */
+		SELECT count(ferry.push_attempt_delete(ctid)) FROM (
 			SELECT ctid FROM ferry.push_attempts WHERE at < now() - $1 * interval '1 millisecond'
-			ORDER BY at LIMIT $2))`, keep.Milliseconds(), limit)
+			ORDER BY at LIMIT $2
+		) old`, keep.Milliseconds(), limit).Scan(&n)
 	if err != nil {
 		return 0, interpretError("push attempt expire", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // PushOutcome records how push to the queue is going after a round of

@@ -73,7 +73,7 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 // the partitions, so a publish to it is ordered too. It returns
 // ErrNotFound when the topic is gone.
 func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) error {
-	tag, err := tx.Exec(ctx, `UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
+	tag, err := tx.Exec(ctx, `/* ferry:topic_subscriptions_bump */ UPDATE ferry.topics SET subs_version = subs_version + 1 WHERE id = $1`, topicID)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) er
 		return ErrNotFound
 	}
 	var n int
-	err = tx.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `/* ferry:topic_partitions_lock_all */
 		SELECT count(*) FROM (
 			SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE
 		) locked`, topicID).Scan(&n)
@@ -167,8 +167,9 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 			case !created || (!p.Start.Earliest && p.Start.Time == nil):
 			case ordered:
 				// In offset order per key, before any later event: under
-				// the partition locks, in one statement.
-				backfilled, err = subscriptionBackfill(ctx, tx, s, p.Start, nil)
+				// the partition locks, window after window in this
+				// transaction.
+				backfilled, err = subscriptionBackfillLocked(ctx, tx, s, p.Start)
 			default:
 				// After the commit, in bounded batches, up to the heads
 				// as they are now (later events are fanned out by their
@@ -191,14 +192,10 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 	return s, created, backfilled, nil
 }
 
-// backfillBatch bounds the offsets of one partition one backfill
-// statement reads.
-const backfillBatch = 5000
-
 // partitionHeads reads each partition's next offset (under the partition
 // locks, so that exactly the events before them are the past).
 func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int64, error) {
-	rows, err := tx.Query(ctx, `SELECT partition, next_offset FROM ferry.topic_partitions WHERE topic_id = $1`, topicID)
+	rows, err := tx.Query(ctx, `/* ferry:topic_heads */ SELECT partition, next_offset FROM ferry.topic_partitions WHERE topic_id = $1`, topicID)
 	if err != nil {
 		return nil, err
 	}
@@ -219,92 +216,39 @@ func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int6
 
 // subscriptionBackfillBatches backfills an unordered subscription with the
 // retained events from start up to the fence (partition → first offset
-// not to backfill), one partition window of backfillBatch offsets per
-// statement, each its own transaction. Deliveries are unique by event
-// position, so a window done twice doubles nothing. If it stops half way
-// (an error, a crash), the subscription has part of the past: a seek to
-// the same start completes it.
+// not to backfill), in windows, each its own transaction (see backfill).
+// If it stops half way (an error, a crash), the subscription has part of
+// the past: a seek to the same start completes it.
 func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscription, start Start, fence map[int]int64) (int64, error) {
-	var total int64
-	for p, head := range fence {
-		var from int64
-		err := db.QueryRow(ctx, `
-			SELECT coalesce(
-				(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND published_at >= $3
-				 ORDER BY published_at, "offset" LIMIT 1), $4)`,
-			s.TopicID, p, startTime(start), head).Scan(&from)
-		if err != nil {
-			return total, err
-		}
-		for lo := from; lo < head; lo += backfillBatch {
-			n, err := subscriptionBackfill(ctx, db, s, start, &offsetWindow{partition: p, from: lo, to: min(lo+backfillBatch, head)})
-			if err != nil {
-				return total, err
-			}
-			total += n
-		}
-	}
-	return total, nil
-}
-
-// offsetWindow limits a backfill to offsets [from, to) of one partition.
-type offsetWindow struct {
-	partition int
-	from, to  int64
-}
-
-func startTime(start Start) time.Time {
-	if start.Time != nil {
-		return *start.Time
-	}
-	return time.Time{}
-}
-
-// subscriptionBackfill delivers to s the retained events of its topic from
-// start on (within w, when given) that its filter selects, in publish
-// order (so an ordered subscription gets each key's events in offset
-// order), skipping events it already holds. Without w it runs under the
-// topic's partition locks (lockTopicForSubscriptions): no publish
-// interleaves, so backfilled events come before every later one, at the
-// cost of one INSERT over the retained events from start while publishes
-// wait.
-func subscriptionBackfill(ctx context.Context, db DBTX, s Subscription, start Start, w *offsetWindow) (int64, error) {
-	if !start.Earliest && start.Time == nil {
-		return 0, nil
-	}
-	args := []any{s.ID, s.TopicID, startTime(start), s.Filter.typeRegexps()}
-	window := ""
-	if w != nil {
-		window = `AND e.partition = $5 AND e."offset" >= $6 AND e."offset" < $7`
-		args = append(args, w.partition, w.from, w.to)
-	}
-	tag, err := db.Exec(ctx, `
-		WITH picked AS (
-			SELECT nextval('ferry.message_id_seq') AS mid, m.*
-			FROM (
-				SELECT e.*, CASE WHEN q.ordered THEN e.key END AS grp
-				FROM ferry.events e, ferry.queues q
-				WHERE q.id = $1 AND e.topic_id = $2 AND e.published_at >= $3 AND `+sqlMatch("$4")+` `+window+`
-					AND NOT EXISTS (SELECT 1 FROM ferry.messages x
-						WHERE x.queue_id = $1 AND x.event_partition = e.partition AND x.event_offset = e."offset")
-				ORDER BY e.published_at, e.partition, e."offset"
-			) m
-		)
-		INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
-		-- visible since its publish: claims take them in publish order,
-		-- whatever order the windows of a batched backfill ran in.
-		SELECT $1, mid, published_at,
-			grp IS NOT NULL AND (
-				row_number() OVER (PARTITION BY grp ORDER BY mid) > 1
-				OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = picked.grp)),
-			published_at, grp, id, partition, "offset",
-			ferry.event_json(id, type, key, data, attributes, partition, "offset", published_at)
-		FROM picked
-		ON CONFLICT DO NOTHING`, args...)
+	b := newBackfill(s)
+	ranges, err := b.ranges(ctx, db, start, fence)
 	if err != nil {
 		return 0, err
 	}
-	return tag.RowsAffected(), nil
+	return b.batches(ctx, db, ranges)
+}
+
+// subscriptionBackfillLocked delivers to s the retained events of its
+// topic from start on that its filter selects, in publish order (so an
+// ordered subscription gets each key's events in offset order), skipping
+// events it already holds. It runs in tx, under the topic's partition
+// locks (lockTopicForSubscriptions): no publish interleaves, so
+// backfilled events come before every later one, at the cost of windows
+// over the retained events from start while publishes wait.
+func subscriptionBackfillLocked(ctx context.Context, tx pgx.Tx, s Subscription, start Start) (int64, error) {
+	if !start.Earliest && start.Time == nil {
+		return 0, nil
+	}
+	heads, err := partitionHeads(ctx, tx, s.TopicID)
+	if err != nil {
+		return 0, err
+	}
+	b := newBackfill(s)
+	ranges, err := b.ranges(ctx, tx, start, heads)
+	if err != nil {
+		return 0, err
+	}
+	return b.locked(ctx, tx, ranges)
 }
 
 // SubscriptionGet returns the named subscription of the topic.
@@ -419,7 +363,11 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 			if err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM ferry.messages WHERE queue_id = $1`, s.ID).Scan(&fence); err != nil {
+			// The newest delivery, as the first entry of the primary key
+			// backwards: max(id) may be planned as an aggregate over
+			// every delivery when the subscription looks small.
+			if err := tx.QueryRow(ctx, `/* ferry:subscription_seek_fence */
+				SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, s.ID).Scan(&fence); err != nil {
 				return err
 			}
 			heads, err = partitionHeads(ctx, tx, s.TopicID)
@@ -472,12 +420,32 @@ func subscriptionSeekLocked(ctx context.Context, db TxBeginner, s Subscription, 
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM ferry.messages WHERE queue_id = $1`, s.ID); err != nil {
+			if err := subscriptionClear(ctx, tx, s.ID); err != nil {
 				return err
 			}
-			n, err = subscriptionBackfill(ctx, tx, cur, start, nil)
+			n, err = subscriptionBackfillLocked(ctx, tx, cur, start)
 			return err
 		})
 	})
 	return n, err
+}
+
+// subscriptionClear deletes every delivery of the subscription, in
+// batches of purgeBatch by id (each batch starts after the last, so none
+// walks over the rows the batches before it deleted), within tx: the
+// caller holds the topic's partition locks and the subscription's queue
+// lock, so nothing is added meanwhile and no group needs a new head.
+func subscriptionClear(ctx context.Context, tx pgx.Tx, queueID int64) error {
+	for after := int64(0); ; {
+		var n int64
+		err := tx.QueryRow(ctx, `/* ferry:subscription_clear */
+			WITH v AS (
+				SELECT ctid, id FROM ferry.messages WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3
+			),
+			gone AS (DELETE FROM ferry.messages m USING v WHERE m.ctid = v.ctid)
+			SELECT count(*), coalesce(max(id), $2) FROM v`, queueID, after, purgeBatch).Scan(&n, &after)
+		if err != nil || n < purgeBatch {
+			return err
+		}
+	}
 }

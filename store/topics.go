@@ -166,7 +166,7 @@ func TopicList(ctx context.Context, db DBTX, p TopicListParams) ([]Topic, bool, 
 // partition of the given topics, keyed by topic id, in partition order.
 // Each is one index probe.
 func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]PartitionOffsets, error) {
-	rows, err := db.Query(ctx, `
+	rows, err := db.Query(ctx, `/* ferry:topic_offsets */
 		SELECT p.topic_id, p.partition, p.next_offset - 1,
 			coalesce((SELECT e."offset" FROM ferry.events e
 				WHERE e.topic_id = p.topic_id AND e.partition = p.partition ORDER BY e."offset" LIMIT 1), p.next_offset)
@@ -252,9 +252,15 @@ func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, err
 // TopicDeleteContent deletes up to limit rows of a deleted topic's events
 // and dedup ids, and reports how many; 0 means nothing is left.
 func TopicDeleteContent(ctx context.Context, db DBTX, topicID int64, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM ferry.events WHERE (topic_id, partition, "offset") IN (
-			SELECT topic_id, partition, "offset" FROM ferry.events WHERE topic_id = $1 LIMIT $2)`, topicID, limit)
+	// Rows found by the primary key in its order, then deleted by ctid
+	// (events and dedup rows of a deleted topic change no more): joined
+	// on their key, the planner may reach each through a walk of the
+	// topic.
+	tag, err := db.Exec(ctx, `/* ferry:topic_delete_events */
+		DELETE FROM ferry.events e USING (
+			SELECT ctid FROM ferry.events WHERE topic_id = $1 ORDER BY topic_id, partition, "offset" LIMIT $2
+		) old
+		WHERE e.ctid = old.ctid`, topicID, limit)
 	if err != nil {
 		return 0, interpretError("topic delete content", err)
 	}
@@ -262,9 +268,11 @@ func TopicDeleteContent(ctx context.Context, db DBTX, topicID int64, limit int) 
 	if n >= int64(limit) {
 		return n, nil
 	}
-	tag, err = db.Exec(ctx, `
-		DELETE FROM ferry.event_dedup WHERE topic_id = $1 AND event_id IN (
-			SELECT event_id FROM ferry.event_dedup WHERE topic_id = $1 LIMIT $2)`, topicID, limit)
+	tag, err = db.Exec(ctx, `/* ferry:topic_delete_dedup */
+		DELETE FROM ferry.event_dedup d USING (
+			SELECT ctid FROM ferry.event_dedup WHERE topic_id = $1 ORDER BY topic_id, event_id LIMIT $2
+		) old
+		WHERE d.ctid = old.ctid AND d.topic_id = $1`, topicID, limit)
 	if err != nil {
 		return n, interpretError("topic delete content", err)
 	}
