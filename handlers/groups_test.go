@@ -883,7 +883,7 @@ func TestGroupTwoServers(t *testing.T) {
 	parkedQuery(t, dbURL, "ferry-g2", since, `%from_offset%`)
 	select {
 	case res := <-done:
-		t.Fatalf("the long poll returned before any publish: %d %s", res.status, res.body)
+		t.Fatalf("the long poll returned before any publish: %d %s after %s", res.status, res.body, res.took)
 	default:
 	}
 	// An event of a's partition wakes the poll, which finds nothing of b's
@@ -1185,7 +1185,7 @@ func TestGroupLongPoll(t *testing.T) {
 	parkedQuery(t, dbURL, "ferry-lp", since, `%from_offset%`)
 	select {
 	case res := <-done:
-		t.Fatalf("the long poll returned before any publish: %d %s", res.status, res.body)
+		t.Fatalf("the long poll returned before any publish: %d %s after %s", res.status, res.body, res.took)
 	default:
 	}
 	sent := publishTo(t, env, "lp", 2, 1, 1)
