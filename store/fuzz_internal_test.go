@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -144,10 +143,11 @@ func slicesAny(s []string, fn func(string) bool) bool {
 	return false
 }
 
-// matchBudget bounds one match of one event: RE2 is linear, so even a
-// hundred patterns of 256 bytes over a 256-byte type take well under a
-// millisecond; a second means a blow-up.
-const matchBudget = time.Second
+// matchBudget bounds one match of one event: the worst filter
+// ParseFilter accepts costs tens of microseconds against the worst type
+// (typeMatcher), so even a -race build on a loaded machine stays far
+// below it; more means a blow-up that would slow every publish.
+const matchBudget = 100 * time.Millisecond
 
 // FuzzFilter: ParseFilter refuses with a ValidationError or accepts; an
 // accepted filter's stored form reads back as the same filter and
@@ -227,14 +227,6 @@ func FuzzFilter(f *testing.F) {
 			require.Equal(t, want, got, "filter %s, type %q, attributes %s", raw, typ, attrs)
 		} else if !want {
 			require.False(t, got, "filter %s, type %q, attributes %s", raw, typ, attrs)
-		}
-		if len(flt.Types) > 0 {
-			one := false
-			for _, src := range flt.typeRegexps() {
-				one = one || regexp.MustCompile(src).MatchString("."+typ)
-			}
-			want := slicesAny(flt.Types, func(p string) bool { return typeMatches(p, typ) })
-			require.Equal(t, want, one, "the one-pattern regexps (SQL's) of %s on type %q", raw, typ)
 		}
 	})
 }
