@@ -368,10 +368,9 @@ func runPlanCase(t *testing.T, h planHistory, c planCase) {
 }
 
 // warmUpOtherData gives the planner statistics made before the tested
-// queue or topic existed: an older queue with 50,000 messages and an older
-// topic with 20,000 events and a subscription holding their deliveries, so
-// that ANALYZE records queue_id and topic_id distributions the new ones
-// are not part of.
+// queue existed: an older queue with 50,000 messages, so that ANALYZE
+// records a queue_id distribution the new queue is not part of. (Topic
+// cases add an older topic through planCase.warmUp.)
 func warmUpOtherData(t *testing.T, e *env) {
 	t.Helper()
 	old := e.queue("older-queue", store.QueuePatch{})
