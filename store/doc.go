@@ -35,8 +35,11 @@
 // Every hot statement does work proportional to its batch whatever the
 // planner believes (DESIGN.md invariant 11; the plan-attack tests are
 // store/plans_*_test.go): client lists reach rows by one primary-key probe
-// each (LATERAL ... LIMIT 1), DML finds its rows by the ctid its driving
-// set saw, and "the first n rows of a queue" are walks of one-row index
+// each (LATERAL ... LIMIT 1), DML finds its rows from its driving set (by
+// the full key joined to it where other transactions may update the rows,
+// so a row changed meanwhile is followed to its newest version; by ctid
+// only where they cannot: rows this statement locked, dead letters, events,
+// rows of deleted queues), and "the first n rows of a queue" are walks of one-row index
 // probes (walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
 // that a planner believing the queue small could turn into a read of the
 // whole queue.

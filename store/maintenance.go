@@ -121,16 +121,16 @@ func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args .
 			}
 			return tx.QueryRow(ctx, `/* ferry:message_delete_set */
 				WITH target AS MATERIALIZED (
-					SELECT m.ctid FROM (`+victims+`) v
+					SELECT m.queue_id, m.id FROM (`+victims+`) v
 					CROSS JOIN LATERAL (
-						SELECT x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = v.id LIMIT 1
+						SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = v.id LIMIT 1
 					) m
 					WHERE v.grp IS NULL OR v.grp = ANY(`+groupsParam+`::text[])
 					LIMIT `+boundParam+`
 				),
 				gone AS (
 					DELETE FROM ferry.messages m USING target t
-					WHERE m.ctid = t.ctid AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`::text[]))
+					WHERE m.queue_id = t.queue_id AND m.id = t.id AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`::text[]))
 					RETURNING m.queue_id, m.id, m.grp
 				),`+promoteAfter+`
 				SELECT count(*) FROM gone`, append(args, groups, math.MaxInt32)...).Scan(&n)

@@ -505,14 +505,19 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 // believes (DESIGN.md invariant 11): from a client's list (receipts, ids)
 // by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
 // (byReceipt), which no plan can turn into a scan of the queue; and a DML
-// statement then finds its rows by the ctid those probes saw, joined to
-// them, with no condition on a constant queue id that could make "read
-// the whole queue" look cheap to a planner that thinks the queue is empty.
-// The probes' CTE ends in LIMIT cardinality($2), the list's length: a
-// driving set (see walk.go) that a generic plan believes is a row or so.
-// A row changed in between is followed to its newest version, and the
+// statement then finds its rows by their full key joined to those probes
+// (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
+// constant queue id that could make "read the whole queue" look cheap to
+// a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
+// cardinality($2), the list's length: a driving set (see walk.go) that a
+// generic plan believes is a row or so. A row changed in between (an
+// extend racing an ack) is followed to its newest version, and the
 // conditions the DML repeats on it (its claim_token, its lease) are
-// checked again there, so a stale receipt still changes nothing.
+// checked again there, so a stale receipt still changes nothing and a
+// current one still applies. (Not by ctid: PostgreSQL re-checks a ctid
+// condition on the newest version too, which has another ctid, so a row
+// updated in between would be skipped: TestSettleRacingExtend. Only the
+// claim joins by ctid, to rows its own statement locked.)
 
 // byReceipt is a FROM item: the live messages of queue $1 named by the
 // receipts ($2 ids, $3 tokens), as r(id, token) and m (the row: ctid and
@@ -581,14 +586,14 @@ func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64,
 	b.Queue(lockGroupsOf, queueID, ids)
 	b.Queue(`/* ferry:message_dead_letter */
 		WITH target AS MATERIALIZED (
-			SELECT m.ctid FROM unnest($2::bigint[]) AS r(id)
+			SELECT m.queue_id, m.id FROM unnest($2::bigint[]) AS r(id)
 			CROSS JOIN LATERAL (
-				SELECT x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
+				SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
 			) m
 			LIMIT cardinality($2::bigint[])
 		),
 		gone AS (
-			DELETE FROM ferry.messages m USING target t WHERE m.ctid = t.ctid AND `+cond+`
+			DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+cond+`
 			RETURNING m.*
 		),
 		dead AS (
@@ -669,13 +674,13 @@ func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt,
 	// The row (-1, n) counts the promoted messages; no receipt has id -1.
 	b.Queue(`/* ferry:message_ack */
 		WITH target AS MATERIALIZED (
-			SELECT m.ctid, m.claim_token FROM `+byReceipt("x.ctid, x.claim_token, x.visible_at")+`
+			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
 			WHERE `+current+`
 			LIMIT cardinality($2::bigint[])
 		),
 		gone AS (
 			DELETE FROM ferry.messages m USING target t
-			WHERE m.ctid = t.ctid AND `+stillCurrent+`
+			WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+stillCurrent+`
 			RETURNING m.queue_id, m.id, m.grp, m.claim_token
 		),`+promoteAfter+`
 		SELECT id, claim_token FROM gone
@@ -718,10 +723,10 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 	// returns the newest version of the row, then checked for the lease).
 	b.Queue(`/* ferry:message_nack */
 		WITH target AS MATERIALIZED (
-			SELECT m.ctid, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
+			SELECT m.queue_id, m.id, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
 			FROM unnest($2::bigint[], $3::bigint[]) AS r(id, token)
 			CROSS JOIN LATERAL (
-				SELECT x.ctid, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+				SELECT x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
 				WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
 				FOR UPDATE
 			) m
@@ -736,12 +741,12 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 					-- exponential backoff with equal jitter: half fixed, half random
 					make_interval(secs => least($9::float8, $8::float8 * power(2, least(m.receive_count - 1, 30)))
 						* (0.5 + random() / 2)))
-			FROM target t WHERE m.ctid = t.ctid AND NOT t.dead
+			FROM target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead AND `+stillCurrent+`
 			RETURNING m.id, t.claim_token
 		),
 		gone AS (
 			DELETE FROM ferry.messages m USING target t
-			WHERE m.ctid = t.ctid AND t.dead
+			WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND `+stillCurrent+`
 			RETURNING m.*, t.claim_token AS receipt_token
 		),
 		dead AS (
@@ -795,13 +800,13 @@ func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Recei
 	ids, tokens := receiptArrays(receipts)
 	rows, err := db.Query(ctx, `/* ferry:message_extend */
 		WITH target AS MATERIALIZED (
-			SELECT m.ctid, m.claim_token FROM `+byReceipt("x.ctid, x.claim_token, x.visible_at")+`
+			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
 			WHERE `+current+`
 			LIMIT cardinality($2::bigint[])
 		)
 		UPDATE ferry.messages m SET visible_at = clock_timestamp() + $4 * interval '1 millisecond'
 		FROM target t
-		WHERE m.ctid = t.ctid AND `+stillCurrent+`
+		WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+stillCurrent+`
 		RETURNING m.id, m.claim_token`, queueID, ids, tokens, timeout.Milliseconds())
 	if err != nil {
 		return nil, interpretError("message extend", err)

@@ -440,9 +440,9 @@ func subscriptionClear(ctx context.Context, tx pgx.Tx, queueID int64) error {
 		var n int64
 		err := tx.QueryRow(ctx, `/* ferry:subscription_clear */
 			WITH v AS (
-				SELECT ctid, id FROM ferry.messages WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3
+				SELECT queue_id, id FROM ferry.messages WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3
 			),
-			gone AS (DELETE FROM ferry.messages m USING v WHERE m.ctid = v.ctid)
+			gone AS (DELETE FROM ferry.messages m USING v WHERE m.queue_id = v.queue_id AND m.id = v.id)
 			SELECT count(*), coalesce(max(id), $2) FROM v`, queueID, after, purgeBatch).Scan(&n, &after)
 		if err != nil || n < purgeBatch {
 			return err

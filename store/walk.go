@@ -16,17 +16,21 @@ import "fmt"
 // which reading one index entry beats reading all of them under any
 // estimate, and the statement stops the walk with its own LIMIT.
 
-// Driving sets. A DML statement finds its rows by the ctids its driving
-// set saw (joined, m.ctid = v.ctid: one TID fetch a row), and the driving
-// set ends in a LIMIT whose value is a parameter. That LIMIT is also the
+// Driving sets. A DML statement finds its rows from its driving set,
+// joined to it (m.queue_id = v.queue_id AND m.id = v.id: one primary-key
+// probe a row; or m.ctid = v.ctid, one TID fetch a row, where no other
+// transaction can update the rows meanwhile: a ctid condition is checked
+// again on a row's newest version, which has moved, so an updated row
+// would be skipped), and the driving set ends in a LIMIT whose value is a
+// parameter. That LIMIT is also the
 // set's bound, but it is there for plans made before the value is known:
 // a generic plan takes an unknown LIMIT for a tenth of its input, so it
-// believes the set is a row or two, and a TID fetch each then beats any
+// believes the set is a row or two, and a probe each then beats any
 // scan of the target, even of one the plan believes small (planned while
 // the table was empty). A set that came out of a walk (which a generic
 // plan believes is about a hundred rows) is read through a second such
 // LIMIT for the same reason. Custom plans know the value and the table's
-// true size, and take the TID fetches anyway.
+// true size, and take the probes anyway.
 
 // walkKeys is the recursive CTE "walk" (the statement must say WITH
 // RECURSIVE): queue $1's rows of ferry.table in ascending order of key,
