@@ -55,6 +55,23 @@ const (
 	maxFilterBytes = 64 << 10
 )
 
+// parseStoredFilter reads a filter as ParseFilter saved it, without
+// checking it against today's limits: a filter saved before a limit was
+// added (e.g. more "#" per pattern than maxFilterHashes) keeps meaning what
+// it meant when it was accepted.
+func parseStoredFilter(raw []byte) (*Filter, error) {
+	f := &Filter{}
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return f, f.compile()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(f); err != nil {
+		return nil, err
+	}
+	return f, f.compile()
+}
+
 // ParseFilter decodes and validates a filter given by a client (JSON
 // object with optional members types, attributes and data; numbers in
 // data kept exact). A nil or empty document is the empty filter.
@@ -371,7 +388,7 @@ func cachedFilter(stored *string) *Filter {
 	if ok {
 		return f
 	}
-	f, err := ParseFilter([]byte(*stored))
+	f, err := parseStoredFilter([]byte(*stored))
 	if err != nil {
 		// A stored filter was validated when it was saved; one that can
 		// no longer be read matches nothing rather than everything.

@@ -431,3 +431,26 @@ func TestParseFilterRefusesUnstorableValues(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredFilterBeforeLimits: a filter saved before a limit existed (9
+// "#" in one pattern, over maxFilterHashes) is refused from clients now,
+// but a subscription that has it keeps matching what it matched, and its
+// stored form reads back unchanged (a later PUT must not turn it into
+// something else).
+func TestStoredFilterBeforeLimits(t *testing.T) {
+	t.Parallel()
+	pattern := strings.Repeat("#.a.", 8) + "#.a"
+	stored := `{"types":["` + pattern + `","x.*"]}`
+	_, err := ParseFilter([]byte(stored))
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr, "clients can no longer save it")
+
+	f := cachedFilter(&stored)
+	nine := strings.Repeat("a.", 8) + "a"
+	require.True(t, f.matchType(nine), "%s matches %s", pattern, nine)
+	require.True(t, f.matchType("z."+strings.ReplaceAll(nine, ".", ".q.")))
+	require.False(t, f.matchType(strings.Repeat("a.", 7)+"a"), "eight a's are too few")
+	require.True(t, f.matchType("x.y"))
+	require.False(t, f.matchType("b"))
+	require.JSONEq(t, stored, string(f.JSON()))
+}

@@ -128,3 +128,26 @@ func TestMaxDepthBatchNeverFits(t *testing.T) {
 	require.EqualValues(t, 3, e.live(q))
 	e.requireCountersExact(q)
 }
+
+// TestMaxDepthDuplicatesOverTheLimit: a queue can hold more than its
+// max_depth (the limit was lowered after the messages came); a resend of
+// an accepted dedup_id is still answered as the duplicate it is, and a new
+// message is still refused.
+func TestMaxDepthDuplicatesOverTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("lowered", store.QueuePatch{})
+	first := e.send(q, deduped("a", 1), deduped("b", 2), deduped("c", 3))
+	q, created, err := store.QueueUpsert(e.ctx, e.pool, q.Name, store.QueuePatch{MaxDepth: ptr[int64](2)})
+	require.NoError(t, err)
+	require.False(t, created)
+
+	e.sender = e.newSender(store.SenderConfig{}) // one that has not cached the queue without its limit
+
+	again := e.send(q, deduped("c", 3), deduped("a", 1))
+	require.Equal(t, []store.SendResult{{ID: first[2].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true}}, again)
+	_, _, err = e.sender.Send(e.ctx, q.Name, []store.SendMessage{deduped("d", 4)})
+	var full *store.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.EqualValues(t, 3, e.live(q))
+}

@@ -321,7 +321,10 @@ func admitByDepth(q Queue, reqs []*sendRequest, depth int64, live map[string]boo
 			r.err = &ValidationError{Field: "messages", Message: fmt.Sprintf(
 				"the batch has %d new messages, more than the queue's max_depth of %d: it can never fit", fresh, q.MaxDepth)}
 			continue
-		case depth+fresh > q.MaxDepth:
+		case fresh > 0 && depth+fresh > q.MaxDepth:
+			// Only new messages take room: a batch of duplicates is
+			// answered even when the queue is over its max_depth (it
+			// was lowered, or a redrive went past it).
 			r.err = &QueueFullError{Depth: depth, MaxDepth: q.MaxDepth}
 			continue
 		}
