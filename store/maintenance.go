@@ -88,9 +88,12 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 // whose group it holds (the set may have grown in between); victims of
 // other groups are left to the next call. It reports how many it deleted.
 //
-// The DELETE finds its rows by ctid, through one primary-key probe per
-// victim: joined on (queue_id, id) with a constant queue id, a planner
-// that believes the queue is small walks the whole queue per victim.
+// The DELETE finds its rows through one primary-key probe per victim,
+// joined to the probes on the full key (see messages.go on settle
+// statements): joined on (queue_id, id) with a constant queue id, a
+// planner that believes the queue is small walks the whole queue per
+// victim; joined by ctid, a victim a claim or an extend changed meanwhile
+// would be skipped, and the purge would end with it still there.
 func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args ...any) (int64, error) {
 	groupsParam := fmt.Sprintf("$%d", len(args)+1)
 	boundParam := fmt.Sprintf("$%d", len(args)+2) // see walk.go: driving sets
