@@ -160,10 +160,7 @@ func redriveBatchOf(ctx context.Context, db TxBeginner, queueID int64, ids []int
 			}
 			b := &pgx.Batch{}
 			if len(groups) > 0 {
-				b.Queue(`/* ferry:dead_letter_redrive_group_lock */
-					SELECT count(pg_advisory_xact_lock(k)) FROM (
-						SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
-					) locks`, queueID, groups)
+				b.Queue(lockGroupsNamed, queueID, groups)
 			}
 			b.Queue(redriveMove, queueID, targets)
 			br := tx.SendBatch(ctx, b)

@@ -162,10 +162,7 @@ func (p *sendPlan) queue(b *pgx.Batch) {
 	}
 	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
 	if len(grpNames) > 0 {
-		b.Queue(`/* ferry:message_send_group_lock */
-			SELECT count(pg_advisory_xact_lock(k)) FROM (
-				SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
-			) locks`, p.q.ID, grpNames)
+		b.Queue(lockGroupsNamed, p.q.ID, grpNames)
 	}
 	if p.simple() {
 		// No group and no dedup id: a plain INSERT, without the CTEs and
@@ -528,6 +525,14 @@ func byReceipt(columns string) string {
 			SELECT ` + columns + ` FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
 		) m`
 }
+
+// lockGroupsNamed is the statement that takes the locks of the named
+// groups ($2) of queue $1, in key order: a send's, before it writes
+// messages into them, and a redrive's, before it moves dead letters back.
+const lockGroupsNamed = `/* ferry:group_lock_named */
+	SELECT count(pg_advisory_xact_lock(k)) FROM (
+		SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
+	) locks`
 
 // lockGroupsOf is the statement that takes the group locks of the given
 // live messages ($1 queue, $2 ids), in key order. It runs before any

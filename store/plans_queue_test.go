@@ -395,18 +395,7 @@ func TestPlansQueueSend(t *testing.T) {
 				fillDedup(t, e, f.Queue)
 			},
 			// Half the dedup ids are live in the backlog, half are new.
-			run: send(func(run int) []store.SendMessage {
-				var msgs []store.SendMessage
-				for i := range 100 {
-					m := msg(i)
-					m.DedupID = fmt.Sprintf("live-%d", i)
-					if i%2 == 1 {
-						m.DedupID = fmt.Sprintf("new-%d-%d", run, i)
-					}
-					msgs = append(msgs, m)
-				}
-				return msgs
-			}),
+			run: send(halfLiveDedup),
 		},
 		{
 			name: "send_max_depth",
@@ -417,18 +406,7 @@ func TestPlansQueueSend(t *testing.T) {
 				fillQueue(t, e, f.Queue, planBacklog)
 				fillDedup(t, e, f.Queue)
 			},
-			run: send(func(run int) []store.SendMessage {
-				var msgs []store.SendMessage
-				for i := range 100 {
-					m := msg(i)
-					m.DedupID = fmt.Sprintf("live-%d", i)
-					if i%2 == 1 {
-						m.DedupID = fmt.Sprintf("new-%d-%d", run, i)
-					}
-					msgs = append(msgs, m)
-				}
-				return msgs
-			}),
+			run: send(halfLiveDedup),
 		},
 		{
 			name:  "queue_stats",
@@ -585,4 +563,19 @@ func requireAllOK(t *testing.T, res []store.ReceiptResult) {
 	for _, r := range res {
 		require.True(t, r.OK, "receipt %v", r.Receipt)
 	}
+}
+
+// halfLiveDedup is a batch of 100 sends whose dedup ids are half live in
+// fillDedup's rows and half new to run.
+func halfLiveDedup(run int) []store.SendMessage {
+	var msgs []store.SendMessage
+	for i := range 100 {
+		m := msg(i)
+		m.DedupID = fmt.Sprintf("live-%d", i)
+		if i%2 == 1 {
+			m.DedupID = fmt.Sprintf("new-%d-%d", run, i)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
 }
