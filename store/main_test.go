@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -128,6 +129,16 @@ func (e *env) count(sql string, args ...any) int64 {
 	var n int64
 	require.NoError(e.t, e.pool.QueryRow(e.ctx, sql, args...).Scan(&n))
 	return n
+}
+
+// int64s runs a query of one bigint column and returns its values.
+func (e *env) int64s(sql string, args ...any) []int64 {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, sql, args...)
+	require.NoError(e.t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(e.t, err)
+	return out
 }
 
 // live counts the queue's live messages.

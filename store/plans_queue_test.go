@@ -160,19 +160,10 @@ func TestPlansQueueDeadLetters(t *testing.T) {
 	oldest := func(t *testing.T, e *env, f *planFixture) []int64 {
 		// The oldest 50 (of the big group, after the fill) and the oldest
 		// 50 of other groups.
-		rows, err := e.pool.Query(e.ctx, `
+		return e.int64s(`
 			(SELECT id FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY id LIMIT 50)
 			UNION
 			(SELECT id FROM ferry.dead_letters WHERE queue_id = $1 AND grp IS DISTINCT FROM 'big' ORDER BY id LIMIT 50)`, f.Queue.ID)
-		require.NoError(t, err)
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			require.NoError(t, rows.Scan(&id))
-			ids = append(ids, id)
-		}
-		require.NoError(t, rows.Err())
-		return ids
 	}
 	runPlanCases(t, []planCase{
 		{

@@ -107,15 +107,7 @@ func TestRedriveIDsAcrossBatches(t *testing.T) {
 		SELECT $1, nextval('ferry.message_id_seq'), now(), 5, 'g' || (k % 7), '{}'
 		FROM generate_series(1, 1300) AS k ORDER BY k`, q.ID)
 	require.NoError(t, err)
-	rows, err := e.pool.Query(e.ctx, `SELECT id FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY id DESC`, q.ID)
-	require.NoError(t, err)
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(t, rows.Err())
+	ids := e.int64s(`SELECT id FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY id DESC`, q.ID)
 	require.Len(t, ids, 1300)
 	ids = append(ids, ids[:10]...)    // repeats
 	ids = append(ids, 1<<62, 1<<62+1) // unknown
