@@ -100,7 +100,7 @@ func TestPlansQueueSettle(t *testing.T) {
 				require.NoError(t, err)
 				requireAllOK(t, res)
 				require.Zero(t, dead)
-				return workBound{Batch: len(rs)}
+				return rewriting(len(rs))
 			},
 		},
 		{
@@ -538,6 +538,15 @@ func claimedOrSeeded(t *testing.T, e *env, q store.Queue, withGroups bool) []sto
 	}
 	require.NotEmpty(t, msgs)
 	return receipts(msgs)
+}
+
+// rewriting is the bound of a batch whose every item is a probe, a row
+// lock and an UPDATE of an indexed column (visible_at: not a HOT update),
+// which writes new entries in the primary key, the claim index and, for
+// grouped messages, the group index: 20-24 buffers an item measured, which
+// the default of 20 leaves too little room for.
+func rewriting(batch int) workBound {
+	return workBound{Batch: batch, BuffersPerRow: 30}
 }
 
 // promoting is the bound of a batch whose every item also promotes the
