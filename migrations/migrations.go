@@ -59,11 +59,23 @@ func Latest() (uint, error) {
 	}
 }
 
-// Up applies every pending Ferry and River migration.
+// Up applies every pending Ferry and River migration. A schema that a
+// newer binary has already migrated past this binary's latest version is
+// left as it is: in a rolling deploy the new release migrates first, and
+// the instances of the old one keep starting on its schema (Ferry's
+// migrations keep the previous release working; see docs/operations.md).
 func Up(ctx context.Context, databaseURL string) error {
+	latest, err := Latest()
+	if err != nil {
+		return err
+	}
 	return withLock(ctx, databaseURL, func(m *migrate.Migrate, pool *pgxpool.Pool) error {
-		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("migrate ferry schema: %w", err)
+		v, dirty, err := m.Version()
+		ahead := err == nil && !dirty && v > latest
+		if !ahead {
+			if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+				return fmt.Errorf("migrate ferry schema: %w", err)
+			}
 		}
 		rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 		if err != nil {
@@ -74,6 +86,24 @@ func Up(ctx context.Context, databaseURL string) error {
 		}
 		return nil
 	})
+}
+
+// Usable reports why this binary cannot serve on a schema at the given
+// version, or nil: a schema a migration left dirty, or one older than
+// this binary's latest, is not usable; a newer one is (the previous
+// release keeps serving while a rolling deploy replaces it).
+func Usable(version uint, dirty bool) error {
+	latest, err := Latest()
+	if err != nil {
+		return err
+	}
+	switch {
+	case dirty:
+		return fmt.Errorf("schema version %d is dirty (a migration failed part way)", version)
+	case version < latest:
+		return fmt.Errorf("schema version %d, want %d or newer (run `ferry migrate up`)", version, latest)
+	}
+	return nil
 }
 
 // Down reverts the newest Ferry migration (River's tables are kept: they

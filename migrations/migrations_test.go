@@ -106,3 +106,32 @@ func TestDownAndUpAgain(t *testing.T) {
 	require.False(t, dirty)
 	require.Equal(t, latest, v)
 }
+
+// A rolling deploy: the new release has migrated the schema past this
+// binary's latest version. This binary must still start (Up leaves the
+// schema alone) and be ready; a dirty or older schema is not usable.
+func TestUpOnNewerSchema(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	latest, err := migrations.Latest()
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET version = $1`, latest+1)
+	require.NoError(t, err)
+
+	require.NoError(t, migrations.Up(ctx, dbURL), "an older binary starts on a newer schema")
+	v, dirty, err := migrations.Version(ctx, dbURL)
+	require.NoError(t, err)
+	require.Equal(t, latest+1, v, "Up leaves a newer schema as it is")
+	require.False(t, dirty)
+
+	require.NoError(t, migrations.Usable(latest+1, false))
+	require.NoError(t, migrations.Usable(latest, false))
+	require.ErrorContains(t, migrations.Usable(latest-1, false), "want")
+	require.ErrorContains(t, migrations.Usable(latest+1, true), "dirty")
+}

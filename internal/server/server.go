@@ -261,10 +261,6 @@ func (s *Server) URL() string {
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }
 
 func (s *Server) ready(ctx context.Context) error {
-	latest, err := migrations.Latest()
-	if err != nil {
-		return err
-	}
 	var (
 		version int64
 		dirty   bool
@@ -272,10 +268,7 @@ func (s *Server) ready(ctx context.Context) error {
 	if err := s.pool.QueryRow(ctx, `SELECT version, dirty FROM ferry_schema_migrations LIMIT 1`).Scan(&version, &dirty); err != nil {
 		return err
 	}
-	if dirty || uint(version) != latest {
-		return fmt.Errorf("schema version %d (dirty %v), want %d", version, dirty, latest)
-	}
-	return nil
+	return migrations.Usable(uint(max(0, version)), dirty)
 }
 
 // Shutdown stops gracefully: long polls end at once with what they have,
