@@ -176,7 +176,11 @@ func (b *Bench) measureTakeover(ctx context.Context, topic, group string, gracef
 	if err := awaitPolls(ctx, "member A's first poll", 10*time.Second, logs, func() bool { _, ok := last(&logA); return ok }); err != nil {
 		return out, err
 	}
-	go func() { defer wg.Done(); defer close(doneB); b.runLeaveMember(ctx, topic, group, "member-b", stopB, &logB) }()
+	go func() {
+		defer wg.Done()
+		defer close(doneB)
+		b.runLeaveMember(ctx, topic, group, "member-b", stopB, &logB)
+	}()
 	if err := awaitPolls(ctx, "two members with 2 partitions each", 15*time.Second, logs, func() bool {
 		a, _ := last(&logA)
 		bb, ok := last(&logB)
