@@ -52,59 +52,71 @@ func DBHealthRead(ctx context.Context, db TxBeginner) (DBHealth, error) {
 		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', '1s', true)`); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `/* ferry:db_health_tables */
-			SELECT n.nspname || '.' || c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid),
-				coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
-				extract(epoch FROM now() - greatest(s.last_autovacuum, s.last_vacuum))::float8
-			FROM pg_class c
-			JOIN pg_namespace n ON n.oid = c.relnamespace
-			LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid
-			WHERE c.relkind = 'r' AND (n.nspname = 'ferry' OR c.oid = to_regclass('river_job'))
-			ORDER BY 1`)
-		if err != nil {
+		var err error
+		if h.Tables, err = dbHealthTables(ctx, tx); err != nil {
 			return err
 		}
-		h.Tables, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (TableHealth, error) {
-			var (
-				t    TableHealth
-				secs *float64
-			)
-			err := row.Scan(&t.Table, &t.TableBytes, &t.IndexBytes, &t.LiveTuples, &t.DeadTuples, &secs)
-			if secs != nil {
-				d := time.Duration(*secs * float64(time.Second))
-				t.SinceVacuum = &d
-			}
-			return t, err
-		})
-		if err != nil {
-			return err
-		}
-		var backendAge, preparedAge float64
-		var backendXmin, preparedXmin, slotXmin int64
-		err = tx.QueryRow(ctx, `/* ferry:db_health_xacts */
-			SELECT
-				coalesce(extract(epoch FROM now() - min(a.xact_start) FILTER (
-					WHERE a.datname = current_database() AND a.backend_type = 'client backend')), 0)::float8,
-				coalesce(max(age(a.backend_xmin)) FILTER (WHERE a.backend_type <> 'autovacuum worker'), 0)::bigint,
-				(SELECT coalesce(extract(epoch FROM now() - min(p.prepared)), 0)::float8
-				 FROM pg_prepared_xacts p WHERE p.database = current_database()),
-				(SELECT coalesce(max(age(p.transaction)), 0)::bigint
-				 FROM pg_prepared_xacts p WHERE p.database = current_database()),
-				(SELECT coalesce(max(greatest(age(r.xmin), age(r.catalog_xmin))), 0)::bigint
-				 FROM pg_replication_slots r WHERE r.database IS NULL OR r.database = current_database())
-			FROM pg_stat_activity a
-			WHERE a.pid <> pg_backend_pid() AND (a.datname = current_database() OR a.datname IS NULL)`).
-			Scan(&backendAge, &backendXmin, &preparedAge, &preparedXmin, &slotXmin)
-		if err != nil {
-			return err
-		}
-		h.OldestXactAge["backend"] = time.Duration(backendAge * float64(time.Second))
-		h.OldestXactAge["prepared_xact"] = time.Duration(preparedAge * float64(time.Second))
-		h.XminAge["backend"], h.XminAge["prepared_xact"], h.XminAge["replication_slot"] = backendXmin, preparedXmin, slotXmin
-		return nil
+		return dbHealthXacts(ctx, tx, &h)
 	})
 	if err != nil {
 		return DBHealth{}, interpretError("db health", err)
 	}
 	return h, nil
+}
+
+// dbHealthTables reads the sizes and tuples of Ferry's tables.
+func dbHealthTables(ctx context.Context, tx pgx.Tx) ([]TableHealth, error) {
+	rows, err := tx.Query(ctx, `/* ferry:db_health_tables */
+		SELECT n.nspname || '.' || c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid),
+			coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
+			extract(epoch FROM now() - greatest(s.last_autovacuum, s.last_vacuum))::float8
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid
+		WHERE c.relkind = 'r' AND (n.nspname = 'ferry' OR c.oid = to_regclass('river_job'))
+		ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (TableHealth, error) {
+		var (
+			t    TableHealth
+			secs *float64
+		)
+		err := row.Scan(&t.Table, &t.TableBytes, &t.IndexBytes, &t.LiveTuples, &t.DeadTuples, &secs)
+		if secs != nil {
+			d := time.Duration(*secs * float64(time.Second))
+			t.SinceVacuum = &d
+		}
+		return t, err
+	})
+}
+
+// dbHealthXacts reads the oldest transactions and xmins by holder.
+func dbHealthXacts(ctx context.Context, tx pgx.Tx, h *DBHealth) error {
+	var (
+		backendAge, preparedAge             float64
+		backendXmin, preparedXmin, slotXmin int64
+	)
+	err := tx.QueryRow(ctx, `/* ferry:db_health_xacts */
+		SELECT
+			coalesce(extract(epoch FROM now() - min(a.xact_start) FILTER (
+				WHERE a.datname = current_database() AND a.backend_type = 'client backend')), 0)::float8,
+			coalesce(max(age(a.backend_xmin)) FILTER (WHERE a.backend_type <> 'autovacuum worker'), 0)::bigint,
+			(SELECT coalesce(extract(epoch FROM now() - min(p.prepared)), 0)::float8
+			 FROM pg_prepared_xacts p WHERE p.database = current_database()),
+			(SELECT coalesce(max(age(p.transaction)), 0)::bigint
+			 FROM pg_prepared_xacts p WHERE p.database = current_database()),
+			(SELECT coalesce(max(greatest(age(r.xmin), age(r.catalog_xmin))), 0)::bigint
+			 FROM pg_replication_slots r WHERE r.database IS NULL OR r.database = current_database())
+		FROM pg_stat_activity a
+		WHERE a.pid <> pg_backend_pid() AND (a.datname = current_database() OR a.datname IS NULL)`).
+		Scan(&backendAge, &backendXmin, &preparedAge, &preparedXmin, &slotXmin)
+	if err != nil {
+		return err
+	}
+	h.OldestXactAge["backend"] = time.Duration(backendAge * float64(time.Second))
+	h.OldestXactAge["prepared_xact"] = time.Duration(preparedAge * float64(time.Second))
+	h.XminAge["backend"], h.XminAge["prepared_xact"], h.XminAge["replication_slot"] = backendXmin, preparedXmin, slotXmin
+	return nil
 }
