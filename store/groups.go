@@ -126,6 +126,9 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 		// so idle members do not spin, but end the wait when the
 		// assignment changes (e.g. a member left), so that next poll
 		// comes at once.
+		if p.Wait <= 0 {
+			return res, nil
+		}
 		if n == nil {
 			t := time.NewTimer(p.Wait)
 			defer t.Stop()
