@@ -446,7 +446,7 @@ func edgeQueryParams(t *testing.T) {
 		{"POST", spath("t", "s", "/receive"), "{}"}, {"GET", spath("t", "s", "/dead-letters"), ""},
 		{"POST", spath("t", "s", "/seek"), `{"to":"latest"}`},
 		{"GET", tpath("t", "/groups"), ""}, {"GET", gpath("t", "g"), ""}, {"POST", gpath("t", "g", "/poll"), `{"consumer":"c"}`},
-		{"POST", gpath("t", "g", "/seek"), `{"to":"latest"}`},
+		{"POST", gpath("t", "g", "/seek"), `{"to":"latest"}`}, {"POST", gpath("t", "g", "/leave"), `{"consumer":"c"}`},
 		{"GET", "/healthz", ""}, {"GET", "/readyz", ""}, {"GET", "/metrics", ""}, {"GET", "/openapi.yaml", ""},
 	}
 	var cases []badCase

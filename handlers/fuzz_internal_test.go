@@ -133,6 +133,10 @@ func fuzzRoutes() []fuzzRoute {
 			_, errOffsets := partitionOffsets("offsets", req.Offsets, fuzzTopic, 0)
 			return []error{err, errOffsets}
 		}),
+		route("leave", false, func(_ *testing.T, _ *handler, req *leaveRequest) []error {
+			_, err := consumerName(req.Consumer)
+			return []error{err}
+		}),
 		route("group-seek", false, func(_ *testing.T, _ *handler, req *groupSeekRequest) []error {
 			var err error
 			if req.Offsets != nil {

@@ -185,6 +185,39 @@ func (h *handler) groupCommit(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+type leaveRequest struct {
+	Consumer *string `json:"consumer"`
+}
+
+// groupLeave removes a member at once (graceful shutdown). A consumer that
+// is not a member answers 204 as well: a leave is idempotent, so a retried
+// leave, or one after the session timed out, does not fail the shutdown.
+func (h *handler) groupLeave(c echo.Context) error {
+	topic, group, err := groupRef(c)
+	if err != nil {
+		return err
+	}
+	var req leaveRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return err
+	}
+	consumer, err := consumerName(req.Consumer)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var res store.GroupLeaveResult
+	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+		res, err = store.GroupLeave(ctx, h.Pool, h.Notifier, store.GroupLeaveParams{Topic: t, Group: group, Consumer: consumer})
+		return false, err
+	})
+	if err != nil {
+		return err
+	}
+	h.Metrics.observeGroup(topic, group, res.GroupRefresh)
+	return c.NoContent(http.StatusNoContent)
+}
+
 type groupSeekRequest struct {
 	To      *string          `json:"to"`
 	Offsets map[string]int64 `json:"offsets"`

@@ -1066,7 +1066,7 @@ func TestGroupBadInput(t *testing.T) {
 		s.groups = len(list.Groups)
 		return s
 	}
-	poll, commit, seek := gpath("bad", "g", "/poll"), gpath("bad", "g", "/commit"), gpath("bad", "g", "/seek")
+	poll, commit, seek, leave := gpath("bad", "g", "/poll"), gpath("bad", "g", "/commit"), gpath("bad", "g", "/seek"), gpath("bad", "g", "/leave")
 	c := func(extra map[string]any) map[string]any {
 		body := map[string]any{"consumer": "n", "generation": a.Generation, "offsets": map[string]any{"0": 1}}
 		for k, v := range extra {
@@ -1127,6 +1127,18 @@ func TestGroupBadInput(t *testing.T) {
 		{"seek unknown partition", "POST", seek, map[string]any{"offsets": map[string]any{"9": 0}}, 400, "invalid_request", "offsets.9"},
 		{"seek partition x", "POST", seek, map[string]any{"offsets": map[string]any{"x": 0}}, 400, "invalid_request", "offsets"},
 		{"seek empty offsets", "POST", seek, map[string]any{"offsets": map[string]any{}}, 400, "invalid_request", "offsets"},
+
+		{"leave without consumer", "POST", leave, map[string]any{}, 400, "invalid_request", "consumer"},
+		{"leave without body", "POST", leave, nil, 400, "invalid_request", ""},
+		{"leave bad consumer", "POST", leave, map[string]any{"consumer": "a b"}, 400, "invalid_request", "consumer"},
+		{"leave empty consumer", "POST", leave, map[string]any{"consumer": ""}, 400, "invalid_request", "consumer"},
+		{"leave consumer not a string", "POST", leave, map[string]any{"consumer": 1}, 400, "invalid_request", ""},
+		{"leave unknown field", "POST", leave, map[string]any{"consumer": "a", "generation": 1}, 400, "invalid_request", ""},
+		{"leave consumer twice", "POST", leave, `{"consumer":"a","consumer":"a"}`, 400, "invalid_request", ""},
+		{"leave Consumer", "POST", leave, map[string]any{"Consumer": "a"}, 400, "invalid_request", ""},
+		{"bad group name leave", "POST", tpath("bad", "/groups/g!/leave"), map[string]any{"consumer": "a"}, 400, "invalid_request", "group"},
+		{"unknown topic leave", "POST", gpath("nope", "g", "/leave"), map[string]any{"consumer": "a"}, 404, "not_found", ""},
+		{"unknown group leave", "POST", gpath("bad", "h", "/leave"), map[string]any{"consumer": "a"}, 404, "not_found", ""},
 
 		{"bad group name poll", "POST", tpath("bad", "/groups/-g/poll"), map[string]any{"consumer": "n"}, 400, "invalid_request", "group"},
 		{"bad group name describe", "GET", tpath("bad", "/groups/g%20h"), nil, 400, "invalid_request", "group"},

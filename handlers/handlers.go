@@ -136,6 +136,7 @@ func New(d Deps) *echo.Echo {
 	v1(http.MethodPost, group+"/poll", h.groupPoll)
 	v1(http.MethodPost, group+"/commit", h.groupCommit)
 	v1(http.MethodPost, group+"/seek", h.groupSeek)
+	v1(http.MethodPost, group+"/leave", h.groupLeave)
 	for _, base := range []string{"/queues/:queue", sub} {
 		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
 		v1(http.MethodPost, base+"/enable", h.pushEnable)

@@ -126,7 +126,12 @@
 // generation or earlier, and a commit applies only under the same
 // condition (else ErrFenced, and nothing of the commit is kept). Two
 // members therefore never advance the same partition in one generation,
-// and a zombie cannot move a committed offset. A position behind the
+// and a zombie cannot move a committed offset. A member that leaves
+// (GroupLeave, a graceful shutdown) is deleted under the same lock and the
+// group refreshed in that transaction, so its partitions move at once
+// rather than after its session timeout; the leave wakes the topic's
+// waiters, and a waiting poll ends when the generation has moved, so the
+// others' next poll comes at once and owns them. A position behind the
 // retained log moves to the oldest retained event, counted in
 // expired_skipped.
 //

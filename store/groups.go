@@ -123,8 +123,13 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 	if len(mine) == 0 {
 		// More members than partitions: nothing to read until a
 		// rebalance, which the next poll does. Wait as a long poll would,
-		// so idle members do not spin.
-		if p.Wait > 0 {
+		// so idle members do not spin, but end the wait when the
+		// assignment changes (e.g. a member left), so that next poll
+		// comes at once.
+		if p.Wait <= 0 {
+			return res, nil
+		}
+		if n == nil {
 			t := time.NewTimer(p.Wait)
 			defer t.Stop()
 			select {
@@ -132,16 +137,38 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 			case <-ctx.Done():
 			case <-p.Stop:
 			}
+			return res, nil
+		}
+		err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+			return groupGenerationMoved(ctx, pool, st.id, res.Generation)
+		})
+		if err != nil && ctx.Err() == nil {
+			return res, err
 		}
 		return res, nil
 	}
 	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
-		events, lost, err := groupFetch(ctx, pool, p.Topic.ID, st.id, p.Consumer, res.Generation, mine, p.Max)
+		events, moved, err := groupFetch(ctx, pool, p.Topic.ID, st.id, p.Consumer, res.Generation, mine, p.Max)
 		res.Events = events
-		// Stop waiting when something came, or the partitions were lost.
-		return len(events) > 0 || lost, err
+		// Stop waiting when something came, or the assignment changed
+		// (partitions lost or gained: the next poll tells).
+		return len(events) > 0 || moved, err
 	})
 	return res, err
+}
+
+// groupGenerationMoved reports whether the group's generation is no longer
+// gen (or the group is gone).
+func groupGenerationMoved(ctx context.Context, db DBTX, gid, gen int64) (bool, error) {
+	var now int64
+	err := db.QueryRow(ctx, `/* ferry:group_generation_read */ SELECT generation FROM ferry.consumer_groups WHERE id = $1`, gid).Scan(&now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, interpretError("group poll", err)
+	}
+	return now != gen, nil
 }
 
 // GroupRefresh is what a poll or describe changed in passing: a rebalance,
@@ -482,32 +509,39 @@ func assignSticky(parts []int, current map[int]string, members []string) map[int
 // partitions that have events, so no partition starves and no more than
 // max rows are read) and advances the positions — only of partitions the
 // member still owns in generation gen; events of the others are dropped,
-// and lost reports that some were. It also marks the member as seen.
+// and moved reports that some were. When there is nothing to read, moved
+// reports whether the group's generation is no longer gen (a rebalance, a
+// leave or a seek since the poll's refresh). It also marks the member as
+// seen.
 func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, consumer string, gen int64, mine []owned, max int) ([]Event, bool, error) {
 	parts := make([]int32, len(mine))
 	froms := make([]int64, len(mine))
 	for i, o := range mine {
 		parts[i], froms[i] = int32(o.partition), o.fetch
 	}
-	// How many events each partition has after the position.
+	// How many events each partition has after the position, and the
+	// group's generation (no rows: the group is gone).
 	rows, err := pool.Query(ctx, `/* ferry:group_fetch_available */
-		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset)
-		FROM unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
-		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition`, topicID, parts, froms)
+		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset), g.generation
+		FROM ferry.consumer_groups g
+		CROSS JOIN unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
+		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition
+		WHERE g.id = $4`, topicID, parts, froms, gid)
 	if err != nil {
 		return nil, false, interpretError("group fetch", err)
 	}
 	avail := map[int32]int64{}
+	moved := true // unless a row says the generation is still gen
 	for rows.Next() {
 		var (
-			p int32
-			n int64
+			p      int32
+			n, now int64
 		)
-		if err := rows.Scan(&p, &n); err != nil {
+		if err := rows.Scan(&p, &n, &now); err != nil {
 			rows.Close()
 			return nil, false, interpretError("group fetch", err)
 		}
-		avail[p] = n
+		avail[p], moved = n, now != gen
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -519,7 +553,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		total += l
 	}
 	if total == 0 {
-		return nil, false, nil
+		return nil, moved, nil
 	}
 	rows, err = pool.Query(ctx, `/* ferry:group_fetch */
 		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at

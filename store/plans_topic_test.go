@@ -199,6 +199,23 @@ func TestPlansTopic(t *testing.T) {
 			},
 		},
 		{
+			// A second member joins, then leaves: the leave rebalances its
+			// partitions back to "c".
+			name:   "group_leave",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillPlanTopic(topicFill{}),
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				member := nextName(f, "member")
+				require.NotEmpty(t, groupPoll(t, e, e.pool, f, member, store.Start{}).Partitions)
+				res, err := store.GroupLeave(e.ctx, db, nil, store.GroupLeaveParams{Topic: f.Topic, Group: "g", Consumer: member})
+				require.NoError(t, err)
+				require.True(t, res.Left)
+				require.True(t, res.Rebalanced)
+				return workBound{Batch: 4}
+			},
+		},
+		{
 			name:   "group_describe",
 			warmUp: warmUpOtherTopic,
 			setup:  planTopicWithGroup,

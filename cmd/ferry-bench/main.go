@@ -163,6 +163,7 @@ var scenarios = []scenario{
 	{"Topic fan-out and push delivery", (*Bench).fanout},
 	{"Consumer groups", (*Bench).groups},
 	{"Cold start", (*Bench).coldStart},
+	{"Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
 }
 
 func main() {
