@@ -20,8 +20,13 @@ import (
 
 // Deps is everything the handlers need.
 type Deps struct {
-	Pool   *pgxpool.Pool
-	Sender *store.Sender
+	Pool *pgxpool.Pool
+	// SessionPool serves what needs one session across transactions (a
+	// subscription seek holds its queue's advisory lock across its
+	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
+	// a transaction pooler. Nil: Pool.
+	SessionPool *pgxpool.Pool
+	Sender      *store.Sender
 	// Publisher appends events with group commit.
 	Publisher *store.Publisher
 	// Queues caches queue configurations for the hot paths; shared with
@@ -69,6 +74,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.Queues == nil {
 		d.Queues = store.NewQueueCache(time.Second)
+	}
+	if d.SessionPool == nil {
+		d.SessionPool = d.Pool
 	}
 	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
 		subs: store.NewSubscriptionCache(time.Second)}

@@ -30,7 +30,15 @@ import (
 // Config is Ferry's configuration, read from FERRY_* environment
 // variables (see the README's table).
 type Config struct {
-	DatabaseURL      string        `envconfig:"DATABASE_URL"`
+	DatabaseURL string `envconfig:"DATABASE_URL"`
+	// DatabaseDirectURL is a session-capable URL of the same database
+	// (PostgreSQL itself, or a session-mode pooler) for what needs a
+	// session: migrations, LISTEN, River, session advisory locks. Set it
+	// when DatabaseURL goes through a transaction-mode pooler such as
+	// PgBouncer; see pools.go.
+	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
+	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
+	DBDirectMaxConns int32         `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
 	Listen           string        `envconfig:"LISTEN" default:":8080"`
 	AdminKey         string        `envconfig:"ADMIN_KEY"`
 	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false"`
@@ -90,6 +98,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	pool      *pgxpool.Pool
+	pools     pools
 	river     *river.Client[pgx.Tx]
 	sender    *store.Sender
 	publisher *store.Publisher
@@ -110,28 +119,26 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if !cfg.SkipMigrations {
-		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		// Migrations hold session advisory locks: over the direct URL.
+		if err := migrations.Up(ctx, cfg.SessionURL()); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	ps, err := openPools(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
+		return nil, err
 	}
-	pcfg.MaxConns = cfg.DBMaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	s := &Server{cfg: cfg, log: log, pool: pool, stop: make(chan struct{}), served: make(chan error, 1)}
+	pool := ps.main
+	s := &Server{cfg: cfg, log: log, pool: pool, pools: ps, stop: make(chan struct{}), served: make(chan error, 1)}
 	ok := false
 	defer func() {
 		if !ok {
-			pool.Close()
+			ps.close()
 		}
 	}()
 
-	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
+	// The Notifier LISTENs: on a session.
+	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
 	version := cfg.Version
 	if version == "" {
@@ -162,7 +169,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	jobs.Register(rcfg, pool, jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
 	})
-	s.river, err = river.NewClient(riverpgxv5.New(pool), rcfg)
+	// River LISTENs and runs its own statements, a few a second: on the
+	// direct pool. Its jobs are still inserted in the hot path's
+	// transactions (InsertTx), and its workers use the main pool.
+	s.river, err = river.NewClient(riverpgxv5.New(ps.direct), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
@@ -199,14 +209,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	})
 
 	e := handlers.New(handlers.Deps{
-		Pool:      pool,
-		Sender:    s.sender,
-		Publisher: s.publisher,
-		Queues:    queues,
-		Notifier:  s.notifier,
-		River:     s.river,
-		Log:       log,
-		AdminKey:  cfg.AdminKey,
+		Pool:        pool,
+		SessionPool: ps.direct,
+		Sender:      s.sender,
+		Publisher:   s.publisher,
+		Queues:      queues,
+		Notifier:    s.notifier,
+		River:       s.river,
+		Log:         log,
+		AdminKey:    cfg.AdminKey,
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
@@ -299,5 +310,5 @@ func (s *Server) stopBackground(ctx context.Context) {
 	}
 	s.cancel()
 	s.bg.Wait()
-	s.pool.Close()
+	s.pools.close()
 }
