@@ -20,13 +20,8 @@ import (
 
 // Deps is everything the handlers need.
 type Deps struct {
-	Pool *pgxpool.Pool
-	// SessionPool serves what needs one session across transactions (a
-	// subscription seek holds its queue's advisory lock across its
-	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
-	// a transaction pooler. Nil: Pool.
-	SessionPool *pgxpool.Pool
-	Sender      *store.Sender
+	Pool   *pgxpool.Pool
+	Sender *store.Sender
 	// Publisher appends events with group commit.
 	Publisher *store.Publisher
 	// Queues caches queue configurations for the hot paths; shared with
@@ -57,6 +52,11 @@ type Deps struct {
 	// BodyReadTimeout bounds how long a request's body may take to arrive
 	// (0: no bound); see guardBody.
 	BodyReadTimeout time.Duration
+	// SessionPool serves what needs one session across transactions (a
+	// subscription seek holds its queue's advisory lock across its
+	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
+	// a transaction pooler. Nil: Pool.
+	SessionPool *pgxpool.Pool
 }
 
 type handler struct {

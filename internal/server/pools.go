@@ -36,9 +36,9 @@ import (
 // DescribeExec takes two round trips, which a pooler may split between
 // servers. A default_query_exec_mode in FERRY_DATABASE_URL is respected.
 
-// directExecModeParam is the connection string parameter, read by pgx,
+// execModeParam is the connection string parameter, read by pgx,
 // that names the pool's default query exec mode.
-const directExecModeParam = "default_query_exec_mode"
+const execModeParam = "default_query_exec_mode"
 
 // SessionURL is the URL for work that needs a session of its own:
 // DatabaseDirectURL, or DatabaseURL when that is unset.
@@ -97,7 +97,7 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
 		}
-		if _, explicit := raw.RuntimeParams[directExecModeParam]; !explicit {
+		if _, explicit := raw.RuntimeParams[execModeParam]; !explicit {
 			pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 		}
 	}

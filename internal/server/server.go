@@ -30,15 +30,7 @@ import (
 // Config is Ferry's configuration, read from FERRY_* environment
 // variables (see the README's table).
 type Config struct {
-	DatabaseURL string `envconfig:"DATABASE_URL"`
-	// DatabaseDirectURL is a session-capable URL of the same database
-	// (PostgreSQL itself, or a session-mode pooler) for what needs a
-	// session: migrations, LISTEN, River, session advisory locks. Set it
-	// when DatabaseURL goes through a transaction-mode pooler such as
-	// PgBouncer; see pools.go.
-	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
-	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
-	DBDirectMaxConns int32         `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
+	DatabaseURL      string        `envconfig:"DATABASE_URL"`
 	Listen           string        `envconfig:"LISTEN" default:":8080"`
 	AdminKey         string        `envconfig:"ADMIN_KEY"`
 	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false"`
@@ -70,6 +62,14 @@ type Config struct {
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
 	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
+	// DatabaseDirectURL is a session-capable URL of the same database
+	// (PostgreSQL itself, or a session-mode pooler) for what needs a
+	// session: migrations, LISTEN, River, session advisory locks. Set it
+	// when DatabaseURL goes through a transaction-mode pooler such as
+	// PgBouncer; see pools.go.
+	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
+	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
+	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -209,19 +209,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	})
 
 	e := handlers.New(handlers.Deps{
-		Pool:        pool,
-		SessionPool: ps.direct,
-		Sender:      s.sender,
-		Publisher:   s.publisher,
-		Queues:      queues,
-		Notifier:    s.notifier,
-		River:       s.river,
-		Log:         log,
-		AdminKey:    cfg.AdminKey,
+		Pool:      pool,
+		Sender:    s.sender,
+		Publisher: s.publisher,
+		Queues:    queues,
+		Notifier:  s.notifier,
+		River:     s.river,
+		Log:       log,
+		AdminKey:  cfg.AdminKey,
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
 		Metrics:          metrics,
+		SessionPool:      ps.direct,
 		Pusher:           s.pusher,
 		AllowPrivatePush: cfg.AllowPrivatePush,
 		Stop:             s.stop,
