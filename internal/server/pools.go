@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -16,7 +17,8 @@ import (
 // goes over FERRY_DATABASE_DIRECT_URL when it is set:
 //
 //   - migrations (golang-migrate's and Ferry's session advisory locks);
-//   - the Notifier's LISTEN connection (and its NOTIFYs, a few a second);
+//   - the Notifier's LISTEN connection (and its NOTIFYs, at most one per
+//     FERRY_NOTIFY_WINDOW);
 //   - River, which LISTENs and elects its leader over its own pool;
 //   - a subscription seek, which holds its queue's advisory lock across
 //     its batches (handlers.Deps.SessionPool).
@@ -32,13 +34,17 @@ import (
 // each statement in one round trip (Parse, Bind, Execute, Sync): the same
 // round trips as the default once warm, binary results, and parameter
 // types from the server. QueryExecModeExec and SimpleProtocol also take
-// one round trip but guess parameter types from Go types and return text;
-// DescribeExec takes two round trips, which a pooler may split between
+// one round trip but guess parameter types from Go types and return text
+// (and SimpleProtocol sends a batch as one multi-statement query, one
+// implicit transaction); DescribeExec takes two round trips, which a pooler may split between
 // servers. A default_query_exec_mode in FERRY_DATABASE_URL is respected.
 
 // execModeParam is the connection string parameter, read by pgx,
 // that names the pool's default query exec mode.
 const execModeParam = "default_query_exec_mode"
+
+// defaultDirectMaxConns is FERRY_DB_DIRECT_MAX_CONNS's default.
+const defaultDirectMaxConns = 5
 
 // SessionURL is the URL for work that needs a session of its own:
 // DatabaseDirectURL, or DatabaseURL when that is unset.
@@ -74,7 +80,8 @@ func openPools(ctx context.Context, cfg Config) (pools, error) {
 		main.Close()
 		return pools{}, fmt.Errorf("FERRY_DATABASE_DIRECT_URL: %w", err)
 	}
-	dcfg.MaxConns = max(cfg.DBDirectMaxConns, 2)
+	// River holds one connection for its LISTEN; a seek holds one.
+	dcfg.MaxConns = max(cmp.Or(cfg.DBDirectMaxConns, defaultDirectMaxConns), 2)
 	direct, err := pgxpool.NewWithConfig(ctx, dcfg)
 	if err != nil {
 		main.Close()
