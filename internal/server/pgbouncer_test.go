@@ -142,7 +142,7 @@ func TestPgBouncerWalkthrough(t *testing.T) {
 	bouncerWakes(t, s, a, b)
 
 	// The LISTEN connections are on the direct URL, one per instance.
-	direct := connect(t, s.directURL("test"))
+	direct := bouncerConnect(t, s.directURL("test"))
 	var listeners []string
 	rows, err := direct.Query(context.Background(), `SELECT application_name FROM pg_stat_activity
 		WHERE datname = 'ferry' AND query = 'LISTEN ferry_messages' ORDER BY 1`)
@@ -167,7 +167,7 @@ func TestPgBouncerWalkthrough(t *testing.T) {
 	require.Greater(t, opened, int64(bouncerPoolSize))
 }
 
-func connect(t *testing.T, url string) *pgx.Conn {
+func bouncerConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
@@ -175,41 +175,41 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
-// message is a received message or delivery.
-type message struct {
+// bouncerMessage is a received message or delivery.
+type bouncerMessage struct {
 	ID           string          `json:"id"`
 	Body         json.RawMessage `json:"body"`
 	Receipt      string          `json:"receipt"`
 	ReceiveCount int             `json:"receive_count"`
 }
 
-func ok(t *testing.T, r ferrytest.Response, status int, what string) ferrytest.Response {
+func bouncerOK(t *testing.T, r ferrytest.Response, status int, what string) ferrytest.Response {
 	t.Helper()
 	require.Equal(t, status, r.Status, "%s: %s", what, r.Body)
 	return r
 }
 
-func receiveFrom(t *testing.T, env *ferrytest.Env, path string, req map[string]any) []message {
+func bouncerReceive(t *testing.T, env *ferrytest.Env, path string, req map[string]any) []bouncerMessage {
 	t.Helper()
 	var out struct {
-		Messages []message `json:"messages"`
+		Messages []bouncerMessage `json:"messages"`
 	}
-	ok(t, env.Do("POST", path+"/receive", req), http.StatusOK, "receive "+path).JSON(t, &out)
+	bouncerOK(t, env.Do("POST", path+"/receive", req), http.StatusOK, "receive "+path).JSON(t, &out)
 	return out.Messages
 }
 
-func settleAll(t *testing.T, env *ferrytest.Env, path, action string, req map[string]any) {
+func bouncerSettle(t *testing.T, env *ferrytest.Env, path, action string, req map[string]any) {
 	t.Helper()
 	var out struct {
 		Results []struct{ Status string } `json:"results"`
 	}
-	ok(t, env.Do("POST", path+"/"+action, req), http.StatusOK, action+" "+path).JSON(t, &out)
+	bouncerOK(t, env.Do("POST", path+"/"+action, req), http.StatusOK, action+" "+path).JSON(t, &out)
 	for _, r := range out.Results {
 		require.Equal(t, "ok", r.Status, "%s %s", action, path)
 	}
 }
 
-func receipts(ms []message) []string {
+func bouncerReceipts(ms []bouncerMessage) []string {
 	var rs []string
 	for _, m := range ms {
 		rs = append(rs, m.Receipt)
@@ -219,47 +219,47 @@ func receipts(ms []message) []string {
 
 func bouncerQueueWalkthrough(t *testing.T, a, b *ferrytest.Env) {
 	const q = "/v1/queues/orders"
-	ok(t, a.Do("PUT", q, map[string]any{"visibility_timeout_seconds": 60, "max_receives": 3}), http.StatusCreated, "create queue")
-	ok(t, a.Do("POST", q+"/messages", map[string]any{"messages": []map[string]any{
+	bouncerOK(t, a.Do("PUT", q, map[string]any{"visibility_timeout_seconds": 60, "max_receives": 3}), http.StatusCreated, "create queue")
+	bouncerOK(t, a.Do("POST", q+"/messages", map[string]any{"messages": []map[string]any{
 		{"body": map[string]any{"order": 1}, "dedup_id": "o-1", "group": "cust-42"},
 		{"body": map[string]any{"order": 2}},
 		{"body": map[string]any{"order": 3}},
 	}}), http.StatusCreated, "send")
-	got := receiveFrom(t, b, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
+	got := bouncerReceive(t, b, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
 	require.Len(t, got, 3)
-	settleAll(t, b, q, "ack", map[string]any{"receipts": []string{got[0].Receipt}})
+	bouncerSettle(t, b, q, "ack", map[string]any{"receipts": []string{got[0].Receipt}})
 	// A nack for a retry: visible again at once, received a second time.
-	settleAll(t, a, q, "nack", map[string]any{"receipts": []string{got[1].Receipt}})
-	again := receiveFrom(t, a, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
+	bouncerSettle(t, a, q, "nack", map[string]any{"receipts": []string{got[1].Receipt}})
+	again := bouncerReceive(t, a, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
 	require.Len(t, again, 1)
 	require.Equal(t, got[1].ID, again[0].ID)
 	require.Equal(t, 2, again[0].ReceiveCount)
-	settleAll(t, a, q, "ack", map[string]any{"receipts": receipts(again)})
+	bouncerSettle(t, a, q, "ack", map[string]any{"receipts": bouncerReceipts(again)})
 	// A nack to the dead letters, then a redrive back.
-	settleAll(t, b, q, "nack", map[string]any{"receipts": []string{got[2].Receipt}, "dead_letter": true, "error": "no such customer"})
+	bouncerSettle(t, b, q, "nack", map[string]any{"receipts": []string{got[2].Receipt}, "dead_letter": true, "error": "no such customer"})
 	var dead struct {
 		Messages []struct {
 			ID    string  `json:"id"`
 			Error *string `json:"error"`
 		} `json:"messages"`
 	}
-	ok(t, a.Do("GET", q+"/dead-letters", nil), http.StatusOK, "dead letters").JSON(t, &dead)
+	bouncerOK(t, a.Do("GET", q+"/dead-letters", nil), http.StatusOK, "dead letters").JSON(t, &dead)
 	require.Len(t, dead.Messages, 1)
 	require.Equal(t, got[2].ID, dead.Messages[0].ID)
 	var redriven struct {
 		Redriven int `json:"redriven"`
 	}
-	ok(t, b.Do("POST", q+"/dead-letters/redrive", map[string]any{"limit": 100}), http.StatusOK, "redrive").JSON(t, &redriven)
+	bouncerOK(t, b.Do("POST", q+"/dead-letters/redrive", map[string]any{"limit": 100}), http.StatusOK, "redrive").JSON(t, &redriven)
 	require.Equal(t, 1, redriven.Redriven)
-	back := receiveFrom(t, a, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
+	back := bouncerReceive(t, a, q, map[string]any{"max_messages": 10, "wait_seconds": 5})
 	require.Len(t, back, 1)
 	require.Equal(t, got[2].ID, back[0].ID)
-	settleAll(t, a, q, "ack", map[string]any{"receipts": receipts(back)})
+	bouncerSettle(t, a, q, "ack", map[string]any{"receipts": bouncerReceipts(back)})
 	var st struct {
 		Messages    int64 `json:"messages"`
 		DeadLetters int64 `json:"dead_letters"`
 	}
-	ok(t, b.Do("GET", q, nil), http.StatusOK, "queue").JSON(t, &st)
+	bouncerOK(t, b.Do("GET", q, nil), http.StatusOK, "queue").JSON(t, &st)
 	require.Zero(t, st.Messages)
 	require.Zero(t, st.DeadLetters)
 }
@@ -274,7 +274,7 @@ func bouncerConcurrentLoad(t *testing.T, a, b *ferrytest.Env) {
 		senders = 6
 		each    = 20
 	)
-	ok(t, a.Do("PUT", q, map[string]any{"visibility_timeout_seconds": 30}), http.StatusCreated, "create queue")
+	bouncerOK(t, a.Do("PUT", q, map[string]any{"visibility_timeout_seconds": 30}), http.StatusCreated, "create queue")
 	envs := []*ferrytest.Env{a, b}
 	var (
 		mu    sync.Mutex
@@ -290,7 +290,7 @@ func bouncerConcurrentLoad(t *testing.T, a, b *ferrytest.Env) {
 	for i := range senders {
 		wg.Go(func() {
 			for j := range each {
-				r := do(envs[(i+j)%2], "POST", q+"/messages", map[string]any{"messages": []map[string]any{{"body": i*each + j}}})
+				r := bouncerDo(envs[(i+j)%2], "POST", q+"/messages", map[string]any{"messages": []map[string]any{{"body": i*each + j}}})
 				if r.err != nil || r.status != http.StatusCreated {
 					fail(fmt.Errorf("send: %v %d %s", r.err, r.status, r.body))
 				}
@@ -303,9 +303,9 @@ func bouncerConcurrentLoad(t *testing.T, a, b *ferrytest.Env) {
 		recv.Go(func() {
 			for {
 				env := envs[i%2]
-				r := do(env, "POST", q+"/receive", map[string]any{"max_messages": 10, "wait_seconds": 1})
+				r := bouncerDo(env, "POST", q+"/receive", map[string]any{"max_messages": 10, "wait_seconds": 1})
 				var out struct {
-					Messages []message `json:"messages"`
+					Messages []bouncerMessage `json:"messages"`
 				}
 				if r.err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil {
 					fail(fmt.Errorf("receive: %v %d %s", r.err, r.status, r.body))
@@ -319,7 +319,7 @@ func bouncerConcurrentLoad(t *testing.T, a, b *ferrytest.Env) {
 						continue
 					}
 				}
-				a := do(envs[(i+1)%2], "POST", q+"/ack", map[string]any{"receipts": receipts(out.Messages)})
+				a := bouncerDo(envs[(i+1)%2], "POST", q+"/ack", map[string]any{"receipts": bouncerReceipts(out.Messages)})
 				if a.err != nil || a.status != http.StatusOK {
 					fail(fmt.Errorf("ack: %v %d %s", a.err, a.status, a.body))
 					return
@@ -357,9 +357,9 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 	}))
 	t.Cleanup(receiver.Close)
 
-	ok(t, a.Do("PUT", topic, map[string]any{"partitions": 2}), http.StatusCreated, "create topic")
-	ok(t, b.Do("PUT", topic+"/subscriptions/billing", map[string]any{"start": "earliest"}), http.StatusCreated, "pull subscription")
-	ok(t, a.Do("PUT", topic+"/subscriptions/hooks", map[string]any{"push": map[string]any{"url": receiver.URL}}),
+	bouncerOK(t, a.Do("PUT", topic, map[string]any{"partitions": 2}), http.StatusCreated, "create topic")
+	bouncerOK(t, b.Do("PUT", topic+"/subscriptions/billing", map[string]any{"start": "earliest"}), http.StatusCreated, "pull subscription")
+	bouncerOK(t, a.Do("PUT", topic+"/subscriptions/hooks", map[string]any{"push": map[string]any{"url": receiver.URL}}),
 		http.StatusCreated, "push subscription")
 	var ids []string
 	var events []map[string]any
@@ -368,10 +368,10 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 		ids = append(ids, id)
 		events = append(events, map[string]any{"id": id, "type": "order.created", "key": fmt.Sprintf("k%d", i%3)})
 	}
-	ok(t, b.Do("POST", topic+"/events", map[string]any{"events": events}), http.StatusCreated, "publish")
+	bouncerOK(t, b.Do("POST", topic+"/events", map[string]any{"events": events}), http.StatusCreated, "publish")
 
 	// The pull subscription gets every event once.
-	drainDeliveries(t, a, topic+"/subscriptions/billing", ids)
+	bouncerDrain(t, a, topic+"/subscriptions/billing", ids)
 	// The push subscription delivers every event to the receiver.
 	pushed := map[string]bool{}
 	for len(pushed) < len(ids) {
@@ -382,7 +382,7 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 			t.Fatalf("push delivered %d of %d events", len(pushed), len(ids))
 		}
 	}
-	require.ElementsMatch(t, ids, keys(pushed))
+	require.ElementsMatch(t, ids, bouncerKeys(pushed))
 
 	// A consumer group reads both partitions and commits.
 	var seen []string
@@ -395,7 +395,7 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 		} `json:"events"`
 	}
 	for len(seen) < len(ids) {
-		ok(t, b.Do("POST", topic+"/groups/billing/poll", map[string]any{
+		bouncerOK(t, b.Do("POST", topic+"/groups/billing/poll", map[string]any{
 			"consumer": "w1", "max_events": 100, "wait_seconds": 5, "start": "earliest",
 		}), http.StatusOK, "group poll").JSON(t, &poll)
 		require.NotEmpty(t, poll.Events, "the group has %d of %d events and the poll found none", len(seen), len(ids))
@@ -404,7 +404,7 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 			seen = append(seen, e.ID)
 			offsets[fmt.Sprint(e.Partition)] = max(offsets[fmt.Sprint(e.Partition)], e.Offset)
 		}
-		ok(t, a.Do("POST", topic+"/groups/billing/commit", map[string]any{
+		bouncerOK(t, a.Do("POST", topic+"/groups/billing/commit", map[string]any{
 			"consumer": "w1", "generation": poll.Generation, "offsets": offsets,
 		}), http.StatusNoContent, "commit")
 	}
@@ -414,7 +414,7 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 			Lag int64 `json:"lag"`
 		} `json:"partitions"`
 	}
-	ok(t, a.Do("GET", topic+"/groups/billing", nil), http.StatusOK, "group").JSON(t, &group)
+	bouncerOK(t, a.Do("GET", topic+"/groups/billing", nil), http.StatusOK, "group").JSON(t, &group)
 	require.Len(t, group.Partitions, 2)
 	for _, p := range group.Partitions {
 		require.Zero(t, p.Lag)
@@ -425,27 +425,27 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 	// pool), released when it ends. Through PgBouncer the lock and the
 	// unlock may land on different servers, which leaves the lock held on
 	// a pooled server connection forever (redrives into it would hang).
-	ok(t, a.Do("POST", topic+"/subscriptions/billing/seek", map[string]any{"to": "earliest"}), http.StatusNoContent, "seek")
+	bouncerOK(t, a.Do("POST", topic+"/subscriptions/billing/seek", map[string]any{"to": "earliest"}), http.StatusNoContent, "seek")
 	var held int
-	require.NoError(t, connect(t, s.directURL("test")).QueryRow(context.Background(), `
+	require.NoError(t, bouncerConnect(t, s.directURL("test")).QueryRow(context.Background(), `
 		SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
 		WHERE l.locktype = 'advisory' AND a.state = 'idle'`).Scan(&held))
 	require.Zero(t, held, "advisory locks held by idle sessions after the seek")
-	drainDeliveries(t, b, topic+"/subscriptions/billing", ids)
+	bouncerDrain(t, b, topic+"/subscriptions/billing", ids)
 }
 
-// drainDeliveries receives and acks from path until every id was acked
+// bouncerDrain receives and acks from path until every id was acked
 // once.
-func drainDeliveries(t *testing.T, env *ferrytest.Env, path string, ids []string) {
+func bouncerDrain(t *testing.T, env *ferrytest.Env, path string, ids []string) {
 	t.Helper()
 	var got []string
 	for len(got) < len(ids) {
-		ms := receiveFrom(t, env, path, map[string]any{"max_messages": 10, "wait_seconds": 5})
+		ms := bouncerReceive(t, env, path, map[string]any{"max_messages": 10, "wait_seconds": 5})
 		require.NotEmpty(t, ms, "%s: %d of %d received, then nothing", path, len(got), len(ids))
 		for _, m := range ms {
 			got = append(got, m.ID)
 		}
-		settleAll(t, env, path, "ack", map[string]any{"receipts": receipts(ms)})
+		bouncerSettle(t, env, path, "ack", map[string]any{"receipts": bouncerReceipts(ms)})
 	}
 	require.ElementsMatch(t, ids, got)
 }
@@ -456,12 +456,12 @@ func drainDeliveries(t *testing.T, env *ferrytest.Env, path string, ids []string
 // and the fallback poll is 30 s, so this is b's LISTEN at work.
 func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 	const maxWake = 500 * time.Millisecond
-	ok(t, a.Do("PUT", "/v1/queues/wake", nil), http.StatusCreated, "create queue")
-	ok(t, a.Do("PUT", "/v1/topics/wake", map[string]any{"partitions": 1}), http.StatusCreated, "create topic")
-	ok(t, a.Do("PUT", "/v1/topics/wake/subscriptions/s", nil), http.StatusCreated, "create subscription")
-	ok(t, a.Do("PUT", "/v1/topics/wake-g", map[string]any{"partitions": 1}), http.StatusCreated, "create topic")
+	bouncerOK(t, a.Do("PUT", "/v1/queues/wake", nil), http.StatusCreated, "create queue")
+	bouncerOK(t, a.Do("PUT", "/v1/topics/wake", map[string]any{"partitions": 1}), http.StatusCreated, "create topic")
+	bouncerOK(t, a.Do("PUT", "/v1/topics/wake/subscriptions/s", nil), http.StatusCreated, "create subscription")
+	bouncerOK(t, a.Do("PUT", "/v1/topics/wake-g", map[string]any{"partitions": 1}), http.StatusCreated, "create topic")
 	// The group's member joins first, so that its parked poll only waits.
-	ok(t, b.Do("POST", "/v1/topics/wake-g/groups/g/poll", map[string]any{"consumer": "w", "start": "latest"}), http.StatusOK, "join")
+	bouncerOK(t, b.Do("POST", "/v1/topics/wake-g/groups/g/poll", map[string]any{"consumer": "w", "start": "latest"}), http.StatusOK, "join")
 
 	type round struct {
 		name, poll, parked string
@@ -487,16 +487,16 @@ func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 			return a.Do("POST", "/v1/topics/wake-g/events", map[string]any{"events": []map[string]any{{"type": "t", "data": marker}}})
 		},
 	}}
-	direct := connect(t, s.directURL("test"))
+	direct := bouncerConnect(t, s.directURL("test"))
 	var all []time.Duration
 	for _, r := range rounds {
 		var took []time.Duration
 		for i := range 3 {
 			var since time.Time
 			require.NoError(t, direct.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&since))
-			res := make(chan asyncResult, 1)
-			go func() { res <- do(b, "POST", r.poll, r.body) }()
-			parked(t, direct, "ferry-b", since, r.parked)
+			res := make(chan bouncerResult, 1)
+			go func() { res <- bouncerDo(b, "POST", r.poll, r.body) }()
+			bouncerParked(t, direct, "ferry-b", since, r.parked)
 			begin := time.Now()
 			marker := fmt.Sprintf("wake-%s-%d", strings.ReplaceAll(r.name, " ", "-"), i)
 			require.Equal(t, http.StatusCreated, r.send(marker).Status, "%s: send", r.name)
@@ -507,11 +507,11 @@ func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 			require.Contains(t, string(got.body), marker, "%s: the poll answered without the new message", r.name)
 			if r.name != "group poll" {
 				var out struct {
-					Messages []message `json:"messages"`
+					Messages []bouncerMessage `json:"messages"`
 				}
 				require.NoError(t, json.Unmarshal(got.body, &out))
 				require.Len(t, out.Messages, 1)
-				settleAll(t, b, strings.TrimSuffix(r.poll, "/receive"), "ack", map[string]any{"receipts": receipts(out.Messages)})
+				bouncerSettle(t, b, strings.TrimSuffix(r.poll, "/receive"), "ack", map[string]any{"receipts": bouncerReceipts(out.Messages)})
 			}
 			took = append(took, wake)
 			require.Less(t, wake, maxWake, "%s on another instance woken %s after the send began", r.name, wake)
@@ -524,11 +524,11 @@ func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 		len(all), all[len(all)/2], all[len(all)-1], maxWake)
 }
 
-// parked waits until a session whose application_name is app ran a
+// bouncerParked waits until a session whose application_name is app ran a
 // statement matching the LIKE pattern after since and is idle: the long
 // poll found nothing and waits (its waiter was registered before the
 // statement, so what happens next must wake it).
-func parked(t *testing.T, conn *pgx.Conn, app string, since time.Time, pattern string) {
+func bouncerParked(t *testing.T, conn *pgx.Conn, app string, since time.Time, pattern string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var n int
@@ -540,37 +540,37 @@ func parked(t *testing.T, conn *pgx.Conn, app string, since time.Time, pattern s
 	}, 20*time.Second, time.Millisecond, "%s never ran a statement like %s", app, pattern)
 }
 
-// asyncResult is a response read off the test's goroutine.
-type asyncResult struct {
+// bouncerResult is a response read off the test's goroutine.
+type bouncerResult struct {
 	status int
 	body   []byte
 	err    error
 	at     time.Time // when the whole response had arrived
 }
 
-// do sends a request with the admin key through env's validating client
+// bouncerDo sends a request with the admin key through env's validating client
 // without touching require (for goroutines).
-func do(env *ferrytest.Env, method, path string, body any) asyncResult {
+func bouncerDo(env *ferrytest.Env, method, path string, body any) bouncerResult {
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return asyncResult{err: err}
+		return bouncerResult{err: err}
 	}
 	req, err := http.NewRequest(method, env.URL+path, strings.NewReader(string(raw)))
 	if err != nil {
-		return asyncResult{err: err}
+		return bouncerResult{err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := env.Client.Do(req)
 	if err != nil {
-		return asyncResult{err: err}
+		return bouncerResult{err: err}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return asyncResult{status: resp.StatusCode, body: b, err: err, at: time.Now()}
+	return bouncerResult{status: resp.StatusCode, body: b, err: err, at: time.Now()}
 }
 
-func keys(m map[string]bool) []string {
+func bouncerKeys(m map[string]bool) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
