@@ -384,7 +384,13 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 	}
 	require.ElementsMatch(t, ids, bouncerKeys(pushed))
 
-	// A consumer group reads both partitions and commits.
+	bouncerGroupWalkthrough(t, a, b, topic, ids)
+	bouncerSeek(t, s, a, b, topic, ids)
+}
+
+// bouncerGroupWalkthrough has a consumer group read the topic's events
+// (ids) from both partitions and commit them.
+func bouncerGroupWalkthrough(t *testing.T, a, b *ferrytest.Env, topic string, ids []string) {
 	var seen []string
 	var poll struct {
 		Generation int64 `json:"generation"`
@@ -419,7 +425,11 @@ func bouncerTopicWalkthrough(t *testing.T, s behindBouncer, a, b *ferrytest.Env)
 	for _, p := range group.Partitions {
 		require.Zero(t, p.Lag)
 	}
+}
 
+// bouncerSeek seeks the topic's pull subscription "billing" to the
+// earliest event and receives its events (ids) again.
+func bouncerSeek(t *testing.T, s behindBouncer, a, b *ferrytest.Env, topic string, ids []string) {
 	// A seek of an unordered subscription holds the subscription's
 	// advisory lock across its transactions: on a session (the direct
 	// pool), released when it ends. Through PgBouncer the lock and the
