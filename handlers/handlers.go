@@ -52,6 +52,11 @@ type Deps struct {
 	// BodyReadTimeout bounds how long a request's body may take to arrive
 	// (0: no bound); see guardBody.
 	BodyReadTimeout time.Duration
+	// SessionPool serves what needs one session across transactions (a
+	// subscription seek holds its queue's advisory lock across its
+	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
+	// a transaction pooler. Nil: Pool.
+	SessionPool *pgxpool.Pool
 }
 
 type handler struct {
@@ -69,6 +74,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.Queues == nil {
 		d.Queues = store.NewQueueCache(time.Second)
+	}
+	if d.SessionPool == nil {
+		d.SessionPool = d.Pool
 	}
 	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
 		subs: store.NewSubscriptionCache(time.Second)}

@@ -263,7 +263,7 @@ func (h *handler) subscriptionSeek(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := store.SubscriptionSeek(ctx, h.Pool, s, start)
+	n, err := store.SubscriptionSeek(ctx, h.SessionPool, s, start)
 	if err != nil {
 		return err
 	}

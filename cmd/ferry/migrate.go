@@ -19,18 +19,18 @@ func migrate(ctx context.Context, cfg server.Config, args []string, stdout io.Wr
 	}
 	switch args[0] {
 	case "up":
-		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		if err := migrations.Up(ctx, cfg.SessionURL()); err != nil {
 			return err
 		}
 	case "down":
-		if err := migrations.Down(ctx, cfg.DatabaseURL); err != nil {
+		if err := migrations.Down(ctx, cfg.SessionURL()); err != nil {
 			return err
 		}
 	case "version":
 	default:
 		return fmt.Errorf("unknown migrate command %q (want up, down or version)", args[0])
 	}
-	v, dirty, err := migrations.Version(ctx, cfg.DatabaseURL)
+	v, dirty, err := migrations.Version(ctx, cfg.SessionURL())
 	if err != nil {
 		return err
 	}

@@ -40,3 +40,17 @@ func TestMigrateCommand(t *testing.T) {
 }
 
 func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
+
+// With FERRY_DATABASE_DIRECT_URL set (FERRY_DATABASE_URL going through a
+// transaction pooler), ferry migrate runs on the direct URL: its advisory
+// locks need a session.
+func TestMigrateCommandUsesDirectURL(t *testing.T) {
+	t.Setenv("FERRY_DATABASE_DIRECT_URL", pgtest.NewDatabase(t))
+	// Nothing listens there: a migration over it would fail to connect.
+	t.Setenv("FERRY_DATABASE_URL", "postgres://ferry@127.0.0.1:1/ferry?sslmode=disable&connect_timeout=2")
+	latest, err := migrations.Latest()
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"migrate", "down"}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "schema version "+itoa(latest-1))
+}

@@ -49,4 +49,15 @@
 // so the server can reach its data directory; a data directory under /root
 // therefore makes /root traversable, which Start reports through Logf. Put
 // throwaway clusters under os.TempDir to avoid touching anything.
+//
+// # PgBouncer
+//
+// StartBouncer runs PgBouncer (found on PATH or in /usr/sbin, where Debian
+// puts it; ErrBouncerNotInstalled says how to install it) in front of a
+// cluster, for tests of Ferry behind a transaction pooler: every database
+// of the cluster under its own name, trust authentication like the
+// cluster's, the pool mode and default_pool_size asked for, on a free
+// 127.0.0.1 port, in the foreground as a child of the calling process
+// (killed with it on Linux), logging to its directory. PgBouncer refuses
+// to run as root too: as root it runs as the cluster's user.
 package pgcluster

@@ -62,6 +62,14 @@ type Config struct {
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
 	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
+	// DatabaseDirectURL is a session-capable URL of the same database
+	// (PostgreSQL itself, or a session-mode pooler) for what needs a
+	// session: migrations, LISTEN, River, session advisory locks. Set it
+	// when DatabaseURL goes through a transaction-mode pooler such as
+	// PgBouncer; see pools.go.
+	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
+	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
+	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -90,6 +98,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	pool      *pgxpool.Pool
+	pools     pools
 	river     *river.Client[pgx.Tx]
 	sender    *store.Sender
 	publisher *store.Publisher
@@ -110,28 +119,26 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if !cfg.SkipMigrations {
-		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		// Migrations hold session advisory locks: over the direct URL.
+		if err := migrations.Up(ctx, cfg.SessionURL()); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	ps, err := openPools(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
+		return nil, err
 	}
-	pcfg.MaxConns = cfg.DBMaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	s := &Server{cfg: cfg, log: log, pool: pool, stop: make(chan struct{}), served: make(chan error, 1)}
+	pool := ps.main
+	s := &Server{cfg: cfg, log: log, pool: pool, pools: ps, stop: make(chan struct{}), served: make(chan error, 1)}
 	ok := false
 	defer func() {
 		if !ok {
-			pool.Close()
+			ps.close()
 		}
 	}()
 
-	s.notifier = store.NewNotifier(pool, cfg.NotifyWindow, log.With("component", "notifier"))
+	// The Notifier LISTENs: on a session.
+	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
 	version := cfg.Version
 	if version == "" {
@@ -162,7 +169,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	jobs.Register(rcfg, pool, jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
 	})
-	s.river, err = river.NewClient(riverpgxv5.New(pool), rcfg)
+	// River LISTENs and runs its own statements, a few a second: on the
+	// direct pool. Its jobs are still inserted in the hot path's
+	// transactions (InsertTx), and its workers use the main pool.
+	s.river, err = river.NewClient(riverpgxv5.New(ps.direct), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
@@ -211,6 +221,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
 		Metrics:          metrics,
+		SessionPool:      ps.direct,
 		Pusher:           s.pusher,
 		AllowPrivatePush: cfg.AllowPrivatePush,
 		Stop:             s.stop,
@@ -292,5 +303,5 @@ func (s *Server) stopBackground(ctx context.Context) {
 	}
 	s.cancel()
 	s.bg.Wait()
-	s.pool.Close()
+	s.pools.close()
 }

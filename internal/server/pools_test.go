@@ -1,0 +1,45 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMainPoolExecMode(t *testing.T) {
+	t.Parallel()
+
+	const url = "postgres://ferry@pgbouncer:6432/ferry?sslmode=disable"
+	const direct = "postgres://ferry@db:5432/ferry?sslmode=disable"
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		want    pgx.QueryExecMode
+		session string
+	}{
+		{"no direct URL: pgx's default", Config{DatabaseURL: url}, pgx.QueryExecModeCacheStatement, url},
+		{"behind a pooler: unnamed statements", Config{DatabaseURL: url, DatabaseDirectURL: direct},
+			pgx.QueryExecModeCacheDescribe, direct},
+		{"the URL's own choice stands", Config{DatabaseURL: url + "&default_query_exec_mode=simple_protocol", DatabaseDirectURL: direct},
+			pgx.QueryExecModeSimpleProtocol, direct},
+		{"also pgx's default, named", Config{DatabaseURL: url + "&default_query_exec_mode=cache_statement", DatabaseDirectURL: direct},
+			pgx.QueryExecModeCacheStatement, direct},
+		{"a keyword/value connection string", Config{DatabaseURL: "host=pgbouncer dbname=ferry default_query_exec_mode=exec", DatabaseDirectURL: direct},
+			pgx.QueryExecModeExec, direct},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.DBMaxConns = 7
+			pcfg, err := mainPoolConfig(tc.cfg)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, pcfg.ConnConfig.DefaultQueryExecMode)
+			require.Equal(t, int32(7), pcfg.MaxConns)
+			require.NotContains(t, pcfg.ConnConfig.RuntimeParams, execModeParam, "not sent to the server")
+			require.Equal(t, tc.session, tc.cfg.SessionURL())
+		})
+	}
+
+	_, err := mainPoolConfig(Config{DatabaseURL: "postgres://x/y?default_query_exec_mode=nope", DatabaseDirectURL: direct})
+	require.ErrorContains(t, err, "FERRY_DATABASE_URL")
+}
