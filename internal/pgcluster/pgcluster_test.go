@@ -239,7 +239,21 @@ func TestStandbyFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(t.Context()))
 
+	pidFile, err := os.ReadFile(filepath.Join(primary.DataDir(), "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	require.NoError(t, err)
+	children := childrenOf(pid)
+	require.NotEmpty(t, children, "the postmaster has children (checkpointer, walsender, ...)")
 	require.NoError(t, primary.Kill())
+	require.Eventually(t, func() bool {
+		for _, p := range append(children, pid) {
+			if processAlive(p) && !zombie(p) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "every process of the server is gone, not only the postmaster")
 	require.NoError(t, primary.Stop(t.Context()), "Stop after Kill does nothing")
 	_, err = pgx.Connect(t.Context(), primary.URL("postgres"))
 	require.Error(t, err, "the primary is gone")

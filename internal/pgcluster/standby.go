@@ -190,14 +190,24 @@ func (c *Cluster) waitSync(ctx context.Context, name string) error {
 	}
 }
 
-// Promote makes a standby the primary. First, while it is still a standby,
-// it empties synchronous_standby_names (ALTER SYSTEM, then a reload):
-// the promoted server has no standby of its own, and with the setting
-// copied from the old primary every commit would wait for one forever.
-// Then `pg_ctl promote --wait`: the standby replays the WAL it has, which
-// holds every commit the old primary acknowledged, and starts accepting
-// writes. (Give the new primary a standby of its own and name it in
-// synchronous_standby_names again to be protected from the next failure.)
+// Promote makes a standby the primary, in three steps:
+//
+//  1. ALTER SYSTEM SET synchronous_standby_names to the empty string
+//     (allowed on a standby: it only writes postgresql.auto.conf). The
+//     promoted server has no standby of its own, and with the setting it
+//     copied from the old primary every commit would wait for one forever.
+//  2. pg_ctl promote --wait: the standby replays the WAL it has, which
+//     holds every commit the old primary acknowledged, and starts
+//     accepting writes.
+//  3. pg_reload_conf(), which applies step 1 and releases any commit that
+//     began waiting in the moment between 2 and 3.
+//
+// The reload comes after the promotion, not before, because PostgreSQL 15
+// can miss a promote request that arrives while a reload has just woken
+// the standby to retry its dead primary; it then notices the request only
+// after wal_retrieve_retry_interval (5 s). Give the new primary a standby
+// of its own and name it in synchronous_standby_names again to be
+// protected from the next failure.
 func (c *Cluster) Promote(ctx context.Context) error {
 	if c.run == nil {
 		return errors.New("pgcluster: Promote needs a cluster started by this process, not a reused one")
@@ -211,24 +221,29 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `ALTER SYSTEM SET synchronous_standby_names = ''`); err != nil {
 		return fmt.Errorf("pgcluster: clear synchronous_standby_names: %w", err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
-		return fmt.Errorf("pgcluster: reload the standby: %w", err)
-	}
 	out, err := c.run.command(ctx, filepath.Join(c.binDir, "pg_ctl"), "promote",
 		"--pgdata", c.dataDir, "--wait", "--timeout", "60").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pgcluster: promote %s: %w\n%s", c.dataDir, err, strings.TrimSpace(string(out)))
 	}
+	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+		return fmt.Errorf("pgcluster: reload the promoted standby: %w", err)
+	}
 	c.logf("pgcluster: promoted 127.0.0.1:%d (%s)", c.port, time.Since(begin).Round(time.Millisecond))
 	return nil
 }
 
-// Kill sends SIGKILL to the postmaster, as a crash of its machine would
-// stop it (no shutdown checkpoint, no goodbye to clients), and waits until
-// it is gone. Its backends notice and exit by themselves. The cluster is
-// then stopped: Stop does nothing. Restarting the data directory with Start
-// would recover it from its WAL; after a failover it must not come back as
-// a second primary.
+// Kill stops the server as a crash of its machine would: SIGKILL to the
+// postmaster and to every process it started (each backend runs in a
+// session of its own, so there is no group to signal: Kill stops the
+// postmaster with SIGSTOP, so that it forks no more, reads its children
+// from /proc, then kills them all), so that no backend finishes a last
+// commit after the kill and no client gets a goodbye. Where /proc is
+// missing only the postmaster is killed, and its backends exit by
+// themselves when they notice. Kill waits until the postmaster is gone;
+// the cluster is then stopped and Stop does nothing. Restarting the data
+// directory with Start would recover it from its WAL; after a failover it
+// must not come back as a second primary.
 func (c *Cluster) Kill() error {
 	if c.run == nil {
 		return errors.New("pgcluster: Kill needs a cluster started by this process, not a reused one")
@@ -241,8 +256,15 @@ func (c *Cluster) Kill() error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: kill: postmaster.pid: %w", err)
 	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgcluster: stop PID %d: %w", pid, err)
+	}
+	children := childrenOf(pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("pgcluster: kill PID %d: %w", pid, err)
+	}
+	for _, child := range children {
+		_ = syscall.Kill(child, syscall.SIGKILL) // it may have exited already
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for processAlive(pid) && !zombie(pid) {
@@ -252,19 +274,46 @@ func (c *Cluster) Kill() error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	c.stopOnce.Do(func() { c.removeSocketDir() })
-	c.logf("pgcluster: killed PostgreSQL on 127.0.0.1:%d (PID %d)", c.port, pid)
+	c.logf("pgcluster: killed PostgreSQL on 127.0.0.1:%d (PID %d and its %d children)", c.port, pid, len(children))
 	return nil
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name:
+// state, ppid, pgrp, ... (nil where there is no such file).
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := strings.LastIndex(string(b), ") ")
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b)[i+2:])
+}
+
+// childrenOf returns the PIDs of the processes whose parent is pid (none
+// without /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(child); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // zombie reports whether pid has exited but not been reaped (its parent,
 // after pg_ctl daemonised it, is init or a subreaper). Linux only; false
 // elsewhere.
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	return ok && strings.HasPrefix(rest, "Z")
+	f := procStat(pid)
+	return len(f) > 0 && f[0] == "Z"
 }
