@@ -240,7 +240,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 // from /proc, then kills them all), so that no backend finishes a last
 // commit after the kill and no client gets a goodbye. Where /proc is
 // missing only the postmaster is killed, and its backends exit by
-// themselves when they notice. Kill waits until the postmaster is gone;
+// themselves when they notice. Kill returns when all of them are gone;
 // the cluster is then stopped and Stop does nothing. Restarting the data
 // directory with Start would recover it from its WAL; after a failover it
 // must not come back as a second primary.
@@ -267,11 +267,13 @@ func (c *Cluster) Kill() error {
 		_ = syscall.Kill(child, syscall.SIGKILL) // it may have exited already
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for processAlive(pid) && !zombie(pid) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgcluster: PID %d still runs 30 s after SIGKILL", pid)
+	for _, p := range append(children, pid) {
+		for processAlive(p) && !zombie(p) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pgcluster: PID %d still runs 30 s after SIGKILL", p)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	c.stopOnce.Do(func() { c.removeSocketDir() })
 	c.logf("pgcluster: killed PostgreSQL on 127.0.0.1:%d (PID %d and its %d children)", c.port, pid, len(children))

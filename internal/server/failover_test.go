@@ -54,15 +54,8 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	}
 
 	l := newLedger()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := range 2 {
-		wg.Go(func() { l.sendLoop(ca, g, stop) })
-		wg.Go(func() { l.consumeLoop(ca, "/v1/queues/work", l.queue, stop) })
-	}
-	wg.Go(func() { l.publishLoop(ca, stop) })
-	wg.Go(func() { l.consumeLoop(ca, "/v1/topics/log/subscriptions/all", l.sub, stop) })
-	require.Eventually(t, func() bool { return l.successes() >= 20 }, 30*time.Second, 10*time.Millisecond)
+	stopLoad := l.start(ca)
+	await(t, 30*time.Second, func() bool { return l.successes() >= 20 }, "the load runs")
 
 	// A long poll on b waits through the failover.
 	parked := dbNow(t, primary.URL("ferry"))
@@ -70,52 +63,80 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	go func() { during <- cb.do("POST", "/v1/queues/wake/receive", `{"wait_seconds": 20}`) }()
 	parkedOn(t, primary.URL("ferry"), "ferry-b", parked, "%ferry:message_claim%")
 
-	killed := time.Now()
+	var o outageTimes
 	require.NoError(t, primary.Kill())
-	outageSeen(t, ca, cb, l, killed)
+	o.killed = time.Now() // every process of the primary is gone
+	outageSeen(t, ca, cb, l, o.killed)
 	// The primary stays down about as long as a failover manager takes to
 	// declare it dead and promote the standby: long enough for every
 	// reconnecting loop to back off.
-	time.Sleep(time.Until(killed.Add(outage)))
-	promoting := time.Now()
+	time.Sleep(time.Until(o.killed.Add(outage)))
+	o.promoting = time.Now()
 	require.NoError(t, standby.Promote(context.Background()))
-	promoted := time.Now()
+	o.promoted = time.Now()
 	leaderAt := riverLeaderExpiry(t, standby.URL("ferry"))
 
-	rec := awaitRecovery(t, ca, cb, standby.URL("ferry"))
-	for app, at := range rec.listening {
-		require.Less(t, at.Sub(promoted), 2*time.Second, "%s LISTENs again on the new primary soon after the promotion", app)
+	o.recovery = awaitRecovery(t, ca, cb, standby.URL("ferry"))
+	for _, app := range []string{"ferry-a", "ferry-b"} {
+		require.Less(t, o.listening[app].Sub(o.promoting), 2*time.Second,
+			"%s's notifier LISTENs again on the new primary soon after the promotion", app)
 	}
-	require.Eventually(t, func() bool { return l.successesSince(promoted) >= 20 }, 60*time.Second, 10*time.Millisecond)
-	close(stop)
-	wg.Wait()
+	await(t, 60*time.Second, func() bool { return l.successesSince(o.promoted) >= 20 }, "the load goes on")
+	stopLoad()
 
 	r := <-during
 	require.NoError(t, r.err)
 	require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, r.status, "%s", r.body)
 	require.Less(t, r.took, 25*time.Second, "the long poll waiting through the failover returned")
+	t.Logf("the long poll waiting through the failover answered %d after %s", r.status, r.took.Round(time.Millisecond))
 	wakeAfterFailover(t, ca, cb, standby.URL("ferry"))
-	require.Eventually(t, func() bool { return riverLeaderExpiry(t, standby.URL("ferry")).After(leaderAt) },
-		30*time.Second, 100*time.Millisecond, "River's leader re-elects on the new primary")
+	await(t, 30*time.Second, func() bool { return riverLeaderExpiry(t, standby.URL("ferry")).After(leaderAt) },
+		"River's leader re-elects on the new primary")
 
-	first := l.firstSendAfter(killed)
-	require.True(t, first.After(promoting), "nothing is acknowledged between the kill and the promotion")
-	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	t.Logf("failover: primary held down %s, then Promote took %s; from the start of the promotion: "+
-		"first 2xx send %s (kill → %s), /readyz 200 on a %s, on b %s, LISTEN again on a %s, on b %s; "+
-		"%d requests answered 503 meanwhile",
-		ms(promoting.Sub(killed)), ms(promoted.Sub(promoting)), ms(first.Sub(promoting)), ms(first.Sub(killed)),
-		ms(rec.ready["a"].Sub(promoting)), ms(rec.ready["b"].Sub(promoting)),
-		ms(rec.listening["ferry-a"].Sub(promoting)), ms(rec.listening["ferry-b"].Sub(promoting)), l.unavailable.Load())
-
-	require.Zero(t, l.unavailableSince(later(rec.ready["a"], rec.ready["b"])),
+	o.firstSend = l.firstSendAfter(o.killed)
+	require.True(t, o.firstSend.After(o.promoting), "nothing is acknowledged between the kill and the promotion")
+	require.Zero(t, l.unavailableSince(later(o.ready["a"], o.ready["b"])),
 		"once /readyz is 200 no request meets a dead pooled connection")
-	t.Logf("requests begun after the promotion and answered 503: %d", l.unavailableSince(promoted))
+	o.log(t, l)
 	l.requireClean(t)
 	l.requireOnNewPrimary(t, standby.URL("ferry"))
 	l.drain(t, ca, "/v1/queues/work", l.queue, l.sentIDs())
 	l.drain(t, ca, "/v1/topics/log/subscriptions/all", l.sub, l.publishedIDs())
 	l.requireClean(t)
+}
+
+// outageTimes are the moments of a failover.
+type outageTimes struct {
+	killed, promoting, promoted, firstSend time.Time
+	recovery
+}
+
+// log reports the outage as the lead quotes it.
+func (o outageTimes) log(t *testing.T, l *ledger) {
+	t.Helper()
+	since := func(at time.Time) time.Duration { return at.Sub(o.promoting).Round(time.Millisecond) }
+	t.Logf("failover: primary held down %s, then Promote took %s; from the start of the promotion: "+
+		"first 2xx send %s (kill → %s), /readyz 200 on a %s, on b %s, LISTEN again on a %s, on b %s "+
+		"(River's on a %s, on b %s); %d requests answered 503 during the outage, %d begun after Promote returned",
+		o.promoting.Sub(o.killed).Round(time.Millisecond), since(o.promoted), since(o.firstSend),
+		o.firstSend.Sub(o.killed).Round(time.Millisecond), since(o.ready["a"]), since(o.ready["b"]),
+		since(o.listening["ferry-a"]), since(o.listening["ferry-b"]),
+		since(o.listening["river ferry-a"]), since(o.listening["river ferry-b"]),
+		l.unavailable.Load(), l.unavailableSince(o.promoted))
+}
+
+// await polls cond every 10 ms in the test's goroutine (so cond may use
+// require) until it holds, and fails the test if it does not within the
+// bound.
+func await(t *testing.T, within time.Duration, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			require.Fail(t, "condition not met within "+within.String(), msgAndArgs...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // syncPair starts a durable primary with a synchronous standby and a
@@ -158,14 +179,14 @@ func syncPair(t *testing.T) (primary, standby *pgcluster.Cluster, url string) {
 func outageSeen(t *testing.T, ca, cb *failoverClient, l *ledger, killed time.Time) {
 	t.Helper()
 	for _, c := range []*failoverClient{ca, cb} {
-		require.Eventually(t, func() bool {
+		await(t, 30*time.Second, func() bool {
 			r := c.do("GET", "/readyz", nil)
 			require.NoError(t, r.err)
 			require.Less(t, r.took, 3*time.Second, "/readyz answers promptly during the outage")
 			return r.status == http.StatusServiceUnavailable
-		}, 30*time.Second, 20*time.Millisecond, "/readyz goes 503 when the primary is gone")
+		}, "/readyz goes 503 when the primary is gone")
 	}
-	require.Eventually(t, func() bool { return l.unavailable.Load() > 0 }, 30*time.Second, 10*time.Millisecond)
+	await(t, 30*time.Second, func() bool { return l.unavailable.Load() > 0 }, "the load meets 503s")
 	t.Logf("outage seen %s after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
@@ -173,10 +194,11 @@ func outageSeen(t *testing.T, ca, cb *failoverClient, l *ledger, killed time.Tim
 const outage = 7 * time.Second
 
 // recovery is when each instance's /readyz first answered 200 and when
-// each instance's notifier was first seen LISTENing on the new primary.
+// each instance's notifier, and River's, was first seen LISTENing on the
+// new primary.
 type recovery struct {
 	ready     map[string]time.Time // by instance: "a", "b"
-	listening map[string]time.Time // by application_name
+	listening map[string]time.Time // by application_name; River's as "river ferry-a"
 }
 
 // awaitRecovery polls both instances' /readyz (each answer within 3 s)
@@ -189,7 +211,7 @@ func awaitRecovery(t *testing.T, ca, cb *failoverClient, dbURL string) recovery 
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	rec := recovery{ready: map[string]time.Time{}, listening: map[string]time.Time{}}
-	require.Eventually(t, func() bool {
+	await(t, 60*time.Second, func() bool {
 		for name, c := range map[string]*failoverClient{"a": ca, "b": cb} {
 			if _, done := rec.ready[name]; done {
 				continue
@@ -201,24 +223,23 @@ func awaitRecovery(t *testing.T, ca, cb *failoverClient, dbURL string) recovery 
 				rec.ready[name] = time.Now()
 			}
 		}
-		apps, err := pgx.CollectRows(must(conn.Query(ctx, `SELECT DISTINCT application_name FROM pg_stat_activity
-			WHERE query = 'LISTEN ferry_messages' AND application_name IN ('ferry-a', 'ferry-b')`)), pgx.RowTo[string])
+		// The notifier's LISTEN, and River's notifier's (LISTEN "river_...").
+		rows, err := conn.Query(ctx, `SELECT DISTINCT
+				CASE WHEN query = 'LISTEN ferry_messages' THEN '' ELSE 'river ' END || application_name
+			FROM pg_stat_activity
+			WHERE (query = 'LISTEN ferry_messages' OR query LIKE 'LISTEN "%river%')
+				AND application_name IN ('ferry-a', 'ferry-b')`)
+		require.NoError(t, err)
+		apps, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 		for _, app := range apps {
 			if _, done := rec.listening[app]; !done {
 				rec.listening[app] = time.Now()
 			}
 		}
-		return len(rec.ready) == 2 && len(rec.listening) == 2
-	}, 60*time.Second, 10*time.Millisecond, "both instances are ready and LISTEN again after the promotion")
+		return len(rec.ready) == 2 && len(rec.listening) == 4
+	}, "both instances are ready and LISTEN again after the promotion")
 	return rec
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // wakeAfterFailover: a long poll on b is woken by a send on a, through
@@ -250,13 +271,14 @@ func parkedOn(t *testing.T, dbURL, app string, since time.Time, pattern string) 
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	require.Eventually(t, func() bool {
+	await(t, 20*time.Second, func() bool {
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`,
 			app, since, pattern).Scan(&n)
-		return err == nil && n > 0
-	}, 20*time.Second, 5*time.Millisecond, "%s never parked a long poll", app)
+		require.NoError(t, err)
+		return n > 0
+	}, app+" parks a long poll")
 }
 
 // dbNow reads the database's clock.
@@ -403,6 +425,21 @@ func (l *ledger) ok(what string, r failoverResponse) bool {
 			what, r.status, r.err, r.header.Get("Retry-After"), r.body))
 	}
 	return false
+}
+
+// start runs the load on c: two senders, one publisher, two consumers of
+// the queue and one of the subscription. The function it returns stops
+// them and waits until they have.
+func (l *ledger) start(c *failoverClient) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() { l.sendLoop(c, g, done) })
+		wg.Go(func() { l.consumeLoop(c, "/v1/queues/work", l.queue, done) })
+	}
+	wg.Go(func() { l.publishLoop(c, done) })
+	wg.Go(func() { l.consumeLoop(c, "/v1/topics/log/subscriptions/all", l.sub, done) })
+	return func() { close(done); wg.Wait() }
 }
 
 // sendLoop sends batches of three messages with dedup ids until stop,
@@ -694,7 +731,7 @@ func queryAll[T any](t *testing.T, conn *pgx.Conn, sql string) []T {
 // nothing else was delivered.
 func (l *ledger) drain(t *testing.T, c *failoverClient, path string, acked *acks, want map[string]bool) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	await(t, 60*time.Second, func() bool {
 		n, ok := l.consumeOnce(c, path, acked, 0)
 		if !ok || n > 0 {
 			return false
@@ -709,7 +746,7 @@ func (l *ledger) drain(t *testing.T, c *failoverClient, path string, acked *acks
 		}
 		return l.ok("stats", r) && json.Unmarshal(r.body, &q) == nil &&
 			q.Stats.Available+q.Stats.InFlight+q.Stats.Delayed == 0
-	}, 60*time.Second, 10*time.Millisecond, "%s drains", path)
+	}, path+" drains")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id := range acked.ok {
