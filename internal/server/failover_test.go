@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/migrations"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -769,4 +771,57 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// TestUnansweringHostIsPassedOver: a primary whose machine is gone
+// answers nothing, and a connection attempt to it waits for a timeout
+// before pgx tries the next host of the URL. With no connect_timeout in
+// the URL, Ferry bounds each attempt itself (pgx's notifier connection
+// would otherwise wait forever, the pool's for two minutes), so it finds
+// the answering primary behind the silent host: /readyz is 200 and the
+// notifier LISTENs.
+func TestUnansweringHostIsPassedOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(t.TempDir(), "pg"), Logf: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE ferry")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	require.NoError(t, migrations.Up(ctx, c.URL("ferry")))
+
+	// The silent host accepts connections and never says a word.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+
+	url := fmt.Sprintf("postgres://postgres@%s,127.0.0.1:%d/ferry?sslmode=disable&target_session_attrs=read-write"+
+		"&application_name=ferry-silent", silent.Addr(), c.Port())
+	begin := time.Now()
+	env := ferrytest.StartOn(t, url, func(cfg *server.Config) { cfg.SkipMigrations = true })
+	client := newFailoverClient(t, env)
+	await(t, 30*time.Second, func() bool {
+		r := client.do("GET", "/readyz", nil)
+		require.NoError(t, r.err)
+		return r.status == http.StatusOK
+	}, "/readyz answers 200 through the host behind the silent one")
+	ready := time.Since(begin)
+	await(t, 30*time.Second, func() bool {
+		return queryOne[int](t, c.URL("ferry"), `SELECT count(*)::int FROM pg_stat_activity
+			WHERE application_name = 'ferry-silent' AND query = 'LISTEN ferry_messages'`) > 0
+	}, "the notifier LISTENs on the host behind the silent one")
+	t.Logf("behind a silent first host: ready %s, listening %s after the start",
+		ready.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
 }

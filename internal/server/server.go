@@ -67,6 +67,10 @@ type Config struct {
 	Version string `ignored:"true"`
 }
 
+// defaultConnectTimeout bounds each connection attempt to one host when
+// FERRY_DATABASE_URL sets no connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
 // Check reports the first missing required setting, naming the variable.
 func (c Config) Check() error {
 	var missing []string
@@ -119,6 +123,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.DBMaxConns
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		// A host that answers nothing (a primary whose machine is gone)
+		// holds a connection attempt until this timeout before pgx tries
+		// the next host of a multi-host URL. Without one, pgx would wait
+		// two minutes in the pool and forever in the notifier's LISTEN
+		// connection (which copies this configuration).
+		pcfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
