@@ -156,6 +156,12 @@ func connectionLost(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// IsUnavailable reports whether err means the database is unavailable:
+// ErrUnavailable, or a lost or unreachable connection (see connectionLost)
+// on a path that returned pgx's error as it came. The API answers both
+// 503 with Retry-After.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) || connectionLost(err) }
+
 // rolledBack reports whether a failed transaction certainly did not
 // commit: the database itself answered with an error, or no connection was
 // made at all. A connection that broke (even with a last FATAL message

@@ -48,6 +48,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	for _, put := range []struct{ path, body string }{
 		{"/v1/queues/work", `{"visibility_timeout_seconds": 2, "max_receives": 1000}`},
 		{"/v1/queues/wake", `{}`},
+		{"/v1/queues/doomed", `{}`},
 		{"/v1/topics/log", `{"partitions": 2}`},
 		{"/v1/topics/log/subscriptions/all", `{"visibility_timeout_seconds": 2, "max_receives": 1000}`},
 	} {
@@ -189,6 +190,17 @@ func outageSeen(t *testing.T, ca, cb *failoverClient, l *ledger, killed time.Tim
 		}, "/readyz goes 503 when the primary is gone")
 	}
 	await(t, 30*time.Second, func() bool { return l.unavailable.Load() > 0 }, "the load meets 503s")
+	// Beyond the load's calls: a PUT, a GET, and a DELETE (whose
+	// transaction the handler begins itself).
+	for _, r := range []failoverResponse{
+		ca.do("PUT", "/v1/queues/created-during-the-outage", `{}`),
+		ca.do("GET", "/v1/queues/work", nil),
+		ca.do("DELETE", "/v1/queues/doomed", nil),
+	} {
+		require.NoError(t, r.err)
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+		require.NotEmpty(t, r.header.Get("Retry-After"))
+	}
 	t.Logf("outage seen %s after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
