@@ -38,7 +38,8 @@ import (
 // is on the new primary exactly once; an acked message is never delivered
 // again; a long poll waiting through the failover returned, and after it
 // b's long polls are woken by a's sends (its LISTEN connection is back:
-// b's fallback poll is 30 s); River's leader re-elects on the new primary.
+// b's fallback poll is 30 s); River's notifiers and leader are back on
+// the new primary.
 func TestFailoverToSynchronousStandby(t *testing.T) {
 	t.Parallel()
 	primary, standby, url := syncPair(t)
@@ -79,7 +80,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	o.promoted = time.Now()
 	leaderAt := riverLeaderExpiry(t, standby.URL("ferry"))
 
-	o.recovery = awaitRecovery(t, ca, cb, standby.URL("ferry"))
+	o.recovery = awaitRecovery(t, ca, cb, standby.URL("ferry"), leaderAt)
 	for _, app := range []string{"ferry-a", "ferry-b"} {
 		require.Less(t, o.listening[app].Sub(o.promoting), 2*time.Second,
 			"%s's notifier LISTENs again on the new primary soon after the promotion", app)
@@ -93,8 +94,6 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	require.Less(t, r.took, 25*time.Second, "the long poll waiting through the failover returned")
 	t.Logf("the long poll waiting through the failover answered %d after %s", r.status, r.took.Round(time.Millisecond))
 	wakeAfterFailover(t, ca, cb, standby.URL("ferry"))
-	await(t, 30*time.Second, func() bool { return riverLeaderExpiry(t, standby.URL("ferry")).After(leaderAt) },
-		"River's leader re-elects on the new primary")
 
 	o.firstSend = l.firstSendAfter(o.killed)
 	require.True(t, o.firstSend.After(o.promoting), "nothing is acknowledged between the kill and the promotion")
@@ -120,11 +119,12 @@ func (o outageTimes) log(t *testing.T, l *ledger) {
 	since := func(at time.Time) time.Duration { return at.Sub(o.promoting).Round(time.Millisecond) }
 	t.Logf("failover: primary held down %s, then Promote took %s; from the start of the promotion: "+
 		"first 2xx send %s (kill → %s), /readyz 200 on a %s, on b %s, LISTEN again on a %s, on b %s "+
-		"(River's on a %s, on b %s); %d requests answered 503 during the outage, %d begun after Promote returned",
+		"(River's on a %s, on b %s), River's leadership renewed %s; "+
+		"%d requests answered 503 during the outage, %d begun after Promote returned",
 		o.promoting.Sub(o.killed).Round(time.Millisecond), since(o.promoted), since(o.firstSend),
 		o.firstSend.Sub(o.killed).Round(time.Millisecond), since(o.ready["a"]), since(o.ready["b"]),
 		since(o.listening["ferry-a"]), since(o.listening["ferry-b"]),
-		since(o.listening["river ferry-a"]), since(o.listening["river ferry-b"]),
+		since(o.listening["river ferry-a"]), since(o.listening["river ferry-b"]), since(o.riverLeader),
 		l.unavailable.Load(), l.unavailableSince(o.promoted))
 }
 
@@ -207,18 +207,22 @@ func outageSeen(t *testing.T, ca, cb *failoverClient, l *ledger, killed time.Tim
 // outage is how long the test keeps the primary down before promoting.
 const outage = 7 * time.Second
 
-// recovery is when each instance's /readyz first answered 200 and when
+// recovery is when each instance's /readyz first answered 200, when
 // each instance's notifier, and River's, was first seen LISTENing on the
-// new primary.
+// new primary, and when River's leader was seen renewing its leadership
+// there.
 type recovery struct {
-	ready     map[string]time.Time // by instance: "a", "b"
-	listening map[string]time.Time // by application_name; River's as "river ferry-a"
+	ready       map[string]time.Time // by instance: "a", "b"
+	listening   map[string]time.Time // by application_name; River's as "river ferry-a"
+	riverLeader time.Time
 }
 
 // awaitRecovery polls both instances' /readyz (each answer within 3 s)
-// and the new primary's sessions until both instances are ready and both
-// notifiers LISTEN again, and says when each happened.
-func awaitRecovery(t *testing.T, ca, cb *failoverClient, dbURL string) recovery {
+// and the new primary's sessions and river_leader until both instances
+// are ready, all four notifiers LISTEN again and River's leadership
+// expires later than leaderAt (it was renewed), and says when each
+// happened.
+func awaitRecovery(t *testing.T, ca, cb *failoverClient, dbURL string, leaderAt time.Time) recovery {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -251,8 +255,11 @@ func awaitRecovery(t *testing.T, ca, cb *failoverClient, dbURL string) recovery 
 				rec.listening[app] = time.Now()
 			}
 		}
-		return len(rec.ready) == 2 && len(rec.listening) == 4
-	}, "both instances are ready and LISTEN again after the promotion")
+		if rec.riverLeader.IsZero() && riverLeaderExpiry(t, dbURL).After(leaderAt) {
+			rec.riverLeader = time.Now()
+		}
+		return len(rec.ready) == 2 && len(rec.listening) == 4 && !rec.riverLeader.IsZero()
+	}, "both instances are ready, LISTEN again and have a River leader after the promotion")
 	return rec
 }
 
