@@ -130,8 +130,8 @@ func toProblem(err error) *Problem {
 		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the queue is busy (purged, deleted or locked by other work); nothing was written, retry")
 		p.header = http.Header{"Retry-After": []string{"1"}}
 		return p
-	case errors.Is(err, store.ErrUnavailable):
-		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the database is at a limit (locks, connections, memory or time); retry later")
+	case store.IsUnavailable(err):
+		p := problem(http.StatusServiceUnavailable, codeUnavailable, "the database is unreachable or at a limit (locks, connections, memory or time); retry later, with the same dedup_id or event id if the request may have been applied")
 		p.header = http.Header{"Retry-After": []string{"1"}}
 		return p
 	case errors.Is(err, store.ErrShuttingDown):

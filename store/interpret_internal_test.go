@@ -1,12 +1,16 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
 )
 
 // TestInterpretLimits: errors PostgreSQL raises at its own limits become
@@ -39,4 +43,59 @@ func TestInterpretLimits(t *testing.T) {
 		}
 		require.True(t, rolledBack(err), "%s: rolled back", c.code)
 	}
+}
+
+// TestInterpretConnectionLost: what a failover shows a store function (no
+// server, a standby, a connection cut by the server, one already closed)
+// is ErrUnavailable (503 + Retry-After), never an unknown error (500).
+// Each error is a real one from pgx or PostgreSQL. Only a connection that
+// was never made, or one the database refused work on, counts as rolled
+// back: a connection cut mid-way may have committed.
+func TestInterpretConnectionLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	check := func(t *testing.T, err error, wantRolledBack bool) {
+		t.Helper()
+		require.Error(t, err)
+		got := interpretError("op", err)
+		require.ErrorIs(t, got, ErrUnavailable, "%v", err)
+		require.Equal(t, wantRolledBack, rolledBack(got), "rolled back: %v", err)
+		require.Equal(t, wantRolledBack, rolledBack(err), "rolled back (raw): %v", err)
+	}
+
+	t.Run("NoServer", func(t *testing.T) {
+		cfg := pool.Config().ConnConfig.Copy()
+		cfg.Port = 1 // nothing listens there
+		_, err := pgx.ConnectConfig(ctx, cfg)
+		check(t, err, true)
+	})
+	t.Run("ReadOnly", func(t *testing.T) {
+		// 25006, as on a standby that is not promoted yet.
+		_, err := pool.Exec(ctx, `SET LOCAL transaction_read_only = on; CREATE TEMP TABLE ro ()`)
+		check(t, err, true)
+	})
+	t.Run("TerminatedThenClosed", func(t *testing.T) {
+		conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID())
+		require.NoError(t, err)
+		// 57P01 (or EOF, if the socket closes first): the outcome of
+		// what was in flight is unknown.
+		_, err = conn.Exec(ctx, `SELECT 1`)
+		check(t, err, false)
+		// The connection is closed now: nothing was sent.
+		_, err = conn.Exec(ctx, `SELECT 1`)
+		require.ErrorIs(t, err, pgconn.ErrConnClosed)
+		check(t, err, true)
+	})
+	t.Run("NotTheDatabase", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := pool.Exec(cctx, `SELECT 1`)
+		require.NotErrorIs(t, interpretError("op", err), ErrUnavailable, "a caller's cancelled context")
+		_, err = pool.Exec(ctx, `SELECT * FROM no_such_table`)
+		require.NotErrorIs(t, interpretError("op", err), ErrUnavailable, "an error in the statement")
+	})
 }

@@ -146,12 +146,27 @@ func (n *Notifier) announce(ctx context.Context) {
 	}
 }
 
+// listenBackoff bounds the pause between two attempts to reconnect the
+// listener: the first is after a tenth of a second, each next one twice as
+// long, up to this. It is short so that after a failover the listener is
+// back within about a second of the new primary (reconnecting costs one
+// connection attempt per second while the database is away).
+const listenBackoff = time.Second
+
+// listen keeps a LISTEN connection open until ctx ends, reconnecting with
+// backoff when it breaks (through the pool's connection settings, so a
+// multi-host URL finds the new primary after a failover). Each new LISTEN
+// starts the backoff afresh and wakes every waiter once: messages may have
+// arrived while no one listened.
 func (n *Notifier) listen(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := n.listenOnce(ctx)
+		listened, err := n.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			backoff = 100 * time.Millisecond
 		}
 		n.log.Warn("listener connection lost; reconnecting", "error", err, "in", backoff)
 		n.wake(nil) // let waiters check for themselves meanwhile
@@ -160,24 +175,26 @@ func (n *Notifier) listen(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, listenBackoff)
 	}
 }
 
-func (n *Notifier) listenOnce(ctx context.Context) error {
+// listenOnce connects, LISTENs and wakes waiters on notifications until
+// the connection fails; listened reports whether LISTEN succeeded.
+func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+		return false, err
 	}
 	n.wake(nil) // anything sent while we were not listening
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		var ids []int64
 		for _, s := range strings.Split(note.Payload, ",") {

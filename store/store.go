@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"time"
 
@@ -38,10 +40,14 @@ var (
 	// ErrUnavailable means the database refused the work at one of its
 	// own limits: out of memory or of lock table space
 	// (max_locks_per_transaction), too many connections, a configuration
-	// limit, or its statement_timeout. Nothing of the failed transaction
-	// was written; the request can be retried later (work done in batches
-	// keeps the batches committed before).
-	ErrUnavailable = errors.New("database at a limit")
+	// limit, or its statement_timeout; nothing of the failed transaction
+	// was written (work done in batches keeps the batches committed
+	// before). It also means the database could not be reached or the
+	// connection to it broke (see connectionLost), as during a failover:
+	// then a transaction cut off at its commit may have committed, and a
+	// retry is exact only with the same dedup ids or event ids. Either
+	// way, the request can be retried later.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // ValidationError is a client mistake found by the store, where the check
@@ -72,6 +78,9 @@ func interpretError(op string, err error) error {
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	if connectionLost(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -114,10 +123,59 @@ func isRetryable(err error) bool {
 		(errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001"))
 }
 
+// connectionLost reports whether err means that no database could be
+// reached or that the connection broke: no server answered, the servers
+// answering were standbys (refused by target_session_attrs=read-write, or
+// a read-only transaction: 25006), the server shut down or crashed under
+// the connection (class 08, 57P01-57P03, EOF, a reset), or the connection
+// was already closed. A failover shows each of these; none is the
+// request's fault, and all pass once a primary answers again. A context
+// ended by the caller is not one, unless it cut a connection attempt
+// short (connect_timeout is one).
+func connectionLost(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "25006", // read_only_sql_transaction: a standby, not (yet) promoted
+			"57P01", // admin_shutdown (also on postmaster death)
+			"57P02", // crash_shutdown
+			"57P03": // cannot_connect_now: starting up, shutting down, recovering
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// IsUnavailable reports whether err means the database is unavailable:
+// ErrUnavailable, or a lost or unreachable connection (see connectionLost)
+// on a path that returned pgx's error as it came. The API answers both
+// 503 with Retry-After.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) || connectionLost(err) }
+
 // rolledBack reports whether a failed transaction certainly did not
-// commit: the database itself answered with an error. A broken connection
-// leaves the outcome unknown.
+// commit: the database itself answered with an error, or no connection was
+// made at all. A connection that broke (even with a last FATAL message
+// from the server) leaves the outcome unknown: the commit may have been
+// the last thing it did.
 func rolledBack(err error) bool {
+	if connectionLost(err) {
+		var (
+			connectErr *pgconn.ConnectError
+			pgErr      *pgconn.PgError
+		)
+		return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
+			(errors.As(err, &pgErr) && pgErr.Code == "25006")
+	}
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable)
 }

@@ -38,6 +38,19 @@
 // A stale postmaster.pid (its process gone) is left to pg_ctl, which starts
 // the server anyway.
 //
+// # Standbys and failover
+//
+// For failover tests, Cluster.StartStandby gives a Durable cluster a
+// synchronous streaming standby (pg_basebackup --write-recovery-conf as a
+// replication role, then synchronous_standby_names on the primary naming
+// the standby's application_name, and a wait until pg_stat_replication
+// shows it streaming with sync_state "sync"); Cluster.Kill stops every
+// process of a server with SIGKILL, as a crash of its machine would; and
+// Cluster.Promote makes the standby the primary, emptying the
+// synchronous_standby_names it inherited so that its commits do not wait
+// for a standby that is gone. StartStandby and Promote are the procedure
+// an operator follows; their comments say why each step is there.
+//
 // # Running as root
 //
 // PostgreSQL refuses to run as root, and CI machines and containers often do.

@@ -80,6 +80,7 @@ func openPools(ctx context.Context, cfg Config) (pools, error) {
 		main.Close()
 		return pools{}, fmt.Errorf("FERRY_DATABASE_DIRECT_URL: %w", err)
 	}
+	boundConnect(dcfg)
 	// River holds one connection for its LISTEN; a seek holds one.
 	dcfg.MaxConns = max(cmp.Or(cfg.DBDirectMaxConns, defaultDirectMaxConns), 2)
 	direct, err := pgxpool.NewWithConfig(ctx, dcfg)
@@ -99,6 +100,7 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.DBMaxConns
+	boundConnect(pcfg)
 	if cfg.DatabaseDirectURL != "" {
 		raw, err := pgconn.ParseConfig(cfg.DatabaseURL)
 		if err != nil {
@@ -109,6 +111,18 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 		}
 	}
 	return pcfg, nil
+}
+
+// boundConnect bounds each connection attempt when the URL sets no
+// connect_timeout. A host that answers nothing (a primary whose machine is
+// gone) holds an attempt until this timeout before pgx tries the next host
+// of a multi-host URL; without one, pgx would wait two minutes in the pool
+// and forever in the notifier's LISTEN connection (which copies its pool's
+// configuration).
+func boundConnect(c *pgxpool.Config) {
+	if c.ConnConfig.ConnectTimeout == 0 {
+		c.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
 }
 
 // close closes both pools.

@@ -75,6 +75,10 @@ type Config struct {
 	Version string `ignored:"true"`
 }
 
+// defaultConnectTimeout bounds each connection attempt to one host when
+// FERRY_DATABASE_URL sets no connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
 // Check reports the first missing required setting, naming the variable.
 func (c Config) Check() error {
 	var missing []string
