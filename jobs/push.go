@@ -318,17 +318,22 @@ func (p *Pusher) sweep(ctx context.Context) time.Duration {
 
 // startKicked starts workers for the targets kicked since the last turn:
 // those that are push targets, run here by no worker yet, and not held by
-// another instance.
+// another instance. Ids not known as targets wait for a sweep that is due
+// (a target just made is known after it), else they are dropped.
 func (p *Pusher) startKicked(ctx context.Context) {
 	p.mu.Lock()
 	var ids []int64
 	now := time.Now()
 	for id := range p.kicked {
-		if p.targets[id] && p.runs[id] == nil && !now.Before(p.held[id]) {
-			ids = append(ids, id)
+		if p.targets[id] {
+			if p.runs[id] == nil && !now.Before(p.held[id]) {
+				ids = append(ids, id)
+			}
+		} else if p.resweep {
+			continue
 		}
+		delete(p.kicked, id)
 	}
-	clear(p.kicked)
 	p.mu.Unlock()
 	slices.Sort(ids)
 	p.start(ctx, ids)
