@@ -146,6 +146,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Log:          log.With("component", "push"),
 		Observe:      metrics.ObservePush,
 	})
+	// The id this instance's push leases carry (ferry.push_leases.owner).
+	log.Info("push delivery", "instance", s.pusher.ID(), "workers", cfg.PushWorkers)
 	rcfg := &river.Config{
 		Logger: log.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
