@@ -125,8 +125,9 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 
 // PushConfigWakeKey is the Notifier key that announces a change of the
 // push configuration of the queue (or subscription) queueID to its push
-// worker, wherever it runs. Queues use their id as key and topics minus
-// theirs; these keys lie below both.
+// worker, wherever it runs, and to every instance's Pusher (which then
+// sweeps); the release of a push lease is announced on it too. Queues use
+// their id as key and topics minus theirs; these keys lie below both.
 func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
 // PushTarget is what a push worker needs of a queue or subscription.

@@ -99,14 +99,22 @@ func PushLeaseRenew(ctx context.Context, db DBTX, owner string, ids []int64, ttl
 }
 
 // PushLeaseRelease gives up owner's leases of the given targets (those
-// another instance took over are left alone), so another instance may
-// take them at once.
+// another instance took over are left alone), and announces each released
+// one on its PushConfigWakeKey, with the delete's commit: every instance
+// looks at the target again at once (a graceful stop hands its targets
+// over without waiting for their leases to end).
 func PushLeaseRelease(ctx context.Context, db DBTX, owner string, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := db.Exec(ctx, `/* ferry:push_lease_release */
-		DELETE FROM ferry.push_leases WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid`, ids, owner)
+		WITH released AS (
+			DELETE FROM ferry.push_leases WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid
+			RETURNING queue_id
+		)
+		SELECT pg_notify($3, keys) FROM (
+			SELECT string_agg(($4::bigint - queue_id)::text, ',') AS keys FROM released
+		) k WHERE keys IS NOT NULL`, ids, owner, notifyChannel, PushConfigWakeKey(0))
 	return interpretError("push lease release", err)
 }
 

@@ -95,3 +95,28 @@ func TestPushQuietWhenIdle(t *testing.T) {
 	t.Logf("whole server, %s idle: %d bytes of WAL, %d write transactions (transaction ids taken)",
 		window, wal1-wal0, xid1-xid0)
 }
+
+// A graceful stop releases the stopping instance's leases and announces
+// it: another instance takes the targets over at once, not when the
+// leases would have ended.
+func TestPushGracefulStopHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	a := ferrytest.Start(t, allowPrivatePush)
+	rc := newTakeoverReceiver(t, 20*time.Millisecond)
+	require.Equal(t, http.StatusCreated, a.Do("PUT", "/v1/queues/jobs", map[string]any{
+		"push": map[string]any{"url": rc.url("/q"), "max_in_flight": 1},
+	}).Status)
+	ids := sendBacklog(t, a, 200)
+	waitFor(t, 30*time.Second, "A delivering", func() bool { return rc.count("/q") >= 5 })
+	b := ferrytest.StartOn(t, a.DatabaseURL, allowPrivatePush)
+	waitFor(t, 30*time.Second, "B up while A delivers", func() bool { return rc.count("/q") >= 20 })
+	a.Stop()
+	stopped := time.Now()
+	waitFor(t, 10*time.Second, "B delivering", func() bool { return rc.firstAfter("/q", stopped) != nil })
+	took := rc.firstAfter("/q", stopped).Sub(stopped)
+	t.Logf("B delivers %s after A's graceful stop returned", took.Round(time.Millisecond))
+	require.Less(t, took, time.Second, "handed over at once, not after the lease's TTL")
+	waitFor(t, 60*time.Second, "the queue drained", func() bool { return drained(t, b, "/v1/queues/jobs") })
+	rc.requireDelivered(t, "/q", ids)
+	require.Equal(t, 1, rc.peakOf("/q"))
+}

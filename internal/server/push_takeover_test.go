@@ -384,7 +384,7 @@ func (rc *takeoverReceiver) requireDelivered(t *testing.T, path string, ids []st
 		again += seen[id] - 1
 	}
 	require.Len(t, seen, len(ids), "%s: only what was sent", path)
-	t.Logf("%s: %d delivered, %d of them again (in flight at the kill)", path, len(ids), again)
+	t.Logf("%s: %d delivered, %d of them more than once", path, len(ids), again)
 }
 
 // requireOrdered: per key, the first deliveries of its events come in
