@@ -299,6 +299,9 @@ func (p *Pusher) sweep(ctx context.Context) time.Duration {
 	}
 	now := time.Now()
 	p.mu.Lock()
+	// The sweep sees everything that is due: whether targets wait for a
+	// worker, and who yielded, is decided afresh.
+	p.starved = false
 	clear(p.targets)
 	for _, id := range res.Targets {
 		p.targets[id] = true
@@ -309,6 +312,9 @@ func (p *Pusher) sweep(ctx context.Context) time.Duration {
 	}
 	p.mu.Unlock()
 	p.start(ctx, res.Due)
+	p.mu.Lock()
+	clear(p.yielded)
+	p.mu.Unlock()
 	next := p.cfg.SweepEvery
 	if res.Next > 0 {
 		next = min(next, res.Next)
@@ -353,10 +359,11 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 	slices.SortStableFunc(ids, func(a, b int64) int {
 		return cmp.Compare(btoi(p.yielded[a]), btoi(p.yielded[b]))
 	})
-	clear(p.yielded)
-	free := p.cfg.Workers - len(p.runs)
-	p.starved = len(ids) > free
-	ids = ids[:min(len(ids), max(free, 0))]
+	free := max(p.cfg.Workers-len(p.runs), 0)
+	if len(ids) > free {
+		p.starved = true
+		ids = ids[:free]
+	}
 	p.mu.Unlock()
 	if len(ids) == 0 {
 		return

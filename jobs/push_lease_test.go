@@ -130,3 +130,40 @@ func TestPushWorkerFencesItselfBeforeLeaseEnds(t *testing.T) {
 		expires.Sub(first).Round(time.Millisecond), expires.Sub(last).Round(time.Millisecond))
 	require.Greater(t, expires.Sub(last), 800*time.Millisecond, "claims stop a margin before the lease ends")
 }
+
+// With fewer workers than busy targets, a worker past its run budget
+// yields to a waiting target: both targets are delivered, taking turns,
+// instead of one only after the other's backlog is gone.
+func TestPushWorkersTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.NewPool(t)
+	rcs := map[string]*arrivals{"one": {}, "two": {}}
+	for name, rc := range rcs {
+		srv := httptest.NewServer(rc.serve(5 * time.Millisecond))
+		t.Cleanup(srv.Close)
+		one := 1
+		_, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{Push: &store.PushPatch{
+			URL: &srv.URL, MaxInFlight: &one, NewSecret: jobs.NewSigningSecret(),
+		}})
+		require.NoError(t, err)
+		send(t, pool, name, 600)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	notifier := store.NewNotifier(pool, 0, log)
+	stop := make(chan struct{})
+	p := jobs.NewPusher(pool, jobs.PushConfig{
+		Notifier: notifier, Client: jobs.NewPushClient(true), Log: log, Stop: stop,
+		Workers: 1, RunFor: 300 * time.Millisecond,
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { notifier.Run(ctx) })
+	wg.Go(func() { p.Run(ctx) })
+	t.Cleanup(func() { close(stop); cancel(); wg.Wait() })
+
+	require.Eventually(t, func() bool { return len(rcs["one"].list()) > 0 && len(rcs["two"].list()) > 0 },
+		20*time.Second, 10*time.Millisecond, "both targets delivered")
+	n1, n2 := len(rcs["one"].list()), len(rcs["two"].list())
+	t.Logf("when both had deliveries: %d and %d of 600", n1, n2)
+	require.Less(t, max(n1, n2), 600, "the second started before the first was drained")
+}

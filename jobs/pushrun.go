@@ -78,7 +78,6 @@ func (r *targetRun) lose() {
 	if !r.lost {
 		r.lost = true
 		close(r.lostC)
-		r.log.Warn("push lease lost: another instance delivers this target now")
 	}
 }
 
@@ -170,7 +169,10 @@ func (r *targetRun) refresh(ctx context.Context) {
 func (r *targetRun) checkStop(ctx context.Context) {
 	switch {
 	case r.stop:
-	case isClosed(r.p.cfg.Stop) || ctx.Err() != nil || r.leaseLost():
+	case r.leaseLost():
+		r.stop = true
+		r.log.Warn("push lease lost: another instance delivers this target now")
+	case isClosed(r.p.cfg.Stop) || ctx.Err() != nil:
 		r.stop = true
 	case time.Now().After(r.runUntil) && r.p.othersWait():
 		r.stop, r.yielded = true, true
