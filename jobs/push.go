@@ -123,6 +123,10 @@ type PushConfig struct {
 // running at slightly different rates, and a claim's way to the database.
 const leaseMargin = time.Second
 
+// firstSweepWait bounds the wait of the first sweep for the Notifier's
+// listener.
+const firstSweepWait = 2 * time.Second
+
 // minSweepGap is the shortest time between two sweeps: workers that leave
 // at once (a target whose claims fail) must not make the sweep spin.
 const minSweepGap = 100 * time.Millisecond
@@ -252,11 +256,18 @@ func (p *Pusher) Run(ctx context.Context) {
 		close(hbDone)
 		<-hbStopped
 	}()
+	// The first sweep comes when the Notifier starts listening (heard:
+	// from then on no other instance's send goes unheard), or after
+	// firstSweepWait without it.
+	first := time.Duration(0)
+	if p.cfg.Notifier != nil {
+		first = firstSweepWait
+	}
 	var (
 		lastSweep time.Time
-		nextSweep = time.Now()
+		nextSweep = time.Now().Add(first)
 	)
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		select {
