@@ -73,9 +73,11 @@ import (
 // messages and no live lease of another instance, and when something
 // becomes due next (a delayed or backed-off message, a message's lease
 // ending, another instance's lease ending over claimable messages). It
-// runs at start, when a worker leaves, after a change of push
-// configuration (announced on store.PushConfigWakeKey, from any instance)
-// and at that next due time, but at least every SweepEvery. Idle, with no
+// runs when the Notifier starts listening (at start, and after a lost
+// connection: NOTIFYs may have been missed), when a worker leaves, after
+// a change of push configuration or the release of a lease (announced on
+// store.PushConfigWakeKey, from any instance) and at that next due time,
+// but at least every SweepEvery. Idle, with no
 // leases, the Pusher runs one read per SweepEvery and writes nothing; a
 // kick for a target another instance holds costs nothing until that
 // lease would end.
