@@ -132,8 +132,9 @@ func (h *handler) pushChanged(id int64) {
 	h.Notifier.Published([]int64{store.PushConfigWakeKey(id)})
 }
 
-// kickPush starts push delivery of the target now (a River job, unless one
-// is already there) instead of at the next sweep.
+// kickPush starts push delivery of the target now (a worker, unless one
+// is already there, here or on another instance) instead of at the next
+// sweep.
 func (h *handler) kickPush(ctx context.Context, q store.Queue) {
 	if q.Push == nil || q.DisabledAt != nil || h.Pusher == nil {
 		return

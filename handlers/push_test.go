@@ -402,7 +402,7 @@ func TestPushQueue(t *testing.T) {
 	require.WithinDuration(t, time.Now(), m.SentAt, time.Minute)
 
 	eventually(t, "the queue drained", func() bool { return counts(t, env, "jobs") == statsJSON{} })
-	as := attempts(t, env, qpath("jobs"), "")
+	as := waitAttempts(t, env, qpath("jobs"), 1) // recorded after the ack
 	require.Len(t, as, 1)
 	require.Equal(t, sent[0].ID, as[0].MessageID)
 	require.Equal(t, http.StatusNoContent, statusOf(as[0]))

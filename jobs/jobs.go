@@ -1,7 +1,8 @@
-// Package jobs holds Ferry's River workers: everything the server does by
-// itself (retention, dedup expiry, cleaning up deleted queues). Periodic
-// jobs run on River's elected leader only, so several Ferry instances on
-// one database do each sweep once.
+// Package jobs holds what the server does by itself: River workers for
+// retention, dedup expiry and cleaning up deleted queues (periodic jobs run
+// on River's elected leader only, so several Ferry instances on one
+// database do each sweep once), and push delivery (push.go: workers of its
+// own, one instance per target by a lease).
 package jobs
 
 import (
@@ -193,13 +194,10 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweep
 	return nil
 }
 
-// Config sets the periods of the sweeps, and push delivery.
+// Config sets the periods of the sweeps.
 type Config struct {
 	RetentionEvery time.Duration
 	DedupEvery     time.Duration
-	// Pusher, when set, registers push delivery (PushWorker and a sweep
-	// every second).
-	Pusher *Pusher
 	// AttemptRetention is how long push attempts are kept (default 3 days).
 	AttemptRetention time.Duration
 }
@@ -232,9 +230,4 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 		periodic(every.DedupEvery, DedupExpiryArgs{}),
 		periodic(time.Hour, OrphanSweepArgs{}),
 	)
-	if every.Pusher != nil {
-		river.AddWorker(workers, &PushWorker{Pool: pool, Pusher: every.Pusher})
-		river.AddWorker(workers, &PushSweepWorker{Pool: pool})
-		cfg.PeriodicJobs = append(cfg.PeriodicJobs, periodic(time.Second, PushSweepArgs{}))
-	}
 }

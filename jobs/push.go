@@ -1,72 +1,86 @@
 package jobs
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
+	"crypto/rand"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ferry-mq/ferry/store"
 )
 
-// Push delivery. A queue or subscription with push is delivered by a River
-// job per target (PushArgs, unique while it waits or runs, so one worker in
-// the whole cluster serves a target at a time: max_in_flight and the rate
-// limit hold across instances). The worker claims messages with the same
-// claim engine consumers use, POSTs each (signed, Standard Webhooks),
-// acks on 2xx and nacks otherwise (backoff, Retry-After, dead letters after
-// max_receives), records every attempt, and stays while there is work,
-// woken by the Notifier as a long poll is. It leaves after a while idle or
-// after a run budget, so worker slots turn over. A job is started by a kick
-// after a send or publish commits (Pusher.Kick) and by a sweep every
-// second (PushSweepArgs) that finds targets with due messages: retries after
-// backoff, missed kicks and targets of a crashed instance (whose leases
-// expire, so nothing is lost).
-
-// PushQueue is the River queue push jobs run in.
-const PushQueue = "ferry_push"
-
-// PushArgs: deliver one push target's due messages.
-type PushArgs struct {
-	QueueID int64 `json:"queue_id" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (PushArgs) Kind() string { return "ferry_push" }
-
-// InsertOpts makes push jobs unique per target while pending, waiting or
-// running.
-func (PushArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       PushQueue,
-		MaxAttempts: 1000,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateScheduled, rivertype.JobStateRetryable,
-			},
-		},
-	}
-}
-
-// PushSweepArgs: start push jobs for targets with due messages.
-type PushSweepArgs struct{}
-
-// Kind implements river.JobArgs.
-func (PushSweepArgs) Kind() string { return "ferry_push_sweep" }
+// Push delivery. A queue or subscription with push is delivered by the
+// server: a worker per target (targetRun, pushrun.go) claims messages with
+// the same claim engine consumers use, POSTs each (signed, Standard
+// Webhooks), acks on 2xx and nacks otherwise (backoff, Retry-After, dead
+// letters after max_receives), records every attempt, and stays while
+// there is work, woken by the Notifier as a long poll is. It leaves after
+// a while idle, or after a run budget when other targets wait for a worker.
+//
+// # One deliverer per target: leases
+//
+// A worker runs only while its instance holds the target's push lease
+// (ferry.push_leases, store/pushlease.go), so max_in_flight, the rate
+// limit and ordered push hold across the whole cluster. The Pusher
+// acquires a lease in one statement (a lease that is free, expired or
+// already its own), renews all of its leases in one statement every
+// Heartbeat while it holds any, and deletes a lease when its worker
+// leaves (idle, budget, shutdown), so a graceful restart hands over at
+// once. A killed instance's leases expire after LeaseTTL and another
+// instance takes them over: within LeaseTTL plus its sweep's reaction.
+//
+// Self-fencing: a worker claims only while the time since its lease was
+// last set (measured locally, from when the acquire or heartbeat
+// statement was sent, so before the database computed expires_at) is
+// under LeaseTTL - leaseMargin, and each claim's context ends there; a
+// heartbeat that finds the lease gone stops the worker's claims at once.
+// On top, each claim runs in a transaction that share-locks the live lease
+// row first (store.PushLeaseClaim): a claim that reaches the database
+// after the lease ended claims nothing, and a takeover waits for a claim
+// in progress to commit. So no claim of an old owner ever commits after
+// another instance took the lease over.
+//
+// The one window in which two deliverers of a target overlap: requests an
+// old owner started before it fenced itself (a slow or partitioned
+// instance whose lease expired) may still be in flight when the new owner
+// starts; they end within the target's timeout_seconds. max_in_flight and
+// the rate limit may be exceeded for that long. Ordered push still holds:
+// a message in flight keeps its own lease (visibility: the request's
+// timeout plus leaseSlack) until it is settled or that lease ends, and
+// the claim engine hands out the next message of a group (an ordered
+// subscription's key) only after its head was acked, nacked or
+// dead-lettered, or hands out the head itself again (at-least-once), so
+// the new owner never overtakes a message the old one still delivers.
+//
+// During a rolling upgrade from a version that delivered push with River
+// jobs (before migration 000007), old instances do not see the leases:
+// until they are gone, a target may be delivered by one old and one new
+// instance at once (ordered push still holds, by the claim engine).
+//
+// # What starts a worker, and quiet when idle
+//
+// A worker is started by a kick after a local send or publish commits
+// (Kick), by a wake from another instance (the NOTIFY of its send or
+// publish, heard through Notifier.OnNotify), and by the sweep. The sweep
+// (store.PushSweep, one read) finds the enabled targets with claimable
+// messages and no live lease of another instance, and when something
+// becomes due next (a delayed or backed-off message, a message's lease
+// ending, another instance's lease ending over claimable messages). It
+// runs when the Notifier starts listening (at start, and after a lost
+// connection: NOTIFYs may have been missed), when a worker leaves, after
+// a change of push configuration or the release of a lease (announced on
+// store.PushConfigWakeKey, from any instance) and at that next due time,
+// but at least every SweepEvery. Idle, with no
+// leases, the Pusher runs one read per SweepEvery and writes nothing; a
+// kick for a target another instance holds costs nothing until that
+// lease would end.
 
 // PushConfig tunes push delivery.
 type PushConfig struct {
@@ -78,14 +92,26 @@ type PushConfig struct {
 	// DisableAfter disables a target whose every attempt has failed for
 	// this long (default 5 days).
 	DisableAfter time.Duration
-	// RunFor bounds one job run (default 10 s); IdleFor is how long a
+	// RunFor is a worker's run budget: past it, a worker leaves when other
+	// targets wait for a worker slot (default 10 s). IdleFor is how long a
 	// worker waits for new work before leaving (default 5 s); Poll is how
 	// often an idle worker looks without a wake-up (default 250 ms).
 	RunFor, IdleFor, Poll time.Duration
-	// Notifier wakes workers when their target gets messages.
+	// Workers bounds the targets this instance delivers at once (default
+	// 100).
+	Workers int
+	// LeaseTTL is how long a push lease lasts unless renewed (default
+	// 4 s): a killed instance's targets are taken over after about this
+	// long. Heartbeat is how often held leases are renewed (default 1 s).
+	LeaseTTL, Heartbeat time.Duration
+	// SweepEvery is the longest the Pusher goes without a sweep (default
+	// 30 s).
+	SweepEvery time.Duration
+	// Notifier wakes workers when their target gets messages, and tells
+	// the Pusher of other instances' sends.
 	Notifier *store.Notifier
 	// Stop is closed when the server shuts down: workers stop claiming,
-	// finish the requests in flight and settle them.
+	// finish the requests in flight, settle them and release their leases.
 	Stop <-chan struct{}
 	Log  *slog.Logger
 	// Observe, if set, is told of every attempt: its outcome ("ok",
@@ -94,666 +120,371 @@ type PushConfig struct {
 	Observe func(outcome string, sinceSent time.Duration)
 }
 
-// Pusher starts push jobs. Kick is cheap and never blocks its caller: the
-// targets are handed to a goroutine that inserts their jobs in batches.
+// leaseMargin is how long before its lease could end (by the local clock)
+// a worker stops claiming: it covers the local and the database clock
+// running at slightly different rates, and a claim's way to the database.
+const leaseMargin = time.Second
+
+// firstSweepWait bounds the wait of the first sweep for the Notifier's
+// listener.
+const firstSweepWait = 2 * time.Second
+
+// minSweepGap is the shortest time between two sweeps: workers that leave
+// at once (a target whose claims fail) must not make the sweep spin.
+const minSweepGap = 100 * time.Millisecond
+
+// Pusher runs this instance's push workers: it decides which targets to
+// deliver, holds their leases, and starts and stops their workers. Kick
+// is cheap and never blocks its caller.
 type Pusher struct {
-	pool    *pgxpool.Pool
-	cfg     PushConfig
-	kicks   chan []int64
+	pool  *pgxpool.Pool
+	cfg   PushConfig
+	id    string        // this instance's lease owner id (a UUID)
+	wakeC chan struct{} // the scheduler has something to do
+
 	mu      sync.Mutex
-	client  *river.Client[pgx.Tx]
-	targets map[int64]bool // enabled push targets, refreshed every second
-	running map[int64]bool // targets with a worker in this process
-	loaded  time.Time
+	kicked  map[int64]bool
+	resweep bool
+	targets map[int64]bool      // enabled push targets, as of the last sweep
+	held    map[int64]time.Time // targets another instance holds, until
+	runs    map[int64]*targetRun
+	starved bool           // due targets found no free worker
+	yielded map[int64]bool // left for others at their budget: last in line
+	runsWG  sync.WaitGroup
 }
 
-// NewPusher makes a Pusher; Run must run for kicks to take effect.
+// NewPusher makes a Pusher; Run must run for it to deliver.
 func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
-	if cfg.DisableAfter <= 0 {
-		cfg.DisableAfter = 5 * 24 * time.Hour
-	}
-	if cfg.RunFor <= 0 {
-		cfg.RunFor = DefaultPushRunFor
-	}
-	if cfg.IdleFor <= 0 {
-		cfg.IdleFor = 5 * time.Second
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = 250 * time.Millisecond
-	}
+	cfg.DisableAfter = cmp.Or(cfg.DisableAfter, 5*24*time.Hour)
+	cfg.RunFor = cmp.Or(cfg.RunFor, 10*time.Second)
+	cfg.IdleFor = cmp.Or(cfg.IdleFor, 5*time.Second)
+	cfg.Poll = cmp.Or(cfg.Poll, 250*time.Millisecond)
+	cfg.Workers = cmp.Or(max(0, cfg.Workers), 100)
+	cfg.LeaseTTL = max(cmp.Or(cfg.LeaseTTL, 4*time.Second), 2*leaseMargin)
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, time.Second)
+	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, 30*time.Second)
 	if cfg.Client == nil {
 		cfg.Client = NewPushClient(false)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Pusher{pool: pool, cfg: cfg, kicks: make(chan []int64, 1024), running: map[int64]bool{}}
+	p := &Pusher{
+		pool: pool, cfg: cfg, id: newInstanceID(), wakeC: make(chan struct{}, 1),
+		kicked: map[int64]bool{}, resweep: true, targets: map[int64]bool{},
+		held: map[int64]time.Time{}, runs: map[int64]*targetRun{}, yielded: map[int64]bool{},
+	}
+	if cfg.Notifier != nil {
+		cfg.Notifier.OnNotify(p.heard)
+	}
+	return p
 }
 
-// Run inserts kicked jobs with client until ctx ends.
-func (p *Pusher) Run(ctx context.Context, client *river.Client[pgx.Tx]) {
-	p.mu.Lock()
-	p.client = client
-	p.mu.Unlock()
-	for {
-		var ids []int64
-		select {
-		case <-ctx.Done():
-			return
-		case ids = <-p.kicks:
-		}
-		// Take whatever else is waiting: one insert for all of it.
-	more:
-		for {
-			select {
-			case more := <-p.kicks:
-				ids = append(ids, more...)
-			default:
-				break more
-			}
-		}
-		if err := p.insert(ctx, ids); err != nil && ctx.Err() == nil {
-			p.cfg.Log.Warn("push kick", "error", err)
-		}
-	}
+// ID is this instance's lease owner id, as ferry.push_leases.owner shows
+// it.
+func (p *Pusher) ID() string { return p.id }
+
+// newInstanceID makes a random (version 4) UUID.
+func newInstanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // Kick asks for the given queues (or subscriptions) to be pushed now, if
 // they are push targets. Call it after the commit that gave them messages.
-func (p *Pusher) Kick(ctx context.Context, queueIDs []int64) {
+func (p *Pusher) Kick(_ context.Context, queueIDs []int64) {
 	if len(queueIDs) == 0 {
 		return
 	}
+	p.mu.Lock()
+	for _, id := range queueIDs {
+		p.kicked[id] = true
+	}
+	p.mu.Unlock()
+	p.wake()
+}
+
+// Forget makes the Pusher read its set of push targets again (after a
+// change of push configuration) before it acts on the next kick.
+func (p *Pusher) Forget() { p.sweepSoon() }
+
+// heard takes the ids of a NOTIFY (nil: anything may have been missed):
+// another instance's sends and publishes are kicks here too, and a
+// change of push configuration anywhere calls for a sweep.
+func (p *Pusher) heard(ids []int64) {
+	if ids == nil {
+		p.sweepSoon()
+		return
+	}
+	p.mu.Lock()
+	sweep := false
+	for _, id := range ids {
+		if id <= store.PushConfigWakeKey(0) {
+			sweep = true
+		} else if id > 0 {
+			p.kicked[id] = true
+		}
+	}
+	p.resweep = p.resweep || sweep
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Pusher) sweepSoon() {
+	p.mu.Lock()
+	p.resweep = true
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Pusher) wake() {
 	select {
-	case p.kicks <- queueIDs:
-	default: // full: the sweep will find them
+	case p.wakeC <- struct{}{}:
+	default:
 	}
 }
 
-// Forget drops the cached set of push targets (after a change of push
-// configuration), so the next kick reads it again.
-func (p *Pusher) Forget() {
-	p.mu.Lock()
-	p.loaded = time.Time{}
-	p.mu.Unlock()
-}
-
-// insert inserts push jobs for the ids that are enabled push targets with
-// no worker in this process (a running worker is woken by the Notifier).
-func (p *Pusher) insert(ctx context.Context, ids []int64) error {
-	p.mu.Lock()
-	stale := time.Since(p.loaded) > time.Second
-	p.mu.Unlock()
-	if stale {
-		targets, err := store.PushTargetIDs(ctx, p.pool)
-		if err != nil {
-			return err
-		}
-		set := make(map[int64]bool, len(targets))
-		for _, id := range targets {
-			set[id] = true
+// Run delivers until ctx ends, then waits for the workers to finish their
+// requests and release their leases.
+func (p *Pusher) Run(ctx context.Context) {
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() { defer close(hbStopped); p.heartbeat(ctx, hbDone) }()
+	defer func() {
+		p.runsWG.Wait() // they stop on ctx or Stop
+		close(hbDone)
+		<-hbStopped
+	}()
+	// The first sweep comes when the Notifier starts listening (heard:
+	// from then on no other instance's send goes unheard), or after
+	// firstSweepWait without it.
+	first := time.Duration(0)
+	if p.cfg.Notifier != nil {
+		first = firstSweepWait
+	}
+	var (
+		lastSweep time.Time
+		nextSweep = time.Now().Add(first)
+	)
+	timer := time.NewTimer(first)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.cfg.Stop:
+			return
+		case <-p.wakeC:
+		case <-timer.C:
+			p.sweepSoon()
 		}
 		p.mu.Lock()
-		p.targets, p.loaded = set, time.Now()
+		sweep := p.resweep || !time.Now().Before(nextSweep)
 		p.mu.Unlock()
-	}
-	p.mu.Lock()
-	var params []river.InsertManyParams
-	seen := map[int64]bool{}
-	for _, id := range ids {
-		if p.targets[id] && !p.running[id] && !seen[id] {
-			seen[id] = true
-			params = append(params, river.InsertManyParams{Args: PushArgs{QueueID: id}})
+		if sweep && time.Since(lastSweep) < minSweepGap {
+			nextSweep = lastSweep.Add(minSweepGap)
+			sweep = false
 		}
+		if sweep {
+			lastSweep = time.Now()
+			nextSweep = lastSweep.Add(p.sweep(ctx))
+		}
+		p.startKicked(ctx)
+		timer.Reset(max(time.Until(nextSweep), 0))
 	}
-	client := p.client
-	p.mu.Unlock()
-	if len(params) == 0 || client == nil {
-		return nil
-	}
-	_, err := client.InsertMany(ctx, params)
-	return err
 }
 
-func (p *Pusher) enter(id int64) bool {
+// sweep reads what is due, starts workers for it, and returns when to
+// sweep again.
+func (p *Pusher) sweep(ctx context.Context) time.Duration {
+	p.mu.Lock()
+	p.resweep = false
+	p.mu.Unlock()
+	res, err := store.PushSweep(ctx, p.pool, p.id)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Log.Warn("push sweep failed; trying again in a second", "error", err)
+		}
+		return time.Second
+	}
+	now := time.Now()
+	p.mu.Lock()
+	// The sweep sees everything that is due: whether targets wait for a
+	// worker, and who yielded, is decided afresh.
+	p.starved = false
+	clear(p.targets)
+	for _, id := range res.Targets {
+		p.targets[id] = true
+	}
+	clear(p.held)
+	for id, left := range res.Held {
+		p.held[id] = now.Add(left)
+	}
+	p.mu.Unlock()
+	p.start(ctx, res.Due)
+	p.mu.Lock()
+	clear(p.yielded)
+	p.mu.Unlock()
+	next := p.cfg.SweepEvery
+	if res.Next > 0 {
+		next = min(next, res.Next)
+	}
+	return next
+}
+
+// startKicked starts workers for the targets kicked since the last turn:
+// those that are push targets, run here by no worker yet, and not held by
+// another instance. Ids not known as targets wait for a sweep that is due
+// (a target just made is known after it), else they are dropped.
+func (p *Pusher) startKicked(ctx context.Context) {
+	p.mu.Lock()
+	var ids []int64
+	now := time.Now()
+	for id := range p.kicked {
+		if p.targets[id] {
+			if p.runs[id] == nil && !now.Before(p.held[id]) {
+				ids = append(ids, id)
+			}
+		} else if p.resweep {
+			continue
+		}
+		delete(p.kicked, id)
+	}
+	p.mu.Unlock()
+	slices.Sort(ids)
+	p.start(ctx, ids)
+}
+
+// start acquires the leases of as many of the candidates as there are
+// free workers (those that yielded their worker last) and starts a worker
+// for each lease it got.
+func (p *Pusher) start(ctx context.Context, candidates []int64) {
+	p.mu.Lock()
+	var ids []int64
+	for _, id := range candidates {
+		if p.runs[id] == nil && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortStableFunc(ids, func(a, b int64) int {
+		return cmp.Compare(btoi(p.yielded[a]), btoi(p.yielded[b]))
+	})
+	free := max(p.cfg.Workers-len(p.runs), 0)
+	if len(ids) > free {
+		p.starved = true
+		ids = ids[:free]
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	sent := time.Now()
+	res, err := store.PushLeaseAcquire(ctx, p.pool, p.id, ids, p.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Log.Warn("push lease acquire failed; the sweep tries again", "error", err)
+			p.sweepSoon()
+		}
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running[id] {
-		return false
-	}
-	p.running[id] = true
-	return true
-}
-
-func (p *Pusher) leave(id int64) {
-	p.mu.Lock()
-	delete(p.running, id)
-	p.mu.Unlock()
-}
-
-// PushSweepWorker runs PushSweepArgs.
-type PushSweepWorker struct {
-	river.WorkerDefaults[PushSweepArgs]
-	Pool *pgxpool.Pool
-}
-
-// Work inserts a push job for every target with due messages (unique:
-// targets already being served are skipped by the insert).
-func (w *PushSweepWorker) Work(ctx context.Context, job *river.Job[PushSweepArgs]) error {
-	ids, err := store.PushTargetsDue(ctx, w.Pool)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	params := make([]river.InsertManyParams, len(ids))
-	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: PushArgs{QueueID: id}}
-	}
-	_, err = river.ClientFromContext[pgx.Tx](ctx).InsertMany(ctx, params)
-	return err
-}
-
-// PushWorker runs PushArgs.
-type PushWorker struct {
-	river.WorkerDefaults[PushArgs]
-	Pool   *pgxpool.Pool
-	Pusher *Pusher
-}
-
-// Timeout bounds a run: its budget, plus the longest request, plus
-// settling. It is kept short because a job left "running" by a crashed
-// instance blocks its target until River rescues it, which must wait
-// longer than any job may run (see RescueStuckJobsAfter in
-// internal/server).
-func (w *PushWorker) Timeout(*river.Job[PushArgs]) time.Duration {
-	return PushJobTimeout(w.Pusher.cfg.RunFor)
-}
-
-// DefaultPushRunFor is a push job's run budget when PushConfig has none.
-const DefaultPushRunFor = 10 * time.Second
-
-// PushJobTimeout is the longest a push job with the given run budget runs:
-// the budget, the longest request, and the settling of the last round.
-func PushJobTimeout(runFor time.Duration) time.Duration {
-	return runFor + time.Duration(maxPushTimeout)*time.Second + 40*time.Second
-}
-
-// maxPushTimeout bounds push.timeout_seconds (handlers validate it).
-const maxPushTimeout = 60
-
-// leaseSlack is added to a request's timeout for the lease of the message
-// it carries, so the lease outlives the request and its settling.
-const leaseSlack = 60 * time.Second
-
-// pushResult is how one request went.
-type pushResult struct {
-	msg        store.Message
-	publicID   string
-	status     int // 0: no response
-	err        string
-	dur        time.Duration
-	retryAfter *time.Duration
-}
-
-func (r pushResult) ok() bool   { return r.status >= 200 && r.status < 300 }
-func (r pushResult) gone() bool { return r.status == http.StatusGone }
-
-// Work delivers the target's messages until it is idle, its run budget is
-// spent or the server stops.
-func (w *PushWorker) Work(ctx context.Context, job *river.Job[PushArgs]) error {
-	cfg := w.Pusher.cfg
-	id := job.Args.QueueID
-	if !w.Pusher.enter(id) {
-		return nil
-	}
-	defer w.Pusher.leave(id)
-	t, err := store.PushTargetGet(ctx, w.Pool, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var (
-		results   = make(chan pushResult, maxPushInFlight)
-		inFlight  = 0
-		pending   []pushResult
-		limiter   rateLimiter
-		runUntil  = time.Now().Add(cfg.RunFor)
-		idleUntil = time.Now().Add(cfg.IdleFor)
-		refreshAt = time.Now().Add(time.Second)
-		more      = false // stopped with work left
-		// mayHaveWork: a claim may find something. False after a claim
-		// that found fewer than it asked for, until a wake-up, the poll,
-		// or a settle that may have released or promoted a message.
-		mayHaveWork = true
-	)
-	// Requests and settling outlive a cancelled job context only as long
-	// as they must: requests have their own timeout, settling its own.
-	reqCtx := context.WithoutCancel(ctx)
-	// A change of the target's push configuration (a new secret, URL or
-	// limits, push removed) is announced on its config key: it applies
-	// from the next claim. A periodic re-read covers a lost announcement.
-	changed := cfg.Notifier.Wait(store.PushConfigWakeKey(id))
-	refresh := func() {
-		changed = cfg.Notifier.Wait(store.PushConfigWakeKey(id))
-		if nt, err := store.PushTargetGet(ctx, w.Pool, id); err == nil {
-			nt.FailingSince = t.FailingSince
-			t = nt
-		} else if errors.Is(err, store.ErrNotFound) {
-			t.Push = nil
-		}
-		refreshAt = time.Now().Add(time.Second)
-	}
-	for t.Push != nil && t.DisabledAt == nil {
-		if isClosed(changed) {
-			if refresh(); t.Push == nil || t.DisabledAt != nil {
-				break
-			}
-		}
-		limiter.setRate(t.Push.RateLimitPerSecond)
-		stopping := isClosed(cfg.Stop) || ctx.Err() != nil || time.Now().After(runUntil)
-		wake := cfg.Notifier.Wait(id) // before the claim: no wake-up is lost
-		claimed := 0
-		if !stopping && inFlight < t.Push.MaxInFlight && mayHaveWork {
-			n := t.Push.MaxInFlight - inFlight
-			if lim := limiter.allowance(); lim < n {
-				n = lim
-			}
-			if n > 0 {
-				msgs, _, err := store.MessageClaim(ctx, w.Pool, store.ClaimParams{
-					Queue: t.Queue, Max: n,
-					VisibilityTimeout: time.Duration(t.Push.TimeoutSeconds)*time.Second + leaseSlack,
-				})
-				if err != nil {
-					cfg.Log.Warn("push claim", "queue_id", id, "error", err)
-					more = true
-					break
-				}
-				for _, m := range msgs {
-					limiter.take()
-					inFlight++
-					go func(t store.PushTarget, m store.Message) { results <- w.deliver(reqCtx, t, m) }(t, m)
-				}
-				claimed = len(msgs)
-				mayHaveWork = claimed == n
-			}
-		}
-		if claimed > 0 {
-			idleUntil = time.Now().Add(cfg.IdleFor)
-		}
-		if inFlight == 0 && claimed == 0 {
-			if stopping {
-				// The run budget is spent: run again at once if a claim
-				// may find work (on shutdown, the sweep of whichever
-				// instance is up takes over).
-				more = mayHaveWork && !isClosed(cfg.Stop) && ctx.Err() == nil
-				break
-			}
-			if time.Now().After(idleUntil) {
-				break
-			}
-		}
-		// Wait for a result, a wake-up (when a slot is free), the rate
-		// limiter, or the poll.
-		var wakeCh <-chan struct{}
-		if !stopping && inFlight < t.Push.MaxInFlight {
-			wakeCh = wake
-		}
-		// Once stopping, only results matter: a closed Stop or a done
-		// context would end every wait at once and spin the loop.
-		stopCh, doneCh := cfg.Stop, ctx.Done()
-		if stopping {
-			stopCh, doneCh = nil, nil
-		}
-		timer := time.NewTimer(min(cfg.Poll, limiter.untilNext()))
-		select {
-		case r := <-results:
-			inFlight--
-			pending = append(pending, r)
-		case <-wakeCh:
-			mayHaveWork = true
-		case <-changed:
-		case <-timer.C:
-			mayHaveWork = true
-		case <-stopCh:
-		case <-doneCh:
-		}
-		timer.Stop()
-		if isClosed(wake) {
-			mayHaveWork = true // woken while requests were in flight
-		}
-	drain:
-		for {
-			select {
-			case r := <-results:
-				inFlight--
-				pending = append(pending, r)
-			default:
-				break drain
-			}
-		}
-		if len(pending) > 0 {
-			// A failure released a message (maybe visible at once), and
-			// an ack may have promoted the next of a group.
-			if w.settle(&t, pending) {
-				mayHaveWork = true
-			}
-			pending = pending[:0]
-		}
-		if time.Now().After(refreshAt) {
-			refresh()
-		}
-	}
-	for inFlight > 0 {
-		pending = append(pending, <-results)
-		inFlight--
-	}
-	w.settle(&t, pending)
-	if more {
-		return river.JobSnooze(0) // run again at once, here or elsewhere
-	}
-	return nil
-}
-
-// deliver POSTs one message to the target and reports how it went.
-func (w *PushWorker) deliver(ctx context.Context, t store.PushTarget, m store.Message) pushResult {
-	cfg := w.Pusher.cfg
-	r := pushResult{msg: m}
-	body, traceparent := pushBody(t, m)
-	r.publicID = store.FormatMessageID(m.ID)
-	if m.EventID != nil {
-		r.publicID = *m.EventID
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.Push.TimeoutSeconds)*time.Second)
-	defer cancel()
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Push.URL, bytes.NewReader(body))
-	if err != nil {
-		r.err = "cannot make the request: " + err.Error()
-		return r
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", cfg.UserAgent)
-	if traceparent != "" {
-		req.Header.Set("traceparent", traceparent)
-	}
-	WebhookHeaders(req.Header, t.Secrets, r.publicID, start, body)
-	resp, err := cfg.Client.Do(req)
-	if err != nil {
-		r.dur = time.Since(start)
-		switch {
-		case errors.Is(err, ErrForbiddenAddress):
-			r.err = "refused: the URL resolves to a forbidden address"
-		case ctx.Err() != nil:
-			r.err = fmt.Sprintf("timeout: no response within %d s", t.Push.TimeoutSeconds)
-		default:
-			r.err = truncate(err.Error(), 1000)
-		}
-		return r
-	}
-	// Read (a bounded part of) the body within the timeout, so a slow body
-	// counts against the endpoint, and the connection can be reused.
-	_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	r.dur = time.Since(start)
-	r.status = resp.StatusCode
-	switch {
-	case r.ok() && rerr != nil && ctx.Err() != nil:
-		r.err = fmt.Sprintf("timeout: the response body did not end within %d s", t.Push.TimeoutSeconds)
-		r.status = 0
-	case r.ok():
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		r.err = fmt.Sprintf("HTTP %d: redirects are not followed", resp.StatusCode)
-	default:
-		r.err = fmt.Sprintf("HTTP %d", resp.StatusCode)
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			r.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-		}
-	}
-	return r
-}
-
-// pushBody is what is POSTed: a subscription's event as stored, or a
-// queue's message as a consumer would receive it (without a receipt).
-// traceparent is passed through from the attributes when present and valid
-// (sends and publishes refuse invalid ones; older rows may hold one, and a
-// header net/http refuses would fail every attempt).
-func pushBody(t store.PushTarget, m store.Message) ([]byte, string) {
-	body, traceparent := pushPayload(t, m)
-	if !ValidTraceparent(traceparent) {
-		traceparent = ""
-	}
-	return body, traceparent
-}
-
-func pushPayload(t store.PushTarget, m store.Message) ([]byte, string) {
-	if t.Subscription {
-		var ev struct {
-			Attributes map[string]string `json:"attributes"`
-		}
-		_ = json.Unmarshal(m.Body, &ev)
-		return m.Body, ev.Attributes["traceparent"]
-	}
-	attrs := map[string]string{}
-	if len(m.Attributes) > 0 {
-		_ = json.Unmarshal(m.Attributes, &attrs)
-	}
-	body, _ := json.Marshal(struct {
-		ID           string            `json:"id"`
-		Body         json.RawMessage   `json:"body"`
-		Attributes   map[string]string `json:"attributes"`
-		Group        *string           `json:"group"`
-		DedupID      *string           `json:"dedup_id"`
-		ReceiveCount int               `json:"receive_count"`
-		SentAt       time.Time         `json:"sent_at"`
-	}{store.FormatMessageID(m.ID), m.Body, attrs, m.Group, m.DedupID, m.ReceiveCount, m.SentAt.UTC()})
-	return body, attrs["traceparent"]
-}
-
-// maxRetryAfter caps a receiver's Retry-After.
-const maxRetryAfter = time.Hour
-
-// parseRetryAfter reads a Retry-After header (seconds or an HTTP date),
-// capped at maxRetryAfter; nil when absent or unreadable.
-func parseRetryAfter(v string, now time.Time) *time.Duration {
-	if v == "" {
-		return nil
-	}
-	var d time.Duration
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 {
-			return nil
-		}
-		d = time.Duration(min(s, int64(maxRetryAfter/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = max(0, t.Sub(now))
-	} else {
-		return nil
-	}
-	d = min(d, maxRetryAfter)
-	return &d
-}
-
-// settle acks the successes, nacks the failures (after Retry-After, or
-// with the target's backoff; dead-lettered on the last allowed attempt),
-// records the attempts and the target's failure state.
-// It reports whether a claim may now find a message it did not before.
-func (w *PushWorker) settle(t *store.PushTarget, results []pushResult) bool {
-	if len(results) == 0 {
-		return false
-	}
-	cfg := w.Pusher.cfg
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var (
-		acks      []store.Receipt
-		nacks     = map[nackKey][]store.Receipt{}
-		attempts  = make([]store.PushAttempt, 0, len(results))
-		succeeded bool
-		gone      bool
-	)
-	grouped := false
-	for _, r := range results {
-		grouped = grouped || r.msg.Group != nil
-		a := store.PushAttempt{MessageID: r.publicID, Attempt: r.msg.ReceiveCount, OK: r.ok(), Duration: r.dur, At: time.Now()}
-		if r.status != 0 {
-			code := r.status
-			a.StatusCode = &code
-		}
-		if r.err != "" {
-			e := r.err
-			a.Error = &e
-		}
-		attempts = append(attempts, a)
-		outcome := "failed"
-		switch {
-		case r.ok():
-			acks = append(acks, r.msg.Receipt)
-			succeeded = true
-			outcome = "ok"
-		default:
-			gone = gone || r.gone()
-			if r.gone() {
-				outcome = "gone"
-			}
-			d := time.Duration(-1)
-			if r.retryAfter != nil {
-				d = *r.retryAfter
-			}
-			k := nackKey{delay: d, err: r.err}
-			nacks[k] = append(nacks[k], r.msg.Receipt)
-		}
-		if cfg.Observe != nil {
-			var since time.Duration
-			if r.ok() {
-				since = time.Since(r.msg.SentAt)
-			}
-			cfg.Observe(outcome, since)
-		}
-	}
-	if len(acks) > 0 {
-		var err error
-		if grouped {
-			var promoted bool
-			_, promoted, err = store.MessageAck(ctx, w.Pool, t.ID, acks)
-			if promoted {
-				cfg.Notifier.Published([]int64{t.ID})
-			}
-		} else {
-			_, err = store.MessageAckUngrouped(ctx, w.Pool, t.ID, acks)
-		}
-		if err != nil {
-			cfg.Log.Warn("push ack", "queue_id", t.ID, "error", err)
-		}
-	}
-	for k, receipts := range nacks {
-		// One nack per (delay, error): each message keeps its own error.
-		p := store.NackParams{Queue: t.Queue, Receipts: receipts}
-		e := k.err
-		p.Error = &e
-		if k.delay >= 0 {
-			d := k.delay
-			p.Delay = &d
-		}
-		if _, _, err := store.MessageNack(ctx, w.Pool, p); err != nil {
-			cfg.Log.Warn("push nack", "queue_id", t.ID, "error", err)
-		}
-	}
-	if err := store.PushAttemptRecord(ctx, w.Pool, t.ID, attempts); err != nil {
-		cfg.Log.Warn("push attempts", "queue_id", t.ID, "error", err)
-	}
-	// The failure state changes rarely: write only when it may.
-	failing := !succeeded
-	if gone || (failing && (t.FailingSince == nil || time.Since(*t.FailingSince) > cfg.DisableAfter)) || (!failing && t.FailingSince != nil) {
-		reason := ""
-		if gone {
-			reason = "the endpoint answered 410 Gone"
-		}
-		disabled, err := store.PushOutcome(ctx, w.Pool, t.ID, succeeded, reason, cfg.DisableAfter)
-		if err != nil {
-			cfg.Log.Warn("push state", "queue_id", t.ID, "error", err)
-			return true
-		}
-		if succeeded {
-			t.FailingSince = nil
-		} else if t.FailingSince == nil {
-			now := time.Now()
-			t.FailingSince = &now
-		}
-		if disabled {
-			now := time.Now()
-			t.DisabledAt = &now
-			cfg.Log.Warn("push disabled", "queue_id", t.ID, "reason", reason)
-		}
-	}
-	return grouped || len(nacks) > 0
-}
-
-// nackKey groups the failures of a round: the delay before the retry (-1:
-// the target's backoff) and the error kept as last_error.
-type nackKey struct {
-	delay time.Duration
-	err   string
-}
-
-// rateLimiter spaces request starts evenly at rate per second (0: no
-// limit), with a burst of one second's worth.
-type rateLimiter struct {
-	rate   int
-	tokens float64
-	last   time.Time
-}
-
-func (l *rateLimiter) setRate(rate int) {
-	if rate != l.rate {
-		l.rate, l.tokens, l.last = rate, float64(rate), time.Now()
-	}
-}
-
-func (l *rateLimiter) refill() {
 	now := time.Now()
-	l.tokens = min(float64(l.rate), l.tokens+now.Sub(l.last).Seconds()*float64(l.rate))
-	l.last = now
-}
-
-// allowance is how many requests may start now.
-func (l *rateLimiter) allowance() int {
-	if l.rate == 0 {
-		return maxPushInFlight
+	for id, left := range res.Held {
+		p.held[id] = now.Add(left)
 	}
-	l.refill()
-	return int(l.tokens)
-}
-
-func (l *rateLimiter) take() {
-	if l.rate > 0 {
-		l.tokens--
+	for _, id := range res.Acquired {
+		r := newTargetRun(p, id, sent.Add(p.cfg.LeaseTTL-leaseMargin))
+		p.runs[id] = r
+		p.runsWG.Add(1)
+		go func() {
+			defer p.runsWG.Done()
+			r.run(ctx)
+			p.finished(r)
+		}()
 	}
 }
 
-// untilNext is how long until the next request may start.
-func (l *rateLimiter) untilNext() time.Duration {
-	if l.rate == 0 || l.tokens >= 1 {
-		return time.Hour
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
-	return time.Duration((1 - l.tokens) / float64(l.rate) * float64(time.Second))
+	return 0
 }
 
-// maxPushInFlight bounds push.max_in_flight (handlers validate it).
-const maxPushInFlight = 1000
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+// finished forgets a worker that left and releases its lease (unless it
+// was lost); a sweep then finds what is left to do.
+func (p *Pusher) finished(r *targetRun) {
+	if !r.leaseLost() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := store.PushLeaseRelease(ctx, p.pool, p.id, []int64{r.id}); err != nil {
+			r.log.Warn("push lease release failed; it expires by itself", "error", err)
+		}
+		cancel()
 	}
+	p.mu.Lock()
+	delete(p.runs, r.id)
+	if r.yielded {
+		p.yielded[r.id] = true
+	}
+	p.mu.Unlock()
+	p.sweepSoon()
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// othersWait reports whether due targets found no free worker.
+func (p *Pusher) othersWait() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starved
+}
+
+// heartbeat renews the leases of the running workers every Heartbeat, in
+// one statement, until done is closed (after the workers have finished):
+// each renewed lease moves its worker's fence on, each lost one stops its
+// worker's claims. With no workers it does nothing.
+func (p *Pusher) heartbeat(ctx context.Context, done <-chan struct{}) {
+	tick := time.NewTicker(p.cfg.Heartbeat)
+	defer tick.Stop()
+	// Renewals outlive ctx: workers still deliver after it ends, and
+	// their leases must hold until they have settled.
+	ctx = context.WithoutCancel(ctx)
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		runs := make(map[int64]*targetRun, len(p.runs))
+		ids := make([]int64, 0, len(p.runs))
+		for id, r := range p.runs {
+			if !r.leaseLost() {
+				runs[id] = r
+				ids = append(ids, id)
+			}
+		}
+		p.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		sent := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, p.cfg.LeaseTTL)
+		held, err := store.PushLeaseRenew(hctx, p.pool, p.id, ids, p.cfg.LeaseTTL)
+		cancel()
+		if err != nil {
+			// The workers' fences pass by themselves if this goes on.
+			p.cfg.Log.Warn("push lease heartbeat failed", "error", err, "leases", len(ids))
+			continue
+		}
+		for _, id := range held {
+			runs[id].renewed(sent.Add(p.cfg.LeaseTTL - leaseMargin))
+			delete(runs, id)
+		}
+		for _, r := range runs {
+			r.lose()
+		}
 	}
-	return s[:n]
 }

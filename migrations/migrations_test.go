@@ -135,3 +135,32 @@ func TestUpOnNewerSchema(t *testing.T) {
 	require.ErrorContains(t, migrations.Usable(latest-1, false), "want")
 	require.ErrorContains(t, migrations.Usable(latest+1, true), "dirty")
 }
+
+// Migration 000007 replaced push by River jobs with push leases: River
+// rows of the removed kinds, which this version has no worker for, are
+// deleted; other jobs stay.
+func TestPushLeasesMigrationDropsPushJobs(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	require.NoError(t, migrations.Down(ctx, dbURL)) // back to 000006
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `
+		INSERT INTO river_job (kind, args, queue, state, max_attempts)
+		VALUES ('ferry_push', '{"queue_id": 1}', 'ferry_push', 'running', 1000),
+			('ferry_push_sweep', '{}', 'default', 'available', 25),
+			('ferry_retention', '{}', 'default', 'available', 25)`)
+	require.NoError(t, err)
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	rows, err := conn.Query(ctx, `SELECT kind FROM river_job ORDER BY kind`)
+	require.NoError(t, err)
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"ferry_retention"}, kinds)
+	var leases bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass('ferry.push_leases') IS NOT NULL`).Scan(&leases))
+	require.True(t, leases)
+}

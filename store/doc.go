@@ -111,6 +111,10 @@
 // with MessageAck and MessageNack (backoff, dead letters) like any
 // consumer; PushAttemptRecord keeps every attempt and PushOutcome the
 // target's failure state (disabled after 410 Gone or failing too long).
+// One instance at a time delivers a target: the one holding its push
+// lease (ferry.push_leases, pushlease.go: acquired, renewed, released,
+// taken over once expired), whose claims PushLeaseClaim fences by the
+// lease row; PushSweep reads what is due and when to look next.
 //
 // # Consumer groups
 //

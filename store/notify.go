@@ -34,6 +34,8 @@ type Notifier struct {
 	window time.Duration
 	log    *slog.Logger
 
+	heard func(ids []int64) // see OnNotify
+
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
 	pending map[int64]struct{}
@@ -88,6 +90,12 @@ func (n *Notifier) wake(ids []int64) {
 		}
 	}
 }
+
+// OnNotify has fn called with the ids of every NOTIFY the listener hears
+// (this instance's own included), and with nil whenever it (re)starts
+// listening (anything may have been missed meanwhile). fn runs on the
+// listener's goroutine and must not block. Set it before Run.
+func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = fn }
 
 // Published announces that the queues got messages (call after commit).
 func (n *Notifier) Published(queueIDs []int64) {
@@ -191,6 +199,9 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	n.wake(nil) // anything sent while we were not listening
+	if n.heard != nil {
+		n.heard(nil)
+	}
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -204,6 +215,9 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		}
 		if len(ids) > 0 {
 			n.wake(ids)
+			if n.heard != nil {
+				n.heard(ids)
+			}
 		}
 	}
 }

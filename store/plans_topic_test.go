@@ -264,15 +264,16 @@ func TestPlansTopic(t *testing.T) {
 			},
 		},
 		{
-			// Push targets with a backlog each: one probe per target.
-			name:   "push_targets_due",
+			// Push targets with a backlog each: one probe of the claim
+			// index and one of the leases per target.
+			name:   "push_sweep",
 			warmUp: warmUpOtherTopic,
 			setup:  planPushQueue,
 			fill: func(t *testing.T, e *env, f *planFixture) {
 				fillQueue(t, e, f.Queue, planBacklog)
 			},
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				_, err := store.PushTargetsDue(e.ctx, db)
+				_, err := store.PushSweep(e.ctx, db, "00000000-0000-4000-8000-000000000001")
 				require.NoError(t, err)
 				return workBound{Batch: 2}
 			},

@@ -125,8 +125,9 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 
 // PushConfigWakeKey is the Notifier key that announces a change of the
 // push configuration of the queue (or subscription) queueID to its push
-// worker, wherever it runs. Queues use their id as key and topics minus
-// theirs; these keys lie below both.
+// worker, wherever it runs, and to every instance's Pusher (which then
+// sweeps); the release of a push lease is announced on it too. Queues use
+// their id as key and topics minus theirs; these keys lie below both.
 func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
 // PushTarget is what a push worker needs of a queue or subscription.
@@ -134,6 +135,8 @@ type PushTarget struct {
 	Queue
 	// Subscription: the body of each message is the event to POST.
 	Subscription bool
+	// Topic is a subscription's topic's name ("" for a queue).
+	Topic string
 	// Secrets sign each request: the current one first, then the
 	// previous one while it is still honoured after a rotation.
 	Secrets []string
@@ -146,9 +149,9 @@ func PushTargetGet(ctx context.Context, db DBTX, queueID int64) (PushTarget, err
 		cur, old *string
 	)
 	q, err := scanQueue(db.QueryRow(ctx, `
-		SELECT `+queueColumns+`, topic_id IS NOT NULL, signing_secret,
-			CASE WHEN previous_secret_until > now() THEN previous_secret END
-		FROM ferry.queues WHERE id = $1`, queueID), &t.Subscription, &cur, &old)
+		SELECT `+queueColumns+`, topic_id IS NOT NULL, coalesce((SELECT t.name FROM ferry.topics t WHERE t.id = q.topic_id), ''),
+			signing_secret, CASE WHEN previous_secret_until > now() THEN previous_secret END
+		FROM ferry.queues q WHERE q.id = $1`, queueID), &t.Subscription, &t.Topic, &cur, &old)
 	if err != nil {
 		return PushTarget{}, interpretError("push target get", err)
 	}
@@ -159,31 +162,6 @@ func PushTargetGet(ctx context.Context, db DBTX, queueID int64) (PushTarget, err
 		}
 	}
 	return t, nil
-}
-
-// PushTargetIDs lists the queues and subscriptions with push enabled.
-func PushTargetIDs(ctx context.Context, db DBTX) ([]int64, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM ferry.queues WHERE push_url IS NOT NULL AND push_disabled_at IS NULL`)
-	if err != nil {
-		return nil, interpretError("push target ids", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	return ids, interpretError("push target ids", err)
-}
-
-// PushTargetsDue lists push targets that are enabled and have a message
-// claimable now: the push sweep starts a worker for each.
-func PushTargetsDue(ctx context.Context, db DBTX) ([]int64, error) {
-	rows, err := db.Query(ctx, `/* ferry:push_targets_due */
-		SELECT q.id FROM ferry.queues q
-		WHERE q.push_url IS NOT NULL AND q.push_disabled_at IS NULL
-			AND EXISTS (SELECT 1 FROM ferry.messages m WHERE m.queue_id = q.id AND NOT m.waiting AND m.visible_at <= now())
-		ORDER BY q.id`)
-	if err != nil {
-		return nil, interpretError("push targets due", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	return ids, interpretError("push targets due", err)
 }
 
 // PushAttempt is one delivery attempt, as recorded and listed.

@@ -103,9 +103,9 @@ func TestPushOutcomeDisables(t *testing.T) {
 	got := get()
 	require.NotNil(t, got.DisabledAt)
 	require.Contains(t, *got.DisabledReason, "every attempt failed since")
-	ids, err := store.PushTargetIDs(e.ctx, e.pool)
+	sw, err := store.PushSweep(e.ctx, e.pool, ownerA)
 	require.NoError(t, err)
-	require.NotContains(t, ids, q.ID, "a disabled target is not pushed")
+	require.NotContains(t, sw.Targets, q.ID, "a disabled target is not pushed")
 
 	require.NoError(t, store.PushEnable(e.ctx, e.pool, q.ID))
 	got = get()
@@ -177,33 +177,4 @@ func TestPushAttempts(t *testing.T) {
 	all, err = store.PushAttemptList(e.ctx, e.pool, q.ID, "", 10)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
-}
-
-// The push sweep finds enabled targets with a message claimable now, and
-// only those.
-func TestPushTargetsDue(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	due, _, err := store.QueueUpsert(e.ctx, e.pool, "due", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
-	later, _, err := store.QueueUpsert(e.ctx, e.pool, "later", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
-	off, _, err := store.QueueUpsert(e.ctx, e.pool, "off", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
-	pull := e.queue("pull", store.QueuePatch{})
-	empty, _, err := store.QueueUpsert(e.ctx, e.pool, "empty", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
-	_ = empty
-
-	hour := time.Hour
-	e.send(due, store.SendMessage{Body: []byte(`1`)})
-	e.send(later, store.SendMessage{Body: []byte(`1`), Delay: &hour})
-	e.send(off, store.SendMessage{Body: []byte(`1`)})
-	e.send(pull, store.SendMessage{Body: []byte(`1`)})
-	_, err = store.PushOutcome(e.ctx, e.pool, off.ID, false, "gone", time.Hour)
-	require.NoError(t, err)
-
-	ids, err := store.PushTargetsDue(e.ctx, e.pool)
-	require.NoError(t, err)
-	require.Equal(t, []int64{due.ID}, ids)
 }

@@ -5,7 +5,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,26 +151,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Client:       jobs.NewPushClient(cfg.AllowPrivatePush),
 		UserAgent:    "Ferry/" + version,
 		DisableAfter: cfg.PushDisableAfter,
+		Workers:      cfg.PushWorkers,
 		Notifier:     s.notifier,
 		Stop:         s.stop,
 		Log:          log.With("component", "push"),
 		Observe:      metrics.ObservePush,
 	})
+	// The id this instance's push leases carry (ferry.push_leases.owner).
+	log.Info("push delivery", "instance", s.pusher.ID(), "workers", cfg.PushWorkers)
 	rcfg := &river.Config{
 		Logger: log.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 10},
-			jobs.PushQueue:     {MaxWorkers: cmp.Or(max(0, cfg.PushWorkers), 100)},
 		},
-		// Push jobs are picked up within milliseconds of their insert.
-		FetchCooldown: 5 * time.Millisecond,
-		// A push job runs at most jobs.PushJobTimeout (under 2 min); one
-		// left "running" by a crashed instance is rescued after this, and
-		// until then its target waits (nothing is lost: leases expire).
-		RescueStuckJobsAfter: jobs.PushJobTimeout(jobs.DefaultPushRunFor) + 20*time.Second,
 	}
 	jobs.Register(rcfg, pool, jobs.Config{
-		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
+		RetentionEvery: cfg.RetentionEvery, AttemptRetention: cfg.PushAttemptRetention,
 	})
 	// River LISTENs and runs its own statements, a few a second: on the
 	// direct pool. Its jobs are still inserted in the hot path's
@@ -189,7 +184,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 	s.bg.Add(2)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
-	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx, s.river) }()
+	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
 	queues := store.NewQueueCache(time.Second)
 	s.sender = store.NewSender(pool, store.SenderConfig{
 		Workers: cfg.SendWorkers, Queues: queues,
@@ -288,7 +283,9 @@ func (s *Server) ready(ctx context.Context) error {
 
 // Shutdown stops gracefully: long polls end at once with what they have,
 // in-flight requests finish (bounded by ctx), queued sends are written,
-// River stops, and the pool closes.
+// River stops, push workers finish their requests, settle them and
+// release their leases (another instance takes their targets at once),
+// and the pool closes.
 func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.stop)
 	err := s.http.Shutdown(ctx)

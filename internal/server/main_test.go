@@ -1,0 +1,9 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
