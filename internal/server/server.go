@@ -62,6 +62,10 @@ type Config struct {
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
 	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
+	// NoPushSweep leaves out push's periodic sweep (not from the
+	// environment; for the idle measurement while push's idle work is
+	// being removed elsewhere).
+	NoPushSweep bool `ignored:"true"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -84,6 +88,14 @@ func (c Config) Check() error {
 	}
 	return nil
 }
+
+// fetchPollInterval is how often River looks for jobs without being told
+// (see river.Config.FetchPollInterval).
+const fetchPollInterval = 30 * time.Second
+
+// pingAfterIdle is how long a pooled connection may sit idle before the
+// pool checks it with a ping when handing it out.
+const pingAfterIdle = 30 * time.Second
 
 // Server is a running Ferry.
 type Server struct {
@@ -119,6 +131,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.DBMaxConns
+	// pgxpool pings a connection idle for over a second before handing it
+	// out, and every ping is a transaction: on an idle server, whose
+	// periodic work takes a connection every few seconds, that alone is
+	// tens of commits a minute (DESIGN.md invariant 12). Connections idle
+	// longer than pingAfterIdle are still checked.
+	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > pingAfterIdle
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -146,22 +166,35 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Log:          log.With("component", "push"),
 		Observe:      metrics.ObservePush,
 	})
+	riverLog := slog.New(riverLogHandler{log.Handler()}).With("component", "river")
 	rcfg := &river.Config{
-		Logger: log.With("component", "river"),
+		Logger:       riverLog,
+		ErrorHandler: jobErrorLogger{log: log.With("component", "jobs")},
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 10},
 			jobs.PushQueue:     {MaxWorkers: cmp.Or(max(0, cfg.PushWorkers), 100)},
 		},
 		// Push jobs are picked up within milliseconds of their insert.
 		FetchCooldown: 5 * time.Millisecond,
+		// Jobs are fetched when River's NOTIFY says one was inserted or
+		// became due; the poll is only the fallback for a lost
+		// notification. At River's default (1 s) each queue's poll alone
+		// would commit 60 transactions an idle minute (DESIGN.md
+		// invariant 12).
+		FetchPollInterval: fetchPollInterval,
 		// A push job runs at most jobs.PushJobTimeout (under 2 min); one
 		// left "running" by a crashed instance is rescued after this, and
 		// until then its target waits (nothing is lost: leases expire).
 		RescueStuckJobsAfter: jobs.PushJobTimeout(jobs.DefaultPushRunFor) + 20*time.Second,
 	}
-	jobs.Register(rcfg, pool, jobs.Config{
+	jcfg := jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, Pusher: s.pusher, AttemptRetention: cfg.PushAttemptRetention,
-	})
+		Log: log.With("component", "retention"), ObserveExpired: metrics.ObserveExpired,
+	}
+	if cfg.NoPushSweep {
+		jcfg.Pusher = nil
+	}
+	jobs.Register(rcfg, pool, jcfg)
 	s.river, err = river.NewClient(riverpgxv5.New(pool), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
