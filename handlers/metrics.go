@@ -35,6 +35,8 @@ type Metrics struct {
 	evictions      *prometheus.CounterVec
 	fencedCommits  *prometheus.CounterVec
 	expiredSkipped *prometheus.CounterVec
+	// Retention.
+	expired *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics. Queue depth and age, offsets and lags
@@ -84,7 +86,14 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 		"Commits refused because the consumer no longer owned a partition in the generation it named.")
 	m.expiredSkipped = groupCounter("consumer_group_expired_skipped_total",
 		"Events a group never read because retention removed them first (its position was moved to the oldest retained event).")
-	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
+	// One label set for queues and subscriptions: a queue's series have
+	// topic and subscription empty, a subscription's have queue empty, so
+	// ferry_expired_total{queue="q"} and {topic="t", subscription="s"}
+	// select exactly one target's series.
+	m.expired = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "expired_total",
+		Help: "Rows removed by retention before anyone consumed them, by kind: message (of a queue), " +
+			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
+	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool})
 	return m
@@ -101,6 +110,21 @@ func (m *Metrics) ObservePush(outcome string, sinceSent time.Duration) {
 	m.pushAttempts.WithLabelValues(outcome).Inc()
 	if outcome == "ok" {
 		m.pushLatency.Observe(sinceSent.Seconds())
+	}
+}
+
+// ObserveExpired counts what retention removed from a queue or a
+// subscription.
+func (m *Metrics) ObserveExpired(x store.Expiry) {
+	queue, topic, sub, kind := x.Name, "", "", "message"
+	if x.Topic != "" {
+		queue, topic, sub, kind = "", x.Topic, x.Name, "delivery"
+	}
+	if x.Messages > 0 {
+		m.expired.WithLabelValues(kind, queue, topic, sub).Add(float64(x.Messages))
+	}
+	if x.DeadLetters > 0 {
+		m.expired.WithLabelValues("dead_letter", queue, topic, sub).Add(float64(x.DeadLetters))
 	}
 }
 

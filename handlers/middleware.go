@@ -76,11 +76,27 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelWarn
 		}
 		if ctx := c.Request().Context(); h.Log.Enabled(ctx, level) {
-			h.Log.Log(ctx, level, "request", "request_id", requestID(c), "method", c.Request().Method,
-				"path", c.Request().URL.Path, "route", route, "status", status, "duration_ms", took.Milliseconds())
+			attrs := append([]any{"request_id", requestID(c), "method", c.Request().Method,
+				"path", c.Request().URL.Path, "route", route, "status", status, "duration_ms", took.Milliseconds()},
+				targetAttrs(c)...)
+			h.Log.Log(ctx, level, "request", attrs...)
 		}
 		return nil
 	}
+}
+
+// targetAttrs names the queue, topic, subscription and consumer group the
+// request is about (those its route has), for its log lines.
+func targetAttrs(c echo.Context) []any {
+	var attrs []any
+	for _, p := range [...]struct{ param, key string }{
+		{"queue", "queue"}, {"topic", "topic"}, {"sub", "subscription"}, {"group", "group"},
+	} {
+		if v := c.Param(p.param); v != "" {
+			attrs = append(attrs, p.key, v)
+		}
+	}
+	return attrs
 }
 
 // methodLabel is the method as a metrics label: a client may send any

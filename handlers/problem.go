@@ -84,8 +84,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.Debug("client left before the answer", "request_id", requestID(c), "error", err)
 			p = problem(499, codeInternal, "client closed the request")
 		} else if p.Status == http.StatusInternalServerError {
-			log.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
-				"path", c.Request().URL.Path, "error", err)
+			log.Error("request failed", append([]any{"request_id", requestID(c), "method", c.Request().Method,
+				"path", c.Request().URL.Path, "error", err}, targetAttrs(c)...)...)
 		}
 		p.RequestID = requestID(c)
 		for k, vs := range p.header {

@@ -9,6 +9,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +25,13 @@ import (
 // holds locks or bloats tables with one huge DELETE.
 const batch = 5000
 
-// RetentionArgs: delete messages past their queue's retention, dead
-// letters dead for longer than it, and events past their topic's.
+// RetentionArgs: the periodic sweep of everything that expires by time:
+// messages past their queue's retention (a subscription's pending
+// deliveries past its), dead letters dead for longer than it, events past
+// their topic's, dedup ids (of messages and of events) whose window has
+// ended, and old push attempts. One job does all of it, so an idle minute
+// costs River one job, and a sweep that finds nothing writes nothing of
+// Ferry's own (DESIGN.md invariant 12).
 type RetentionArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -35,13 +43,23 @@ type RetentionWorker struct {
 	Pool *pgxpool.Pool
 	// AttemptRetention is how long push attempts are kept.
 	AttemptRetention time.Duration
+	// Log gets one warning per run for every queue or subscription that
+	// lost messages, deliveries or dead letters to retention: they were
+	// never consumed, which someone should hear about.
+	Log *slog.Logger
+	// Observe, if set, is told every batch of such removals (it counts
+	// them in ferry_expired_total).
+	Observe func(store.Expiry)
 }
 
 // Work deletes expired rows in bounded batches until none are left or the
-// job's time is up (the next run continues).
+// job's time is up (the next run continues), then reports what expired.
 func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs]) error {
+	lost := map[int64]*store.Expiry{}
+	defer w.report(lost)
 	for ctx.Err() == nil {
-		n, err := store.MessageExpire(ctx, w.Pool, batch)
+		x, err := store.MessageExpire(ctx, w.Pool, batch)
+		w.observe(lost, x)
 		if err != nil {
 			return err
 		}
@@ -53,15 +71,59 @@ func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs
 		if err != nil {
 			return err
 		}
-		if n == 0 && e == 0 && a < batch {
+		d, err := store.DedupExpire(ctx, w.Pool, batch)
+		if err != nil {
+			return err
+		}
+		ed, err := store.EventDedupExpire(ctx, w.Pool, batch)
+		if err != nil {
+			return err
+		}
+		if x.Total() == 0 && e == 0 && a < batch && d < batch && ed < batch {
 			return nil
 		}
 	}
 	return nil
 }
 
+// observe counts a batch's removals and adds them to the run's totals.
+func (w *RetentionWorker) observe(lost map[int64]*store.Expiry, x store.Expired) {
+	for _, e := range x {
+		if w.Observe != nil {
+			w.Observe(e)
+		}
+		t, ok := lost[e.QueueID]
+		if !ok {
+			t = &store.Expiry{QueueID: e.QueueID, Name: e.Name, Topic: e.Topic}
+			lost[e.QueueID] = t
+		}
+		t.Messages += e.Messages
+		t.DeadLetters += e.DeadLetters
+	}
+}
+
+// report logs the run's removals, one line per queue or subscription.
+func (w *RetentionWorker) report(lost map[int64]*store.Expiry) {
+	if w.Log == nil {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(lost))
+	for _, id := range ids {
+		x := lost[id]
+		if x.Topic == "" {
+			w.Log.Warn("retention removed unconsumed messages", "queue", x.Name,
+				"messages", x.Messages, "dead_letters", x.DeadLetters)
+			continue
+		}
+		w.Log.Warn("retention removed unconsumed deliveries", "topic", x.Topic, "subscription", x.Name,
+			"deliveries", x.Messages, "dead_letters", x.DeadLetters)
+	}
+}
+
 // DedupExpiryArgs: forget dedup ids (of messages and of events) whose
-// window has ended.
+// window has ended. The retention sweep does this too, and is what runs
+// periodically; the job stays registered for jobs inserted by earlier
+// versions, and for a sweep of dedup ids alone.
 type DedupExpiryArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -194,10 +256,16 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweep
 	return nil
 }
 
-// Config sets the periods of the sweeps.
+// Config sets the period of the sweeps and what they report to.
 type Config struct {
+	// RetentionEvery is the period of the retention sweep (default 1
+	// minute).
 	RetentionEvery time.Duration
-	DedupEvery     time.Duration
+	// Log receives the sweeps' warnings (default: discarded).
+	Log *slog.Logger
+	// ObserveExpired, if set, is told what retention removed that was
+	// never consumed.
+	ObserveExpired func(store.Expiry)
 	// AttemptRetention is how long push attempts are kept (default 3 days).
 	AttemptRetention time.Duration
 }
@@ -207,27 +275,50 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 	if every.RetentionEvery <= 0 {
 		every.RetentionEvery = time.Minute
 	}
-	if every.DedupEvery <= 0 {
-		every.DedupEvery = time.Minute
-	}
 	workers := river.NewWorkers()
 	if every.AttemptRetention <= 0 {
 		every.AttemptRetention = 72 * time.Hour
 	}
-	river.AddWorker(workers, &RetentionWorker{Pool: pool, AttemptRetention: every.AttemptRetention})
+	river.AddWorker(workers, &RetentionWorker{
+		Pool: pool, AttemptRetention: every.AttemptRetention, Log: every.Log, Observe: every.ObserveExpired,
+	})
 	river.AddWorker(workers, &DedupExpiryWorker{Pool: pool})
 	river.AddWorker(workers, &QueueCleanupWorker{Pool: pool})
 	river.AddWorker(workers, &OrphanSweepWorker{Pool: pool})
 	river.AddWorker(workers, &TopicCleanupWorker{Pool: pool})
 	cfg.Workers = workers
-	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
-		return river.NewPeriodicJob(river.PeriodicInterval(every),
-			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-			&river.PeriodicJobOpts{RunOnStart: true})
+	log := every.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.PeriodicJobs = append(cfg.PeriodicJobs,
-		periodic(every.RetentionEvery, RetentionArgs{}),
-		periodic(every.DedupEvery, DedupExpiryArgs{}),
-		periodic(time.Hour, OrphanSweepArgs{}),
+		whenDue(every.RetentionEvery, RetentionArgs{}, log, func(ctx context.Context) (bool, error) {
+			return store.RetentionDue(ctx, pool, every.AttemptRetention)
+		}),
+		whenDue(time.Hour, OrphanSweepArgs{}, log, func(ctx context.Context) (bool, error) {
+			ids, err := store.QueueOrphans(ctx, pool, 1)
+			return len(ids) > 0, err
+		}),
 	)
+}
+
+// whenDue is a periodic job that River's leader inserts only when due says
+// there is work: an idle sweep is one read on the leader and writes no job
+// row (DESIGN.md invariant 12). If due fails, the job is inserted anyway
+// and reports its own failure.
+func whenDue(every time.Duration, args river.JobArgs, log *slog.Logger, due func(context.Context) (bool, error)) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ok, err := due(ctx)
+		if err != nil {
+			log.Warn("check for due work failed; running the job anyway", "kind", args.Kind(), "error", err)
+			return args, nil
+		}
+		if !ok {
+			log.Debug("nothing due; no job inserted", "kind", args.Kind())
+			return nil, nil
+		}
+		return args, nil
+	}, &river.PeriodicJobOpts{RunOnStart: true})
 }

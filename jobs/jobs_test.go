@@ -34,7 +34,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
 	}
-	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: time.Hour, DedupEvery: time.Hour})
+	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: time.Hour})
 	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
@@ -92,7 +92,8 @@ func TestQueueCleanupJob(t *testing.T) {
 }
 
 // The retention job deletes messages older than their queue's retention and
-// dedup ids past their window, and leaves younger ones alone.
+// dedup ids past their window (one job for both), and leaves younger ones
+// alone.
 func TestRetentionAndDedupJobs(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
@@ -112,10 +113,7 @@ func TestRetentionAndDedupJobs(t *testing.T) {
 	defer cancel()
 	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
 	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
-	_, err = client.Insert(ctx, jobs.DedupExpiryArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.DedupExpiryArgs{}).Kind())
+	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
 
 	require.Equal(t, 50-old, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID))
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND sent_at < now() - interval '60 seconds'`, q.ID))
@@ -214,7 +212,7 @@ func TestTopicCleanupJobRolledBack(t *testing.T) {
 }
 
 // The retention job deletes events older than their topic's retention (and
-// only those), and the dedup job forgets event ids past their window.
+// only those), and forgets event ids past their window.
 func TestTopicRetentionAndDedupJobs(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
@@ -239,10 +237,7 @@ func TestTopicRetentionAndDedupJobs(t *testing.T) {
 	defer cancel()
 	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
 	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
-	_, err = client.Insert(ctx, jobs.DedupExpiryArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.DedupExpiryArgs{}).Kind())
+	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
 
 	require.Equal(t, 30, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
 	require.Equal(t, 20, count(t, pool, `SELECT min("offset") FROM ferry.events WHERE topic_id = $1`, tp.ID), "oldest first")

@@ -564,8 +564,13 @@ func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, f
 // statement deletes more than partitions × limit rows), and reports how
 // many it deleted. The time index finds them without reading younger
 // events.
+//
+// The topics with anything to expire are found first by one statement
+// that looks at the oldest event of each partition, so a sweep that finds
+// nothing writes nothing and commits once (DESIGN.md invariant 12).
 func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM ferry.topics ORDER BY id`)
+	rows, err := db.Query(ctx, `/* ferry:event_expire_due */
+		SELECT t.id FROM ferry.topics t WHERE `+eventExpireDue+` ORDER BY t.id`)
 	if err != nil {
 		return 0, interpretError("event expire", err)
 	}
@@ -600,6 +605,18 @@ func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 	}
 	return total, nil
 }
+
+// eventExpireDue is true for a topic t whose oldest event in some
+// partition is past retention: one probe of the time index per partition.
+const eventExpireDue = `EXISTS (
+			SELECT 1 FROM ferry.topic_partitions p
+			CROSS JOIN LATERAL (
+				SELECT e.published_at FROM ferry.events e
+				WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+				ORDER BY e.published_at LIMIT 1
+			) e
+			WHERE p.topic_id = t.id AND e.published_at < now() - t.retention_seconds * interval '1 second'
+		)`
 
 // EventDedupExpire deletes up to limit event ids whose window has ended.
 func EventDedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {

@@ -4,46 +4,150 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
+// Expiry is what retention removed from one queue or subscription (a
+// subscription is a queue fed by its topic).
+type Expiry struct {
+	QueueID int64
+	// Name is the queue's name, or the subscription's.
+	Name string
+	// Topic is the subscription's topic; "" for a queue.
+	Topic string
+	// Messages counts the messages removed (a subscription's pending
+	// deliveries), DeadLetters the dead letters.
+	Messages, DeadLetters int64
+}
+
+// Expired lists what a retention call removed, one Expiry per queue or
+// subscription that lost rows, in id order.
+type Expired []Expiry
+
+// Total is how many rows were removed.
+func (e Expired) Total() int64 {
+	var n int64
+	for _, x := range e {
+		n += x.Messages + x.DeadLetters
+	}
+	return n
+}
+
 // MessageExpire deletes, for every queue, up to limit of its oldest
-// messages that are older than its retention, and dead letters that have
-// been dead for longer than it, promoting group successors of expired
-// heads. It reports how many rows it deleted; whatever a call leaves is
-// taken by the next (the retention job runs every minute).
+// messages that are older than its retention, and up to limit of its dead
+// letters that have been dead for longer than it, promoting group
+// successors of expired heads. It reports what it deleted per queue;
+// whatever a call leaves is taken by the next (the retention job runs
+// every minute).
+//
+// Which queues have anything to expire is found first, in one read-only
+// transaction for all of them (one round trip for the checks), so a sweep that finds nothing writes
+// nothing and commits once (DESIGN.md invariant 12).
 //
 // Message ids follow send time, so the oldest messages are found by walking
 // the primary key from the start of each queue, and each call reads at most
 // limit rows per queue whatever the queue's size.
-func MessageExpire(ctx context.Context, db TxBeginner, limit int) (int64, error) {
-	rows, err := db.Query(ctx, `/* ferry:queue_ids */ SELECT id FROM ferry.queues ORDER BY id`)
+func MessageExpire(ctx context.Context, db TxBeginner, limit int) (Expired, error) {
+	due, err := queuesDueForExpiry(ctx, db)
 	if err != nil {
-		return 0, interpretError("message expire", err)
+		return nil, interpretError("message expire", err)
 	}
-	queueIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, interpretError("message expire", err)
-	}
-	var total int64
-	for _, id := range queueIDs {
-		n, err := messageExpireQueue(ctx, db, id, limit)
-		if err != nil {
-			return total, err
+	var out Expired
+	for _, q := range due {
+		x, err := messageExpireQueue(ctx, db, q, limit)
+		if x.Messages+x.DeadLetters > 0 {
+			out = append(out, x)
 		}
-		total += n
+		if err != nil {
+			return out, interpretError("message expire", err)
+		}
 	}
-	return total, nil
+	return out, nil
 }
 
-func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit int) (int64, error) {
-	// Most runs find nothing to do: a look at the queue's oldest messages
-	// (ids follow send time, up to the length of a transaction) and its
-	// oldest dead letter says so without reading further.
+// RetentionDue reports whether a retention sweep would find anything to
+// delete: a queue's or subscription's message or dead letter, or a
+// topic's event, past retention; a dedup id (of a message or an event)
+// past its window; a push attempt older than attemptKeep. It reads the
+// oldest row of each by its index, in one transaction, and
+// writes nothing: the periodic sweep asks it first and starts (and writes
+// a job row) only when there is work (DESIGN.md invariant 12).
+func RetentionDue(ctx context.Context, db TxBeginner, attemptKeep time.Duration) (bool, error) {
 	var due bool
-	err := db.QueryRow(ctx, `/* ferry:message_expire_due */
-		WITH RECURSIVE `+walkKeys("messages", "id", "0", "", ", x.sent_at")+`
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `/* ferry:retention_due */
+			SELECT EXISTS (SELECT 1 FROM ferry.topics t WHERE `+eventExpireDue+`)
+				OR coalesce((SELECT min(expires_at) FROM ferry.dedup) < now(), false)
+				OR coalesce((SELECT min(expires_at) FROM ferry.event_dedup) < now(), false)
+				OR coalesce((SELECT min(at) FROM ferry.push_attempts) < now() - $1 * interval '1 millisecond', false)`,
+			attemptKeep.Milliseconds()).Scan(&due)
+		if err != nil || due {
+			return err
+		}
+		queues, err := queuesDueIn(ctx, tx)
+		due = len(queues) > 0
+		return err
+	})
+	if err != nil {
+		return false, interpretError("retention due", err)
+	}
+	return due, nil
+}
+
+// queuesDueForExpiry returns the queues and subscriptions whose oldest
+// messages or dead letters are past retention, with their names: one
+// transaction, one round trip for the checks (a batch).
+func queuesDueForExpiry(ctx context.Context, db TxBeginner) ([]Expiry, error) {
+	var due []Expiry
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var err error
+		due, err = queuesDueIn(ctx, tx)
+		return err
+	})
+	return due, err
+}
+
+// queuesDueIn is queuesDueForExpiry in tx.
+func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
+	rows, err := tx.Query(ctx, `/* ferry:queue_ids */
+		SELECT q.id, q.name, coalesce(t.name, '') FROM ferry.queues q
+		LEFT JOIN ferry.topics t ON t.id = q.topic_id ORDER BY q.id`)
+	if err != nil {
+		return nil, err
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Expiry, error) {
+		var x Expiry
+		return x, r.Scan(&x.QueueID, &x.Name, &x.Topic)
+	})
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, q := range all {
+		b.Queue(messageExpireDue, q.QueueID)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var due []Expiry
+	for _, q := range all {
+		var d bool
+		if err := br.QueryRow().Scan(&d); err != nil {
+			return nil, err
+		}
+		if d {
+			due = append(due, q)
+		}
+	}
+	return due, br.Close()
+}
+
+// messageExpireDue says whether queue $1 has anything to expire: a look at
+// its oldest messages (ids follow send time, up to the length of a
+// transaction) and its oldest dead letter says so without reading further.
+var messageExpireDue = `/* ferry:message_expire_due */
+		WITH RECURSIVE ` + walkKeys("messages", "id", "0", "", ", x.sent_at") + `
 		SELECT EXISTS (
 			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
 			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
@@ -51,17 +155,19 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 			SELECT 1 FROM ferry.queues q,
 				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
 			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
-		)`, queueID).Scan(&due)
-	if err != nil || !due {
-		return 0, interpretError("message expire", err)
-	}
+		)`
+
+// messageExpireQueue expires one due queue's oldest messages and dead
+// letters, counting them in x.
+func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int) (Expiry, error) {
 	n, err := messageDeleteSet(ctx, db, `
 		WITH RECURSIVE `+walkKeys("messages", "id", "0", "", ", x.grp, x.sent_at")+`
 		SELECT m.id, m.grp FROM (SELECT * FROM walk LIMIT $2) m, ferry.queues q
 		WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'`,
-		queueID, limit)
+		x.QueueID, limit)
+	x.Messages = n
 	if err != nil {
-		return n, interpretError("message expire", err)
+		return x, err
 	}
 	// The oldest dead letters: the age index walked one dead_lettered_at at
 	// a time, each value's rows read by their own probe, and deleted by
@@ -76,8 +182,9 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, queueID int64, limit
 			) d
 			LIMIT $2
 		)
-		DELETE FROM ferry.dead_letters d USING (SELECT ctid FROM victims LIMIT $2) v WHERE d.ctid = v.ctid`, queueID, limit)
-	return n + tag.RowsAffected(), interpretError("message expire", err)
+		DELETE FROM ferry.dead_letters d USING (SELECT ctid FROM victims LIMIT $2) v WHERE d.ctid = v.ctid`, x.QueueID, limit)
+	x.DeadLetters = tag.RowsAffected()
+	return x, err
 }
 
 // messageDeleteSet deletes, in one transaction, the messages of queue

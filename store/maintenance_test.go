@@ -25,7 +25,7 @@ func (e *env) expire(limit int) int64 {
 	e.t.Helper()
 	n, err := store.MessageExpire(e.ctx, e.pool, limit)
 	require.NoError(e.t, err)
-	return n
+	return n.Total()
 }
 
 // drainGroup claims and acks the group's messages one at a time and returns

@@ -255,7 +255,7 @@ func TestPlansQueueSweeps(t *testing.T) {
 				}
 				n, err := store.MessageExpire(e.ctx, db, 500)
 				require.NoError(t, err)
-				require.Positive(t, n)
+				require.Positive(t, n.Total())
 				return workBound{Batch: 500}
 			},
 		},
@@ -269,7 +269,7 @@ func TestPlansQueueSweeps(t *testing.T) {
 				}
 				n, err := store.MessageExpire(e.ctx, db, 500)
 				require.NoError(t, err)
-				require.Positive(t, n)
+				require.Positive(t, n.Total())
 				return workBound{Batch: 500}
 			},
 		},
@@ -289,6 +289,21 @@ func TestPlansQueueSweeps(t *testing.T) {
 				require.NoError(t, err)
 				require.Positive(t, n)
 				return workBound{Batch: 100}
+			},
+		},
+		{
+			// The idle sweep's question (is anything due?) with half of
+			// a large dedup table expired and the rest of the queue's
+			// rows young: one probe of each age index.
+			name:  "retention_due",
+			setup: newQueue,
+			fill:  func(t *testing.T, e *env, f *planFixture) { fillDedup(t, e, f.Queue) },
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				seedExpiredDedup(t, e, f.Queue)
+				due, err := store.RetentionDue(e.ctx, db, time.Hour)
+				require.NoError(t, err)
+				require.True(t, due)
+				return workBound{Batch: 1}
 			},
 		},
 		{

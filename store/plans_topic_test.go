@@ -99,6 +99,24 @@ func TestPlansTopic(t *testing.T) {
 			},
 		},
 		{
+			// The idle sweep's question over a topic whose partitions
+			// hold old events: one probe per partition.
+			name:   "retention_due_events",
+			warmUp: warmUpOtherTopic,
+			setup: func(t *testing.T, e *env) *planFixture {
+				return &planFixture{Topic: e.topic("plan-topic", store.TopicPatch{RetentionSeconds: ptr(3600)})}
+			},
+			fill: fillPlanTopic(topicFill{age: 2 * time.Hour}),
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				// The topics' part of the statement is evaluated first,
+				// so it runs whatever else is due (on the empty tables
+				// of a warm-up nothing is).
+				_, err := store.RetentionDue(e.ctx, db, time.Hour)
+				require.NoError(t, err)
+				return workBound{Batch: 4} // a probe per partition
+			},
+		},
+		{
 			name:   "event_dedup_expire",
 			warmUp: warmUpOtherTopic,
 			setup:  planTopic,

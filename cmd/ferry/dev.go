@@ -40,11 +40,7 @@ func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Wri
 			return err
 		}
 	}
-	// On a developer's machine webhook receivers run on localhost: allow
-	// push to private addresses unless told otherwise.
-	if _, set := os.LookupEnv("FERRY_ALLOW_PRIVATE_PUSH"); !set {
-		cfg.AllowPrivatePush = true
-	}
+	cfg = devDefaults(cfg)
 
 	var cluster *pgcluster.Cluster
 	if cfg.DatabaseURL == "" {
@@ -96,6 +92,25 @@ Try it:
 Press Ctrl-C to stop.
 `, base, cfg.AdminKey, redact(cfg.DatabaseURL), dataDir, base, cfg.AdminKey)
 	return waitAndShutdown(ctx, s, cfg, log)
+}
+
+// devListen is where `ferry dev` listens when FERRY_LISTEN is unset.
+const devListen = "127.0.0.1:8080"
+
+// devDefaults changes what `ferry dev` does differently from `serve` where
+// the environment does not say otherwise.
+func devDefaults(cfg server.Config) server.Config {
+	// The private database trusts every local connection and the admin
+	// key is printed on the console: serve this machine only.
+	if _, set := os.LookupEnv("FERRY_LISTEN"); !set {
+		cfg.Listen = devListen
+	}
+	// On a developer's machine webhook receivers run on localhost: allow
+	// push to private addresses.
+	if _, set := os.LookupEnv("FERRY_ALLOW_PRIVATE_PUSH"); !set {
+		cfg.AllowPrivatePush = true
+	}
+	return cfg
 }
 
 // devAdminKey returns the key stored in dataDir/admin-key, making it on

@@ -52,7 +52,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	cfg.Version = version
-	log := newLogger(cfg, stderr)
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, cfg, log)
@@ -71,16 +74,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
+// newLogger makes the logger FERRY_LOG_LEVEL (debug, info, warn, error)
+// and FERRY_LOG_FORMAT (text, json) ask for; anything else is an error, so
+// a typo is caught at start and not by a console that stays silent.
+func newLogger(cfg server.Config, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+	switch strings.ToLower(cfg.LogLevel) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info", "":
 		level = slog.LevelInfo
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return nil, fmt.Errorf("FERRY_LOG_LEVEL: unknown level %q (want debug, info, warn or error)", cfg.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if strings.EqualFold(cfg.LogFormat, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
+	switch strings.ToLower(cfg.LogFormat) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return nil, fmt.Errorf("FERRY_LOG_FORMAT: unknown format %q (want text or json)", cfg.LogFormat)
 }
 
 // serve runs until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/server"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -128,4 +131,45 @@ func TestDevStartsPrivatePostgresAndReusesIt(t *testing.T) {
 
 	key2 := runDev(t, dataDir)
 	require.Equal(t, key1, key2, "the second run reuses the data directory and its key")
+}
+
+// `ferry dev` serves this machine only unless FERRY_LISTEN says otherwise:
+// its database trusts local connections and its key is on the console.
+func TestDevListensOnLoopbackByDefault(t *testing.T) {
+	t.Setenv("FERRY_LISTEN", "")
+	os.Unsetenv("FERRY_LISTEN")
+	cfg := devDefaults(server.Config{Listen: ":8080"})
+	require.Equal(t, "127.0.0.1:8080", cfg.Listen)
+
+	t.Setenv("FERRY_LISTEN", "0.0.0.0:9000")
+	cfg = devDefaults(server.Config{Listen: "0.0.0.0:9000"})
+	require.Equal(t, "0.0.0.0:9000", cfg.Listen, "FERRY_LISTEN wins")
+}
+
+// FERRY_LOG_LEVEL is applied, and a value Ferry does not know stops it at
+// start with the variable's name, instead of logging at some default.
+func TestLogLevel(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(server.Config{LogLevel: "warn"}, &buf)
+	require.NoError(t, err)
+	log.Info("hidden")
+	log.Warn("shown")
+	require.NotContains(t, buf.String(), "hidden")
+	require.Contains(t, buf.String(), "shown")
+
+	log, err = newLogger(server.Config{LogLevel: "debug", LogFormat: "json"}, &buf)
+	require.NoError(t, err)
+	require.True(t, log.Enabled(context.Background(), slog.LevelDebug))
+
+	for _, cmd := range []string{"serve", "dev", "migrate"} {
+		t.Setenv("FERRY_LOG_LEVEL", "verbose")
+		var out, errOut bytes.Buffer
+		err = run(context.Background(), []string{cmd}, &out, &errOut)
+		require.ErrorContains(t, err, "FERRY_LOG_LEVEL", cmd)
+		require.ErrorContains(t, err, `"verbose"`, cmd)
+	}
+	t.Setenv("FERRY_LOG_LEVEL", "info")
+	t.Setenv("FERRY_LOG_FORMAT", "yaml")
+	err = run(context.Background(), []string{"serve"}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "FERRY_LOG_FORMAT")
 }

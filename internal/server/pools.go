@@ -119,9 +119,18 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 // of a multi-host URL; without one, pgx would wait two minutes in the pool
 // and forever in the notifier's LISTEN connection (which copies its pool's
 // configuration).
+//
+// It also pings a connection before handing it out only when it has been
+// idle for longer than pingAfterIdle. pgxpool's default pings one idle for
+// over a second, and every ping is a transaction: on an idle server, whose
+// periodic work takes a connection every few seconds, that alone is tens
+// of commits a minute (DESIGN.md invariant 12).
 func boundConnect(c *pgxpool.Config) {
 	if c.ConnConfig.ConnectTimeout == 0 {
 		c.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	c.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > pingAfterIdle
 	}
 }
 

@@ -96,6 +96,14 @@ func (c Config) Check() error {
 	return nil
 }
 
+// fetchPollInterval is how often River looks for jobs without being told
+// (see river.Config.FetchPollInterval).
+const fetchPollInterval = 30 * time.Second
+
+// pingAfterIdle is how long a pooled connection may sit idle before the
+// pool checks it with a ping when handing it out.
+const pingAfterIdle = 30 * time.Second
+
 // Server is a running Ferry.
 type Server struct {
 	cfg       Config
@@ -159,18 +167,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	})
 	// The id this instance's push leases carry (ferry.push_leases.owner).
 	log.Info("push delivery", "instance", s.pusher.ID(), "workers", cfg.PushWorkers)
+	riverLog := slog.New(riverLogHandler{log.Handler()}).With("component", "river")
 	rcfg := &river.Config{
-		Logger: log.With("component", "river"),
+		Logger:       riverLog,
+		ErrorHandler: jobErrorLogger{log: log.With("component", "jobs")},
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 10},
 		},
+		// Jobs are fetched when River's NOTIFY says one was inserted or
+		// became due; the poll is only the fallback for a lost
+		// notification. At River's default (1 s) each queue's poll alone
+		// would commit 60 transactions an idle minute (DESIGN.md
+		// invariant 12).
+		FetchPollInterval: fetchPollInterval,
 	}
 	jobs.Register(rcfg, pool, jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, AttemptRetention: cfg.PushAttemptRetention,
+		Log: log.With("component", "retention"), ObserveExpired: metrics.ObserveExpired,
 	})
-	// River LISTENs and runs its own statements, a few a second: on the
-	// direct pool. Its jobs are still inserted in the hot path's
-	// transactions (InsertTx), and its workers use the main pool.
+	// River LISTENs and runs its own statements: on the direct pool. Its
+	// jobs are still inserted in the hot path's transactions (InsertTx),
+	// and its workers use the main pool.
 	s.river, err = river.NewClient(riverpgxv5.New(ps.direct), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)

@@ -1,0 +1,196 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/store"
+)
+
+// logRecorder is a slog.Handler that keeps every record it is given.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+
+// find returns the attributes of the records with the message, as strings.
+func (l *logRecorder) find(msg string) []map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]string
+	for _, r := range l.records {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]string{"level": r.Level.String()}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		out = append(out, attrs)
+	}
+	return out
+}
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		out = append(out, r.Message)
+	}
+	return out
+}
+
+// startRiver starts River with Ferry's workers, the retention sweep every
+// `every`, its warnings and River's own lines into rec, and its expiry
+// observations into observed.
+func startRiver(t *testing.T, pool *pgxpool.Pool, every time.Duration, rec *logRecorder, observe func(store.Expiry)) *river.Client[pgx.Tx] {
+	t.Helper()
+	cfg := &river.Config{
+		Logger:            slog.New(rec),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+	}
+	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: every, Log: slog.New(rec), ObserveExpired: observe})
+	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Stop(ctx)
+	})
+	return client
+}
+
+// Issue 9, item 4: expiry is never silent. Messages of a queue, deliveries
+// of a subscription and dead letters of both that retention removes are
+// each counted (by kind, per queue or subscription) and logged at WARN
+// once per sweep per target, naming it; what is not expired is not
+// counted.
+func TestRetentionCountsAndLogsExpiry(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	sixty := 60
+	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
+	require.NoError(t, err)
+	kept, _, err := store.QueueUpsert(ctx, pool, "kept", store.QueuePatch{})
+	require.NoError(t, err)
+	send(t, pool, "short", 5)
+	send(t, pool, "kept", 3)
+	deadLetter(t, pool, q, 2)
+	tp, _, err := store.TopicUpsert(ctx, pool, "orders", store.TopicPatch{})
+	require.NoError(t, err)
+	sub, _, _, err := store.SubscriptionUpsert(ctx, pool, tp, "billing", store.SubscriptionPatch{Queue: store.QueuePatch{RetentionSeconds: &sixty}})
+	require.NoError(t, err)
+	for i := range 4 {
+		_, _, err := store.EventPublish(ctx, pool, tp, []store.PublishEvent{{Type: "t", Data: json.RawMessage(`{"n":1}`), ID: string(rune('a' + i))}})
+		require.NoError(t, err)
+	}
+	deadLetter(t, pool, sub.Queue, 1)
+	// Everything is two minutes old: past the 60 s retention, within the
+	// other queue's 4 days.
+	for _, table := range []string{"messages SET sent_at", "dead_letters SET dead_lettered_at"} {
+		_, err := pool.Exec(ctx, `UPDATE ferry.`+table+` = now() - interval '2 minutes' WHERE queue_id = ANY($1)`,
+			[]int64{q.ID, sub.ID, kept.ID})
+		require.NoError(t, err)
+	}
+
+	var (
+		mu       sync.Mutex
+		observed = map[int64]store.Expiry{}
+	)
+	rec := &logRecorder{}
+	client := startRiver(t, pool, time.Hour, rec, func(x store.Expiry) {
+		mu.Lock()
+		defer mu.Unlock()
+		o := observed[x.QueueID]
+		o.QueueID, o.Name, o.Topic = x.QueueID, x.Name, x.Topic
+		o.Messages += x.Messages
+		o.DeadLetters += x.DeadLetters
+		observed[x.QueueID] = o
+	})
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
+	require.NoError(t, err)
+	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
+
+	mu.Lock()
+	require.Equal(t, map[int64]store.Expiry{
+		q.ID:   {QueueID: q.ID, Name: "short", Messages: 3, DeadLetters: 2},
+		sub.ID: {QueueID: sub.ID, Name: "billing", Topic: "orders", Messages: 3, DeadLetters: 1},
+	}, observed)
+	mu.Unlock()
+	require.Equal(t, []map[string]string{{"level": "WARN", "queue": "short", "messages": "3", "dead_letters": "2"}},
+		rec.find("retention removed unconsumed messages"))
+	require.Equal(t, []map[string]string{{"level": "WARN", "topic": "orders", "subscription": "billing", "deliveries": "3", "dead_letters": "1"}},
+		rec.find("retention removed unconsumed deliveries"))
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, kept.ID))
+}
+
+// deadLetter claims n of q's messages and nacks them into the dead letters.
+func deadLetter(t *testing.T, pool *pgxpool.Pool, q store.Queue, n int) {
+	t.Helper()
+	msgs, _, err := store.MessageClaim(context.Background(), pool, store.ClaimParams{Queue: q, Max: n, VisibilityTimeout: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+	receipts := make([]store.Receipt, n)
+	for i, m := range msgs {
+		receipts[i] = m.Receipt
+	}
+	_, _, err = store.MessageNack(context.Background(), pool, store.NackParams{Queue: q, Receipts: receipts, DeadLetter: true})
+	require.NoError(t, err)
+}
+
+// DESIGN.md invariant 12: the periodic sweeps write nothing when there is
+// nothing to do. River's leader asks the database whether anything is due
+// at each tick and inserts no job row when not; once something expires,
+// the next tick runs the sweep.
+func TestRetentionInsertsNoJobWhenNothingIsDue(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	sixty := 60
+	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
+	require.NoError(t, err)
+	send(t, pool, "short", 2) // young: nothing due
+	rec := &logRecorder{}
+	startRiver(t, pool, 100*time.Millisecond, rec, nil)
+
+	// Several ticks that found nothing.
+	require.Eventually(t, func() bool {
+		return len(rec.find("nothing due; no job inserted")) >= 5
+	}, 30*time.Second, 20*time.Millisecond, "%v", rec.messages())
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM river_job WHERE kind = $1`, (jobs.RetentionArgs{}).Kind()))
+
+	_, err = pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '2 minutes' WHERE queue_id = $1`, q.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID) == 0
+	}, 30*time.Second, 20*time.Millisecond, "the sweep runs once something is due")
+	require.Positive(t, count(t, pool, `SELECT count(*) FROM river_job WHERE kind = $1`, (jobs.RetentionArgs{}).Kind()))
+}
