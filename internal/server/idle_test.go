@@ -16,7 +16,6 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
-	"github.com/ferry-mq/ferry/internal/server"
 )
 
 // Idle bounds of DESIGN.md invariant 12 (issue 9, item 2): with no
