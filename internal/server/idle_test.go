@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
+	"github.com/ferry-mq/ferry/internal/server"
 )
 
 // Idle bounds of DESIGN.md invariant 12 (issue 9, item 2): with no
@@ -59,7 +60,7 @@ func TestIdleServerIsQuiet(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	env := ferrytest.StartOn(t, c.URL("ferry"))
+	env := ferrytest.StartOn(t, c.URL("ferry"), func(cfg *server.Config) { cfg.AllowPrivatePush = true })
 	idleSetup(t, env)
 	idleWarmUp(t, env)
 
@@ -113,8 +114,10 @@ func idleSetup(t *testing.T, env *ferrytest.Env) {
 	}))
 	t.Cleanup(hook.Close)
 	push := map[string]any{"push": map[string]any{"url": hook.URL}}
-	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/queues/hooks", push).Status)
-	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/topics/audit/subscriptions/hook", push).Status)
+	for _, path := range []string{"/v1/queues/hooks", "/v1/topics/audit/subscriptions/hook"} {
+		r := env.Do("PUT", path, push)
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	}
 	r = env.Do("POST", "/v1/queues/hooks/messages", map[string]any{"messages": []map[string]any{{"body": 1}}})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	r = env.Do("POST", "/v1/topics/audit/events", map[string]any{"events": []map[string]any{{"type": "audit"}}})
