@@ -80,7 +80,9 @@ import (
 // but at least every SweepEvery. Idle, with no
 // leases, the Pusher runs one read per SweepEvery and writes nothing; a
 // kick for a target another instance holds costs nothing until that
-// lease would end.
+// lease would end, and then a sweep (that instance may have died). An
+// acquire that finds a target neither free nor held (it lost a race with
+// the owner's renewal) asks for a sweep at once.
 
 // PushConfig tunes push delivery.
 type PushConfig struct {
@@ -147,6 +149,10 @@ type Pusher struct {
 	resweep bool
 	targets map[int64]bool      // enabled push targets, as of the last sweep
 	held    map[int64]time.Time // targets another instance holds, until
+	// sweepBy is when a sweep is wanted at the latest (zero: no wish): an
+	// acquire found a lease held until then, so its target's kick waits
+	// for that sweep instead of the fallback.
+	sweepBy time.Time
 	runs    map[int64]*targetRun
 	starved bool           // due targets found no free worker
 	yielded map[int64]bool // left for others at their budget: last in line
@@ -293,6 +299,12 @@ func (p *Pusher) Run(ctx context.Context) {
 			nextSweep = lastSweep.Add(p.sweep(ctx))
 		}
 		p.startKicked(ctx)
+		p.mu.Lock()
+		if !p.sweepBy.IsZero() && p.sweepBy.Before(nextSweep) {
+			nextSweep = p.sweepBy
+		}
+		p.sweepBy = time.Time{}
+		p.mu.Unlock()
 		timer.Reset(max(time.Until(nextSweep), 0))
 	}
 }
@@ -392,10 +404,7 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	for id, left := range res.Held {
-		p.held[id] = now.Add(left)
-	}
+	p.noteHeld(ids, res)
 	for _, id := range res.Acquired {
 		r := newTargetRun(p, id, sent.Add(p.cfg.LeaseTTL-leaseMargin))
 		p.runs[id] = r
@@ -405,6 +414,30 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 			r.run(ctx)
 			p.finished(r)
 		}()
+	}
+}
+
+// noteHeld records the targets of an acquire (ids) that another instance
+// holds and asks for a sweep when the first of those leases ends (that
+// instance may be dead): a kick for a held target is not dropped for
+// good. A target neither acquired nor held lost a race (the lease looked
+// expired, and its owner renewed it before the acquire could take it; or
+// the target stopped being one): a sweep soon sorts it out. Called with
+// p.mu held.
+func (p *Pusher) noteHeld(ids []int64, res store.PushLeaseResult) {
+	now := time.Now()
+	for id, left := range res.Held {
+		until := now.Add(left)
+		p.held[id] = until
+		if p.sweepBy.IsZero() || until.Before(p.sweepBy) {
+			p.sweepBy = until
+		}
+	}
+	for _, id := range ids {
+		if _, held := res.Held[id]; !held && !slices.Contains(res.Acquired, id) {
+			p.resweep = true
+			p.wake()
+		}
 	}
 }
 
