@@ -41,8 +41,9 @@ import (
 // statement was sent, so before the database computed expires_at) is
 // under LeaseTTL - leaseMargin, and each claim's context ends there; a
 // heartbeat that finds the lease gone stops the worker's claims at once.
-// On top, each claim runs in a transaction that share-locks the live lease
-// row first (store.PushLeaseClaim): a claim that reaches the database
+// On top, each claim statement share-locks the live lease row before it
+// locks any message (store.PushLeaseClaim; one statement, no transaction
+// around it): a claim that reaches the database
 // after the lease ended claims nothing, and a takeover waits for a claim
 // in progress to commit. So no claim of an old owner ever commits after
 // another instance took the lease over.
