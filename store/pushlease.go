@@ -83,14 +83,24 @@ func PushLeaseAcquire(ctx context.Context, db DBTX, owner string, ids []int64, t
 // PushLeaseRenew extends owner's leases of the given targets to ttl from
 // now, in one statement, and returns the targets whose lease owner still
 // holds: any other was taken over (or its target deleted) and is lost.
+// It locks the rows in target id order, as PushLeaseAcquire does, so a
+// renewal and another instance's acquire at the expiry edge cannot
+// deadlock whatever plan either gets (the caller tries again at its next
+// heartbeat if anything fails).
 func PushLeaseRenew(ctx context.Context, db DBTX, owner string, ids []int64, ttl time.Duration) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	rows, err := db.Query(ctx, `/* ferry:push_lease_renew */
-		UPDATE ferry.push_leases SET expires_at = now() + $3 * interval '1 millisecond'
-		WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid
-		RETURNING queue_id`, ids, owner, ttl.Milliseconds())
+		WITH mine AS (
+			SELECT queue_id FROM ferry.push_leases
+			WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid
+			ORDER BY queue_id
+			FOR UPDATE
+		)
+		UPDATE ferry.push_leases l SET expires_at = now() + $3 * interval '1 millisecond'
+		FROM mine WHERE l.queue_id = mine.queue_id AND l.owner = $2::uuid
+		RETURNING l.queue_id`, ids, owner, ttl.Milliseconds())
 	if err != nil {
 		return nil, interpretError("push lease renew", err)
 	}

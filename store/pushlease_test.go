@@ -296,3 +296,48 @@ func TestReceiptBatchRetries(t *testing.T) {
 		})
 	}
 }
+
+// A heartbeat's renewal and another instance's acquire of the same leases
+// lock them in the same order (by target id), so they cannot deadlock at
+// the expiry edge, whatever plan the renewal gets: here a sequential scan
+// of a table whose rows lie in the other order, with the second row
+// locked by a third session until both statements wait.
+func TestPushLeaseRenewAcquireNoDeadlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q1, q2 := e.pushQueue("first"), e.pushQueue("second")
+	for _, q := range []store.Queue{q2, q1} { // q2's row first in the heap
+		_, err := e.pool.Exec(e.ctx, `INSERT INTO ferry.push_leases (queue_id, owner, expires_at)
+			VALUES ($1, $2, now() - interval '1 second')`, q.ID, ownerA)
+		require.NoError(t, err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "renew"
+	cfg.ConnConfig.RuntimeParams["enable_indexscan"] = "off"
+	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	renewPool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	defer renewPool.Close()
+	acquirePool := e.newNamedPool(2, "acquire")
+
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	_, err = tx.Exec(e.ctx, `SELECT 1 FROM ferry.push_leases WHERE queue_id = $1 FOR UPDATE`, q2.ID)
+	require.NoError(t, err)
+
+	ids := []int64{q1.ID, q2.ID}
+	var wg sync.WaitGroup
+	var renewErr, acquireErr error
+	wg.Go(func() { _, renewErr = store.PushLeaseRenew(e.ctx, renewPool, ownerA, ids, time.Minute) })
+	e.activityWaitingEventually("renew")
+	wg.Go(func() { _, acquireErr = store.PushLeaseAcquire(e.ctx, acquirePool, ownerB, ids, time.Minute) })
+	e.activityWaitingEventually("acquire")
+	require.NoError(t, tx.Commit(e.ctx))
+	wg.Wait()
+	require.NoError(t, renewErr, "renew")
+	require.NoError(t, acquireErr, "acquire")
+	owners := e.count(`SELECT count(DISTINCT owner) FROM ferry.push_leases WHERE queue_id = ANY($1)`, ids)
+	require.EqualValues(t, 1, owners, "both leases went the same way")
+}
