@@ -154,10 +154,14 @@ type Pusher struct {
 	// acquire found a lease held until then, so its target's kick waits
 	// for that sweep instead of the fallback.
 	sweepBy time.Time
-	runs    map[int64]*targetRun
-	starved bool           // due targets found no free worker
-	yielded map[int64]bool // left for others at their budget: last in line
-	runsWG  sync.WaitGroup
+	// acquireFails counts the acquires failed in a row; none is tried
+	// before acquireAt (a backoff, while the database refuses writes).
+	acquireFails int
+	acquireAt    time.Time
+	runs         map[int64]*targetRun
+	starved      bool           // due targets found no free worker
+	yielded      map[int64]bool // left for others at their budget: last in line
+	runsWG       sync.WaitGroup
 }
 
 // NewPusher makes a Pusher; Run must run for it to deliver.
@@ -390,21 +394,25 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 		p.starved = true
 		ids = ids[:free]
 	}
+	backingOff := time.Now().Before(p.acquireAt)
 	p.mu.Unlock()
-	if len(ids) == 0 {
-		return
+	if len(ids) == 0 || backingOff {
+		return // backing off: the sweep at acquireAt finds what is due
 	}
 	sent := time.Now()
 	res, err := store.PushLeaseAcquire(ctx, p.pool, p.id, ids, p.cfg.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.cfg.Log.Warn("push lease acquire failed; the sweep tries again", "error", err)
-			p.sweepSoon()
+			p.acquireFailed(err)
 		}
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.acquireFails > 0 {
+		p.cfg.Log.Info("push lease acquire works again", "failures", p.acquireFails)
+		p.acquireFails, p.acquireAt = 0, time.Time{}
+	}
 	p.noteHeld(ids, res)
 	for _, id := range res.Acquired {
 		r := newTargetRun(p, id, sent.Add(p.cfg.LeaseTTL-leaseMargin))
@@ -415,6 +423,26 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 			r.run(ctx)
 			p.finished(r)
 		}()
+	}
+}
+
+// maxAcquireBackoff bounds the wait between failed lease acquires.
+const maxAcquireBackoff = 5 * time.Second
+
+// acquireFailed backs off after a failed acquire (doubling from
+// minSweepGap up to maxAcquireBackoff) and asks for a sweep at its end;
+// it warns once per streak of failures.
+func (p *Pusher) acquireFailed(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acquireFails++
+	wait := min(minSweepGap<<min(p.acquireFails-1, 16), maxAcquireBackoff)
+	p.acquireAt = time.Now().Add(wait)
+	if p.sweepBy.IsZero() || p.acquireAt.Before(p.sweepBy) {
+		p.sweepBy = p.acquireAt
+	}
+	if p.acquireFails == 1 {
+		p.cfg.Log.Warn("push lease acquire failed; retrying with backoff until it works", "error", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,56 @@ func TestPushAcquireRacingRenewalIsRetried(t *testing.T) {
 	took := rc.list()[0].Sub(renewed)
 	t.Logf("first delivery %s after the renewal (the lease ended < 4 s after it)", took.Round(time.Millisecond))
 	require.Less(t, took, 6*time.Second)
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// While lease acquires keep failing (a read-only database during a
+// failover, here a trigger), the Pusher backs off and warns once, instead
+// of an acquire, a sweep and a warning every 100 ms.
+func TestPushAcquireFailuresBackOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	q, _ := pushTarget(t, pool, "failing")
+	send(t, pool, q.Name, 3)
+	_, err := pool.Exec(ctx, `
+		CREATE SEQUENCE acquire_attempts;
+		CREATE FUNCTION refuse_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM nextval('acquire_attempts');
+			RAISE EXCEPTION 'cannot execute INSERT in a read-only transaction' USING ERRCODE = '25006';
+		END $$;
+		CREATE TRIGGER refuse_lease BEFORE INSERT ON ferry.push_leases FOR EACH ROW EXECUTE FUNCTION refuse_lease();`)
+	require.NoError(t, err)
+	attempts := func() int {
+		return count(t, pool, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM acquire_attempts`)
+	}
+	logs := &lockedBuffer{}
+	runPusher(t, pool, jobs.PushConfig{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	require.Eventually(t, func() bool { return attempts() > 0 }, 20*time.Second, 10*time.Millisecond, "the first acquire")
+	time.Sleep(3 * time.Second) // the thing measured: how often it tries meanwhile
+	n := attempts()
+	warns := strings.Count(logs.String(), `msg="push lease acquire failed`)
+	t.Logf("%d acquires and %d warnings in about 3 s", n, warns)
+	require.LessOrEqual(t, n, 8, "acquires back off")
+	require.GreaterOrEqual(t, n, 3, "and still try")
+	require.Equal(t, 1, warns, "one warning per streak:\n%s", logs)
 }
