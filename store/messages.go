@@ -442,7 +442,8 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // waits for the claim to commit), claims only if it found it (an
 // uncorrelated EXISTS: checked once, before any message is locked), and
 // reports a missing lease as a row of its own (ErrPushLeaseLost). One
-// statement, one round trip, no transaction around it.
+// statement, one round trip, no transaction around it; with nothing to
+// claim it locks nothing (fencedClaimStatement).
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	sql, args := claimStatement, []any{p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds()}
 	if p.leaseOwner != "" {
@@ -511,16 +512,31 @@ const claimStatement = `/* ferry:message_claim */
 		WITH ` + claimCandidate + claimRest
 
 // fencedClaimStatement is claimStatement fenced by the push lease of
-// owner $5 (see messageClaimOnce).
+// owner $5 (see messageClaimOnce). The lease is share-locked only when a
+// message is claimable (head: one probe of the claim index), before any
+// message is locked; with nothing to claim, as an idle worker's poll
+// finds, it is only read (live), so the poll writes nothing. Lost: the
+// lease is neither locked nor live.
 const fencedClaimStatement = `/* ferry:message_claim_fenced */
-		WITH lease AS MATERIALIZED (
+		WITH head AS MATERIALIZED (
+			SELECT 1 FROM ferry.messages
+			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
+			ORDER BY visible_at, id
+			LIMIT 1
+		),
+		lease AS MATERIALIZED (
 			SELECT 1 FROM ferry.push_leases
-			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp()
+			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
 			FOR SHARE
+		),
+		live AS MATERIALIZED (
+			SELECT 1 FROM ferry.push_leases
+			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
 		),
 		` + claimCandidate + ` AND EXISTS (SELECT 1 FROM lease)` + claimRest + `
 		UNION ALL
-		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM lease)`
+		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+		WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live)`
 
 // claimCandidate and claimRest are the claim statement around the end of
 // its candidates' WHERE.

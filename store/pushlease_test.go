@@ -341,3 +341,32 @@ func TestPushLeaseRenewAcquireNoDeadlock(t *testing.T) {
 	owners := e.count(`SELECT count(DISTINCT owner) FROM ferry.push_leases WHERE queue_id = ANY($1)`, ids)
 	require.EqualValues(t, 1, owners, "both leases went the same way")
 }
+
+// An idle push worker's poll (a claim that finds nothing to claim) writes
+// nothing: it reads the lease without locking it (a share lock is a write:
+// a transaction id, a WAL record and a dirty page per poll, four times a
+// second). A claim with work share-locks it (the fence).
+func TestPushLeaseClaimIdleWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.pushQueue("idle")
+	_, err := store.PushLeaseAcquire(e.ctx, e.pool, ownerA, []int64{q.ID}, time.Minute)
+	require.NoError(t, err)
+	locker := func() int64 {
+		return e.count(`SELECT xmax::text::bigint FROM ferry.push_leases WHERE queue_id = $1`, q.ID)
+	}
+	require.Zero(t, locker())
+	p := store.ClaimParams{Queue: q, Max: 5, VisibilityTimeout: time.Minute}
+	msgs, _, err := store.PushLeaseClaim(e.ctx, e.pool, ownerA, p)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	require.Zero(t, locker(), "an idle claim does not lock the lease")
+	_, _, err = store.PushLeaseClaim(e.ctx, e.pool, ownerB, p)
+	require.ErrorIs(t, err, store.ErrPushLeaseLost, "an idle claim still sees the lease is not its own")
+
+	e.send(q, store.SendMessage{Body: []byte(`1`)})
+	msgs, _, err = store.PushLeaseClaim(e.ctx, e.pool, ownerA, p)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.NotZero(t, locker(), "a claim with work share-locks the lease")
+}
