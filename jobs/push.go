@@ -151,8 +151,9 @@ type Pusher struct {
 	targets map[int64]bool      // enabled push targets, as of the last sweep
 	held    map[int64]time.Time // targets another instance holds, until
 	// sweepBy is when a sweep is wanted at the latest (zero: no wish): an
-	// acquire found a lease held until then, so its target's kick waits
-	// for that sweep instead of the fallback.
+	// acquire found a lease held until then (its target's kick waits for
+	// that sweep instead of the fallback), or a failed acquire's backoff
+	// ends then.
 	sweepBy time.Time
 	// acquireFails counts the acquires failed in a row; none is tried
 	// before acquireAt (a backoff, while the database refuses writes).
