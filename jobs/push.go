@@ -41,8 +41,9 @@ import (
 // statement was sent, so before the database computed expires_at) is
 // under LeaseTTL - leaseMargin, and each claim's context ends there; a
 // heartbeat that finds the lease gone stops the worker's claims at once.
-// On top, each claim runs in a transaction that share-locks the live lease
-// row first (store.PushLeaseClaim): a claim that reaches the database
+// On top, each claim statement share-locks the live lease row before it
+// locks any message (store.PushLeaseClaim; one statement, no transaction
+// around it): a claim that reaches the database
 // after the lease ended claims nothing, and a takeover waits for a claim
 // in progress to commit. So no claim of an old owner ever commits after
 // another instance took the lease over.
@@ -80,7 +81,9 @@ import (
 // but at least every SweepEvery. Idle, with no
 // leases, the Pusher runs one read per SweepEvery and writes nothing; a
 // kick for a target another instance holds costs nothing until that
-// lease would end.
+// lease would end, and then a sweep (that instance may have died). An
+// acquire that finds a target neither free nor held (it lost a race with
+// the owner's renewal) asks for a sweep at once.
 
 // PushConfig tunes push delivery.
 type PushConfig struct {
@@ -147,10 +150,19 @@ type Pusher struct {
 	resweep bool
 	targets map[int64]bool      // enabled push targets, as of the last sweep
 	held    map[int64]time.Time // targets another instance holds, until
-	runs    map[int64]*targetRun
-	starved bool           // due targets found no free worker
-	yielded map[int64]bool // left for others at their budget: last in line
-	runsWG  sync.WaitGroup
+	// sweepBy is when a sweep is wanted at the latest (zero: no wish): an
+	// acquire found a lease held until then (its target's kick waits for
+	// that sweep instead of the fallback), or a failed acquire's backoff
+	// ends then.
+	sweepBy time.Time
+	// acquireFails counts the acquires failed in a row; none is tried
+	// before acquireAt (a backoff, while the database refuses writes).
+	acquireFails int
+	acquireAt    time.Time
+	runs         map[int64]*targetRun
+	starved      bool           // due targets found no free worker
+	yielded      map[int64]bool // left for others at their budget: last in line
+	runsWG       sync.WaitGroup
 }
 
 // NewPusher makes a Pusher; Run must run for it to deliver.
@@ -293,6 +305,12 @@ func (p *Pusher) Run(ctx context.Context) {
 			nextSweep = lastSweep.Add(p.sweep(ctx))
 		}
 		p.startKicked(ctx)
+		p.mu.Lock()
+		if !p.sweepBy.IsZero() && p.sweepBy.Before(nextSweep) {
+			nextSweep = p.sweepBy
+		}
+		p.sweepBy = time.Time{}
+		p.mu.Unlock()
 		timer.Reset(max(time.Until(nextSweep), 0))
 	}
 }
@@ -377,25 +395,26 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 		p.starved = true
 		ids = ids[:free]
 	}
+	backingOff := time.Now().Before(p.acquireAt)
 	p.mu.Unlock()
-	if len(ids) == 0 {
-		return
+	if len(ids) == 0 || backingOff {
+		return // backing off: the sweep at acquireAt finds what is due
 	}
 	sent := time.Now()
 	res, err := store.PushLeaseAcquire(ctx, p.pool, p.id, ids, p.cfg.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.cfg.Log.Warn("push lease acquire failed; the sweep tries again", "error", err)
-			p.sweepSoon()
+			p.acquireFailed(err)
 		}
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	for id, left := range res.Held {
-		p.held[id] = now.Add(left)
+	if p.acquireFails > 0 {
+		p.cfg.Log.Info("push lease acquire works again", "failures", p.acquireFails)
+		p.acquireFails, p.acquireAt = 0, time.Time{}
 	}
+	p.noteHeld(ids, res)
 	for _, id := range res.Acquired {
 		r := newTargetRun(p, id, sent.Add(p.cfg.LeaseTTL-leaseMargin))
 		p.runs[id] = r
@@ -405,6 +424,50 @@ func (p *Pusher) start(ctx context.Context, candidates []int64) {
 			r.run(ctx)
 			p.finished(r)
 		}()
+	}
+}
+
+// maxAcquireBackoff bounds the wait between failed lease acquires.
+const maxAcquireBackoff = 5 * time.Second
+
+// acquireFailed backs off after a failed acquire (doubling from
+// minSweepGap up to maxAcquireBackoff) and asks for a sweep at its end;
+// it warns once per streak of failures.
+func (p *Pusher) acquireFailed(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acquireFails++
+	wait := min(minSweepGap<<min(p.acquireFails-1, 16), maxAcquireBackoff)
+	p.acquireAt = time.Now().Add(wait)
+	if p.sweepBy.IsZero() || p.acquireAt.Before(p.sweepBy) {
+		p.sweepBy = p.acquireAt
+	}
+	if p.acquireFails == 1 {
+		p.cfg.Log.Warn("push lease acquire failed; retrying with backoff until it works", "error", err)
+	}
+}
+
+// noteHeld records the targets of an acquire (ids) that another instance
+// holds and asks for a sweep when the first of those leases ends (that
+// instance may be dead): a kick for a held target is not dropped for
+// good. A target neither acquired nor held lost a race (the lease looked
+// expired, and its owner renewed it before the acquire could take it; or
+// the target stopped being one): a sweep soon sorts it out. Called with
+// p.mu held.
+func (p *Pusher) noteHeld(ids []int64, res store.PushLeaseResult) {
+	now := time.Now()
+	for id, left := range res.Held {
+		until := now.Add(left)
+		p.held[id] = until
+		if p.sweepBy.IsZero() || until.Before(p.sweepBy) {
+			p.sweepBy = until
+		}
+	}
+	for _, id := range ids {
+		if _, held := res.Held[id]; !held && !slices.Contains(res.Acquired, id) {
+			p.resweep = true
+			p.wake()
+		}
 	}
 }
 

@@ -384,6 +384,9 @@ type ClaimParams struct {
 	Queue             Queue
 	Max               int
 	VisibilityTimeout time.Duration
+	// leaseOwner, set by PushLeaseClaim only, fences the claim by the
+	// queue's push lease: it claims only while this owner holds it live.
+	leaseOwner string
 }
 
 // MessageClaim leases up to Max visible messages of the queue and reports
@@ -398,6 +401,9 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 	// batch even behind a run of exhausted messages.
 	for pass := 0; pass < 3 && len(msgs) < p.Max; pass++ {
 		got, over, err := messageClaimOnce(ctx, db, p, p.Max-len(msgs))
+		if errors.Is(err, ErrPushLeaseLost) && len(msgs) > 0 {
+			return msgs, dead, nil // claimed while the lease held: they stand
+		}
 		if err != nil {
 			return msgs, dead, err
 		}
@@ -430,12 +436,116 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // every candidate; joined on ctid alone, the only other way in is a scan
 // of the whole table, which no estimate makes look cheap next to 100 TID
 // fetches. The ctid is stable: the candidates are locked by this statement.
+//
+// Fenced by a push lease (p.leaseOwner), the statement first share-locks
+// the owner's live lease row (a takeover, which must update that row,
+// waits for the claim to commit), claims only if it found it (an
+// uncorrelated EXISTS: checked once, before any message is locked), and
+// reports a missing lease as a row of its own (ErrPushLeaseLost). One
+// statement, one round trip, no transaction around it; with nothing to
+// claim it locks nothing (fencedClaimStatement).
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
-	rows, err := db.Query(ctx, `/* ferry:message_claim */
-		WITH candidate AS (
+	sql, args := claimStatement, []any{p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds()}
+	if p.leaseOwner != "" {
+		sql, args = fencedClaimStatement, append(args, p.leaseOwner)
+	}
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, interpretError("message claim", err)
+	}
+	defer rows.Close()
+	var (
+		msgs      []Message
+		exhausted []int64
+		lost      bool
+	)
+	for rows.Next() {
+		var (
+			over  *bool
+			m     Message
+			id    *int64
+			body  *string
+			attrs *string
+			token *int64
+			rc    *int
+			sent  *time.Time
+		)
+		if err := rows.Scan(&over, &id, &body, &attrs, &m.Group, &m.DedupID, &m.EventID, &token, &rc, &sent); err != nil {
+			return nil, nil, interpretError("message claim", err)
+		}
+		switch {
+		case over == nil:
+			lost = true
+			continue
+		case *over:
+			exhausted = append(exhausted, *id)
+			continue
+		}
+		m.ID = *id
+		m.Body = json.RawMessage(*body)
+		if attrs != nil {
+			m.Attributes = json.RawMessage(*attrs)
+		}
+		m.Receipt = Receipt{MessageID: m.ID, Token: *token}
+		m.ReceiveCount = *rc
+		m.SentAt = *sent
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretError("message claim", err)
+	}
+	if lost {
+		return nil, nil, ErrPushLeaseLost
+	}
+	// Oldest first (the UPDATE returns rows in no particular order): by
+	// send time (a subscription's: its event's publish time, which a
+	// backfill's ids need not follow), then id.
+	slices.SortFunc(msgs, func(a, b Message) int {
+		return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.ID, b.ID))
+	})
+	return msgs, exhausted, nil
+}
+
+// claimStatement is messageClaimOnce's statement: $1 queue, $2 limit,
+// $3 max_receives, $4 visibility timeout (ms).
+const claimStatement = `/* ferry:message_claim */
+		WITH ` + claimCandidate + claimRest
+
+// fencedClaimStatement is claimStatement fenced by the push lease of
+// owner $5 (see messageClaimOnce). The lease is share-locked only when a
+// message is claimable (head: one probe of the claim index), before any
+// message is locked; with nothing to claim, as an idle worker's poll
+// finds, it is only read (live), so the poll writes nothing. Lost: the
+// lease is neither locked nor live.
+const fencedClaimStatement = `/* ferry:message_claim_fenced */
+		WITH head AS MATERIALIZED (
+			SELECT 1 FROM ferry.messages
+			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
+			ORDER BY visible_at, id
+			LIMIT 1
+		),
+		lease AS MATERIALIZED (
+			SELECT 1 FROM ferry.push_leases
+			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
+			FOR SHARE
+		),
+		live AS MATERIALIZED (
+			SELECT 1 FROM ferry.push_leases
+			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
+		),
+		` + claimCandidate + ` AND EXISTS (SELECT 1 FROM lease)` + claimRest + `
+		UNION ALL
+		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+		WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live)`
+
+// claimCandidate and claimRest are the claim statement around the end of
+// its candidates' WHERE.
+const (
+	claimCandidate = `candidate AS (
 			SELECT ctid, id, receive_count >= $3 AS exhausted
 			FROM ferry.messages
-			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
+			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()`
+	claimRest = `
 			ORDER BY visible_at, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
@@ -450,53 +560,8 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 		)
 		SELECT false, id, body::text, attributes::text, grp, dedup_id, event_id, claim_token, receive_count, sent_at FROM claimed
 		UNION ALL
-		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`,
-		p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds())
-	if err != nil {
-		return nil, nil, interpretError("message claim", err)
-	}
-	defer rows.Close()
-	var (
-		msgs      []Message
-		exhausted []int64
-	)
-	for rows.Next() {
-		var (
-			over  bool
-			m     Message
-			body  *string
-			attrs *string
-			token *int64
-			rc    *int
-			sent  *time.Time
-		)
-		if err := rows.Scan(&over, &m.ID, &body, &attrs, &m.Group, &m.DedupID, &m.EventID, &token, &rc, &sent); err != nil {
-			return nil, nil, interpretError("message claim", err)
-		}
-		if over {
-			exhausted = append(exhausted, m.ID)
-			continue
-		}
-		m.Body = json.RawMessage(*body)
-		if attrs != nil {
-			m.Attributes = json.RawMessage(*attrs)
-		}
-		m.Receipt = Receipt{MessageID: m.ID, Token: *token}
-		m.ReceiveCount = *rc
-		m.SentAt = *sent
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, interpretError("message claim", err)
-	}
-	// Oldest first (the UPDATE returns rows in no particular order): by
-	// send time (a subscription's: its event's publish time, which a
-	// backfill's ids need not follow), then id.
-	slices.SortFunc(msgs, func(a, b Message) int {
-		return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.ID, b.ID))
-	})
-	return msgs, exhausted, nil
-}
+		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`
+)
 
 // The statements below reach rows the same way, whatever the planner
 // believes (DESIGN.md invariant 11): from a client's list (receipts, ids)
@@ -608,7 +673,7 @@ func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64,
 		SELECT count(*) FROM gone`, queueID, ids, lastError)
 	var n int
 	err := retry(ctx, func() error {
-		br := db.SendBatch(ctx, b)
+		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
@@ -619,6 +684,19 @@ func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64,
 		return br.Close()
 	})
 	return n, interpretError("message dead-letter", err)
+}
+
+// freshBatch copies b's statements into a new batch, for each attempt of a
+// retry: pgx keeps the prepared statement a queued query was sent as in
+// the batch, and a batch sent again (on another connection, or after the
+// failure made pgx drop its statements) names a statement that does not
+// exist there (SQLSTATE 26000), so the retry failed every time.
+func freshBatch(b *pgx.Batch) *pgx.Batch {
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, len(b.QueuedQueries))}
+	for i, q := range b.QueuedQueries {
+		nb.QueuedQueries[i] = &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn}
+	}
+	return nb
 }
 
 // ReceiptResult tells, per receipt, whether an ack, nack or extend applied.
@@ -767,7 +845,7 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 	err := retry(ctx, func() error {
 		clear(applied)
 		dead = 0
-		br := db.SendBatch(ctx, b)
+		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
@@ -839,7 +917,7 @@ func collectApplied(rows pgx.Rows) (map[int64]int64, error) {
 func runReceiptBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, error) {
 	var applied map[int64]int64
 	err := retry(ctx, func() error {
-		br := db.SendBatch(ctx, b)
+		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
 		for range b.Len() - 1 {
 			if _, err := br.Exec(); err != nil {
@@ -876,7 +954,7 @@ func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) 
 		SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, queueID)
 	var fence int64
 	err := func() error {
-		br := db.SendBatch(ctx, b)
+		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err

@@ -31,6 +31,22 @@ func TestPlansQueue(t *testing.T) {
 				return workBound{Batch: 100}
 			},
 		},
+		{
+			// A push worker's claim, fenced by its lease in the statement.
+			name: "push_claim",
+			setup: func(t *testing.T, e *env) *planFixture {
+				q := e.pushQueue("plan-push")
+				_, err := store.PushLeaseAcquire(e.ctx, e.pool, ownerA, []int64{q.ID}, time.Hour)
+				require.NoError(t, err)
+				return &planFixture{Queue: q}
+			},
+			fill: fill,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				_, _, err := store.PushLeaseClaim(e.ctx, db, ownerA, store.ClaimParams{Queue: f.Queue, Max: 100, VisibilityTimeout: time.Minute})
+				require.NoError(t, err)
+				return workBound{Batch: 100}
+			},
+		},
 	})
 }
 

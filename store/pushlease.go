@@ -83,14 +83,24 @@ func PushLeaseAcquire(ctx context.Context, db DBTX, owner string, ids []int64, t
 // PushLeaseRenew extends owner's leases of the given targets to ttl from
 // now, in one statement, and returns the targets whose lease owner still
 // holds: any other was taken over (or its target deleted) and is lost.
+// It locks the rows in target id order, as PushLeaseAcquire does, so a
+// renewal and another instance's acquire at the expiry edge cannot
+// deadlock whatever plan either gets (the caller tries again at its next
+// heartbeat if anything fails).
 func PushLeaseRenew(ctx context.Context, db DBTX, owner string, ids []int64, ttl time.Duration) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	rows, err := db.Query(ctx, `/* ferry:push_lease_renew */
-		UPDATE ferry.push_leases SET expires_at = now() + $3 * interval '1 millisecond'
-		WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid
-		RETURNING queue_id`, ids, owner, ttl.Milliseconds())
+		WITH mine AS (
+			SELECT queue_id FROM ferry.push_leases
+			WHERE queue_id = ANY($1::bigint[]) AND owner = $2::uuid
+			ORDER BY queue_id
+			FOR UPDATE
+		)
+		UPDATE ferry.push_leases l SET expires_at = now() + $3 * interval '1 millisecond'
+		FROM mine WHERE l.queue_id = mine.queue_id AND l.owner = $2::uuid
+		RETURNING l.queue_id`, ids, owner, ttl.Milliseconds())
 	if err != nil {
 		return nil, interpretError("push lease renew", err)
 	}
@@ -119,36 +129,16 @@ func PushLeaseRelease(ctx context.Context, db DBTX, owner string, ids []int64) e
 }
 
 // PushLeaseClaim claims for a push target (MessageClaim) only while owner
-// holds its lease: in one transaction that first share-locks the live
-// lease row, so a takeover (which must update that row) waits for the
-// claim to commit, and a claim that arrives after the lease expired or
-// was taken over claims nothing (ErrPushLeaseLost). However slow the
-// network or the instance, no claim of an old owner commits after a
-// takeover.
-func PushLeaseClaim(ctx context.Context, db TxBeginner, owner string, p ClaimParams) ([]Message, int, error) {
-	var (
-		msgs []Message
-		dead int
-	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `/* ferry:push_lease_check */
-			SELECT 1 FROM ferry.push_leases
-			WHERE queue_id = $1 AND owner = $2::uuid AND expires_at > clock_timestamp()
-			FOR SHARE`, p.Queue.ID, owner).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrPushLeaseLost
-		}
-		if err != nil {
-			return interpretError("push lease check", err)
-		}
-		msgs, dead, err = MessageClaim(ctx, tx, p)
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return msgs, dead, nil
+// holds its lease: each claim statement first share-locks the live lease
+// row, so a takeover (which must update that row) waits for the claim to
+// commit, and a claim that arrives after the lease expired or was taken
+// over claims nothing (ErrPushLeaseLost). However slow the network or the
+// instance, no claim of an old owner commits after a takeover. One
+// statement, as an unfenced claim; exhausted messages are dead-lettered
+// after it, outside any transaction, as MessageClaim does.
+func PushLeaseClaim(ctx context.Context, db DBTX, owner string, p ClaimParams) ([]Message, int, error) {
+	p.leaseOwner = owner
+	return MessageClaim(ctx, db, p)
 }
 
 // PushSweepResult is what the push sweep found.

@@ -1,9 +1,13 @@
 package store_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -155,4 +159,214 @@ func TestPushSweep(t *testing.T) {
 	res, err = store.PushSweep(e.ctx, e.pool, ownerB)
 	require.NoError(t, err)
 	require.Contains(t, res.Due, mine.ID)
+}
+
+// pgStatements counts the statements a pool sends (a pgx tracer).
+type pgStatements struct {
+	mu   sync.Mutex
+	sqls []string
+}
+
+func (s *pgStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	s.sqls = append(s.sqls, d.SQL)
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *pgStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *pgStatements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sqls
+	s.sqls = nil
+	return out
+}
+
+// A push claim is one statement, fenced by the lease inside it: no
+// transaction around it (BEGIN, lease check, claim, COMMIT were four round
+// trips per claim), whether it claims, finds nothing, or finds the lease
+// gone.
+func TestPushLeaseClaimOneStatement(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.pushQueue("one-statement")
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	require.NoError(t, err)
+	stmts := &pgStatements{}
+	cfg.ConnConfig.Tracer = stmts
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = store.PushLeaseAcquire(e.ctx, e.pool, ownerA, []int64{q.ID}, time.Minute)
+	require.NoError(t, err)
+	e.send(q, store.SendMessage{Body: []byte(`1`)})
+	require.NoError(t, pool.Ping(e.ctx))
+	stmts.take()
+
+	claim := func(owner string) ([]store.Message, error) {
+		msgs, _, err := store.PushLeaseClaim(e.ctx, pool, owner, store.ClaimParams{Queue: q, Max: 5, VisibilityTimeout: time.Minute})
+		return msgs, err
+	}
+	msgs, err := claim(ownerA)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Len(t, stmts.take(), 1, "a claim that claims")
+	msgs, err = claim(ownerA)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	require.Len(t, stmts.take(), 1, "a claim that finds nothing")
+	_, err = claim(ownerB)
+	require.ErrorIs(t, err, store.ErrPushLeaseLost)
+	require.Len(t, stmts.take(), 1, "a claim without the lease")
+}
+
+// Exhausted messages a push claim meets are dead-lettered outside any
+// transaction of the claim's, with the dead-letter's own retry: a
+// serialization failure there (injected once) neither undoes the claims
+// nor keeps the message from its dead letter.
+func TestPushLeaseClaimDeadLettersAfterRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	one := 1
+	q, _, err := store.QueueUpsert(e.ctx, e.pool, "exhausted", store.QueuePatch{
+		MaxReceives: &one, Push: pushPatch("https://a.example/h", "whsec_x"),
+	})
+	require.NoError(t, err)
+	_, err = store.PushLeaseAcquire(e.ctx, e.pool, ownerA, []int64{q.ID}, time.Minute)
+	require.NoError(t, err)
+	e.send(q, store.SendMessage{Body: []byte(`"exhausted"`)})
+	require.Len(t, e.claim(q, 1, time.Minute), 1) // its one receive
+	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.messages SET visible_at = now() - interval '1 second' WHERE queue_id = $1`, q.ID)
+	require.NoError(t, err)
+	e.send(q, store.SendMessage{Body: []byte(`"fresh"`)})
+	e.failOnce("INSERT", "ferry.dead_letters")
+
+	msgs, dead, err := store.PushLeaseClaim(e.ctx, e.pool, ownerA, store.ClaimParams{Queue: q, Max: 2, VisibilityTimeout: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.JSONEq(t, `"fresh"`, string(msgs[0].Body))
+	require.Equal(t, 1, dead)
+	require.EqualValues(t, 1, e.deadLetters(q))
+	require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND receive_count = 1 AND visible_at > now()`, q.ID),
+		"the fresh message's claim stands")
+}
+
+// failOnce makes the first row of the given operation on table fail with a
+// serialization failure (40001), as a conflict under load does.
+func (e *env) failOnce(op, table string) {
+	e.t.Helper()
+	_, err := e.pool.Exec(e.ctx, `
+		CREATE SEQUENCE fail_once;
+		CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('fail_once') = 1 THEN
+				RAISE EXCEPTION 'injected' USING ERRCODE = '40001';
+			END IF;
+			RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+		END $$;
+		CREATE TRIGGER fail_once BEFORE `+op+` ON `+table+` FOR EACH ROW EXECUTE FUNCTION fail_once();`)
+	require.NoError(e.t, err)
+}
+
+// An ack and a nack that meet a serialization failure are
+// retried and apply: a retry sends its statements afresh (pgx's batch keeps
+// the prepared statement it was sent as, which the retry's connection need
+// not have).
+func TestReceiptBatchRetries(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"ack", "nack"} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			q := e.queue("retried", store.QueuePatch{})
+			e.send(q, store.SendMessage{Body: []byte(`1`)})
+			m := e.claim(q, 1, time.Minute)
+			require.Len(t, m, 1)
+			switch op {
+			case "ack":
+				e.failOnce("DELETE", "ferry.messages")
+				require.Equal(t, []bool{true}, e.ack(q, m[0].Receipt))
+			case "nack":
+				e.failOnce("UPDATE", "ferry.messages")
+				ok, _ := e.nack(store.NackParams{Queue: q, Receipts: []store.Receipt{m[0].Receipt}})
+				require.Equal(t, []bool{true}, ok)
+			}
+		})
+	}
+}
+
+// A heartbeat's renewal and another instance's acquire of the same leases
+// lock them in the same order (by target id), so they cannot deadlock at
+// the expiry edge, whatever plan the renewal gets: here a sequential scan
+// of a table whose rows lie in the other order, with the second row
+// locked by a third session until both statements wait.
+func TestPushLeaseRenewAcquireNoDeadlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q1, q2 := e.pushQueue("first"), e.pushQueue("second")
+	for _, q := range []store.Queue{q2, q1} { // q2's row first in the heap
+		_, err := e.pool.Exec(e.ctx, `INSERT INTO ferry.push_leases (queue_id, owner, expires_at)
+			VALUES ($1, $2, now() - interval '1 second')`, q.ID, ownerA)
+		require.NoError(t, err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "renew"
+	cfg.ConnConfig.RuntimeParams["enable_indexscan"] = "off"
+	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	renewPool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	defer renewPool.Close()
+	acquirePool := e.newNamedPool(2, "acquire")
+
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	_, err = tx.Exec(e.ctx, `SELECT 1 FROM ferry.push_leases WHERE queue_id = $1 FOR UPDATE`, q2.ID)
+	require.NoError(t, err)
+
+	ids := []int64{q1.ID, q2.ID}
+	var wg sync.WaitGroup
+	var renewErr, acquireErr error
+	wg.Go(func() { _, renewErr = store.PushLeaseRenew(e.ctx, renewPool, ownerA, ids, time.Minute) })
+	e.activityWaitingEventually("renew")
+	wg.Go(func() { _, acquireErr = store.PushLeaseAcquire(e.ctx, acquirePool, ownerB, ids, time.Minute) })
+	e.activityWaitingEventually("acquire")
+	require.NoError(t, tx.Commit(e.ctx))
+	wg.Wait()
+	require.NoError(t, renewErr, "renew")
+	require.NoError(t, acquireErr, "acquire")
+	owners := e.count(`SELECT count(DISTINCT owner) FROM ferry.push_leases WHERE queue_id = ANY($1)`, ids)
+	require.EqualValues(t, 1, owners, "both leases went the same way")
+}
+
+// An idle push worker's poll (a claim that finds nothing to claim) writes
+// nothing: it reads the lease without locking it (a share lock is a write:
+// a transaction id, a WAL record and a dirty page per poll, four times a
+// second). A claim with work share-locks it (the fence).
+func TestPushLeaseClaimIdleWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.pushQueue("idle")
+	_, err := store.PushLeaseAcquire(e.ctx, e.pool, ownerA, []int64{q.ID}, time.Minute)
+	require.NoError(t, err)
+	locker := func() int64 {
+		return e.count(`SELECT xmax::text::bigint FROM ferry.push_leases WHERE queue_id = $1`, q.ID)
+	}
+	require.Zero(t, locker())
+	p := store.ClaimParams{Queue: q, Max: 5, VisibilityTimeout: time.Minute}
+	msgs, _, err := store.PushLeaseClaim(e.ctx, e.pool, ownerA, p)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	require.Zero(t, locker(), "an idle claim does not lock the lease")
+	_, _, err = store.PushLeaseClaim(e.ctx, e.pool, ownerB, p)
+	require.ErrorIs(t, err, store.ErrPushLeaseLost, "an idle claim still sees the lease is not its own")
+
+	e.send(q, store.SendMessage{Body: []byte(`1`)})
+	msgs, _, err = store.PushLeaseClaim(e.ctx, e.pool, ownerA, p)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.NotZero(t, locker(), "a claim with work share-locks the lease")
 }
