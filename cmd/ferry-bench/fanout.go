@@ -633,7 +633,7 @@ func (b *Bench) fanout(ctx context.Context) (*Section, error) {
 			"last publish). The server runs with `AllowPrivatePush` (loopback URLs allowed), Ferry's default push settings otherwise "+
 			"(one push worker slot per instance in this configuration: `PushWorkers` is left at 0, served as 1). "+
 			"**Statements (part 3):** pg_stat_statements (track = top) reset after the warm-up and read as soon as the last event arrived; every statement "+
-			"of the bench's database is counted, River's included (its job and maintenance statements, and the push sweep every second), and divided by "+
+			"of the bench's database is counted, River's included (its job and maintenance statements), and divided by "+
 			"the events delivered. The bench runs no SQL in that window. BEGIN and COMMIT sent as plain statements are recorded; the publish "+
 			"transaction's BEGIN and COMMIT travel in a pipeline (extended protocol), which pg_stat_statements on PostgreSQL 15 mostly does not record: "+
 			"two statements are added per publish transaction (counted by its first statement, the `ferry.event_dedup` claim) beyond the upper-case BEGINs recorded.",
@@ -732,7 +732,7 @@ func stmtRows(p pushOutcome) ([]Row, Grid) {
 	rows := []Row{
 		{Metric: "SQL statements per pushed delivery, all (publish + fan-out + push, River included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", per)},
 		{Metric: "of which: pipelined BEGIN/COMMIT of publish transactions, added (not recorded by pg_stat_statements)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(unseen)/d)},
-		{Metric: "of which: River's (jobs, maintenance, push sweep)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(river)/d)},
+		{Metric: "of which: River's (jobs, maintenance)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(river)/d)},
 		{Metric: "of which: publishing (the publish transactions, BEGIN/COMMIT included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(publishing+unseen)/d)},
 		func() Row {
 			deliver := float64(all-publishing-unseen-river) / d
