@@ -5,11 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,14 +38,6 @@ func PartitionForKey(key string, partitions int) int {
 	return int(h.Sum32() % uint32(partitions))
 }
 
-// spread hands out partitions round-robin to keyless events, per topic.
-var spread sync.Map // topic id → *atomic.Uint64
-
-func nextPartition(topicID int64, partitions int) int {
-	v, _ := spread.LoadOrStore(topicID, new(atomic.Uint64))
-	return int(v.(*atomic.Uint64).Add(1) % uint64(partitions))
-}
-
 // NewEventID makes an id for an event published without one.
 func NewEventID() string {
 	var b [16]byte
@@ -57,65 +45,56 @@ func NewEventID() string {
 	return "evt_" + hex.EncodeToString(b[:])
 }
 
-// EventPublish appends events to the topic and answers, in order, where
-// each landed. An id seen on the topic within its dedup window (or earlier
-// in the batch) is a duplicate: it answers the original's partition and
-// offset and appends nothing.
+// PublishParams is a publish: events for a topic.
+type PublishParams struct {
+	Topic  Topic
+	Events []PublishEvent
+	// Spreader picks the partitions of keyless events. The caller owns it
+	// (a Publisher has one); nil spreads each publish's keyless events
+	// round-robin from a random partition, as even over many publishes
+	// but not turn by turn.
+	Spreader *Spreader
+}
+
+// PublishOutcome is what a publish wrote: where each event landed, and
+// whom to wake once its transaction has committed.
+type PublishOutcome struct {
+	// Results says where each event landed, in the order given.
+	Results []PublishResult
+	// Subscriptions lists the subscriptions that got deliveries, once
+	// each, in id order: their push workers are to be kicked.
+	Subscriptions []int64
+	// WakeKeys are the Notifier keys to wake: the topic's (TopicWakeKey),
+	// for its event readers and consumer groups, then Subscriptions (a
+	// subscription is a queue: its key is its id), for their receivers.
+	WakeKeys []int64
+}
+
+// EventPublish appends events to the topic in a transaction of its own
+// and answers, in order, where each landed, and the subscriptions that
+// got deliveries. An id seen on the topic within its dedup window (or
+// earlier in the batch) is a duplicate: it answers the original's
+// partition and offset and appends nothing. Keyless events are spread
+// from a random partition (see PublishParams.Spreader); a Publisher
+// spreads them round-robin per topic.
 //
-// It is one transaction in two round trips. First the event ids are
-// claimed in ferry.event_dedup (in id order, so two publishes of the same
-// ids never wait on each other crosswise) and every claimed id's row is
-// read back: a duplicate's row, committed by the publish that beat it,
-// tells where the original landed. Then the partition rows are locked (in
-// partition order), offsets next_offset..next_offset+n-1 taken, the events
-// appended with the dedup rows pointing at them, and the transaction
-// committed. The partition locks are thus held for one round trip and the
-// commit; a transaction never waits for a partition while holding one, or
-// for an id while holding a partition.
-//
-// Offsets of a partition are therefore assigned by one transaction at a
-// time, densely and in commit order. published_at is the clock read under
-// the lock, so it grows with the offset (as long as the server's clock
-// does not step back), and the first event at or after a time is also the
-// lowest offset at or after it.
+// It is one transaction in two round trips (BEGIN travels with the first
+// and COMMIT with the second; see EventPublishTx for what they do). The
+// partition locks are thus held for one round trip and the commit. A
+// transaction that fails only through concurrency (a subscription change,
+// a deadlock) is run again, up to 10 times.
 func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
-	results := make([]PublishResult, len(events))
-	firstOf := map[string]int{}
-	repeatOf := make([]int, len(events))
-	var (
-		ids, types, keys, data, attrs []*string
-		parts                         []int32
-		index                         []int // position in events of each row sent
-	)
-	for i, e := range events {
-		repeatOf[i] = -1
-		id := e.ID
-		if id == "" {
-			id = NewEventID()
-		}
-		results[i].ID = id
-		if j, ok := firstOf[id]; ok {
-			repeatOf[i] = j
-			continue
-		}
-		firstOf[id] = i
-		p := 0
-		if e.Key != nil {
-			p = PartitionForKey(*e.Key, t.Partitions)
-		} else {
-			p = nextPartition(t.ID, t.Partitions)
-		}
-		results[i].Partition = p
-		idc, typ := id, e.Type
-		ids = append(ids, &idc)
-		types = append(types, &typ)
-		keys = append(keys, e.Key)
-		data = append(data, rawPtr(e.Data))
-		attrs = append(attrs, rawPtr(e.Attributes))
-		parts = append(parts, int32(p))
-		index = append(index, i)
+	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events})
+	if err != nil {
+		return nil, nil, err
 	}
-	var fed []int64
+	return out.Results, out.Subscriptions, nil
+}
+
+// eventPublish is EventPublish with its parameters, for the Publisher.
+func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams) (PublishOutcome, error) {
+	batch := newPublishBatch(p.Topic, p.Events, p.Spreader)
+	var out PublishOutcome
 	// More attempts than other transactions: a publish also starts again
 	// when a subscription of the topic changed meanwhile.
 	err := retryN(ctx, 10, func() error {
@@ -124,7 +103,7 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 			return err
 		}
 		defer conn.Release()
-		fed, err = publishTx(ctx, conn.Conn(), t, ids, types, keys, data, attrs, parts, index, results)
+		out, err = batch.write(ctx, conn.Conn(), true)
 		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 			// Leave the connection clean; the pool drops it if this fails.
 			_, _ = conn.Exec(context.Background(), "ROLLBACK")
@@ -132,346 +111,58 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 		return err
 	})
 	if err != nil {
-		return nil, nil, interpretError("event publish", err)
+		return PublishOutcome{}, interpretError("event publish", err)
 	}
-	for i, j := range repeatOf {
-		if j >= 0 {
-			results[i] = PublishResult{ID: results[j].ID, Partition: results[j].Partition, Offset: results[j].Offset, Duplicate: true}
-		}
-	}
-	return results, fed, nil
+	return out, nil
 }
 
-// publishTx runs EventPublish's transaction on conn: BEGIN travels with
-// the first batch and COMMIT with the second.
-func publishTx(ctx context.Context, conn *pgx.Conn, t Topic, ids, types, keys, data, attrs []*string,
-	parts []int32, index []int, results []PublishResult) ([]int64, error) {
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`/* ferry:event_dedup_claim */
-		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
-		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
-		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
-		ON CONFLICT (topic_id, event_id) DO UPDATE
-			SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
-			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
-	// Fresh claims read back as offset -1 (this transaction's own rows);
-	// duplicates as the committed original.
-	// One probe per id, by the whole key: with topic_id = $1 AND event_id
-	// = ANY($2) the planner may descend on topic_id alone and walk every
-	// id the topic remembers.
-	b.Queue(`/* ferry:event_dedup_read */
-		SELECT d.event_id, d.partition, d."offset" FROM unnest($2::text[]) AS i(id)
-		CROSS JOIN LATERAL (
-			SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = i.id LIMIT 1
-		) d`, t.ID, ids)
-	// The subscriptions to fan out to, and the version they are at: the
-	// second round trip checks, under the partition locks, that it has
-	// not changed since (see lockTopicForSubscriptions).
-	b.Queue(`/* ferry:topic_subscriptions_read */
-		SELECT t.subs_version, q.id, q.filter::text, q.ordered
-		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
-		WHERE t.id = $1 ORDER BY q.id`, t.ID)
-	br := conn.SendBatch(ctx, b)
-	rows, err := func() (pgx.Rows, error) {
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return nil, err
-			}
-		}
-		return br.Query()
-	}()
+// EventPublishTx appends p.Events to p.Topic in the caller's transaction
+// tx, with everything a publish writes: dedup claims, partition offsets,
+// the events, and their deliveries to every matching subscription. Its
+// results (as EventPublish's) hold once tx commits; if tx rolls back,
+// nothing of the publish is kept. It takes two round trips.
+//
+// The first claims the event ids in ferry.event_dedup (in id order, so
+// two publishes of the same ids never wait on each other crosswise),
+// reads every claimed id's row back (a duplicate's row, committed by the
+// publish that beat it, tells where the original landed) and reads the
+// topic's subscriptions. The second locks the partition rows the fresh
+// events go to (in partition order), checks that the subscriptions have
+// not changed since, takes next_offset..next_offset+n-1 of each
+// partition, and appends the events with their deliveries and the dedup
+// rows pointing at them. A transaction never waits for a partition while
+// holding one, or for an id while holding a partition.
+//
+// From then until tx commits or rolls back, tx holds:
+//   - the row locks of those partitions: every other publish to them, and
+//     every subscription change of the topic, waits for tx. That is what
+//     makes offsets dense and visible in offset order (one transaction at
+//     a time assigns a partition's offsets), and it is why these locks
+//     must not be held across a long transaction: a caller whose
+//     transaction may stay open (the SQL API, next, with its clients'
+//     transactions) must not publish this way inside it;
+//   - the event ids claimed: a publish of the same ids waits for tx to
+//     learn whether they are duplicates;
+//   - the advisory locks of the key groups of ordered subscriptions that
+//     got deliveries.
+//
+// tx must be READ COMMITTED (the default): the subscription check must
+// read the version committed under the partition locks. published_at is
+// the clock read under the lock, so it grows with the offset (as long as
+// the server's clock does not step back), and the first event at or
+// after a time is also the lowest offset at or after it.
+//
+// It wakes no one: after tx commits, the caller wakes out.WakeKeys
+// (Notifier.Published) and kicks the push workers of out.Subscriptions.
+// An error wrapping ErrBusy means concurrency (a subscription change
+// meanwhile, a deadlock) aborted tx: run the whole transaction again.
+// ErrNotFound means the topic is gone.
+func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
+	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader).write(ctx, tx, false)
 	if err != nil {
-		br.Close()
-		return nil, err
+		return PublishOutcome{}, interpretError("event publish", err)
 	}
-	claims := map[string]PublishResult{}
-	for rows.Next() {
-		var r PublishResult
-		if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
-			rows.Close()
-			br.Close()
-			return nil, err
-		}
-		claims[r.ID] = r
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		br.Close()
-		return nil, err
-	}
-	subsVersion, subs, err := readFanoutSubs(br)
-	if err != nil {
-		br.Close()
-		return nil, err
-	}
-	if err := br.Close(); err != nil {
-		return nil, err
-	}
-
-	var (
-		fIDs, fTypes, fKeys, fData, fAttrs []*string
-		fParts                             []int32
-		fIndex                             []int
-	)
-	for k, i := range index {
-		c := claims[*ids[k]]
-		if c.Offset >= 0 {
-			results[i].Duplicate = true
-			results[i].Partition, results[i].Offset = c.Partition, c.Offset
-			continue
-		}
-		results[i].Duplicate = false
-		fIDs = append(fIDs, ids[k])
-		fTypes = append(fTypes, types[k])
-		fKeys = append(fKeys, keys[k])
-		fData = append(fData, data[k])
-		fAttrs = append(fAttrs, attrs[k])
-		fParts = append(fParts, parts[k])
-		fIndex = append(fIndex, i)
-	}
-	touched := append([]int32{}, fParts...) // never nil: NULL would not compare
-	slices.Sort(touched)
-	touched = slices.Compact(touched)
-	fan := planFanout(subs, fTypes, fKeys, fAttrs, fData)
-
-	b = &pgx.Batch{}
-	// A deleted topic has no partition rows: then the transaction stops
-	// here and nothing of it, dedup claims included, is kept (also when
-	// every event was a duplicate and no partition is to be locked).
-	b.Queue(`/* ferry:topic_partitions_lock */
-		SELECT CASE
-			WHEN count(*) = cardinality($2::int[]) AND EXISTS (SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1)
-			THEN count(*) ELSE ferry.raise_not_found('topic') END
-		FROM (
-			SELECT 1 FROM ferry.topic_partitions
-			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
-		) locked`, t.ID, touched)
-	b.Queue(`/* ferry:topic_subscriptions_check */
-		SELECT CASE WHEN subs_version = $2 THEN 0 ELSE ferry.raise_retry('subscriptions changed') END
-		FROM ferry.topics WHERE id = $1`, t.ID, subsVersion)
-	if len(fan.lockQueues) > 0 {
-		b.Queue(`/* ferry:event_group_locks */
-			SELECT count(pg_advisory_xact_lock(k)) FROM (
-				SELECT DISTINCT ferry.group_lock_key(q, g) AS k FROM unnest($1::bigint[], $2::text[]) AS l(q, g) ORDER BY k
-			) locks`, fan.lockQueues, fan.lockGroups)
-	}
-	b.Queue(`/* ferry:event_append */
-		WITH input AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
-				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
-		),
-		counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
-		bumped AS (
-			UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
-			FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
-			RETURNING p.partition, p.next_offset - c.n AS base
-		),
-		placed AS MATERIALIZED (
-			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,
-				b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off,
-				clock_timestamp() AS at
-			FROM input i JOIN bumped b USING (partition)
-		),
-		-- With the event as deliveries carry it, made once per event (not
-		-- once per subscription), and only when some subscription matched
-		-- ($11[ord]: a lookup, where a list of matched events would be a
-		-- join, and one the planner may run as a nested loop).
-		numbered AS MATERIALIZED (
-			SELECT p.*, CASE WHEN ($11::bool[])[p.ord]
-				THEN ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p.off, p.at) END AS body
-			FROM placed p
-		),
-		appended AS (
-			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
-			SELECT $1, partition, off, id, type, key, attributes, data, at
-			FROM numbered ORDER BY partition, off
-		),
-		-- Each claimed id's row (this transaction's own, so its ctid
-		-- holds) by one probe of the whole key per event, then by ctid:
-		-- joined on topic_id = $1, the planner may walk every id of the
-		-- topic per event.
-		located AS (
-			UPDATE ferry.event_dedup d SET "offset" = n.off
-			FROM numbered n CROSS JOIN LATERAL (
-				SELECT x.ctid FROM ferry.event_dedup x WHERE x.topic_id = $1 AND x.event_id = n.id LIMIT 1
-			) x
-			WHERE d.ctid = x.ctid
-		),
-		-- One delivery per (matching subscription, event): $8..$10 list
-		-- them, in event order; grp is the key for ordered subscriptions.
-		fan AS (
-			SELECT nextval('ferry.message_id_seq') AS mid, f.*
-			FROM (
-				SELECT * FROM unnest($8::bigint[], $9::int[], $10::text[]) WITH ORDINALITY AS f(queue_id, ev, grp, k)
-				ORDER BY k
-			) f
-		),
-		delivered AS (
-			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
-			SELECT f.queue_id, f.mid, n.at,
-				f.grp IS NOT NULL AND (
-					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
-					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
-				n.at, f.grp, n.id, n.partition, n.off, n.body
-			FROM fan f JOIN numbered n ON n.ord = f.ev
-		)
-		SELECT ord, off FROM numbered`, t.ID, fIDs, fTypes, fKeys, fParts, fData, fAttrs,
-		fan.queues, fan.events, fan.groups, fan.matched(len(fIDs)))
-	b.Queue(`COMMIT`)
-	br = conn.SendBatch(ctx, b)
-	defer br.Close()
-	var locked int
-	if err := br.QueryRow().Scan(&locked); err != nil {
-		return nil, err
-	}
-	for range b.Len() - 3 { // the version check and group locks
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return nil, err
-	}
-	got := 0
-	for rows.Next() {
-		var (
-			ord int
-			off int64
-		)
-		if err := rows.Scan(&ord, &off); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		results[fIndex[ord-1]].Offset = off
-		got++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if _, err := br.Exec(); err != nil { // COMMIT
-		return nil, err
-	}
-	if err := br.Close(); err != nil {
-		return nil, err
-	}
-	if locked != len(touched) || got != len(fIDs) {
-		return nil, fmt.Errorf("event publish: %d of %d partitions, %d of %d events", locked, len(touched), got, len(fIDs))
-	}
-	return fan.fed(), nil
-}
-
-// fanoutSub is a subscription as a publish matches events against it.
-type fanoutSub struct {
-	id      int64
-	filter  *Filter
-	ordered bool
-}
-
-// readFanoutSubs reads the subscriptions query of publishTx's first batch.
-func readFanoutSubs(br pgx.BatchResults) (int64, []fanoutSub, error) {
-	rows, err := br.Query()
-	if err != nil {
-		return 0, nil, err
-	}
-	defer rows.Close()
-	var (
-		version int64
-		subs    []fanoutSub
-	)
-	for rows.Next() {
-		var (
-			id      *int64
-			filter  *string
-			ordered *bool
-		)
-		if err := rows.Scan(&version, &id, &filter, &ordered); err != nil {
-			return 0, nil, err
-		}
-		if id != nil {
-			subs = append(subs, fanoutSub{id: *id, filter: cachedFilter(filter), ordered: *ordered})
-		}
-	}
-	return version, subs, rows.Err()
-}
-
-// fanout is the deliveries of one publish: parallel arrays, one entry per
-// (subscription, event), in event order; and the group locks they need.
-type fanout struct {
-	queues     []int64
-	events     []int32 // 1-based position of the event in the batch
-	groups     []*string
-	lockQueues []int64
-	lockGroups []string
-}
-
-// planFanout matches every fresh event against every subscription.
-func planFanout(subs []fanoutSub, types, keys, attrs, data []*string) fanout {
-	var f fanout
-	if len(subs) == 0 {
-		return f
-	}
-	locked := map[fanoutLock]bool{}
-	for i := range types {
-		e := &matchEvent{typ: *types[i]}
-		if attrs[i] != nil {
-			e.rawAttrs = json.RawMessage(*attrs[i])
-		}
-		if data[i] != nil {
-			e.rawData = json.RawMessage(*data[i])
-		}
-		for _, s := range subs {
-			if !s.filter.match(e) {
-				continue
-			}
-			var grp *string
-			if s.ordered && keys[i] != nil {
-				grp = keys[i]
-				l := fanoutLock{s.id, *grp}
-				if !locked[l] {
-					locked[l] = true
-					f.lockQueues = append(f.lockQueues, s.id)
-					f.lockGroups = append(f.lockGroups, *grp)
-				}
-			}
-			f.queues = append(f.queues, s.id)
-			f.events = append(f.events, int32(i+1))
-			f.groups = append(f.groups, grp)
-		}
-	}
-	return f
-}
-
-type fanoutLock struct {
-	queue int64
-	grp   string
-}
-
-// matched says, for each of the n fresh events of the batch (by
-// position), whether some subscription gets it.
-func (f fanout) matched(n int) []bool {
-	m := make([]bool, n)
-	for _, ev := range f.events {
-		m[ev-1] = true
-	}
-	return m
-}
-
-// fed lists the subscriptions that got deliveries, once each.
-func (f fanout) fed() []int64 {
-	ids := slices.Clone(f.queues)
-	slices.Sort(ids)
-	return slices.Compact(ids)
-}
-
-func rawPtr(r json.RawMessage) *string {
-	if r == nil {
-		return nil
-	}
-	s := string(r)
-	return &s
+	return out, nil
 }
 
 // Event is an event as readers see it.

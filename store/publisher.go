@@ -15,10 +15,18 @@ import (
 // publishes to one partition commit one after another, and only sharing
 // transactions lets them share a commit. Every request is answered after
 // the transaction holding it committed.
+//
+// The write itself is EventPublishTx's (one publishBatch), run as a
+// transaction of its own whose BEGIN and COMMIT travel with its two round
+// trips (as EventPublish does). The Publisher only merges requests,
+// commits, writes the requests of a failed merged transaction again one
+// by one, and wakes. Its Spreader spreads keyless events round-robin, per
+// topic, over everything it publishes.
 type Publisher struct {
 	pool      *pgxpool.Pool
 	c         *coalescer[*publishRequest]
 	published func(topicIDs, subscriptionIDs []int64)
+	spread    Spreader
 }
 
 type publishRequest struct {
@@ -133,7 +141,8 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) ([]int6
 			t = r.topic // the freshest view of a growing topic
 		}
 	}
-	results, fed, err := EventPublish(ctx, p.pool, t, all)
+	out, err := eventPublish(ctx, p.pool, PublishParams{Topic: t, Events: all, Spreader: &p.spread})
+	results := out.Results
 	for _, r := range reqs {
 		if err != nil {
 			r.results, r.err = nil, err
@@ -141,5 +150,5 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) ([]int6
 		}
 		r.results, r.err, results = results[:len(r.events)], nil, results[len(r.events):]
 	}
-	return fed, err
+	return out.Subscriptions, err
 }

@@ -617,9 +617,10 @@ func TestEventKeys(t *testing.T) {
 	t.Run("KeylessSpread", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		// Topic ids start at 1 in every test database, and keyless spread
-		// state is per topic id in the process: give this topic an id no
-		// parallel test uses.
+		// EventPublish spreads each publish's keyless events from a random
+		// partition, with no state shared between tests; an id no
+		// parallel test uses all the same (topic ids start at 1 in every
+		// test database).
 		e.uniqueTopicIDs()
 		tp := e.topic("spread", store.TopicPatch{Partitions: ptr(4)})
 		perPartition := make([]int, 4)
@@ -653,9 +654,11 @@ func TestEventKeys(t *testing.T) {
 	})
 }
 
-// uniqueTopicIDs makes the test database's topic ids unlike other tests':
-// topic ids start at 1 in every test database, and the keyless spread
-// state is kept per topic id in the process, so parallel tests would share it.
+// uniqueTopicIDs makes the test database's topic ids unlike other tests'
+// (topic ids start at 1 in every test database), so no state kept per
+// topic id in the process could be shared by parallel tests. Keyless
+// spreading once was; now each Publisher owns its Spreader (see
+// TestPublisherSpread).
 func (e *env) uniqueTopicIDs() {
 	e.t.Helper()
 	_, err := e.pool.Exec(e.ctx, fmt.Sprintf(`ALTER TABLE ferry.topics ALTER COLUMN id RESTART WITH %d`, 1_000_000+rand.IntN(1_000_000_000)))

@@ -1,0 +1,454 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// publishBatch is the write of one publish: the events given (each with
+// its id and partition chosen once, so every attempt writes the same) and,
+// per attempt, what its two round trips read. Its phases, in order:
+//
+//   - claimDedup queues the first round trip: claim the ids, read where
+//     each claimed id landed, read the subscriptions to fan out to;
+//   - plan splits the events into duplicates and fresh ones and matches
+//     the fresh ones against the subscriptions;
+//   - lockPartitions and appendAndFanOut queue the second: lock the
+//     partitions, check the subscriptions, lock the groups, append the
+//     events with their deliveries;
+//   - answer checks what the second round trip did and says where each
+//     event landed.
+//
+// Each queued statement reads its own result (pgx's QueuedQuery
+// callbacks), so results are read by statement, never by position.
+type publishBatch struct {
+	topic    Topic
+	ids      []string // per event given: its id
+	repeatOf []int    // per event given: the earlier one with its id, or -1
+	rows     []publishRow
+
+	// Per attempt, from the first round trip (claimDedup)…
+	claims      map[string]PublishResult // id → where it landed; offset -1: claimed now
+	subsVersion int64
+	subs        []fanoutSub
+	// …from plan…
+	results []PublishResult // per event given
+	fresh   []publishRow    // the rows claimed now, appended
+	touched []int32         // their partitions, sorted, once each
+	fan     fanout
+	// …and from the second round trip.
+	locked, appended int
+}
+
+// publishRow is the first event of an id, as the publish writes it.
+type publishRow struct {
+	at          int // its position in the events given
+	id, typ     string
+	key         *string
+	data, attrs *string // JSON text, or nil
+	partition   int32
+}
+
+// newPublishBatch gives every event its id (a new one when it has none)
+// and every event of a new id its partition: by key, or from spread (see
+// Spreader) when it has none. A repeated id is written once.
+func newPublishBatch(t Topic, events []PublishEvent, spread *Spreader) *publishBatch {
+	p := &publishBatch{topic: t, ids: make([]string, len(events)), repeatOf: make([]int, len(events))}
+	firstOf := map[string]int{}
+	keyless := 0
+	for i, e := range events {
+		p.repeatOf[i] = -1
+		id := e.ID
+		if id == "" {
+			id = NewEventID()
+		}
+		p.ids[i] = id
+		if j, ok := firstOf[id]; ok {
+			p.repeatOf[i] = j
+			continue
+		}
+		firstOf[id] = i
+		if e.Key == nil {
+			keyless++
+		}
+		p.rows = append(p.rows, publishRow{at: i, id: id, typ: e.Type, key: e.Key, data: rawPtr(e.Data), attrs: rawPtr(e.Attributes)})
+	}
+	next := spread.take(t.ID, keyless)
+	for k, e := range p.rows {
+		if e.key != nil {
+			p.rows[k].partition = int32(PartitionForKey(*e.key, t.Partitions))
+		} else {
+			p.rows[k].partition = int32(next % uint64(t.Partitions))
+			next++
+		}
+	}
+	return p
+}
+
+// write runs the publish on db in two round trips and says where each
+// event landed and what to wake. With own, db is a connection outside any
+// transaction, and the publish is a transaction of its own: BEGIN travels
+// with the first round trip and COMMIT with the second. Without, db is the
+// caller's transaction, and the publish commits with it.
+func (p *publishBatch) write(ctx context.Context, db DBTX, own bool) (PublishOutcome, error) {
+	b := &pgx.Batch{}
+	if own {
+		b.Queue(`BEGIN`)
+	}
+	p.claimDedup(b)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return PublishOutcome{}, err
+	}
+	p.plan()
+	b = &pgx.Batch{}
+	p.lockPartitions(b)
+	p.appendAndFanOut(b)
+	if own {
+		b.Queue(`COMMIT`)
+	}
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return PublishOutcome{}, err
+	}
+	return p.answer()
+}
+
+// claimDedup queues the first round trip: claim the ids in
+// ferry.event_dedup (in id order, so two publishes of the same ids never
+// wait on each other crosswise), read every id's row back, and read the
+// topic's subscriptions with their version.
+func (p *publishBatch) claimDedup(b *pgx.Batch) {
+	ids := make([]string, len(p.rows))
+	parts := make([]int32, len(p.rows))
+	for k, r := range p.rows {
+		ids[k], parts[k] = r.id, r.partition
+	}
+	t := p.topic
+	b.Queue(`/* ferry:event_dedup_claim */
+		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
+		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
+		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
+		ON CONFLICT (topic_id, event_id) DO UPDATE
+			SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
+			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
+	// Fresh claims read back as offset -1 (this transaction's own rows);
+	// duplicates as the committed original.
+	// One probe per id, by the whole key: with topic_id = $1 AND event_id
+	// = ANY($2) the planner may descend on topic_id alone and walk every
+	// id the topic remembers.
+	b.Queue(`/* ferry:event_dedup_read */
+		SELECT d.event_id, d.partition, d."offset" FROM unnest($2::text[]) AS i(id)
+		CROSS JOIN LATERAL (
+			SELECT event_id, partition, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = i.id LIMIT 1
+		) d`, t.ID, ids).Query(p.readClaims)
+	// The subscriptions to fan out to, and the version they are at: the
+	// second round trip checks, under the partition locks, that it has
+	// not changed since (see lockTopicForSubscriptions).
+	b.Queue(`/* ferry:topic_subscriptions_read */
+		SELECT t.subs_version, q.id, q.filter::text, q.ordered
+		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
+		WHERE t.id = $1 ORDER BY q.id`, t.ID).Query(p.readSubs)
+}
+
+// readClaims reads ferry:event_dedup_read.
+func (p *publishBatch) readClaims(rows pgx.Rows) error {
+	p.claims = make(map[string]PublishResult, len(p.rows))
+	for rows.Next() {
+		var r PublishResult
+		if err := rows.Scan(&r.ID, &r.Partition, &r.Offset); err != nil {
+			return err
+		}
+		p.claims[r.ID] = r
+	}
+	return rows.Err()
+}
+
+// readSubs reads ferry:topic_subscriptions_read.
+func (p *publishBatch) readSubs(rows pgx.Rows) error {
+	p.subsVersion, p.subs = 0, nil
+	for rows.Next() {
+		var (
+			id      *int64
+			filter  *string
+			ordered *bool
+		)
+		if err := rows.Scan(&p.subsVersion, &id, &filter, &ordered); err != nil {
+			return err
+		}
+		if id != nil {
+			p.subs = append(p.subs, fanoutSub{id: *id, filter: cachedFilter(filter), ordered: *ordered})
+		}
+	}
+	return rows.Err()
+}
+
+// plan splits the rows by what the first round trip read: an id whose
+// row has an offset is a duplicate and answers the original's place; the
+// others are appended, to the partitions touched, with their deliveries.
+func (p *publishBatch) plan() {
+	p.results = make([]PublishResult, len(p.ids))
+	p.fresh = p.fresh[:0]
+	for _, r := range p.rows {
+		if c := p.claims[r.id]; c.Offset >= 0 {
+			p.results[r.at] = PublishResult{ID: r.id, Partition: c.Partition, Offset: c.Offset, Duplicate: true}
+			continue
+		}
+		p.results[r.at] = PublishResult{ID: r.id, Partition: int(r.partition)}
+		p.fresh = append(p.fresh, r)
+	}
+	p.touched = []int32{} // never nil: NULL would not compare
+	for _, r := range p.fresh {
+		p.touched = append(p.touched, r.partition)
+	}
+	slices.Sort(p.touched)
+	p.touched = slices.Compact(p.touched)
+	p.fan = planFanout(p.subs, p.fresh)
+}
+
+// lockPartitions queues the start of the second round trip: lock the
+// partitions touched (in partition order), check that the subscriptions
+// are still the ones read, and take the advisory locks of the ordered
+// subscriptions' groups that get deliveries.
+func (p *publishBatch) lockPartitions(b *pgx.Batch) {
+	t := p.topic
+	// A deleted topic has no partition rows: then the transaction stops
+	// here and nothing of it, dedup claims included, is kept (also when
+	// every event was a duplicate and no partition is to be locked).
+	b.Queue(`/* ferry:topic_partitions_lock */
+		SELECT CASE
+			WHEN count(*) = cardinality($2::int[]) AND EXISTS (SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1)
+			THEN count(*) ELSE ferry.raise_not_found('topic') END
+		FROM (
+			SELECT 1 FROM ferry.topic_partitions
+			WHERE topic_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE
+		) locked`, t.ID, p.touched).QueryRow(func(row pgx.Row) error { return row.Scan(&p.locked) })
+	b.Queue(`/* ferry:topic_subscriptions_check */
+		SELECT CASE WHEN subs_version = $2 THEN 0 ELSE ferry.raise_retry('subscriptions changed') END
+		FROM ferry.topics WHERE id = $1`, t.ID, p.subsVersion)
+	if len(p.fan.lockQueues) > 0 {
+		b.Queue(`/* ferry:event_group_locks */
+			SELECT count(pg_advisory_xact_lock(k)) FROM (
+				SELECT DISTINCT ferry.group_lock_key(q, g) AS k FROM unnest($1::bigint[], $2::text[]) AS l(q, g) ORDER BY k
+			) locks`, p.fan.lockQueues, p.fan.lockGroups)
+	}
+}
+
+// publishColumns is the fresh rows as the append statement takes them:
+// one array per column.
+type publishColumns struct {
+	ids, types        []string
+	keys, data, attrs []*string
+	parts             []int32
+}
+
+func columnsOf(rows []publishRow) publishColumns {
+	if len(rows) == 0 {
+		return publishColumns{} // NULL arrays, as unnest reads them: no rows
+	}
+	c := publishColumns{
+		ids: make([]string, len(rows)), types: make([]string, len(rows)),
+		keys: make([]*string, len(rows)), data: make([]*string, len(rows)), attrs: make([]*string, len(rows)),
+		parts: make([]int32, len(rows)),
+	}
+	for k, r := range rows {
+		c.ids[k], c.types[k], c.keys[k], c.data[k], c.attrs[k], c.parts[k] = r.id, r.typ, r.key, r.data, r.attrs, r.partition
+	}
+	return c
+}
+
+// appendAndFanOut queues the append: the partitions' next offsets taken,
+// the fresh events appended, their dedup rows pointed at them and their
+// deliveries written, all in one statement that reads back each event's
+// offset.
+func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
+	c := columnsOf(p.fresh)
+	b.Queue(`/* ferry:event_append */
+		WITH input AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
+				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
+		),
+		counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
+		bumped AS (
+			UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
+			FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
+			RETURNING p.partition, p.next_offset - c.n AS base
+		),
+		placed AS MATERIALIZED (
+			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,
+				b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off,
+				clock_timestamp() AS at
+			FROM input i JOIN bumped b USING (partition)
+		),
+		-- With the event as deliveries carry it, made once per event (not
+		-- once per subscription), and only when some subscription matched
+		-- ($11[ord]: a lookup, where a list of matched events would be a
+		-- join, and one the planner may run as a nested loop).
+		numbered AS MATERIALIZED (
+			SELECT p.*, CASE WHEN ($11::bool[])[p.ord]
+				THEN ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p.off, p.at) END AS body
+			FROM placed p
+		),
+		appended AS (
+			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
+			SELECT $1, partition, off, id, type, key, attributes, data, at
+			FROM numbered ORDER BY partition, off
+		),
+		-- Each claimed id's row (this transaction's own, so its ctid
+		-- holds) by one probe of the whole key per event, then by ctid:
+		-- joined on topic_id = $1, the planner may walk every id of the
+		-- topic per event.
+		located AS (
+			UPDATE ferry.event_dedup d SET "offset" = n.off
+			FROM numbered n CROSS JOIN LATERAL (
+				SELECT x.ctid FROM ferry.event_dedup x WHERE x.topic_id = $1 AND x.event_id = n.id LIMIT 1
+			) x
+			WHERE d.ctid = x.ctid
+		),
+		-- One delivery per (matching subscription, event): $8..$10 list
+		-- them, in event order; grp is the key for ordered subscriptions.
+		fan AS (
+			SELECT nextval('ferry.message_id_seq') AS mid, f.*
+			FROM (
+				SELECT * FROM unnest($8::bigint[], $9::int[], $10::text[]) WITH ORDINALITY AS f(queue_id, ev, grp, k)
+				ORDER BY k
+			) f
+		),
+		delivered AS (
+			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, sent_at, grp, event_id, event_partition, event_offset, body)
+			SELECT f.queue_id, f.mid, n.at,
+				f.grp IS NOT NULL AND (
+					row_number() OVER (PARTITION BY f.queue_id, f.grp ORDER BY f.mid) > 1
+					OR EXISTS (SELECT 1 FROM ferry.messages x WHERE x.queue_id = f.queue_id AND x.grp = f.grp)),
+				n.at, f.grp, n.id, n.partition, n.off, n.body
+			FROM fan f JOIN numbered n ON n.ord = f.ev
+		)
+		SELECT ord, off FROM numbered`, p.topic.ID, c.ids, c.types, c.keys, c.parts, c.data, c.attrs,
+		p.fan.queues, p.fan.events, p.fan.groups, p.fan.matched(len(p.fresh))).Query(p.readOffsets)
+}
+
+// readOffsets reads ferry:event_append: the offset of each fresh event,
+// by its 1-based position among them.
+func (p *publishBatch) readOffsets(rows pgx.Rows) error {
+	p.appended = 0
+	for rows.Next() {
+		var (
+			ord int
+			off int64
+		)
+		if err := rows.Scan(&ord, &off); err != nil {
+			return err
+		}
+		p.results[p.fresh[ord-1].at].Offset = off
+		p.appended++
+	}
+	return rows.Err()
+}
+
+// answer checks that the second round trip locked every partition and
+// appended every fresh event, and says where each event landed (a
+// repeated id where its first event did, as a duplicate) and what to wake.
+func (p *publishBatch) answer() (PublishOutcome, error) {
+	if p.locked != len(p.touched) || p.appended != len(p.fresh) {
+		return PublishOutcome{}, fmt.Errorf("event publish: %d of %d partitions, %d of %d events", p.locked, len(p.touched), p.appended, len(p.fresh))
+	}
+	for i, j := range p.repeatOf {
+		if j >= 0 {
+			first := p.results[j]
+			p.results[i] = PublishResult{ID: first.ID, Partition: first.Partition, Offset: first.Offset, Duplicate: true}
+		}
+	}
+	subs := p.fan.fed()
+	return PublishOutcome{
+		Results:       p.results,
+		Subscriptions: subs,
+		WakeKeys:      append([]int64{TopicWakeKey(p.topic.ID)}, subs...),
+	}, nil
+}
+
+// fanoutSub is a subscription as a publish matches events against it.
+type fanoutSub struct {
+	id      int64
+	filter  *Filter
+	ordered bool
+}
+
+// fanout is the deliveries of one publish: parallel arrays (as the append
+// statement takes them), one entry per (subscription, event), in event
+// order; and the group locks they need.
+type fanout struct {
+	queues     []int64
+	events     []int32 // 1-based position of the event among the fresh ones
+	groups     []*string
+	lockQueues []int64
+	lockGroups []string
+}
+
+// planFanout matches every fresh event against every subscription.
+func planFanout(subs []fanoutSub, fresh []publishRow) fanout {
+	var f fanout
+	if len(subs) == 0 {
+		return f
+	}
+	locked := map[fanoutLock]bool{}
+	for i, r := range fresh {
+		e := &matchEvent{typ: r.typ}
+		if r.attrs != nil {
+			e.rawAttrs = json.RawMessage(*r.attrs)
+		}
+		if r.data != nil {
+			e.rawData = json.RawMessage(*r.data)
+		}
+		for _, s := range subs {
+			if !s.filter.match(e) {
+				continue
+			}
+			var grp *string
+			if s.ordered && r.key != nil {
+				grp = r.key
+				l := fanoutLock{s.id, *grp}
+				if !locked[l] {
+					locked[l] = true
+					f.lockQueues = append(f.lockQueues, s.id)
+					f.lockGroups = append(f.lockGroups, *grp)
+				}
+			}
+			f.queues = append(f.queues, s.id)
+			f.events = append(f.events, int32(i+1))
+			f.groups = append(f.groups, grp)
+		}
+	}
+	return f
+}
+
+type fanoutLock struct {
+	queue int64
+	grp   string
+}
+
+// matched says, for each of the n fresh events of the batch (by
+// position), whether some subscription gets it.
+func (f fanout) matched(n int) []bool {
+	m := make([]bool, n)
+	for _, ev := range f.events {
+		m[ev-1] = true
+	}
+	return m
+}
+
+// fed lists the subscriptions that got deliveries, once each.
+func (f fanout) fed() []int64 {
+	ids := slices.Clone(f.queues)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+func rawPtr(r json.RawMessage) *string {
+	if r == nil {
+		return nil
+	}
+	s := string(r)
+	return &s
+}

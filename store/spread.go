@@ -1,0 +1,44 @@
+package store
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// Spreader hands out partitions to keyless events round-robin, per
+// topic: the n-th keyless event published through it to a topic goes to
+// partition n mod partitions. It is safe for concurrent use, and its zero
+// value is ready. A Publisher owns one; a caller of EventPublishTx that
+// publishes keyless events often may keep one too (see
+// PublishParams.Spreader).
+//
+// It keeps one counter per topic published to, and forgets them all
+// when it has maxSpreadTopics: spreading then starts again from
+// partition 1 of each topic, which keeps it even.
+type Spreader struct {
+	mu   sync.Mutex
+	next map[int64]uint64 // topic id → keyless events handed out
+}
+
+// maxSpreadTopics bounds the topics a Spreader remembers.
+const maxSpreadTopics = 1 << 16
+
+// take hands out n partitions of the topic: the counters first..first+n-1
+// (a partition is its counter mod the partitions). A nil Spreader starts
+// at a random one.
+func (s *Spreader) take(topicID int64, n int) (first uint64) {
+	if s == nil {
+		return rand.Uint64()
+	}
+	if n == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.next[topicID]
+	if s.next == nil || (!ok && len(s.next) >= maxSpreadTopics) {
+		s.next = map[int64]uint64{}
+	}
+	s.next[topicID] = c + uint64(n)
+	return c + 1
+}
