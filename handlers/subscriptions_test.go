@@ -1001,12 +1001,15 @@ func TestSubscriptionChangesDuringPublishes(t *testing.T) {
 	}
 	go func() { wg.Wait(); close(stop) }()
 
-	// Changes while the publishes run (the last may come after them).
+	// Changes while the publishes run (the last ones may come after them).
 	changed := 0
 	for i := 0; i < 10; i++ {
 		putSub(t, env, "busy", fmt.Sprintf("late%d", i), map[string]any{"start": "earliest"}, http.StatusCreated)
 		seekSub(t, env, "busy", "sought", "earliest")
 		changed++
+		if i < 2 {
+			continue // the delete below always happens, however fast the publishes are
+		}
 		if i == 2 {
 			r := env.Do("DELETE", spath("busy", "doomed"), nil)
 			require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
