@@ -9,11 +9,85 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// SendTxResult is what MessageSendTx wrote.
+type SendTxResult struct {
+	// Results has one entry per message, in order, as Sender.Send answers.
+	Results []SendResult
+	// Wake lists the queues to wake once the transaction has committed
+	// (Notifier.Published, the pusher's Kick): the queue sent to. It is
+	// the caller's to do, after the commit, never before.
+	Wake []int64
+}
+
+// MessageSendTx writes msgs to queue q inside the caller's transaction
+// tx: the messages exist exactly when tx commits, and a rollback leaves
+// nothing (no message, no dedup claim, counters unchanged). It does the
+// whole write of a REST send: dedup (a live dedup id is answered as a
+// duplicate with its message's id), groups (a message behind a live one
+// of its group waits), delays, and max_depth admission, which refuses the
+// whole batch with *QueueFullError (or *ValidationError when it can never
+// fit) before writing anything. Its statements are the ones the Sender
+// runs for a transaction of one request.
+//
+// The caller validates the messages' shape, as the handlers do
+// (SendMessage is "already validated": JSON bodies and attributes, group
+// and dedup id lengths, delay range); MessageSendTx checks what depends on
+// the queue's configuration (delay or deliver_at beyond its retention, a
+// batch larger than max_depth). It returns ErrNotFound if q no longer
+// exists. An error from the database leaves tx aborted; a refusal
+// (*QueueFullError, *ValidationError, ErrNotFound) does not, and wrote
+// nothing (the locks it took stay held).
+//
+// Locks held by tx until it commits or rolls back:
+//   - the queue's advisory lock, shared (a purge or delete of the queue
+//     waits for tx, and every send behind that purge waits too); for a
+//     queue with a max_depth, the same lock exclusively, so every other
+//     send to the queue, from any instance, waits for tx;
+//   - the advisory lock of every group msgs name, exclusively: other sends
+//     to those groups, and the ack or nack that would promote their next
+//     message, wait for tx;
+//   - the dedup rows it claims (a concurrent send of the same dedup id
+//     waits for tx to learn whether it is a duplicate) and, for a queue
+//     with a max_depth, a share lock on the live dedup rows it found;
+//   - the queue's ferry.queue_counts row of the slot chosen by tx's
+//     backend pid (pg_backend_pid() % 64), updated by the INSERT's
+//     trigger: every other transaction writing that queue's messages from
+//     a backend with the same slot (sends, acks, claims that dead-letter,
+//     purges) waits for tx.
+//
+// So a caller must not hold tx open long after MessageSendTx; an API that
+// lets clients send inside their own long transactions (the SQL API) must
+// not take these locks this way. The locks are taken in a fixed order
+// within one call (queue, then groups in key order); several calls in one
+// transaction take them in call order, so transactions that send to the
+// same groups in different orders can deadlock (Postgres then aborts one).
+// Unlike the Sender, MessageSendTx sets no lock_timeout: tx's own applies.
+//
+// Waking consumers (NOTIFY, push kicks) is the caller's job after commit:
+// pass Wake to what wakes them. A rolled-back send must wake nothing.
+func MessageSendTx(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) (SendTxResult, error) {
+	r := &sendRequest{queue: q.Name, msgs: msgs}
+	b := &sendBatch{}
+	b.add(q, r)
+	if _, err := b.run(ctx, tx); err != nil {
+		return SendTxResult{}, interpretError("message send", err)
+	}
+	written, _ := b.answer()
+	switch {
+	case errors.Is(r.err, errStaleQueue):
+		return SendTxResult{}, fmt.Errorf("message send: queue %q: %w", q.Name, ErrNotFound)
+	case r.err != nil:
+		return SendTxResult{}, r.err
+	}
+	return SendTxResult{Results: r.results, Wake: written}, nil
+}
+
 // sendBatch is one send transaction: its requests grouped by queue,
 // admitted against their queues' max_depth, written in one pipelined
 // batch and answered. Its methods are its phases, in order:
 // groupByQueue (or add), admit and write (together, run), answer. The
-// Sender runs one for each transaction of coalesced requests.
+// Sender runs one for each transaction of coalesced requests;
+// MessageSendTx runs one of a single request in the caller's transaction.
 // A request refused for its own reason gets r.err and is left out; the
 // others go on.
 type sendBatch struct {

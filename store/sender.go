@@ -23,6 +23,10 @@ import (
 // never split across transactions; a request refused for its own reason
 // (unknown queue, queue full, invalid delay) does not affect the others in
 // its transaction.
+//
+// Each transaction is a sendBatch: the same write MessageSendTx does in a
+// caller's transaction, for every request it holds; the Sender adds only
+// the batching, the commit, the retries and the answers.
 type Sender struct {
 	pool *pgxpool.Pool
 	c    *coalescer[*sendRequest]
