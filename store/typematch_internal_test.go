@@ -173,7 +173,9 @@ func TestTypeMatcherWorstAllowedIsCheap(t *testing.T) {
 	for i := range 3000 {
 		f.matchType(types[i%len(types)])
 	}
-	require.Less(t, time.Since(began), 3*time.Second, "3,000 matches of the costliest allowed filter")
+	// The regular expression took ~150 s for these 3,000; -race on a loaded
+	// 2-core machine took up to 5.7 s.
+	require.Less(t, time.Since(began), 20*time.Second, "3,000 matches of the costliest allowed filter")
 }
 
 func mustJSON(t *testing.T, v any) string {
