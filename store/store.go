@@ -162,19 +162,20 @@ func connectionLost(err error) bool {
 // 503 with Retry-After.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) || connectionLost(err) }
 
-// rolledBack reports whether a failed transaction certainly did not
-// commit: the database itself answered with an error, or no connection was
-// made at all. A connection that broke (even with a last FATAL message
-// from the server) leaves the outcome unknown: the commit may have been
-// the last thing it did.
-func rolledBack(err error) bool {
+// retryEachAlone reports whether the requests of a merged (group-commit)
+// transaction that failed with err are to be written again each on its
+// own: the database answered the transaction with an error, so it did not
+// commit, and the cause may be one request's own (an unknown queue, a lock
+// it waited for, a limit it reached). A lost or unreachable connection
+// (connectionLost) is never such a cause: the whole batch fails at once,
+// with ErrUnavailable, since every retry would meet the same outage and
+// each costs a connect timeout per host when the primary's machine has
+// vanished; and a connection that broke mid-way may have committed (pgx
+// reports some such breaks as a closed connection, "safe to retry", as it
+// reports one closed before anything was sent).
+func retryEachAlone(err error) bool {
 	if connectionLost(err) {
-		var (
-			connectErr *pgconn.ConnectError
-			pgErr      *pgconn.PgError
-		)
-		return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
-			(errors.As(err, &pgErr) && pgErr.Code == "25006")
+		return false
 	}
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable)
