@@ -127,15 +127,23 @@ func isRetryable(err error) bool {
 // reached or that the connection broke: no server answered, the servers
 // answering were standbys (refused by target_session_attrs=read-write, or
 // a read-only transaction: 25006), the server shut down or crashed under
-// the connection (class 08, 57P01-57P03, EOF, a reset), or the connection
-// was already closed. A failover shows each of these; none is the
-// request's fault, and all pass once a primary answers again. A context
-// ended by the caller is not one, unless it cut a connection attempt
-// short (connect_timeout is one).
+// the connection (class 08, 57P01-57P03), or the connection was closed.
+// A failover shows each of these; none is the request's fault, and all
+// pass once a primary answers again. Only what pgx and PostgreSQL return
+// is matched: a *pgconn.ConnectError, a *pgconn.PgError of those codes,
+// pgx's closed connection and timeout errors, and the two errors pgx
+// passes on untyped from a socket that broke in a round trip
+// (io.ErrUnexpectedEOF: the server closed it; *net.OpError: a reset, a
+// broken pipe). Not io.EOF (pgx turns a read's into io.ErrUnexpectedEOF),
+// nor any other net.Error (an HTTP client's or a resolver's), nor every
+// pgconn.SafeToRetry error (an argument that failed to encode is one). A
+// context ended by the caller is not one either, also
+// when it cut a connection attempt short by cancellation (connect_timeout
+// is a deadline: that one is a lost database).
 func connectionLost(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
-		return true
+		return !errors.Is(err, context.Canceled)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -151,9 +159,9 @@ func connectionLost(err error) bool {
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
 	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	var opErr *net.OpError
+	return errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &opErr)
 }
 
 // IsUnavailable reports whether err means the database is unavailable:
