@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/internal/pgconfig"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/migrations"
 	"github.com/ferry-mq/ferry/openapi"
@@ -76,7 +77,7 @@ type Config struct {
 
 // defaultConnectTimeout bounds each connection attempt to one host when
 // FERRY_DATABASE_URL sets no connect_timeout.
-const defaultConnectTimeout = 5 * time.Second
+const defaultConnectTimeout = pgconfig.DefaultConnectTimeout
 
 // Check reports the first missing required setting, naming the variable.
 func (c Config) Check() error {
