@@ -86,7 +86,8 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 		"Events a group never read because retention removed them first (its position was moved to the oldest retained event).")
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool})
+		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool},
+		newHealthCollector(pool, log, interval))
 	return m
 }
 
@@ -172,7 +173,6 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- membersDesc
 	ch <- refreshesDesc
-	describeDBHealth(ch)
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -216,7 +216,7 @@ func (r *gaugeRead) add(desc *prometheus.Desc, v float64, labels ...string) {
 }
 
 func (r *gaugeRead) read(ctx context.Context, pool *pgxpool.Pool) error {
-	for _, step := range []func(context.Context, *pgxpool.Pool) error{r.queues, r.topicOffsets, r.subscriptions, r.groups, r.dbHealth} {
+	for _, step := range []func(context.Context, *pgxpool.Pool) error{r.queues, r.topicOffsets, r.subscriptions, r.groups} {
 		if err := step(ctx, pool); err != nil {
 			return err
 		}

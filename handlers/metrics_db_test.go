@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/server"
 )
 
 // TestMetricsDatabaseHealth: /metrics carries the database health gauges
@@ -17,7 +19,8 @@ import (
 // transaction left open shows as at least as old as it is.
 func TestMetricsDatabaseHealth(t *testing.T) {
 	t.Parallel()
-	env := ferrytest.Start(t)
+	// 0: every scrape reads the gauges again, health included.
+	env := ferrytest.Start(t, func(c *server.Config) { c.MetricsInterval = 0 })
 	putQueue(t, env, "hq", nil)
 	send(t, env, "hq", msg(1), msg(2))
 
@@ -38,15 +41,15 @@ func TestMetricsDatabaseHealth(t *testing.T) {
 	}
 
 	// The pool: its size as configured, connections in use by now.
-	require.Equal(t, float64(env.Config.DBMaxConns), m[`ferry_pool_max_connections`])
-	total := m[`ferry_pool_total_connections`]
+	require.Equal(t, float64(env.Config.DBMaxConns), m[`ferry_pool_max_connections{pool="main"}`])
+	total := m[`ferry_pool_total_connections{pool="main"}`]
 	require.GreaterOrEqual(t, total, 1.0)
 	require.LessOrEqual(t, total, float64(env.Config.DBMaxConns))
-	require.Equal(t, total, m[`ferry_pool_connections{state="acquired"}`]+m[`ferry_pool_connections{state="idle"}`]+
-		m[`ferry_pool_connections{state="constructing"}`])
-	require.Positive(t, m[`ferry_pool_acquires_total`])
-	require.Contains(t, m, `ferry_pool_acquire_waits_total`)
-	require.Contains(t, m, `ferry_pool_acquire_wait_seconds_total`)
+	require.Equal(t, total, m[`ferry_pool_connections{pool="main",state="acquired"}`]+m[`ferry_pool_connections{pool="main",state="idle"}`]+
+		m[`ferry_pool_connections{pool="main",state="constructing"}`])
+	require.Positive(t, m[`ferry_pool_acquires_total{pool="main"}`])
+	require.Contains(t, m, `ferry_pool_acquire_waits_total{pool="main"}`)
+	require.Contains(t, m, `ferry_pool_acquire_wait_seconds_total{pool="main"}`)
 	require.Contains(t, text, "# TYPE ferry_pool_acquires_total counter")
 
 	// A transaction left open on Ferry's database.
@@ -68,4 +71,41 @@ func TestMetricsDatabaseHealth(t *testing.T) {
 	age := m[`ferry_db_oldest_xact_age_seconds{holder="backend"}`]
 	t.Logf("transaction open for %v: gauge %.3f s", time.Since(opened), age)
 	require.LessOrEqual(t, age, time.Since(opened).Seconds()+1, "no older than it is (plus the clock's grain)")
+}
+
+// TestMetricsDirectPool: with FERRY_DATABASE_DIRECT_URL, the direct pool
+// (River, the notifier's LISTEN, seeks) is reported beside the main one,
+// told apart by the pool label, each with its own size.
+func TestMetricsDirectPool(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	env := ferrytest.StartOn(t, db, func(c *server.Config) {
+		c.DatabaseDirectURL = db
+		c.DBDirectMaxConns = 3
+	})
+	require.Eventually(t, func() bool {
+		m, _ := metrics(t, env)
+		return m[`ferry_pool_total_connections{pool="direct"}`] >= 1 // River's LISTEN, at least
+	}, 30*time.Second, 50*time.Millisecond, "the direct pool's connections")
+	m, _ := metrics(t, env)
+	require.Equal(t, float64(env.Config.DBMaxConns), m[`ferry_pool_max_connections{pool="main"}`])
+	require.Equal(t, 3.0, m[`ferry_pool_max_connections{pool="direct"}`])
+	require.Contains(t, m, `ferry_pool_connections{pool="direct",state="acquired"}`)
+	require.Contains(t, m, `ferry_pool_acquires_total{pool="direct"}`)
+}
+
+// TestMetricsHealthInterval: the database health gauges are read at most
+// once per minute (or per FERRY_METRICS_INTERVAL, if longer), however
+// often the depth gauges are read: a scrape every 15 s must not cost the
+// sizes of every table each time.
+func TestMetricsHealthInterval(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, func(c *server.Config) { c.MetricsInterval = 20 * time.Millisecond })
+	require.Eventually(t, func() bool {
+		m, _ := metrics(t, env)
+		return m[`ferry_metrics_refreshes_total`] >= 3
+	}, 30*time.Second, 30*time.Millisecond, "the depth gauges are read again")
+	m, _ := metrics(t, env)
+	require.Equal(t, 1.0, m[`ferry_metrics_health_refreshes_total`], "one health read")
+	require.Positive(t, m[`ferry_db_table_bytes{table="ferry.queues"}`], "the health gauges are there")
 }

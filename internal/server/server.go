@@ -144,6 +144,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
+	if ps.direct != ps.main {
+		metrics.ObservePool("direct", ps.direct)
+	}
 	version := cfg.Version
 	if version == "" {
 		version = "dev"
