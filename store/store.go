@@ -137,9 +137,9 @@ func isRetryable(err error) bool {
 // broken pipe). Not io.EOF (pgx turns a read's into io.ErrUnexpectedEOF),
 // nor any other net.Error (an HTTP client's or a resolver's), nor every
 // pgconn.SafeToRetry error (an argument that failed to encode is one). A
-// context ended by the caller is not one either, also
-// when it cut a connection attempt short by cancellation (connect_timeout
-// is a deadline: that one is a lost database).
+// context ended by the caller is not one either, also when it cancelled a
+// connection attempt (connect_timeout ends one with a deadline: that is a
+// lost database).
 func connectionLost(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
