@@ -95,7 +95,8 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool})
+		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool},
+		newHealthCollector(pool, log, interval))
 	return m
 }
 
@@ -196,7 +197,6 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- membersDesc
 	ch <- refreshesDesc
-	describeDBHealth(ch)
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -240,7 +240,7 @@ func (r *gaugeRead) add(desc *prometheus.Desc, v float64, labels ...string) {
 }
 
 func (r *gaugeRead) read(ctx context.Context, pool *pgxpool.Pool) error {
-	for _, step := range []func(context.Context, *pgxpool.Pool) error{r.queues, r.topicOffsets, r.subscriptions, r.groups, r.dbHealth} {
+	for _, step := range []func(context.Context, *pgxpool.Pool) error{r.queues, r.topicOffsets, r.subscriptions, r.groups} {
 		if err := step(ctx, pool); err != nil {
 			return err
 		}

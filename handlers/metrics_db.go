@@ -1,8 +1,12 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,8 +15,8 @@ import (
 )
 
 // Database health: the gauges that tell an operator Ferry's tables are
-// bloating and why (store.DBHealth), read with the other database-derived
-// gauges (once per FERRY_METRICS_INTERVAL, see depthCollector).
+// bloating and why (store.DBHealth), read at most once per
+// dbHealthInterval by healthCollector.
 var (
 	dbTableBytesDesc = prometheus.NewDesc("ferry_db_table_bytes",
 		"Size of a Ferry table (schema ferry, and River's river_job) on disk: heap, free space and visibility maps, TOAST.",
@@ -33,16 +37,70 @@ var (
 	dbXminAgeDesc = prometheus.NewDesc("ferry_db_oldest_xmin_age_transactions",
 		"Age in transactions of the oldest xmin held back, by holder (backend, prepared_xact, replication_slot): rows deleted since cannot be vacuumed; 0 when none.",
 		[]string{"holder"}, nil)
+	healthRefreshesDesc = prometheus.NewDesc("ferry_metrics_health_refreshes_total",
+		"Reads of the database health gauges (at most one a minute, or per FERRY_METRICS_INTERVAL if longer, however many scrapes).",
+		nil, nil)
 )
 
-func describeDBHealth(ch chan<- *prometheus.Desc) {
+// dbHealthInterval is how long the database health gauges are reused.
+// They change slowly and cost more to read than the depth gauges (the
+// size of every Ferry table and index, pg_stat_activity), so a scrape
+// every 15 to 30 s reads them only every other scrape or less: that, with
+// the depth gauges' read per FERRY_METRICS_INTERVAL, is what scraping
+// costs the idle budget. FERRY_METRICS_INTERVAL=0 reads them at every
+// scrape too.
+const dbHealthInterval = time.Minute
+
+// healthCollector exposes the database health gauges, cached as
+// depthCollector caches its own, with an interval of its own: the longer
+// of dbHealthInterval and FERRY_METRICS_INTERVAL (0: every scrape).
+type healthCollector struct {
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	interval time.Duration
+
+	mu        sync.Mutex
+	readAt    time.Time
+	cached    []prometheus.Metric
+	refreshes int
+}
+
+func newHealthCollector(pool *pgxpool.Pool, log *slog.Logger, metricsInterval time.Duration) *healthCollector {
+	h := &healthCollector{pool: pool, log: log}
+	if metricsInterval > 0 {
+		h.interval = max(dbHealthInterval, metricsInterval)
+	}
+	return h
+}
+
+func (h *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dbTableBytesDesc, dbIndexBytesDesc, dbLiveTuplesDesc, dbDeadTuplesDesc,
-		dbVacuumAgeDesc, dbXactAgeDesc, dbXminAgeDesc} {
+		dbVacuumAgeDesc, dbXactAgeDesc, dbXminAgeDesc, healthRefreshesDesc} {
 		ch <- d
 	}
 }
 
-// dbHealth is the gaugeRead step of the database health gauges.
+func (h *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.interval == 0 || h.readAt.IsZero() || time.Since(h.readAt) >= h.interval {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.refreshes++
+		r := &gaugeRead{}
+		if err := r.dbHealth(ctx, h.pool); err != nil {
+			// As depthCollector: the next read waits for the interval.
+			h.log.Warn("metrics: read database health", "error", err)
+		}
+		h.cached, h.readAt = r.out, time.Now()
+	}
+	for _, m := range h.cached {
+		ch <- m
+	}
+	ch <- prometheus.MustNewConstMetric(healthRefreshesDesc, prometheus.CounterValue, float64(h.refreshes))
+}
+
+// dbHealth reads the database health gauges.
 func (r *gaugeRead) dbHealth(ctx context.Context, pool *pgxpool.Pool) error {
 	h, err := store.DBHealthRead(ctx, pool)
 	if err != nil {
@@ -66,35 +124,56 @@ func (r *gaugeRead) dbHealth(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// poolCollector exposes the connection pool's own statistics
+// poolCollector exposes a connection pool's own statistics
 // (pgxpool.Stat): in-process counters, read at every scrape, costing the
-// database nothing.
+// database nothing. Name is the pool label: "main" (FERRY_DATABASE_URL,
+// the default) or "direct" (FERRY_DATABASE_DIRECT_URL, when it is a pool
+// of its own; see Metrics.ObservePool).
 type poolCollector struct {
 	pool *pgxpool.Pool
+	name string
+
+	once  sync.Once
+	descs poolDescs
 }
 
-var (
-	poolConnsDesc = prometheus.NewDesc("ferry_pool_connections",
-		"Connections of Ferry's pool by state: acquired (in use), idle, constructing (being opened).",
-		[]string{"state"}, nil)
-	poolTotalDesc    = prometheus.NewDesc("ferry_pool_total_connections", "Connections of Ferry's pool, whatever their state.", nil, nil)
-	poolMaxDesc      = prometheus.NewDesc("ferry_pool_max_connections", "The pool's maximum size (FERRY_DB_MAX_CONNS).", nil, nil)
-	poolAcquiresDesc = prometheus.NewDesc("ferry_pool_acquires_total", "Connections acquired from the pool.", nil, nil)
-	poolWaitsDesc    = prometheus.NewDesc("ferry_pool_acquire_waits_total",
-		"Acquires that had to wait for a connection (none idle): a pool too small for the load.", nil, nil)
-	poolWaitDesc = prometheus.NewDesc("ferry_pool_acquire_wait_seconds_total",
-		"Time acquires spent waiting for a connection (of ferry_pool_acquire_waits_total).", nil, nil)
-	poolCanceledDesc = prometheus.NewDesc("ferry_pool_acquires_canceled_total",
-		"Acquires given up (their request ended) before a connection came.", nil, nil)
-)
+// poolDescs are a poolCollector's descriptions, with its pool label.
+type poolDescs struct {
+	conns, total, max, acquires, waits, wait, canceled *prometheus.Desc
+}
+
+func (p *poolCollector) describe() poolDescs {
+	p.once.Do(func() {
+		l := prometheus.Labels{"pool": cmp.Or(p.name, "main")}
+		d := func(name, help string, labels ...string) *prometheus.Desc {
+			return prometheus.NewDesc(name, help, labels, l)
+		}
+		p.descs = poolDescs{
+			conns: d("ferry_pool_connections",
+				"Connections of one of Ferry's pools by state: acquired (in use), idle, constructing (being opened).", "state"),
+			total: d("ferry_pool_total_connections", "Connections of one of Ferry's pools, whatever their state."),
+			max: d("ferry_pool_max_connections",
+				"The pool's maximum size (main: FERRY_DB_MAX_CONNS; direct: FERRY_DB_DIRECT_MAX_CONNS)."),
+			acquires: d("ferry_pool_acquires_total", "Connections acquired from the pool."),
+			waits: d("ferry_pool_acquire_waits_total",
+				"Acquires that had to wait for a connection (none idle): a pool too small for the load."),
+			wait: d("ferry_pool_acquire_wait_seconds_total",
+				"Time acquires spent waiting for a connection (of ferry_pool_acquire_waits_total)."),
+			canceled: d("ferry_pool_acquires_canceled_total", "Acquires given up (their request ended) before a connection came."),
+		}
+	})
+	return p.descs
+}
 
 func (p *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolConnsDesc, poolTotalDesc, poolMaxDesc, poolAcquiresDesc, poolWaitsDesc, poolWaitDesc, poolCanceledDesc} {
+	d := p.describe()
+	for _, d := range []*prometheus.Desc{d.conns, d.total, d.max, d.acquires, d.waits, d.wait, d.canceled} {
 		ch <- d
 	}
 }
 
 func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	d := p.describe()
 	s := p.pool.Stat()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -102,13 +181,20 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}
-	gauge(poolConnsDesc, float64(s.AcquiredConns()), "acquired")
-	gauge(poolConnsDesc, float64(s.IdleConns()), "idle")
-	gauge(poolConnsDesc, float64(s.ConstructingConns()), "constructing")
-	gauge(poolTotalDesc, float64(s.TotalConns()))
-	gauge(poolMaxDesc, float64(s.MaxConns()))
-	counter(poolAcquiresDesc, float64(s.AcquireCount()))
-	counter(poolWaitsDesc, float64(s.EmptyAcquireCount()))
-	counter(poolWaitDesc, s.EmptyAcquireWaitTime().Seconds())
-	counter(poolCanceledDesc, float64(s.CanceledAcquireCount()))
+	gauge(d.conns, float64(s.AcquiredConns()), "acquired")
+	gauge(d.conns, float64(s.IdleConns()), "idle")
+	gauge(d.conns, float64(s.ConstructingConns()), "constructing")
+	gauge(d.total, float64(s.TotalConns()))
+	gauge(d.max, float64(s.MaxConns()))
+	counter(d.acquires, float64(s.AcquireCount()))
+	counter(d.waits, float64(s.EmptyAcquireCount()))
+	counter(d.wait, s.EmptyAcquireWaitTime().Seconds())
+	counter(d.canceled, float64(s.CanceledAcquireCount()))
+}
+
+// ObservePool reports another of the server's pools beside the main one,
+// as ferry_pool_*{pool=name}: the direct pool (FERRY_DATABASE_DIRECT_URL)
+// when it is a pool of its own.
+func (m *Metrics) ObservePool(name string, pool *pgxpool.Pool) {
+	m.reg.MustRegister(&poolCollector{pool: pool, name: name})
 }

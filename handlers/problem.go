@@ -119,6 +119,20 @@ func toProblem(err error) *Problem {
 			fmt.Sprintf("the queue holds %d of at most %d messages; retry later", full.Depth, full.MaxDepth))
 		p.header = http.Header{"Retry-After": []string{strconv.Itoa(1)}}
 		return p
+	case errors.As(err, &he) && he.Code < 500:
+		// Before the database's errors: an echo error may wrap one that
+		// looks like a lost connection (c.Bind's io.ErrUnexpectedEOF).
+		switch he.Code {
+		case http.StatusNotFound:
+			return problem(http.StatusNotFound, codeNotFound, "no such route")
+		case http.StatusMethodNotAllowed:
+			return problem(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
+		case http.StatusRequestEntityTooLarge:
+			return tooLarge("request body too large")
+		case http.StatusUnauthorized:
+			return problem(http.StatusUnauthorized, codeUnauthorized, fmt.Sprint(he.Message))
+		}
+		return problem(he.Code, codeInvalid, fmt.Sprint(he.Message))
 	case errors.Is(err, store.ErrBackfillStopped):
 		p := problem(http.StatusServiceUnavailable, codeUnavailable,
 			"the backfill could not finish: the database took too long for a single event. "+
@@ -140,20 +154,6 @@ func toProblem(err error) *Problem {
 		return problem(http.StatusNotFound, codeNotFound, "no such resource")
 	case errors.Is(err, store.ErrConflict):
 		return problem(http.StatusConflict, codeConflict, "the request conflicts with the resource's state")
-	case errors.As(err, &he):
-		switch he.Code {
-		case http.StatusNotFound:
-			return problem(http.StatusNotFound, codeNotFound, "no such route")
-		case http.StatusMethodNotAllowed:
-			return problem(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this route")
-		case http.StatusRequestEntityTooLarge:
-			return tooLarge("request body too large")
-		case http.StatusUnauthorized:
-			return problem(http.StatusUnauthorized, codeUnauthorized, fmt.Sprint(he.Message))
-		}
-		if he.Code < 500 {
-			return problem(he.Code, codeInvalid, fmt.Sprint(he.Message))
-		}
 	}
 	return problem(http.StatusInternalServerError, codeInternal, "internal error; see the server log for this request id")
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/ferry-mq/ferry/internal/pgconfig"
 )
 
 //go:embed *.sql
@@ -131,7 +133,15 @@ func Version(ctx context.Context, databaseURL string) (version uint, dirty bool,
 }
 
 func withLock(ctx context.Context, databaseURL string, fn func(*migrate.Migrate, *pgxpool.Pool) error) error {
-	pool, err := pgxpool.New(ctx, databaseURL)
+	// Connection attempts are bounded as the server's pools' are: a host
+	// that answers nothing fails in seconds, or gives way to the URL's
+	// next host.
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	pgconfig.BoundConnect(&pcfg.ConnConfig.Config, databaseURL)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -155,6 +165,7 @@ func withLock(ctx context.Context, databaseURL string, fn func(*migrate.Migrate,
 	if err != nil {
 		return err
 	}
+	pgconfig.BoundConnect(&cfg.Config, databaseURL)
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	m, err := newMigrate(db)

@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -163,4 +164,33 @@ func TestPushLeasesMigrationDropsPushJobs(t *testing.T) {
 	var leases bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass('ferry.push_leases') IS NOT NULL`).Scan(&leases))
 	require.True(t, leases)
+}
+
+// TestUpBoundsConnect: migrations connect with the same bound as the
+// server's pools when the URL sets no connect_timeout, so `ferry migrate`
+// (and a starting server) against a host that answers nothing (a primary
+// whose machine is gone) fails, or tries the URL's next host, within
+// seconds instead of waiting as long as its context allows.
+func TestUpBoundsConnect(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	begin := time.Now()
+	err = migrations.Up(ctx, fmt.Sprintf("postgres://ferry@%s/ferry?sslmode=disable", silent.Addr()))
+	took := time.Since(begin)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the attempt ended before the context: %v after %v", err, took)
+	require.Less(t, took, 15*time.Second)
 }

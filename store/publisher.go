@@ -87,9 +87,10 @@ func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent)
 	return req.results, req.err
 }
 
-// write publishes batch, one transaction per topic. If a merged
-// transaction failed for certain, its requests are retried one by one, so
-// one request's failure cannot fail the others (see Sender.write).
+// write publishes batch, one transaction per topic. If the database
+// refused a merged transaction, its requests are retried one by one, so
+// one request's failure cannot fail the others; a lost connection fails
+// them all at once (see Sender.write).
 func (p *Publisher) write(batch []*publishRequest) {
 	ctx := context.Background() // a taken request is written to the end
 	byTopic := map[int64][]*publishRequest{}
@@ -111,7 +112,7 @@ func (p *Publisher) write(batch []*publishRequest) {
 		if subs, err := p.publish(ctx, reqs); err == nil {
 			written = append(written, id)
 			fed = append(fed, subs...)
-		} else if len(reqs) > 1 && rolledBack(err) {
+		} else if len(reqs) > 1 && retryEachAlone(err) {
 			for _, r := range reqs {
 				if subs, err := p.publish(ctx, []*publishRequest{r}); err == nil {
 					written = append(written, id)

@@ -100,10 +100,11 @@ func (s *Sender) Send(ctx context.Context, queue string, msgs []SendMessage) ([]
 }
 
 // write runs one transaction for batch and answers every request in it. If
-// the transaction failed for certain (the database refused it), each
-// request is retried on its own, so one request's failure cannot fail the
-// others. If the outcome is unknown (the connection broke, perhaps after
-// the commit), nothing is written again: the requests get the error.
+// the database refused the transaction, each request is retried on its
+// own, so one request's failure cannot fail the others. If the connection
+// was lost or could not be made (the outcome may be unknown, and a retry
+// would meet the same outage), nothing is written again: every request
+// gets ErrUnavailable at once (see retryEachAlone).
 func (s *Sender) write(batch []*sendRequest) {
 	// Requests whose client already left are dropped before writing.
 	live := batch[:0]
@@ -119,7 +120,7 @@ func (s *Sender) write(batch []*sendRequest) {
 		return
 	}
 	queueIDs, err := s.writeTx(live)
-	if err != nil && len(live) > 1 && rolledBack(err) {
+	if err != nil && len(live) > 1 && retryEachAlone(err) {
 		for _, r := range live {
 			s.write([]*sendRequest{r})
 		}

@@ -127,15 +127,23 @@ func isRetryable(err error) bool {
 // reached or that the connection broke: no server answered, the servers
 // answering were standbys (refused by target_session_attrs=read-write, or
 // a read-only transaction: 25006), the server shut down or crashed under
-// the connection (class 08, 57P01-57P03, EOF, a reset), or the connection
-// was already closed. A failover shows each of these; none is the
-// request's fault, and all pass once a primary answers again. A context
-// ended by the caller is not one, unless it cut a connection attempt
-// short (connect_timeout is one).
+// the connection (class 08, 57P01-57P03), or the connection was closed.
+// A failover shows each of these; none is the request's fault, and all
+// pass once a primary answers again. Only what pgx and PostgreSQL return
+// is matched: a *pgconn.ConnectError, a *pgconn.PgError of those codes,
+// pgx's closed connection and timeout errors, and the two errors pgx
+// passes on untyped from a socket that broke in a round trip
+// (io.ErrUnexpectedEOF: the server closed it; *net.OpError: a reset, a
+// broken pipe). Not io.EOF (pgx turns a read's into io.ErrUnexpectedEOF),
+// nor any other net.Error (an HTTP client's or a resolver's), nor every
+// pgconn.SafeToRetry error (an argument that failed to encode is one). A
+// context ended by the caller is not one either, also when it cancelled a
+// connection attempt (connect_timeout ends one with a deadline: that is a
+// lost database).
 func connectionLost(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
-		return true
+		return !errors.Is(err, context.Canceled)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -151,9 +159,9 @@ func connectionLost(err error) bool {
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
 	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	var opErr *net.OpError
+	return errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &opErr)
 }
 
 // IsUnavailable reports whether err means the database is unavailable:
@@ -162,19 +170,20 @@ func connectionLost(err error) bool {
 // 503 with Retry-After.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) || connectionLost(err) }
 
-// rolledBack reports whether a failed transaction certainly did not
-// commit: the database itself answered with an error, or no connection was
-// made at all. A connection that broke (even with a last FATAL message
-// from the server) leaves the outcome unknown: the commit may have been
-// the last thing it did.
-func rolledBack(err error) bool {
+// retryEachAlone reports whether the requests of a merged (group-commit)
+// transaction that failed with err are to be written again each on its
+// own: the database answered the transaction with an error, so it did not
+// commit, and the cause may be one request's own (an unknown queue, a lock
+// it waited for, a limit it reached). A lost or unreachable connection
+// (connectionLost) is never such a cause: the whole batch fails at once,
+// with ErrUnavailable, since every retry would meet the same outage and
+// each costs a connect timeout per host when the primary's machine has
+// vanished; and a connection that broke mid-way may have committed (pgx
+// reports some such breaks as a closed connection, "safe to retry", as it
+// reports one closed before anything was sent).
+func retryEachAlone(err error) bool {
 	if connectionLost(err) {
-		var (
-			connectErr *pgconn.ConnectError
-			pgErr      *pgconn.PgError
-		)
-		return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
-			(errors.As(err, &pgErr) && pgErr.Code == "25006")
+		return false
 	}
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable)

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferry-mq/ferry/internal/pgconfig"
 )
 
 // Running behind a transaction pooler (PgBouncer with pool_mode =
@@ -75,14 +77,11 @@ func openPools(ctx context.Context, cfg Config) (pools, error) {
 	if cfg.DatabaseDirectURL == "" {
 		return pools{main: main, direct: main}, nil
 	}
-	dcfg, err := pgxpool.ParseConfig(cfg.DatabaseDirectURL)
+	dcfg, err := directPoolConfig(cfg)
 	if err != nil {
 		main.Close()
-		return pools{}, fmt.Errorf("FERRY_DATABASE_DIRECT_URL: %w", err)
+		return pools{}, err
 	}
-	boundConnect(dcfg)
-	// River holds one connection for its LISTEN; a seek holds one.
-	dcfg.MaxConns = max(cmp.Or(cfg.DBDirectMaxConns, defaultDirectMaxConns), 2)
 	direct, err := pgxpool.NewWithConfig(ctx, dcfg)
 	if err != nil {
 		main.Close()
@@ -113,12 +112,24 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 	return pcfg, nil
 }
 
+// directPoolConfig is the direct pool's configuration:
+// FERRY_DATABASE_DIRECT_URL, sized by DBDirectMaxConns.
+func directPoolConfig(cfg Config) (*pgxpool.Config, error) {
+	dcfg, err := pgxpool.ParseConfig(cfg.DatabaseDirectURL)
+	if err != nil {
+		return nil, fmt.Errorf("FERRY_DATABASE_DIRECT_URL: %w", err)
+	}
+	boundConnect(dcfg)
+	// River holds one connection for its LISTEN; a seek holds one.
+	dcfg.MaxConns = max(cmp.Or(cfg.DBDirectMaxConns, defaultDirectMaxConns), 2)
+	return dcfg, nil
+}
+
 // boundConnect bounds each connection attempt when the URL sets no
-// connect_timeout. A host that answers nothing (a primary whose machine is
-// gone) holds an attempt until this timeout before pgx tries the next host
-// of a multi-host URL; without one, pgx would wait two minutes in the pool
-// and forever in the notifier's LISTEN connection (which copies its pool's
-// configuration).
+// connect_timeout (pgconfig.BoundConnect): without one, pgx would wait two
+// minutes in the pool and forever in the notifier's LISTEN connection
+// (which copies its pool's configuration) for a host that answers
+// nothing. An explicit connect_timeout, 0 included, stands.
 //
 // It also pings a connection before handing it out only when it has been
 // idle for longer than pingAfterIdle. pgxpool's default pings one idle for
@@ -126,9 +137,7 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 // periodic work takes a connection every few seconds, that alone is tens
 // of commits a minute (DESIGN.md invariant 12).
 func boundConnect(c *pgxpool.Config) {
-	if c.ConnConfig.ConnectTimeout == 0 {
-		c.ConnConfig.ConnectTimeout = defaultConnectTimeout
-	}
+	pgconfig.BoundConnect(&c.ConnConfig.Config, c.ConnString())
 	c.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration > pingAfterIdle
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -42,4 +43,31 @@ func TestMainPoolExecMode(t *testing.T) {
 
 	_, err := mainPoolConfig(Config{DatabaseURL: "postgres://x/y?default_query_exec_mode=nope", DatabaseDirectURL: direct})
 	require.ErrorContains(t, err, "FERRY_DATABASE_URL")
+}
+
+// TestConnectBound: each pool bounds a connection attempt to
+// defaultConnectTimeout when its URL says nothing, and keeps the URL's own
+// connect_timeout when it does, 0 (wait as long as the context allows)
+// included.
+func TestConnectBound(t *testing.T) {
+	t.Parallel()
+	const url = "postgres://ferry@db:5432/ferry?sslmode=disable"
+	for _, tc := range []struct {
+		url  string
+		want time.Duration
+	}{
+		{url, defaultConnectTimeout},
+		{url + "&connect_timeout=0", 0},
+		{url + "&connect_timeout=2", 2 * time.Second},
+		{"host=db dbname=ferry", defaultConnectTimeout},
+		{"host=db dbname=ferry connect_timeout=0", 0},
+		{"host=db connect_timeout = '0' dbname=ferry", 0},
+	} {
+		main, err := mainPoolConfig(Config{DatabaseURL: tc.url})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, main.ConnConfig.ConnectTimeout, "main: %s", tc.url)
+		direct, err := directPoolConfig(Config{DatabaseURL: url, DatabaseDirectURL: tc.url})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, direct.ConnConfig.ConnectTimeout, "direct: %s", tc.url)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/internal/pgconfig"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/migrations"
 	"github.com/ferry-mq/ferry/openapi"
@@ -76,7 +77,7 @@ type Config struct {
 
 // defaultConnectTimeout bounds each connection attempt to one host when
 // FERRY_DATABASE_URL sets no connect_timeout.
-const defaultConnectTimeout = 5 * time.Second
+const defaultConnectTimeout = pgconfig.DefaultConnectTimeout
 
 // Check reports the first missing required setting, naming the variable.
 func (c Config) Check() error {
@@ -151,6 +152,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
+	if ps.direct != ps.main {
+		metrics.ObservePool("direct", ps.direct)
+	}
 	version := cfg.Version
 	if version == "" {
 		version = "dev"
