@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -148,7 +149,9 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 		return res, nil
 	}
 	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
-		events, moved, err := groupFetch(ctx, pool, p.Topic.ID, st.id, p.Consumer, res.Generation, mine, p.Max)
+		events, moved, err := groupFetch(ctx, pool, groupFetchParams{
+			topicID: p.Topic.ID, group: st.id, consumer: p.Consumer, generation: res.Generation, mine: mine, max: p.Max,
+		})
 		res.Events = events
 		// Stop waiting when something came, or the assignment changed
 		// (partitions lost or gained: the next poll tells).
@@ -201,33 +204,141 @@ type partState struct {
 // and rebalances if the assignment is not what the live members should
 // have — in one round trip when nothing changes. With create, a group
 // that does not exist is created positioned there; without, it is
-// ErrNoRows.
+// ErrNoRows. See groupRefresher for its phases.
 func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string, session int, create *Start) (groupState, error) {
+	r := &groupRefresher{tx: tx, topic: t, name: name, consumer: consumer, session: session}
+	return r.run(ctx, create)
+}
+
+// groupRefresher is one refresh of a group inside a transaction: the
+// group (by topic and name), the member that polls ("" for a describe or
+// a leave) and its session timeout in seconds. Its phases, in order:
+//
+//   - read sends one round trip: lock queues the group's row lock,
+//     markSeen the member's last_seen, evict the members whose session
+//     timed out, readMembers the live ones, retention moves positions
+//     behind the retained log, readPartitions the positions and owners;
+//   - run creates a group that is not there, or grow adds partitions the
+//     topic gained (each then reads again);
+//   - groupRebalance moves partitions when the assignment is not what the
+//     live members should have.
+//
+// Each queued statement reads its own result (pgx's QueuedQuery
+// callbacks), so results are read by statement, never by position.
+type groupRefresher struct {
+	tx       pgx.Tx
+	topic    Topic
+	name     string
+	consumer string
+	session  int
+}
+
+// groupByName is the group's id, by topic ($1) and name ($2), for the
+// statements of a refresh that are queued before its lock has read it.
+const groupByName = `(SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2)`
+
+// run reads the group and brings it up to date; with create, a group that
+// does not exist is created first.
+func (r *groupRefresher) run(ctx context.Context, create *Start) (groupState, error) {
+	st, err := r.read(ctx)
+	if err != nil {
+		return st, err
+	}
+	if st.id < 0 {
+		if create == nil {
+			return st, pgx.ErrNoRows
+		}
+		if err := groupCreate(ctx, r.tx, r.topic, r.name, *create); err != nil {
+			return st, err
+		}
+		return r.run(ctx, nil)
+	}
+	if len(st.parts) < r.topic.Partitions {
+		grew, err := r.grow(ctx, st.id)
+		if err != nil {
+			return st, err
+		}
+		if grew {
+			return r.run(ctx, nil)
+		}
+	}
+	return st, groupRebalance(ctx, r.tx, &st)
+}
+
+// read sends the refresh's one round trip and returns what it read; the
+// id is -1 when the group does not exist.
+func (r *groupRefresher) read(ctx context.Context) (groupState, error) {
 	st := groupState{id: -1}
-	const group = `(SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2)`
 	b := &pgx.Batch{}
-	if consumer != "" {
+	if r.consumer != "" {
 		// A poll that changes no assignment writes only what may be lost
 		// in a crash (last_seen, evictions that the next poll redoes,
 		// retention moves it recomputes): its commit need not wait for
 		// the WAL flush. A rebalance or a creation turns this back on.
 		b.Queue(asyncCommit)
 	}
-	b.Queue(`/* ferry:group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`, t.ID, name)
-	if consumer != "" {
-		b.Queue(`/* ferry:group_member_seen */
+	r.lock(b, &st)
+	r.markSeen(b)
+	r.evict(b, &st)
+	r.readMembers(b, &st)
+	r.retention(b, &st)
+	r.readPartitions(b, &st)
+	return st, r.tx.SendBatch(ctx, b).Close()
+}
+
+// lock queues the group row's lock, which reads its id and generation
+// (none: the id stays -1).
+func (r *groupRefresher) lock(b *pgx.Batch, st *groupState) {
+	b.Queue(`/* ferry:group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+		r.topic.ID, r.name).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&st.id, &st.generation)
+		if errors.Is(err, pgx.ErrNoRows) {
+			st.id = -1
+			return nil
+		}
+		return err
+	})
+}
+
+// markSeen queues the member's join or last_seen (nothing without a
+// consumer).
+func (r *groupRefresher) markSeen(b *pgx.Batch) {
+	if r.consumer == "" {
+		return
+	}
+	b.Queue(`/* ferry:group_member_seen */
 			INSERT INTO ferry.group_members (group_id, consumer, session_timeout_seconds)
-			SELECT `+group+`, $3, $4 WHERE `+group+` IS NOT NULL
+			SELECT `+groupByName+`, $3, $4 WHERE `+groupByName+` IS NOT NULL
 			ON CONFLICT (group_id, consumer) DO UPDATE
 				SET last_seen = now(), session_timeout_seconds = excluded.session_timeout_seconds`,
-			t.ID, name, consumer, session)
-	}
+		r.topic.ID, r.name, r.consumer, r.session)
+}
+
+// evict queues the removal of members whose session timed out, and counts
+// them.
+func (r *groupRefresher) evict(b *pgx.Batch, st *groupState) {
 	b.Queue(`/* ferry:group_members_evict */
 		DELETE FROM ferry.group_members
-		WHERE group_id = `+group+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`, t.ID, name)
-	b.Queue(`/* ferry:group_members_read */ SELECT consumer FROM ferry.group_members WHERE group_id = `+group+` ORDER BY consumer`, t.ID, name)
-	// Retention: a position behind the oldest retained event moves to it,
-	// and the events it never read are counted.
+		WHERE group_id = `+groupByName+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`,
+		r.topic.ID, r.name).Exec(func(tag pgconn.CommandTag) error {
+		st.Evicted = int(tag.RowsAffected())
+		return nil
+	})
+}
+
+// readMembers queues the read of the live members, in order.
+func (r *groupRefresher) readMembers(b *pgx.Batch, st *groupState) {
+	b.Queue(`/* ferry:group_members_read */ SELECT consumer FROM ferry.group_members WHERE group_id = `+groupByName+` ORDER BY consumer`,
+		r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
+		var err error
+		st.members, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+}
+
+// retention queues the move of every position behind the oldest retained
+// event to it, and counts the events it never read.
+func (r *groupRefresher) retention(b *pgx.Batch, st *groupState) {
 	b.Queue(`/* ferry:group_retention */
 		WITH oldest AS (
 			SELECT tp.partition, coalesce((SELECT e."offset" FROM ferry.events e
@@ -237,7 +348,7 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 		behind AS (
 			SELECT gp.partition, gp.expired_skipped AS before, o.o
 			FROM ferry.group_partitions gp JOIN oldest o USING (partition)
-			WHERE gp.group_id = `+group+` AND gp.committed_offset < o.o - 1
+			WHERE gp.group_id = `+groupByName+` AND gp.committed_offset < o.o - 1
 		),
 		-- A commit may land between the read above and the row lock: the
 		-- condition is checked again on the row as locked, and the count
@@ -248,87 +359,40 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 				committed_offset = b.o - 1,
 				fetch_offset = greatest(gp.fetch_offset, b.o)
 			FROM behind b
-			WHERE gp.group_id = `+group+` AND gp.partition = b.partition AND gp.committed_offset < b.o - 1
+			WHERE gp.group_id = `+groupByName+` AND gp.partition = b.partition AND gp.committed_offset < b.o - 1
 			RETURNING gp.expired_skipped - b.before AS skipped
 		)
-		SELECT coalesce(sum(skipped), 0)::bigint FROM moved`, t.ID, name)
+		SELECT coalesce(sum(skipped), 0)::bigint FROM moved`, r.topic.ID, r.name).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.Skipped)
+	})
+}
+
+// readPartitions queues the read of the group's partitions: owner and
+// positions, in partition order.
+func (r *groupRefresher) readPartitions(b *pgx.Batch, st *groupState) {
 	b.Queue(`/* ferry:group_partitions_read */
 		SELECT partition, owner, fetch_offset, committed_offset FROM ferry.group_partitions
-		WHERE group_id = `+group+` ORDER BY partition`, t.ID, name)
-	err := func() error {
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if consumer != "" {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		if err := br.QueryRow().Scan(&st.id, &st.generation); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				st.id = -1
-			} else {
-				return err
-			}
-		}
-		if consumer != "" {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		st.Evicted = int(tag.RowsAffected())
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		if st.members, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return err
-		}
-		if err := br.QueryRow().Scan(&st.Skipped); err != nil {
-			return err
-		}
-		rows, err = br.Query()
-		if err != nil {
-			return err
-		}
+		WHERE group_id = `+groupByName+` ORDER BY partition`, r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
+		var err error
 		st.parts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (partState, error) {
 			var ps partState
 			return ps, row.Scan(&ps.partition, &ps.owner, &ps.fetch, &ps.committed)
 		})
-		if err != nil {
-			return err
-		}
-		return br.Close()
-	}()
-	if err != nil {
-		return st, err
-	}
-	if st.id < 0 {
-		if create == nil {
-			return st, pgx.ErrNoRows
-		}
-		if err := groupCreate(ctx, tx, t, name, *create); err != nil {
-			return st, err
-		}
-		return groupRefresh(ctx, tx, t, name, consumer, session, nil)
-	}
-	if len(st.parts) < t.Partitions {
-		// The topic grew: its new partitions are read from their start.
-		tag, err := tx.Exec(ctx, `/* ferry:group_partitions_grow */
+		return err
+	})
+}
+
+// grow adds the partitions the topic gained since the group was created
+// (read from their start), and reports whether there were any.
+func (r *groupRefresher) grow(ctx context.Context, gid int64) (bool, error) {
+	tag, err := r.tx.Exec(ctx, `/* ferry:group_partitions_grow */
 			INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
 			SELECT $1, partition, -1, 0 FROM ferry.topic_partitions WHERE topic_id = $2
-			ON CONFLICT DO NOTHING`, st.id, t.ID)
-		if err != nil {
-			return st, err
-		}
-		if tag.RowsAffected() > 0 {
-			return groupRefresh(ctx, tx, t, name, consumer, session, nil)
-		}
+			ON CONFLICT DO NOTHING`, gid, r.topic.ID)
+	if err != nil {
+		return false, err
 	}
-	return st, groupRebalance(ctx, tx, &st)
+	return tag.RowsAffected() > 0, nil
 }
 
 // groupCreate creates the group with a row per partition positioned at
@@ -504,6 +568,17 @@ func assignSticky(parts []int, current map[int]string, members []string) map[int
 	return out
 }
 
+// groupFetchParams is one fetch of a member: the topic, the group, the
+// member and the generation its poll's refresh saw, the partitions it
+// owns with their fetch positions, and how many events at most.
+type groupFetchParams struct {
+	topicID, group int64
+	consumer       string
+	generation     int64
+	mine           []owned
+	max            int
+}
+
 // groupFetch reads up to max events of the member's partitions from their
 // fetch positions (each in offset order; the max is shared out among the
 // partitions that have events, so no partition starves and no more than
@@ -512,50 +587,98 @@ func assignSticky(parts []int, current map[int]string, members []string) map[int
 // and moved reports that some were. When there is nothing to read, moved
 // reports whether the group's generation is no longer gen (a rebalance, a
 // leave or a seek since the poll's refresh). It also marks the member as
-// seen.
-func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, consumer string, gen int64, mine []owned, max int) ([]Event, bool, error) {
-	parts := make([]int32, len(mine))
-	froms := make([]int64, len(mine))
-	for i, o := range mine {
-		parts[i], froms[i] = int32(o.partition), o.fetch
+// seen. See memberFetch for its phases.
+func groupFetch(ctx context.Context, pool *pgxpool.Pool, p groupFetchParams) ([]Event, bool, error) {
+	f := newMemberFetch(p)
+	events, moved, err := f.run(ctx, pool)
+	if err != nil {
+		return nil, false, interpretError("group fetch", err)
 	}
-	// How many events each partition has after the position, and the
-	// group's generation (no rows: the group is gone).
-	rows, err := pool.Query(ctx, `/* ferry:group_fetch_available */
+	return events, moved, nil
+}
+
+// memberFetch is one groupFetch. Its phases, in order (a round trip each):
+//
+//   - plan reads how many events each partition has after its position
+//     (and whether the generation moved) and shares the max out;
+//   - read reads the events;
+//   - advance moves the positions past them, fenced, in a transaction of
+//     its own, and reads which partitions the member still owns;
+//   - keep drops the events of the partitions it no longer owns.
+type memberFetch struct {
+	groupFetchParams
+	parts  []int32 // per partition owned: its number…
+	froms  []int64 // …its fetch position…
+	limits []int64 // …and how many events to read of it (plan)
+
+	moved  bool    // from plan: the generation is no longer the poll's
+	picked []Event // from read
+	still  []int   // from advance: the partitions still owned
+}
+
+// newMemberFetch lays out the member's partitions and positions as the
+// statements take them.
+func newMemberFetch(p groupFetchParams) *memberFetch {
+	f := &memberFetch{groupFetchParams: p, parts: make([]int32, len(p.mine)), froms: make([]int64, len(p.mine))}
+	for i, o := range p.mine {
+		f.parts[i], f.froms[i] = int32(o.partition), o.fetch
+	}
+	return f
+}
+
+// run runs the phases; with nothing to read it ends after plan.
+func (f *memberFetch) run(ctx context.Context, db DBTX) ([]Event, bool, error) {
+	total, err := f.plan(ctx, db)
+	if err != nil || total == 0 {
+		return nil, f.moved, err
+	}
+	if err := f.read(ctx, db); err != nil {
+		return nil, false, err
+	}
+	if err := f.advance(ctx, db); err != nil {
+		return nil, false, err
+	}
+	return f.keep(), len(f.still) < len(f.mine), nil
+}
+
+// plan reads how many events each partition has after the position, and
+// the group's generation (no rows: the group is gone, which counts as
+// moved), shares the max out among the partitions and returns the total
+// to read.
+func (f *memberFetch) plan(ctx context.Context, db DBTX) (int64, error) {
+	rows, err := db.Query(ctx, `/* ferry:group_fetch_available */
 		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset), g.generation
 		FROM ferry.consumer_groups g
 		CROSS JOIN unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
 		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition
-		WHERE g.id = $4`, topicID, parts, froms, gid)
+		WHERE g.id = $4`, f.topicID, f.parts, f.froms, f.group)
 	if err != nil {
-		return nil, false, interpretError("group fetch", err)
+		return 0, err
 	}
 	avail := map[int32]int64{}
-	moved := true // unless a row says the generation is still gen
-	for rows.Next() {
-		var (
-			p      int32
-			n, now int64
-		)
-		if err := rows.Scan(&p, &n, &now); err != nil {
-			rows.Close()
-			return nil, false, interpretError("group fetch", err)
-		}
-		avail[p], moved = n, now != gen
+	f.moved = true // unless a row says the generation is still the poll's
+	var (
+		p      int32
+		n, now int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&p, &n, &now}, func() error {
+		avail[p], f.moved = n, now != f.generation
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, interpretError("group fetch", err)
-	}
-	limits := shareOut(parts, avail, max)
+	f.limits = shareOut(f.parts, avail, f.max)
 	total := int64(0)
-	for _, l := range limits {
+	for _, l := range f.limits {
 		total += l
 	}
-	if total == 0 {
-		return nil, moved, nil
-	}
-	rows, err = pool.Query(ctx, `/* ferry:group_fetch */
+	return total, nil
+}
+
+// read reads the events plan shares out, in partition and offset order.
+func (f *memberFetch) read(ctx context.Context, db DBTX) error {
+	rows, err := db.Query(ctx, `/* ferry:group_fetch */
 		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at
 		FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS p(partition, from_offset, lim)
 		CROSS JOIN LATERAL (
@@ -564,16 +687,22 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 			ORDER BY "offset" LIMIT p.lim
 		) e
 		WHERE p.lim > 0
-		ORDER BY e.partition, e."offset"`, topicID, parts, froms, limits)
+		ORDER BY e.partition, e."offset"`, f.topicID, f.parts, f.froms, f.limits)
 	if err != nil {
-		return nil, false, interpretError("group fetch", err)
+		return err
 	}
-	picked, err := pgx.CollectRows(rows, scanEvent)
-	if err != nil {
-		return nil, false, interpretError("group fetch", err)
-	}
+	f.picked, err = pgx.CollectRows(rows, scanEvent)
+	return err
+}
+
+// advance moves the fetch positions past the events read — fenced: only
+// of partitions still owned, got in the poll's generation or before —
+// marks the member as seen, and reads which partitions it still owns. A
+// fetch position lost in a crash only means events are read again (at
+// least once): the commit need not wait for the WAL flush.
+func (f *memberFetch) advance(ctx context.Context, db DBTX) error {
 	next := map[int]int64{}
-	for _, e := range picked {
+	for _, e := range f.picked {
 		next[e.Partition] = e.Offset + 1
 	}
 	advParts, advTo := []int32{}, []int64{} // never nil: NULL would match nothing
@@ -581,9 +710,6 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		advParts = append(advParts, int32(p))
 		advTo = append(advTo, off)
 	}
-	// Advance, fenced: only partitions still owned, got in gen or before.
-	// A fetch position lost in a crash only means events are read again
-	// (at least once): the commit need not wait for the WAL flush.
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(asyncCommit)
@@ -601,44 +727,28 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, topicID, gid int64, con
 		UNION ALL
 		SELECT partition FROM ferry.group_partitions
 		WHERE group_id = $1 AND owner = $2 AND owner_generation <= $3 AND partition <> ALL($4)`,
-		gid, consumer, gen, advParts, advTo)
+		f.group, f.consumer, f.generation, advParts, advTo).Query(func(rows pgx.Rows) error {
+		var err error
+		f.still, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		return err
+	})
 	b.Queue(`COMMIT`)
-	still, err := func() ([]int, error) {
-		br := pool.SendBatch(ctx, b)
-		defer br.Close()
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return nil, err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		still, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return nil, err
-		}
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-		return still, br.Close()
-	}()
-	if err != nil {
-		return nil, false, interpretError("group fetch", err)
-	}
+	return db.SendBatch(ctx, b).Close()
+}
+
+// keep returns the events read of the partitions the member still owns.
+func (f *memberFetch) keep() []Event {
 	keep := map[int]bool{}
-	for _, p := range still {
+	for _, p := range f.still {
 		keep[p] = true
 	}
-	out := picked[:0]
-	for _, e := range picked {
+	out := f.picked[:0]
+	for _, e := range f.picked {
 		if keep[e.Partition] {
 			out = append(out, e)
 		}
 	}
-	lost := len(still) < len(mine)
-	return out, lost, nil
+	return out
 }
 
 // asyncCommit and syncCommit set, for the rest of the transaction,
