@@ -26,6 +26,7 @@ type Deps struct {
 	Publisher *store.Publisher
 	// Queues caches queue configurations for the hot paths; shared with
 	// the Sender so that this instance's changes are seen at once.
+	// Required.
 	Queues   *store.QueueCache
 	Notifier *store.Notifier
 	// River inserts jobs (e.g. a deleted queue's cleanup) in the
@@ -55,7 +56,7 @@ type Deps struct {
 	// SessionPool serves what needs one session across transactions (a
 	// subscription seek holds its queue's advisory lock across its
 	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
-	// a transaction pooler. Nil: Pool.
+	// a transaction pooler, else Pool itself. Required.
 	SessionPool *pgxpool.Pool
 }
 
@@ -67,16 +68,12 @@ type handler struct {
 	subs   *store.SubscriptionCache
 }
 
-// New returns the Echo instance serving Ferry's API.
+// New returns the Echo instance serving Ferry's API: the middleware, then
+// every route, resource by resource (routes.go).
 func New(d Deps) *echo.Echo {
+	// FERRY_MAX_BODY_BYTES=0 reaches here as a zero Limits: the defaults.
 	if d.Limits.MaxBodyBytes == 0 {
 		d.Limits = Limits{MaxBodyBytes: 256 << 10, MaxBatch: 1000, MaxRequestBytes: 10 << 20}
-	}
-	if d.Queues == nil {
-		d.Queues = store.NewQueueCache(time.Second)
-	}
-	if d.SessionPool == nil {
-		d.SessionPool = d.Pool
 	}
 	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
 		subs: store.NewSubscriptionCache(time.Second)}
@@ -86,70 +83,13 @@ func New(d Deps) *echo.Echo {
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Use(h.requestID, h.recover, h.observe, h.guardBody)
 
-	// Every route says which query parameters it takes; any other is a 400.
-	ops := func(path string, fn echo.HandlerFunc, methods ...string) {
-		for _, m := range methods {
-			e.Add(m, path, fn, queryParams())
-		}
-	}
-	ops("/healthz", h.healthz, http.MethodGet, http.MethodHead)
-	ops("/readyz", h.readyz, http.MethodGet, http.MethodHead)
-	ops("/metrics", echo.WrapHandler(d.Metrics.Handler()), http.MethodGet)
-	ops("/openapi.yaml", h.spec, http.MethodGet)
-
-	// Auth is attached per route: Echo's Group.Use would add catch-all
-	// routes that turn a wrong method (405) into a 404.
-	v1 := func(method, path string, fn echo.HandlerFunc, query ...string) {
-		e.Add(method, "/v1"+path, fn, h.auth, queryParams(query...))
-	}
-	// The lists page with limit and after (API.md § Conventions).
-	list := []string{"limit", "after"}
-	v1(http.MethodGet, "/queues", h.queueList, list...)
-	v1(http.MethodPut, "/queues/:queue", h.queuePut)
-	v1(http.MethodGet, "/queues/:queue", h.queueGet)
-	v1(http.MethodDelete, "/queues/:queue", h.queueDelete)
-	v1(http.MethodPost, "/queues/:queue/messages", h.messageSend)
-	v1(http.MethodDelete, "/queues/:queue/messages", h.messagePurge)
-	v1(http.MethodPost, "/queues/:queue/receive", h.messageReceive)
-	v1(http.MethodPost, "/queues/:queue/ack", h.messageAck)
-	v1(http.MethodPost, "/queues/:queue/nack", h.messageNack)
-	v1(http.MethodPost, "/queues/:queue/extend", h.messageExtend)
-	v1(http.MethodGet, "/queues/:queue/dead-letters", h.deadLetterList, "limit", "after")
-	v1(http.MethodDelete, "/queues/:queue/dead-letters", h.deadLetterPurge)
-	v1(http.MethodPost, "/queues/:queue/dead-letters/redrive", h.deadLetterRedrive)
-	v1(http.MethodGet, "/topics", h.topicList, list...)
-	v1(http.MethodPut, "/topics/:topic", h.topicPut)
-	v1(http.MethodGet, "/topics/:topic", h.topicGet)
-	v1(http.MethodDelete, "/topics/:topic", h.topicDelete)
-	v1(http.MethodPost, "/topics/:topic/events", h.eventPublish)
-	v1(http.MethodGet, "/topics/:topic/events", h.eventRead, "partition", "from_offset", "from_time", "limit", "wait_seconds")
-	v1(http.MethodGet, "/topics/:topic/subscriptions", h.subscriptionList, list...)
-	const sub = "/topics/:topic/subscriptions/:sub"
-	v1(http.MethodPut, sub, h.subscriptionPut)
-	v1(http.MethodGet, sub, h.subscriptionGet)
-	v1(http.MethodDelete, sub, h.subscriptionDelete)
-	v1(http.MethodPost, sub+"/seek", h.subscriptionSeek)
-	// A subscription is a queue fed by its topic: the queue's handlers.
-	v1(http.MethodPost, sub+"/receive", h.messageReceive)
-	v1(http.MethodPost, sub+"/ack", h.messageAck)
-	v1(http.MethodPost, sub+"/nack", h.messageNack)
-	v1(http.MethodPost, sub+"/extend", h.messageExtend)
-	v1(http.MethodGet, sub+"/dead-letters", h.deadLetterList, "limit", "after")
-	v1(http.MethodDelete, sub+"/dead-letters", h.deadLetterPurge)
-	v1(http.MethodPost, sub+"/dead-letters/redrive", h.deadLetterRedrive)
-	v1(http.MethodGet, "/topics/:topic/groups", h.groupList, list...)
-	const group = "/topics/:topic/groups/:group"
-	v1(http.MethodGet, group, h.groupGet)
-	v1(http.MethodDelete, group, h.groupDelete)
-	v1(http.MethodPost, group+"/poll", h.groupPoll)
-	v1(http.MethodPost, group+"/commit", h.groupCommit)
-	v1(http.MethodPost, group+"/seek", h.groupSeek)
-	v1(http.MethodPost, group+"/leave", h.groupLeave)
-	for _, base := range []string{"/queues/:queue", sub} {
-		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
-		v1(http.MethodPost, base+"/enable", h.pushEnable)
-		v1(http.MethodGet, base+"/attempts", h.pushAttempts, "status", "limit")
-	}
+	h.operationalRoutes(e)
+	v1 := h.v1Routes(e)
+	h.queueRoutes(v1)
+	h.topicRoutes(v1)
+	h.subscriptionRoutes(v1)
+	h.consumerGroupRoutes(v1)
+	h.pushRoutes(v1)
 	return e
 }
 

@@ -504,6 +504,19 @@ type NackParams struct {
 // DeadLetter, or on its last allowed receive, is dead-lettered at once. It
 // reports how many messages were dead-lettered.
 func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, int, error) {
+	applied, dead, err := runNackBatch(ctx, db, nackBatch(p))
+	if err != nil {
+		return nil, 0, interpretError("message nack", err)
+	}
+	return receiptResults(p.Receipts, applied), dead, nil
+}
+
+// nackBatch is a nack's one round trip: the group locks of the receipts'
+// messages (lockGroupsOf), then the nack itself (ferry:message_nack), which
+// releases or dead-letters each current target, promotes the next message
+// of their groups, and returns one row (id, token, dead) per applied
+// receipt.
+func nackBatch(p NackParams) *pgx.Batch {
 	ids, tokens := receiptArrays(p.Receipts)
 	var delayMs *int64
 	if p.Delay != nil {
@@ -550,6 +563,13 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 		UNION ALL SELECT id, receipt_token, true FROM gone`,
 		p.Queue.ID, ids, tokens, p.DeadLetter, p.Queue.MaxReceives, p.Error, delayMs,
 		p.Queue.RetryMinSeconds, p.Queue.RetryMaxSeconds)
+	return b
+}
+
+// runNackBatch sends a nackBatch (again, whole, on a retryable error) and
+// reads which receipts applied (message id → token) and how many of their
+// messages were dead-lettered.
+func runNackBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, int, error) {
 	applied := map[int64]int64{}
 	dead := 0
 	err := retry(ctx, func() error {
@@ -557,10 +577,10 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 		dead = 0
 		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
+		if _, err := br.Exec(); err != nil { // lockGroupsOf
 			return err
 		}
-		rows, err := br.Query()
+		rows, err := br.Query() // ferry:message_nack
 		if err != nil {
 			return err
 		}
@@ -582,10 +602,7 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 		}
 		return br.Close()
 	})
-	if err != nil {
-		return nil, 0, interpretError("message nack", err)
-	}
-	return receiptResults(p.Receipts, applied), dead, nil
+	return applied, dead, err
 }
 
 // MessageExtend moves the lease of current receipts to now + timeout.

@@ -1,0 +1,109 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// addRoute registers fn for method and /v1+path behind the admin key; query
+// names the query parameters the route takes (any other is a 400).
+type addRoute func(method, path string, fn echo.HandlerFunc, query ...string)
+
+// Route paths shared by several groups of routes. Every list pages with
+// limit and after (API.md § Conventions).
+const (
+	queuePath        = "/queues/:queue"
+	subscriptionPath = "/topics/:topic/subscriptions/:sub"
+	groupPath        = "/topics/:topic/groups/:group"
+)
+
+// operationalRoutes registers the unauthenticated endpoints: health,
+// readiness, metrics and the OpenAPI document. Every route says which
+// query parameters it takes; any other is a 400.
+func (h *handler) operationalRoutes(e *echo.Echo) {
+	ops := func(path string, fn echo.HandlerFunc, methods ...string) {
+		for _, m := range methods {
+			e.Add(m, path, fn, queryParams())
+		}
+	}
+	ops("/healthz", h.healthz, http.MethodGet, http.MethodHead)
+	ops("/readyz", h.readyz, http.MethodGet, http.MethodHead)
+	ops("/metrics", echo.WrapHandler(h.Metrics.Handler()), http.MethodGet)
+	ops("/openapi.yaml", h.spec, http.MethodGet)
+}
+
+// v1Routes returns the function that registers an API route. Auth is
+// attached per route: Echo's Group.Use would add catch-all routes that
+// turn a wrong method (405) into a 404.
+func (h *handler) v1Routes(e *echo.Echo) addRoute {
+	return func(method, path string, fn echo.HandlerFunc, query ...string) {
+		e.Add(method, "/v1"+path, fn, h.auth, queryParams(query...))
+	}
+}
+
+// queueRoutes registers the queues and their messages and dead letters.
+func (h *handler) queueRoutes(v1 addRoute) {
+	v1(http.MethodGet, "/queues", h.queueList, "limit", "after")
+	v1(http.MethodPut, queuePath, h.queuePut)
+	v1(http.MethodGet, queuePath, h.queueGet)
+	v1(http.MethodDelete, queuePath, h.queueDelete)
+	v1(http.MethodPost, queuePath+"/messages", h.messageSend)
+	v1(http.MethodDelete, queuePath+"/messages", h.messagePurge)
+	h.consumerRoutes(v1, queuePath)
+}
+
+// consumerRoutes registers what a consumer of a queue does (receive, ack,
+// nack, extend, dead letters) under base: a queue's, or a subscription's,
+// which is a queue fed by its topic and served by the queue's handlers.
+func (h *handler) consumerRoutes(v1 addRoute, base string) {
+	v1(http.MethodPost, base+"/receive", h.messageReceive)
+	v1(http.MethodPost, base+"/ack", h.messageAck)
+	v1(http.MethodPost, base+"/nack", h.messageNack)
+	v1(http.MethodPost, base+"/extend", h.messageExtend)
+	v1(http.MethodGet, base+"/dead-letters", h.deadLetterList, "limit", "after")
+	v1(http.MethodDelete, base+"/dead-letters", h.deadLetterPurge)
+	v1(http.MethodPost, base+"/dead-letters/redrive", h.deadLetterRedrive)
+}
+
+// topicRoutes registers the topics and their events.
+func (h *handler) topicRoutes(v1 addRoute) {
+	v1(http.MethodGet, "/topics", h.topicList, "limit", "after")
+	v1(http.MethodPut, "/topics/:topic", h.topicPut)
+	v1(http.MethodGet, "/topics/:topic", h.topicGet)
+	v1(http.MethodDelete, "/topics/:topic", h.topicDelete)
+	v1(http.MethodPost, "/topics/:topic/events", h.eventPublish)
+	v1(http.MethodGet, "/topics/:topic/events", h.eventRead, "partition", "from_offset", "from_time", "limit", "wait_seconds")
+}
+
+// subscriptionRoutes registers the subscriptions of a topic, with the
+// consumer routes of the queue each one is.
+func (h *handler) subscriptionRoutes(v1 addRoute) {
+	v1(http.MethodGet, "/topics/:topic/subscriptions", h.subscriptionList, "limit", "after")
+	v1(http.MethodPut, subscriptionPath, h.subscriptionPut)
+	v1(http.MethodGet, subscriptionPath, h.subscriptionGet)
+	v1(http.MethodDelete, subscriptionPath, h.subscriptionDelete)
+	v1(http.MethodPost, subscriptionPath+"/seek", h.subscriptionSeek)
+	h.consumerRoutes(v1, subscriptionPath)
+}
+
+// consumerGroupRoutes registers the consumer groups of a topic.
+func (h *handler) consumerGroupRoutes(v1 addRoute) {
+	v1(http.MethodGet, "/topics/:topic/groups", h.groupList, "limit", "after")
+	v1(http.MethodGet, groupPath, h.groupGet)
+	v1(http.MethodDelete, groupPath, h.groupDelete)
+	v1(http.MethodPost, groupPath+"/poll", h.groupPoll)
+	v1(http.MethodPost, groupPath+"/commit", h.groupCommit)
+	v1(http.MethodPost, groupPath+"/seek", h.groupSeek)
+	v1(http.MethodPost, groupPath+"/leave", h.groupLeave)
+}
+
+// pushRoutes registers push delivery's endpoints on queues and
+// subscriptions alike.
+func (h *handler) pushRoutes(v1 addRoute) {
+	for _, base := range []string{queuePath, subscriptionPath} {
+		v1(http.MethodPost, base+"/rotate-secret", h.pushRotateSecret)
+		v1(http.MethodPost, base+"/enable", h.pushEnable)
+		v1(http.MethodGet, base+"/attempts", h.pushAttempts, "status", "limit")
+	}
+}
