@@ -266,13 +266,5 @@ func (b *Bouncer) Stop() {
 
 // logTail returns the end of PgBouncer's log, which says why it failed.
 func (b *Bouncer) logTail() string {
-	raw, err := os.ReadFile(filepath.Join(b.dir, bouncerLog))
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return "PgBouncer log (" + filepath.Join(b.dir, bouncerLog) + "):\n" + strings.Join(lines, "\n")
+	return fileTail("PgBouncer log", filepath.Join(b.dir, bouncerLog))
 }

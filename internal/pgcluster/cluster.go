@@ -215,7 +215,13 @@ func (c *Cluster) start(ctx context.Context, port int, opts Options) error {
 
 // logTail returns the end of the server log, which says why a start failed.
 func (c *Cluster) logTail() string {
-	b, err := os.ReadFile(filepath.Join(c.dataDir, logFile))
+	return fileTail("server log", filepath.Join(c.dataDir, logFile))
+}
+
+// fileTail returns the last 15 lines of the log at path, headed by what
+// it is, or "" when it cannot be read.
+func fileTail(what, path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
@@ -223,7 +229,7 @@ func (c *Cluster) logTail() string {
 	if len(lines) > 15 {
 		lines = lines[len(lines)-15:]
 	}
-	return "server log (" + filepath.Join(c.dataDir, logFile) + "):\n" + strings.Join(lines, "\n")
+	return what + " (" + path + "):\n" + strings.Join(lines, "\n")
 }
 
 // reuse returns a Cluster for the server already running on dataDir, or nil
