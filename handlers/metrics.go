@@ -95,7 +95,7 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{pool: pool, log: log, interval: interval}, &poolCollector{pool: pool},
+		&depthCollector{cachedGauges{pool: pool, log: log, interval: interval, what: "gauges", read: (*gaugeRead).read}}, &poolCollector{pool: pool},
 		newHealthCollector(pool, log, interval))
 	return m
 }
@@ -177,9 +177,17 @@ var (
 // however often and concurrently /metrics is scraped the database sees at
 // most one read per interval.
 type depthCollector struct {
+	cachedGauges
+}
+
+// cachedGauges is a set of database-derived gauges read at most once per
+// interval (0: at every scrape) by read, shared by the scrapes meanwhile.
+type cachedGauges struct {
 	pool     *pgxpool.Pool
 	log      *slog.Logger
 	interval time.Duration
+	what     string // in the warning of a failed read
+	read     func(r *gaugeRead, ctx context.Context, pool *pgxpool.Pool) error
 
 	mu        sync.Mutex
 	readAt    time.Time
@@ -209,24 +217,24 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 
 // current returns the gauges, read again if the last read is older than
 // the interval, and the number of reads so far.
-func (d *depthCollector) current() ([]prometheus.Metric, int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.interval > 0 && !d.readAt.IsZero() && time.Since(d.readAt) < d.interval {
-		return d.cached, d.refreshes
+func (c *cachedGauges) current() ([]prometheus.Metric, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.interval > 0 && !c.readAt.IsZero() && time.Since(c.readAt) < c.interval {
+		return c.cached, c.refreshes
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d.refreshes++
+	c.refreshes++
 	r := &gaugeRead{}
-	if err := r.read(ctx, d.pool); err != nil {
+	if err := c.read(r, ctx, c.pool); err != nil {
 		// What was read before the failure is shown; the next read waits
 		// for the interval like any other, so a failing database is not
 		// asked at every scrape.
-		d.log.Warn("metrics: read gauges", "error", err)
+		c.log.Warn("metrics: read "+c.what, "error", err)
 	}
-	d.cached, d.readAt = r.out, time.Now()
-	return d.cached, d.refreshes
+	c.cached, c.readAt = r.out, time.Now()
+	return c.cached, c.refreshes
 }
 
 // gaugeRead is one read of the database-derived gauges.

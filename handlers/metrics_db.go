@@ -55,18 +55,11 @@ const dbHealthInterval = time.Minute
 // depthCollector caches its own, with an interval of its own: the longer
 // of dbHealthInterval and FERRY_METRICS_INTERVAL (0: every scrape).
 type healthCollector struct {
-	pool     *pgxpool.Pool
-	log      *slog.Logger
-	interval time.Duration
-
-	mu        sync.Mutex
-	readAt    time.Time
-	cached    []prometheus.Metric
-	refreshes int
+	cachedGauges
 }
 
 func newHealthCollector(pool *pgxpool.Pool, log *slog.Logger, metricsInterval time.Duration) *healthCollector {
-	h := &healthCollector{pool: pool, log: log}
+	h := &healthCollector{cachedGauges{pool: pool, log: log, what: "database health", read: (*gaugeRead).dbHealth}}
 	if metricsInterval > 0 {
 		h.interval = max(dbHealthInterval, metricsInterval)
 	}
@@ -81,23 +74,11 @@ func (h *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (h *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.interval == 0 || h.readAt.IsZero() || time.Since(h.readAt) >= h.interval {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.refreshes++
-		r := &gaugeRead{}
-		if err := r.dbHealth(ctx, h.pool); err != nil {
-			// As depthCollector: the next read waits for the interval.
-			h.log.Warn("metrics: read database health", "error", err)
-		}
-		h.cached, h.readAt = r.out, time.Now()
-	}
-	for _, m := range h.cached {
+	gauges, refreshes := h.current()
+	for _, m := range gauges {
 		ch <- m
 	}
-	ch <- prometheus.MustNewConstMetric(healthRefreshesDesc, prometheus.CounterValue, float64(h.refreshes))
+	ch <- prometheus.MustNewConstMetric(healthRefreshesDesc, prometheus.CounterValue, float64(refreshes))
 }
 
 // dbHealth reads the database health gauges.
