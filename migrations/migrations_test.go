@@ -3,7 +3,6 @@ package migrations_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -173,22 +172,11 @@ func TestPushLeasesMigrationDropsPushJobs(t *testing.T) {
 // seconds instead of waiting as long as its context allows.
 func TestUpBoundsConnect(t *testing.T) {
 	t.Parallel()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = silent.Close() })
-	go func() {
-		for {
-			conn, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
+	silent, _ := pgtest.SilentHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	begin := time.Now()
-	err = migrations.Up(ctx, fmt.Sprintf("postgres://ferry@%s/ferry?sslmode=disable", silent.Addr()))
+	err := migrations.Up(ctx, fmt.Sprintf("postgres://ferry@%s/ferry?sslmode=disable", silent))
 	took := time.Since(begin)
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "the attempt ended before the context: %v after %v", err, took)

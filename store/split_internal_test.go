@@ -3,13 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/pgtest"
 )
 
 // silentPool is a pool on a server that accepts connections and never
@@ -17,21 +18,8 @@ import (
 // until connect_timeout; attempts counts the connections it was offered.
 func silentPool(t *testing.T) (pool *pgxpool.Pool, attempts *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	attempts = new(atomic.Int64)
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			attempts.Add(1)
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
-	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://ferry@%s/ferry?sslmode=disable&connect_timeout=1", ln.Addr()))
+	addr, attempts := pgtest.SilentHost(t)
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://ferry@%s/ferry?sslmode=disable&connect_timeout=1", addr))
 	require.NoError(t, err)
 	pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)

@@ -32,12 +32,14 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -416,4 +418,40 @@ func redact(s string) string {
 		return u.Redacted()
 	}
 	return "the database URL"
+}
+
+// SilentHost listens on a free loopback port that accepts connections and
+// never answers, as a database host whose machine vanished (packets
+// dropped) looks to a client until its connect timeout. It returns the
+// host:port and the number of connections it has been offered so far.
+func SilentHost(t testing.TB) (addr string, attempts *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("silent host: %v", err)
+	}
+	attempts = new(atomic.Int64)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			attempts.Add(1)
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String(), attempts
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
+	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/migrations"
 	"github.com/ferry-mq/ferry/store"
@@ -813,21 +813,10 @@ func TestUnansweringHostIsPassedOver(t *testing.T) {
 	require.NoError(t, migrations.Up(ctx, c.URL("ferry")))
 
 	// The silent host accepts connections and never says a word.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = silent.Close() })
-	go func() {
-		for {
-			conn, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
+	silent, _ := pgtest.SilentHost(t)
 
 	url := fmt.Sprintf("postgres://postgres@%s,127.0.0.1:%d/ferry?sslmode=disable&target_session_attrs=read-write"+
-		"&application_name=ferry-silent", silent.Addr(), c.Port())
+		"&application_name=ferry-silent", silent, c.Port())
 	begin := time.Now()
 	env := ferrytest.StartOn(t, url, func(cfg *server.Config) { cfg.SkipMigrations = true })
 	client := newFailoverClient(t, env)
