@@ -137,7 +137,7 @@ func fuzzRoutes() []fuzzRoute {
 			_, err := consumerName(req.Consumer)
 			return []error{err}
 		}),
-		route("group-seek", false, func(_ *testing.T, _ *handler, req *groupSeekRequest) []error {
+		route("group-seek", false, func(_ *testing.T, _ *handler, req *consumerGroupSeekRequest) []error {
 			var err error
 			if req.Offsets != nil {
 				_, err = partitionOffsets("offsets", req.Offsets, fuzzTopic, 0)

@@ -130,7 +130,7 @@ func (m *Metrics) ObserveExpired(x store.Expiry) {
 }
 
 // observeGroup counts what a poll or describe changed in passing.
-func (m *Metrics) observeGroup(topic, group string, r store.GroupRefresh) {
+func (m *Metrics) observeGroup(topic, group string, r store.ConsumerGroupRefresh) {
 	if r.Rebalanced {
 		m.rebalances.WithLabelValues(topic, group).Inc()
 	}
@@ -336,7 +336,7 @@ func (r *gaugeRead) subscriptions(ctx context.Context, pool *pgxpool.Pool) error
 }
 
 func (r *gaugeRead) groups(ctx context.Context, pool *pgxpool.Pool) error {
-	lags, err := store.GroupLags(ctx, pool)
+	lags, err := store.ConsumerGroupLags(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("group lags: %w", err)
 	}

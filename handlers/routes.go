@@ -89,13 +89,13 @@ func (h *handler) subscriptionRoutes(v1 addRoute) {
 
 // consumerGroupRoutes registers the consumer groups of a topic.
 func (h *handler) consumerGroupRoutes(v1 addRoute) {
-	v1(http.MethodGet, "/topics/:topic/groups", h.groupList, "limit", "after")
-	v1(http.MethodGet, groupPath, h.groupGet)
-	v1(http.MethodDelete, groupPath, h.groupDelete)
-	v1(http.MethodPost, groupPath+"/poll", h.groupPoll)
-	v1(http.MethodPost, groupPath+"/commit", h.groupCommit)
-	v1(http.MethodPost, groupPath+"/seek", h.groupSeek)
-	v1(http.MethodPost, groupPath+"/leave", h.groupLeave)
+	v1(http.MethodGet, "/topics/:topic/groups", h.consumerGroupList, "limit", "after")
+	v1(http.MethodGet, groupPath, h.consumerGroupGet)
+	v1(http.MethodDelete, groupPath, h.consumerGroupDelete)
+	v1(http.MethodPost, groupPath+"/poll", h.consumerGroupPoll)
+	v1(http.MethodPost, groupPath+"/commit", h.consumerGroupCommit)
+	v1(http.MethodPost, groupPath+"/seek", h.consumerGroupSeek)
+	v1(http.MethodPost, groupPath+"/leave", h.consumerGroupLeave)
 }
 
 // pushRoutes registers push delivery's endpoints on queues and

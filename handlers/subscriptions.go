@@ -67,18 +67,18 @@ func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueSt
 
 // parseStart reads a start position: "latest", "earliest" or an RFC 3339
 // time (inclusive).
-func parseStart(field, v string) (store.Start, error) {
+func parseStart(field, v string) (store.StartPosition, error) {
 	switch v {
 	case "latest":
-		return store.Start{}, nil
+		return store.StartPosition{}, nil
 	case "earliest":
-		return store.Start{Earliest: true}, nil
+		return store.StartPosition{Earliest: true}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return store.Start{}, invalid(field, `must be "latest", "earliest" or an RFC 3339 time`)
+		return store.StartPosition{}, invalid(field, `must be "latest", "earliest" or an RFC 3339 time`)
 	}
-	return store.Start{Time: &t}, nil
+	return store.StartPosition{Time: &t}, nil
 }
 
 func (h *handler) subscriptionPut(c echo.Context) error {

@@ -145,7 +145,9 @@ func (r *targetRun) recordOutcome(ctx context.Context, s settlement) bool {
 	if s.gone {
 		reason = "the endpoint answered 410 Gone"
 	}
-	disabled, err := store.PushOutcome(ctx, r.p.pool, t.ID, s.succeeded, reason, r.p.cfg.DisableAfter)
+	disabled, err := store.PushOutcome(ctx, r.p.pool, store.PushOutcomeParams{
+		QueueID: t.ID, Succeeded: s.succeeded, DisableReason: reason, DisableAfter: r.p.cfg.DisableAfter,
+	})
 	if err != nil {
 		r.log.Warn("push state not recorded", "error", err)
 		return false

@@ -66,7 +66,7 @@ func newBackfill(s Subscription) *backfill {
 
 // ranges is, per partition, the offsets from start up to heads (the first
 // offset not to backfill).
-func (b *backfill) ranges(ctx context.Context, db DBTX, start Start, heads map[int]int64) ([]backfillRange, error) {
+func (b *backfill) ranges(ctx context.Context, db DBTX, start StartPosition, heads map[int]int64) ([]backfillRange, error) {
 	parts := make([]int32, 0, len(heads))
 	tos := make([]int64, 0, len(heads))
 	for p, h := range heads {

@@ -55,7 +55,7 @@ func runLocked(t *testing.T, pool *pgxpool.Pool, b *backfill) (int64, error) {
 		if err != nil {
 			return err
 		}
-		ranges, err := b.ranges(ctx, tx, Start{Earliest: true}, heads)
+		ranges, err := b.ranges(ctx, tx, StartPosition{Earliest: true}, heads)
 		if err != nil {
 			return err
 		}
@@ -159,7 +159,7 @@ func TestBackfillWindowTimeoutHalves(t *testing.T) {
 					heads[o.Partition] = o.HeadOffset + 1
 				}
 				var ranges []backfillRange
-				ranges, err = b.ranges(context.Background(), pool, Start{Earliest: true}, heads)
+				ranges, err = b.ranges(context.Background(), pool, StartPosition{Earliest: true}, heads)
 				require.NoError(t, err)
 				n, err = b.batches(context.Background(), pool, ranges)
 			}

@@ -62,7 +62,7 @@ func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 		}()
 	}
 	time.Sleep(20 * time.Millisecond) // let some publishes land before the creation (not a synchronisation)
-	s, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{Start: store.Start{Earliest: true}})
+	s, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{Start: store.StartPosition{Earliest: true}})
 	require.NoError(t, err)
 	require.True(t, created)
 	close(stop)
@@ -138,7 +138,7 @@ func TestSeekInBatchesWhilePublishing(t *testing.T) {
 			}
 		}
 	}()
-	_, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.Start{Earliest: true})
+	_, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Earliest: true})
 	require.NoError(t, err)
 	close(stop)
 	wg.Wait()

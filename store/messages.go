@@ -301,10 +301,10 @@ func byReceipt(columns string) string {
 		) m`
 }
 
-// lockGroupsNamed is the statement that takes the locks of the named
+// lockGroupsNamed is the statement that takes the locks of the named message
 // groups ($2) of queue $1, in key order: a send's, before it writes
 // messages into them, and a redrive's, before it moves dead letters back.
-const lockGroupsNamed = `/* ferry:group_lock_named */
+const lockGroupsNamed = `/* ferry:message_group_lock_named */
 	SELECT count(pg_advisory_xact_lock(k)) FROM (
 		SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
 	) locks`
@@ -433,9 +433,9 @@ func receiptResults(receipts []Receipt, applied map[int64]int64) []ReceiptResult
 	return out
 }
 
-// current is the condition that a receipt (r.id, r.token) is the current
+// receiptHeld is the condition that a receipt (r.id, r.token) is the receiptHeld
 // lease of message m.
-const current = `m.claim_token = r.token AND m.visible_at > now()`
+const receiptHeld = `m.claim_token = r.token AND m.visible_at > now()`
 
 // stillCurrent is the condition, on the DML target m, that the lease a
 // receipt's lookup found (t.claim_token) is still current: checked again
@@ -468,7 +468,7 @@ func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt,
 	b.Queue(`/* ferry:message_ack */
 		WITH target AS MATERIALIZED (
 			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
-			WHERE `+current+`
+			WHERE `+receiptHeld+`
 			LIMIT cardinality($2::bigint[])
 		),
 		gone AS (
@@ -536,7 +536,7 @@ func nackBatch(p NackParams) *pgx.Batch {
 				WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
 				FOR UPDATE
 			) m
-			WHERE `+current+`
+			WHERE `+receiptHeld+`
 			LIMIT cardinality($2::bigint[])
 		),
 		released AS (
@@ -611,7 +611,7 @@ func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Recei
 	rows, err := db.Query(ctx, `/* ferry:message_extend */
 		WITH target AS MATERIALIZED (
 			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
-			WHERE `+current+`
+			WHERE `+receiptHeld+`
 			LIMIT cardinality($2::bigint[])
 		)
 		UPDATE ferry.messages m SET visible_at = clock_timestamp() + $4 * interval '1 millisecond'

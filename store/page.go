@@ -1,6 +1,6 @@
 package store
 
-// The list functions (QueueList, TopicList, SubscriptionList, GroupList)
+// The list functions (QueueList, TopicList, SubscriptionList, ConsumerGroupGroupList)
 // page by keyset: WHERE name > $after ORDER BY name LIMIT $limit+1, read
 // from a unique index on the name. A page costs the same at any position
 // and however many rows there are, and rows created or deleted between two

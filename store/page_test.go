@@ -60,7 +60,7 @@ func TestListPagesAreBounded(t *testing.T) {
 			return len(ts), more, err
 		}},
 		{"ferry.consumer_groups", "g", func(ctx context.Context, db store.DBTX, after string) (int, bool, error) {
-			gs, more, err := store.GroupList(ctx, db, store.GroupListParams{TopicID: tp.ID, After: after, Limit: limit})
+			gs, more, err := store.ConsumerGroupList(ctx, db, store.ConsumerGroupListParams{TopicID: tp.ID, After: after, Limit: limit})
 			return len(gs), more, err
 		}},
 	} {
@@ -151,7 +151,7 @@ func TestListPages(t *testing.T) {
 			return names, more
 		},
 		"groups": func(after string, limit int) ([]string, bool) {
-			names, more, err := store.GroupList(e.ctx, e.pool, store.GroupListParams{TopicID: tp.ID, After: after, Limit: limit})
+			names, more, err := store.ConsumerGroupList(e.ctx, e.pool, store.ConsumerGroupListParams{TopicID: tp.ID, After: after, Limit: limit})
 			require.NoError(t, err)
 			return names, more
 		},

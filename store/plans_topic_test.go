@@ -164,7 +164,7 @@ func TestPlansTopic(t *testing.T) {
 				if prev, ok := f.State["member"].(int); ok {
 					e.expireMember(f.Topic, "g", fmt.Sprintf("member-%d", prev))
 				}
-				res := groupPoll(t, e, db, f, nextName(f, "member"), store.Start{Earliest: true})
+				res := groupPoll(t, e, db, f, nextName(f, "member"), store.StartPosition{Earliest: true})
 				require.True(t, res.Rebalanced)
 				require.NotEmpty(t, res.Partitions)
 				return workBound{Batch: 100}
@@ -178,9 +178,9 @@ func TestPlansTopic(t *testing.T) {
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
 				from := middleOf(t, e, f)
-				_, err := store.GroupPoll(e.ctx, db, nil, store.GroupPollParams{
+				_, err := store.ConsumerGroupPoll(e.ctx, db, nil, store.ConsumerGroupPollParams{
 					Topic: f.Topic, Group: nextName(f, "group"), Consumer: "c", SessionTimeout: time.Minute,
-					Start: store.Start{Time: &from}, Max: 100,
+					Start: store.StartPosition{Time: &from}, Max: 100,
 				})
 				require.NoError(t, err)
 				return workBound{Batch: 100}
@@ -192,12 +192,12 @@ func TestPlansTopic(t *testing.T) {
 			setup:  planTopicWithGroup,
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				res := groupPoll(t, e, e.pool, f, "c", store.Start{})
+				res := groupPoll(t, e, e.pool, f, "c", store.StartPosition{})
 				offsets := map[int]int64{}
 				for _, ev := range res.Events {
 					offsets[ev.Partition] = ev.Offset
 				}
-				err := store.GroupCommit(e.ctx, db, store.GroupCommitParams{
+				err := store.ConsumerGroupCommit(e.ctx, db, store.ConsumerGroupCommitParams{
 					Topic: f.Topic, Group: "g", Consumer: "c", Generation: res.Generation, Offsets: offsets,
 				})
 				require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestPlansTopic(t *testing.T) {
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
 				from := middleOf(t, e, f)
-				err := store.GroupSeek(e.ctx, db, store.GroupSeekParams{Topic: f.Topic, Group: "g", Start: store.Start{Time: &from}})
+				err := store.ConsumerGroupSeek(e.ctx, db, store.ConsumerGroupSeekParams{Topic: f.Topic, Group: "g", Start: store.StartPosition{Time: &from}})
 				require.NoError(t, err)
 				return workBound{Batch: 4}
 			},
@@ -225,8 +225,8 @@ func TestPlansTopic(t *testing.T) {
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
 				member := nextName(f, "member")
-				require.NotEmpty(t, groupPoll(t, e, e.pool, f, member, store.Start{}).Partitions)
-				res, err := store.GroupLeave(e.ctx, db, nil, store.GroupLeaveParams{Topic: f.Topic, Group: "g", Consumer: member})
+				require.NotEmpty(t, groupPoll(t, e, e.pool, f, member, store.StartPosition{}).Partitions)
+				res, err := store.ConsumerGroupLeave(e.ctx, db, nil, store.ConsumerGroupLeaveParams{Topic: f.Topic, Group: "g", Consumer: member})
 				require.NoError(t, err)
 				require.True(t, res.Left)
 				require.True(t, res.Rebalanced)
@@ -239,7 +239,7 @@ func TestPlansTopic(t *testing.T) {
 			setup:  planTopicWithGroup,
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				_, err := store.GroupDescribe(e.ctx, db, f.Topic, "g")
+				_, err := store.ConsumerGroupDescribe(e.ctx, db, f.Topic, "g")
 				require.NoError(t, err)
 				return workBound{Batch: 4}
 			},
@@ -312,7 +312,7 @@ func backfillCase(name string, ordered bool) planCase {
 			filter, err := store.ParseFilter([]byte(`{"types": ["order.#", "#.refunded"], "attributes": {"source": ["fill"]}}`))
 			require.NoError(t, err)
 			_, created, _, err := store.SubscriptionUpsert(e.ctx, db, f.Topic, nextName(f, "backfilled"), store.SubscriptionPatch{
-				Filter: filter, Ordered: &ordered, Start: store.Start{Earliest: true},
+				Filter: filter, Ordered: &ordered, Start: store.StartPosition{Earliest: true},
 			})
 			require.NoError(t, err)
 			require.True(t, created)
@@ -333,7 +333,7 @@ func seekCase(name, sub string) planCase {
 		run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
 			s, err := store.SubscriptionGet(e.ctx, e.pool, f.Topic.ID, sub)
 			require.NoError(t, err)
-			_, err = store.SubscriptionSeek(e.ctx, db, s, store.Start{Earliest: true})
+			_, err = store.SubscriptionSeek(e.ctx, db, s, store.StartPosition{Earliest: true})
 			require.NoError(t, err)
 			return windowBound
 		},
@@ -395,9 +395,9 @@ func boundCase(t *testing.T, e *env) {
 }
 
 // groupPoll polls group "g" of the fixture's topic once as consumer, on db.
-func groupPoll(t *testing.T, e *env, db *pgxpool.Pool, f *planFixture, consumer string, start store.Start) store.GroupPollResult {
+func groupPoll(t *testing.T, e *env, db *pgxpool.Pool, f *planFixture, consumer string, start store.StartPosition) store.ConsumerGroupPollResult {
 	t.Helper()
-	res, err := store.GroupPoll(e.ctx, db, nil, store.GroupPollParams{
+	res, err := store.ConsumerGroupPoll(e.ctx, db, nil, store.ConsumerGroupPollParams{
 		Topic: f.Topic, Group: "g", Consumer: consumer, SessionTimeout: time.Minute, Start: start, Max: 100,
 	})
 	require.NoError(t, err)

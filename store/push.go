@@ -259,12 +259,24 @@ func PushAttemptExpire(ctx context.Context, db DBTX, keep time.Duration, limit i
 	return n, nil
 }
 
+// PushOutcomeParams is how push to one target went in a round of attempts.
+type PushOutcomeParams struct {
+	QueueID   int64
+	Succeeded bool
+	// DisableReason, when set, disables push at once with this reason
+	// (e.g. the endpoint answered 410 Gone).
+	DisableReason string
+	// DisableAfter disables push once the target has been failing for
+	// longer than this.
+	DisableAfter time.Duration
+}
+
 // PushOutcome records how push to the queue is going after a round of
 // attempts: a success clears the failure state; failures only start it.
-// Push is disabled with the given reason (e.g. the endpoint answered 410
-// Gone), or when the target has been failing for longer than
-// disableAfter. It reports whether push is now disabled.
-func PushOutcome(ctx context.Context, db DBTX, queueID int64, succeeded bool, disableReason string, disableAfter time.Duration) (bool, error) {
+// Push is disabled with p.DisableReason, or when the target has been
+// failing for longer than p.DisableAfter. It reports whether push is now
+// disabled.
+func PushOutcome(ctx context.Context, db DBTX, p PushOutcomeParams) (bool, error) {
 	var disabled bool
 	err := db.QueryRow(ctx, `
 		UPDATE ferry.queues q SET
@@ -284,7 +296,7 @@ func PushOutcome(ctx context.Context, db DBTX, queueID int64, succeeded bool, di
 			-- Most rounds change nothing: skip the write.
 			AND (($2 AND q.push_failing_since IS NOT NULL) OR (NOT $2 AND q.push_failing_since IS NULL)
 				OR $3 <> '' OR (NOT $2 AND q.push_failing_since < now() - $4 * interval '1 millisecond'))
-		RETURNING push_disabled_at IS NOT NULL`, queueID, succeeded, disableReason, disableAfter.Milliseconds()).Scan(&disabled)
+		RETURNING push_disabled_at IS NOT NULL`, p.QueueID, p.Succeeded, p.DisableReason, p.DisableAfter.Milliseconds()).Scan(&disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

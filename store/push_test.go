@@ -38,7 +38,7 @@ func TestPushConfigLifecycle(t *testing.T) {
 	require.False(t, tgt.Subscription)
 
 	// Failing, then a new URL: the failure state is cleared.
-	disabled, err := store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	disabled, err := store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.False(t, disabled)
 	q, err = store.QueueGet(e.ctx, e.pool, "hooks")
@@ -79,25 +79,25 @@ func TestPushOutcomeDisables(t *testing.T) {
 		return q
 	}
 
-	disabled, err := store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	disabled, err := store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.False(t, disabled)
 	first := get().FailingSince
 	require.NotNil(t, first)
-	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	_, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, first.UnixMicro(), get().FailingSince.UnixMicro(), "a run of failures keeps its start")
 
-	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, true, "", time.Hour)
+	_, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, Succeeded: true, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.Nil(t, get().FailingSince)
 
 	// Failing for longer than disableAfter disables.
-	_, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	_, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.queues SET push_failing_since = now() - interval '2 hours' WHERE id = $1`, q.ID)
 	require.NoError(t, err)
-	disabled, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "", time.Hour)
+	disabled, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.True(t, disabled)
 	got := get()
@@ -113,7 +113,7 @@ func TestPushOutcomeDisables(t *testing.T) {
 	require.Nil(t, got.FailingSince)
 
 	// 410 Gone disables at once, with the reason given.
-	disabled, err = store.PushOutcome(e.ctx, e.pool, q.ID, false, "the endpoint answered 410 Gone", time.Hour)
+	disabled, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableReason: "the endpoint answered 410 Gone", DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.True(t, disabled)
 	require.Equal(t, "the endpoint answered 410 Gone", *get().DisabledReason)

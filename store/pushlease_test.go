@@ -131,7 +131,7 @@ func TestPushSweep(t *testing.T) {
 	e.send(pull, store.SendMessage{Body: []byte(`1`)})
 	e.send(heldByB, store.SendMessage{Body: []byte(`1`)})
 	e.send(mine, store.SendMessage{Body: []byte(`1`)})
-	_, err := store.PushOutcome(e.ctx, e.pool, off.ID, false, "gone", time.Hour)
+	_, err := store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: off.ID, DisableReason: "gone", DisableAfter: time.Hour})
 	require.NoError(t, err)
 	for owner, q := range map[string]store.Queue{ownerB: heldByB, ownerA: mine} {
 		_, err := store.PushLeaseAcquire(e.ctx, e.pool, owner, []int64{q.ID}, 30*time.Second)

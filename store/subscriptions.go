@@ -19,10 +19,10 @@ type Subscription struct {
 	Ordered bool
 }
 
-// Start says where a new subscription (or a seek) begins: the zero value is
+// StartPosition says where a new subscription (or a seek) begins: the zero value is
 // "latest" (only events published from now on); Earliest is every
 // retained event; Time the retained events published at or after it.
-type Start struct {
+type StartPosition struct {
 	Earliest bool
 	Time     *time.Time
 }
@@ -36,7 +36,7 @@ type SubscriptionPatch struct {
 	Filter  *Filter
 	Ordered *bool
 	// Start applies on creation only.
-	Start Start
+	Start StartPosition
 }
 
 // DefaultSubscriptionConfig is what a new subscription gets for every
@@ -285,7 +285,7 @@ func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int6
 // not to backfill), in windows, each its own transaction (see backfill).
 // If it stops half way (an error, a crash), the subscription has part of
 // the past: a seek to the same start completes it.
-func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscription, start Start, fence map[int]int64) (int64, error) {
+func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscription, start StartPosition, fence map[int]int64) (int64, error) {
 	b := newBackfill(s)
 	ranges, err := b.ranges(ctx, db, start, fence)
 	if err != nil {
@@ -301,7 +301,7 @@ func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscript
 // locks (lockTopicForSubscriptions): no publish interleaves, so
 // backfilled events come before every later one, at the cost of windows
 // over the retained events from start while publishes wait.
-func subscriptionBackfillLocked(ctx context.Context, tx pgx.Tx, s Subscription, start Start) (int64, error) {
+func subscriptionBackfillLocked(ctx context.Context, tx pgx.Tx, s Subscription, start StartPosition) (int64, error) {
 	if !start.Earliest && start.Time == nil {
 		return 0, nil
 	}
@@ -394,7 +394,7 @@ func SubscriptionDelete(ctx context.Context, tx pgx.Tx, topicID int64, name stri
 // kept, and the backfill stops at the heads. Redrives into the
 // subscription wait for the whole seek (its queue lock is held on the
 // seek's connection), so a redriven message is not deleted by it.
-func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, start Start) (int64, error) {
+func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, start StartPosition) (int64, error) {
 	if s.Ordered {
 		n, err := subscriptionSeekLocked(ctx, pool, s, start)
 		return n, interpretError("subscription seek", err)
@@ -469,7 +469,7 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 
 // subscriptionSeekLocked seeks in one transaction under the topic's
 // partition locks (for ordered subscriptions).
-func subscriptionSeekLocked(ctx context.Context, db TxBeginner, s Subscription, start Start) (int64, error) {
+func subscriptionSeekLocked(ctx context.Context, db TxBeginner, s Subscription, start StartPosition) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {

@@ -348,7 +348,7 @@ func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 						return err
 					}
 				} else {
-					start := store.Start{}
+					start := store.StartPosition{}
 					if i%10 == 0 {
 						start.Earliest = true
 					}
@@ -789,7 +789,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 	require.Less(t, len(fromCut), len(matchA))
 
 	t.Run("earliest", func(t *testing.T) {
-		s, n := e.subscribe(tp, "earliest", `{"types":["a.*"]}`, store.SubscriptionPatch{Start: store.Start{Earliest: true}})
+		s, n := e.subscribe(tp, "earliest", `{"types":["a.*"]}`, store.SubscriptionPatch{Start: store.StartPosition{Earliest: true}})
 		require.EqualValues(t, len(matchA), n)
 		requireSameSet(t, matchA, e.deliveredIDs(s.ID), "earliest")
 		for _, d := range e.deliveries(s.ID) {
@@ -798,7 +798,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 		e.requireCountersExact(s.Queue)
 	})
 	t.Run("time", func(t *testing.T) {
-		s, n := e.subscribe(tp, "time", `{"types":["a.*"]}`, store.SubscriptionPatch{Start: store.Start{Time: &cut}})
+		s, n := e.subscribe(tp, "time", `{"types":["a.*"]}`, store.SubscriptionPatch{Start: store.StartPosition{Time: &cut}})
 		require.EqualValues(t, len(fromCut), n)
 		requireSameSet(t, fromCut, e.deliveredIDs(s.ID), "from time")
 	})
@@ -807,14 +807,14 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 		require.Zero(t, n)
 		require.Zero(t, e.live(s.Queue))
 		// Start applies on creation only.
-		_, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "latest", store.SubscriptionPatch{Start: store.Start{Earliest: true}})
+		_, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "latest", store.SubscriptionPatch{Start: store.StartPosition{Earliest: true}})
 		require.NoError(t, err)
 		require.False(t, created)
 		require.Zero(t, n)
 		require.Zero(t, e.live(s.Queue))
 	})
 	t.Run("ordered", func(t *testing.T) {
-		s, n := e.subscribe(tp, "ordered", `{"types":["a.*"]}`, store.SubscriptionPatch{Ordered: ptr(true), Start: store.Start{Earliest: true}})
+		s, n := e.subscribe(tp, "ordered", `{"types":["a.*"]}`, store.SubscriptionPatch{Ordered: ptr(true), Start: store.StartPosition{Earliest: true}})
 		require.EqualValues(t, len(matchA), n)
 		// Per key, one head, the lowest offset, and ids in offset order.
 		last := map[string]int64{}
@@ -846,7 +846,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 		require.Len(t, claimed, 1)
 		require.EqualValues(t, 1, e.live(s.Queue))
 
-		n, err := store.SubscriptionSeek(e.ctx, e.pool, s, store.Start{Earliest: true})
+		n, err := store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Earliest: true})
 		require.NoError(t, err)
 		require.EqualValues(t, len(all), n)
 		requireSameSet(t, all, e.deliveredIDs(s.ID), "after seek to earliest")
@@ -858,13 +858,13 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 		// Again, with a claim in flight: still once each.
 		claimed = e.claim(s.Queue, 3, time.Minute)
 		require.Len(t, claimed, 3)
-		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.Start{Earliest: true})
+		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Earliest: true})
 		require.NoError(t, err)
 		require.EqualValues(t, len(all), n)
 		require.EqualValues(t, len(all), e.live(s.Queue))
 		require.Equal(t, []bool{false, false, false}, e.ack(s.Queue, receipts(claimed)...))
 
-		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.Start{Time: &cut})
+		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Time: &cut})
 		require.NoError(t, err)
 		want := map[string]bool{"late1": true, "late2": true}
 		for id := range fromCut {
@@ -875,7 +875,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 
 		claimed = e.claim(s.Queue, 2, time.Minute)
 		require.Len(t, claimed, 2)
-		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.Start{})
+		n, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{})
 		require.NoError(t, err)
 		require.Zero(t, n)
 		require.Zero(t, e.live(s.Queue))

@@ -226,7 +226,7 @@ func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, err
 	}
 	groups, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err == nil {
-		err = groupDeleteRows(ctx, tx, groups)
+		err = consumerGroupDeleteRows(ctx, tx, groups)
 	}
 	if err != nil {
 		return 0, nil, interpretError("topic delete", err)

@@ -22,20 +22,20 @@ import (
 
 // The consumer group shapes of API.md § Consumer groups, decoded.
 
-type groupPollJSON struct {
+type consumerGroupPollJSON struct {
 	Generation int64       `json:"generation"`
 	Partitions []int       `json:"partitions"`
 	Events     []eventJSON `json:"events"`
 }
 
-type groupMemberJSON struct {
+type consumerGroupMemberJSON struct {
 	Consumer              string    `json:"consumer"`
 	Partitions            []int     `json:"partitions"`
 	LastSeen              time.Time `json:"last_seen"`
 	SessionTimeoutSeconds int       `json:"session_timeout_seconds"`
 }
 
-type groupPartitionJSON struct {
+type consumerGroupPartitionJSON struct {
 	Partition       int     `json:"partition"`
 	CommittedOffset int64   `json:"committed_offset"`
 	HeadOffset      int64   `json:"head_offset"`
@@ -44,13 +44,13 @@ type groupPartitionJSON struct {
 	ExpiredSkipped  int64   `json:"expired_skipped"`
 }
 
-type groupJSON struct {
-	Name       string               `json:"name"`
-	Topic      string               `json:"topic"`
-	Generation int64                `json:"generation"`
-	CreatedAt  time.Time            `json:"created_at"`
-	Members    []groupMemberJSON    `json:"members"`
-	Partitions []groupPartitionJSON `json:"partitions"`
+type consumerGroupJSON struct {
+	Name       string                       `json:"name"`
+	Topic      string                       `json:"topic"`
+	Generation int64                        `json:"generation"`
+	CreatedAt  time.Time                    `json:"created_at"`
+	Members    []consumerGroupMemberJSON    `json:"members"`
+	Partitions []consumerGroupPartitionJSON `json:"partitions"`
 }
 
 var (
@@ -67,25 +67,25 @@ func gpath(topic, group string, rest ...string) string {
 // decodeGroupPoll checks a poll answer's shape and its invariants: the
 // events belong to the member's partitions, each partition's in strictly
 // increasing offset order.
-func decodeGroupPoll(body []byte) (groupPollJSON, error) {
+func decodeGroupPoll(body []byte) (consumerGroupPollJSON, error) {
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
-		return groupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
+		return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
 	}
 	if err := checkKeys(m, groupPollKeys); err != nil {
-		return groupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
+		return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
 	}
 	for _, k := range []string{"partitions", "events"} {
 		if _, ok := m[k].([]any); !ok {
-			return groupPollJSON{}, fmt.Errorf("poll answer: %s must be an array, never null: %s", k, body)
+			return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %s must be an array, never null: %s", k, body)
 		}
 	}
 	for _, e := range m["events"].([]any) {
 		if err := checkKeys(e.(map[string]any), eventKeys); err != nil {
-			return groupPollJSON{}, fmt.Errorf("poll event: %w: %s", err, body)
+			return consumerGroupPollJSON{}, fmt.Errorf("poll event: %w: %s", err, body)
 		}
 	}
-	var out groupPollJSON
+	var out consumerGroupPollJSON
 	if err := json.Unmarshal(body, &out); err != nil {
 		return out, err
 	}
@@ -120,7 +120,7 @@ func checkKeys(obj map[string]any, keys []string) error {
 }
 
 // gpoll polls as consumer (req may add fields) and requires a 200.
-func gpoll(t testing.TB, env *ferrytest.Env, topic, group, consumer string, req map[string]any) groupPollJSON {
+func gpoll(t testing.TB, env *ferrytest.Env, topic, group, consumer string, req map[string]any) consumerGroupPollJSON {
 	t.Helper()
 	body := map[string]any{"consumer": consumer}
 	for k, v := range req {
@@ -134,17 +134,17 @@ func gpoll(t testing.TB, env *ferrytest.Env, topic, group, consumer string, req 
 }
 
 // gpollAsync polls without require, for goroutines.
-func gpollAsync(env *ferrytest.Env, topic, group, consumer string, req map[string]any) (groupPollJSON, asyncResult, error) {
+func gpollAsync(env *ferrytest.Env, topic, group, consumer string, req map[string]any) (consumerGroupPollJSON, asyncResult, error) {
 	body := map[string]any{"consumer": consumer}
 	for k, v := range req {
 		body[k] = v
 	}
 	res := doAsync(env, "POST", gpath(topic, group, "/poll"), body)
 	if res.err != nil {
-		return groupPollJSON{}, res, res.err
+		return consumerGroupPollJSON{}, res, res.err
 	}
 	if res.status != http.StatusOK {
-		return groupPollJSON{}, res, fmt.Errorf("poll %s: status %d: %s", consumer, res.status, res.body)
+		return consumerGroupPollJSON{}, res, fmt.Errorf("poll %s: status %d: %s", consumer, res.status, res.body)
 	}
 	out, err := decodeGroupPoll(res.body)
 	return out, res, err
@@ -196,12 +196,12 @@ func requireGroupKeys(t testing.TB, obj map[string]any) {
 
 // gdescribe GETs the group and checks its shape and consistency: members'
 // partitions are disjoint, agree with the owners, and lag is exact.
-func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) groupJSON {
+func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) consumerGroupJSON {
 	t.Helper()
 	r := env.Do("GET", gpath(topic, group), nil)
 	require.Equal(t, http.StatusOK, r.Status, "describe %s: %s", group, r.Body)
 	requireGroupKeys(t, r.Map(t))
-	var g groupJSON
+	var g consumerGroupJSON
 	r.JSON(t, &g)
 	require.Equal(t, group, g.Name)
 	require.Equal(t, topic, g.Topic)
@@ -235,7 +235,7 @@ func gseek(t testing.TB, env *ferrytest.Env, topic, group string, body map[strin
 }
 
 // committed is the describe's committed offset per partition.
-func committed(g groupJSON) []int64 {
+func committed(g consumerGroupJSON) []int64 {
 	out := make([]int64, len(g.Partitions))
 	for i, p := range g.Partitions {
 		out[i] = p.CommittedOffset
@@ -244,7 +244,7 @@ func committed(g groupJSON) []int64 {
 }
 
 // owners maps each owned partition to its member.
-func owners(g groupJSON) map[int]string {
+func owners(g consumerGroupJSON) map[int]string {
 	out := map[int]string{}
 	for _, m := range g.Members {
 		for _, p := range m.Partitions {
@@ -333,13 +333,13 @@ func TestGroupSingleMember(t *testing.T) {
 	require.WithinDuration(t, time.Now(), g.Members[0].LastSeen, time.Minute)
 	a := "a"
 	for p := range 4 {
-		require.Equal(t, groupPartitionJSON{Partition: p, CommittedOffset: -1, HeadOffset: 2, Lag: 3, Owner: &a}, g.Partitions[p])
+		require.Equal(t, consumerGroupPartitionJSON{Partition: p, CommittedOffset: -1, HeadOffset: 2, Lag: 3, Owner: &a}, g.Partitions[p])
 	}
 
 	gcommitOK(t, env, "log", "g", "a", r.Generation, lastOffsets(r.Events))
 	g = gdescribe(t, env, "log", "g")
 	for p := range 4 {
-		require.Equal(t, groupPartitionJSON{Partition: p, CommittedOffset: 2, HeadOffset: 2, Lag: 0, Owner: &a}, g.Partitions[p])
+		require.Equal(t, consumerGroupPartitionJSON{Partition: p, CommittedOffset: 2, HeadOffset: 2, Lag: 0, Owner: &a}, g.Partitions[p])
 	}
 
 	// Nothing new: an empty poll, same generation.
@@ -378,7 +378,7 @@ func TestGroupSingleMember(t *testing.T) {
 		requireGroupKeys(t, x.(map[string]any))
 	}
 	var list struct {
-		Groups []groupJSON `json:"groups"`
+		Groups []consumerGroupJSON `json:"groups"`
 	}
 	lr.JSON(t, &list)
 	require.Len(t, list.Groups, 1)
@@ -472,7 +472,7 @@ func TestGroupSpreadAndSticky(t *testing.T) {
 
 	// (generation, partition) → consumer, over every poll answer.
 	claims := map[[2]int64]string{}
-	poll := func(c string) groupPollJSON {
+	poll := func(c string) consumerGroupPollJSON {
 		t.Helper()
 		r := gpoll(t, env, "spread", "g", c, nil)
 		for _, p := range r.Partitions {
@@ -484,7 +484,7 @@ func TestGroupSpreadAndSticky(t *testing.T) {
 		}
 		return r
 	}
-	sizes := func(g groupJSON) []int {
+	sizes := func(g consumerGroupJSON) []int {
 		var out []int
 		for _, m := range g.Members {
 			out = append(out, len(m.Partitions))
@@ -1010,17 +1010,17 @@ func TestGroupRetentionSkips(t *testing.T) {
 	// g is moved by a describe, h by the list (which describes it).
 	g := gdescribe(t, env, "expire", "g")
 	a := "a"
-	require.Equal(t, groupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, g.Partitions[0])
-	require.Equal(t, groupPartitionJSON{Partition: 1, CommittedOffset: -1, HeadOffset: 1, Lag: 2, Owner: &a}, g.Partitions[1])
+	require.Equal(t, consumerGroupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, g.Partitions[0])
+	require.Equal(t, consumerGroupPartitionJSON{Partition: 1, CommittedOffset: -1, HeadOffset: 1, Lag: 2, Owner: &a}, g.Partitions[1])
 	lr := env.Do("GET", tpath("expire", "/groups"), nil)
 	require.Equal(t, http.StatusOK, lr.Status, "%s", lr.Body)
 	var list struct {
-		Groups []groupJSON `json:"groups"`
+		Groups []consumerGroupJSON `json:"groups"`
 	}
 	lr.JSON(t, &list)
 	require.Len(t, list.Groups, 2)
 	for _, x := range list.Groups {
-		require.Equal(t, groupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, x.Partitions[0], x.Name)
+		require.Equal(t, consumerGroupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, x.Partitions[0], x.Name)
 	}
 	for _, group := range []string{"g", "h"} {
 		r := gpoll(t, env, "expire", group, "a", nil)
@@ -1047,7 +1047,7 @@ func TestGroupBadInput(t *testing.T) {
 	type state struct {
 		generation int64
 		members    []string
-		partitions []groupPartitionJSON
+		partitions []consumerGroupPartitionJSON
 		groups     int
 	}
 	snap := func(t testing.TB, env *ferrytest.Env) state {
@@ -1060,7 +1060,7 @@ func TestGroupBadInput(t *testing.T) {
 		r := env.Do("GET", tpath("bad", "/groups"), nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		var list struct {
-			Groups []groupJSON `json:"groups"`
+			Groups []consumerGroupJSON `json:"groups"`
 		}
 		r.JSON(t, &list)
 		s.groups = len(list.Groups)

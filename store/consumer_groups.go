@@ -18,7 +18,7 @@ import (
 // offset order from its fetch position, and commits offsets it finished.
 //
 // Membership is lazy and needs no leader: every poll (and describe) runs
-// groupRefresh under the group row's lock, which evicts members whose
+// consumerGroupRefresh under the group row's lock, which evicts members whose
 // session timed out, gives partitions of departed members to live ones and
 // spreads partitions evenly over members, moving as few as it can
 // (sticky). Every change of assignment bumps the group's generation; a
@@ -31,28 +31,28 @@ import (
 // the generation it names.
 var ErrFenced = fmt.Errorf("%w: the consumer does not own the partition in that generation", ErrConflict)
 
-// Group is a consumer group as described.
-type Group struct {
+// ConsumerGroup is a consumer group as described.
+type ConsumerGroup struct {
 	ID         int64
 	Name       string
 	Generation int64
 	CreatedAt  time.Time
-	Members    []GroupMember
-	Partitions []GroupPartition
+	Members    []ConsumerGroupMember
+	Partitions []ConsumerGroupPartition
 	// Refresh is what describing the group changed in passing.
-	Refresh GroupRefresh
+	Refresh ConsumerGroupRefresh
 }
 
-// GroupMember is a live member of a group.
-type GroupMember struct {
+// ConsumerGroupMember is a live member of a group.
+type ConsumerGroupMember struct {
 	Consumer              string
 	Partitions            []int
 	LastSeen              time.Time
 	SessionTimeoutSeconds int
 }
 
-// GroupPartition is a group's position on one partition of its topic.
-type GroupPartition struct {
+// ConsumerGroupPartition is a group's position on one partition of its topic.
+type ConsumerGroupPartition struct {
 	Partition       int
 	CommittedOffset int64
 	HeadOffset      int64
@@ -64,14 +64,14 @@ type GroupPartition struct {
 	ExpiredSkipped int64
 }
 
-// GroupPollParams is a poll of one member.
-type GroupPollParams struct {
+// ConsumerGroupPollParams is a poll of one member.
+type ConsumerGroupPollParams struct {
 	Topic          Topic
 	Group          string
 	Consumer       string
 	SessionTimeout time.Duration
 	// Start positions a group created by this poll.
-	Start Start
+	Start StartPosition
 	Max   int
 	// Wait, when the member's partitions have nothing new, long-polls.
 	Wait         time.Duration
@@ -79,12 +79,12 @@ type GroupPollParams struct {
 	Stop         <-chan struct{}
 }
 
-// GroupPollResult is what a poll returns.
-type GroupPollResult struct {
+// ConsumerGroupPollResult is what a poll returns.
+type ConsumerGroupPollResult struct {
 	Generation int64
 	Partitions []int
 	Events     []Event
-	GroupRefresh
+	ConsumerGroupRefresh
 }
 
 // owned is a partition a member owns, and its fetch position.
@@ -93,27 +93,27 @@ type owned struct {
 	fetch     int64
 }
 
-// GroupPoll joins the member to the group (creating the group on first
+// ConsumerGroupPoll joins the member to the group (creating the group on first
 // use), rebalances if membership changed, and returns up to Max events of
 // the member's partitions from their fetch positions, advancing them.
-func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPollParams) (GroupPollResult, error) {
+func ConsumerGroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p ConsumerGroupPollParams) (ConsumerGroupPollResult, error) {
 	var (
-		res  GroupPollResult
-		st   groupState
+		res  ConsumerGroupPollResult
+		st   consumerGroupState
 		mine []owned
 	)
 	start := p.Start
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var err error
-			st, err = groupRefresh(ctx, tx, p.Topic, p.Group, p.Consumer, int(p.SessionTimeout/time.Second), &start)
+			st, err = consumerGroupRefresh(ctx, tx, p.Topic, p.Group, p.Consumer, int(p.SessionTimeout/time.Second), &start)
 			return err
 		})
 	})
 	if err != nil {
 		return res, interpretError("group poll", err)
 	}
-	res.Generation, res.GroupRefresh = st.generation, st.GroupRefresh
+	res.Generation, res.ConsumerGroupRefresh = st.generation, st.ConsumerGroupRefresh
 	res.Partitions = []int{}
 	for _, ps := range st.parts {
 		if ps.owner != nil && *ps.owner == p.Consumer {
@@ -141,7 +141,7 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 			return res, nil
 		}
 		err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
-			return groupGenerationMoved(ctx, pool, st.id, res.Generation)
+			return consumerGroupGenerationMoved(ctx, pool, st.id, res.Generation)
 		})
 		if err != nil && ctx.Err() == nil {
 			return res, err
@@ -149,7 +149,7 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 		return res, nil
 	}
 	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
-		events, moved, err := groupFetch(ctx, pool, groupFetchParams{
+		events, moved, err := consumerGroupFetch(ctx, pool, memberFetchParams{
 			topicID: p.Topic.ID, group: st.id, consumer: p.Consumer, generation: res.Generation, mine: mine, max: p.Max,
 		})
 		res.Events = events
@@ -160,11 +160,11 @@ func GroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p GroupPoll
 	return res, err
 }
 
-// groupGenerationMoved reports whether the group's generation is no longer
+// consumerGroupGenerationMoved reports whether the group's generation is no longer
 // gen (or the group is gone).
-func groupGenerationMoved(ctx context.Context, db DBTX, gid, gen int64) (bool, error) {
+func consumerGroupGenerationMoved(ctx context.Context, db DBTX, gid, gen int64) (bool, error) {
 	var now int64
-	err := db.QueryRow(ctx, `/* ferry:group_generation_read */ SELECT generation FROM ferry.consumer_groups WHERE id = $1`, gid).Scan(&now)
+	err := db.QueryRow(ctx, `/* ferry:consumer_group_generation_read */ SELECT generation FROM ferry.consumer_groups WHERE id = $1`, gid).Scan(&now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return true, nil
 	}
@@ -174,19 +174,19 @@ func groupGenerationMoved(ctx context.Context, db DBTX, gid, gen int64) (bool, e
 	return now != gen, nil
 }
 
-// GroupRefresh is what a poll or describe changed in passing: a rebalance,
+// ConsumerGroupRefresh is what a poll or describe changed in passing: a rebalance,
 // evictions of members whose session timed out, events skipped because
 // retention removed them before the group read them.
-type GroupRefresh struct {
+type ConsumerGroupRefresh struct {
 	Rebalanced bool
 	Evicted    int
 	Skipped    int64
 }
 
-// groupState is a group as groupRefresh left it.
-type groupState struct {
+// consumerGroupState is a group as consumerGroupRefresh left it.
+type consumerGroupState struct {
 	id, generation int64
-	GroupRefresh
+	ConsumerGroupRefresh
 	members []string
 	parts   []partState
 }
@@ -198,19 +198,19 @@ type partState struct {
 	fetch, committed int64
 }
 
-// groupRefresh locks the group's row (membership changes of a group run
+// consumerGroupRefresh locks the group's row (membership changes of a group run
 // one at a time), marks consumer as seen (unless ""), evicts members whose
 // session timed out, moves positions that fell behind the retained log,
 // and rebalances if the assignment is not what the live members should
 // have — in one round trip when nothing changes. With create, a group
 // that does not exist is created positioned there; without, it is
-// ErrNoRows. See groupRefresher for its phases.
-func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string, session int, create *Start) (groupState, error) {
-	r := &groupRefresher{tx: tx, topic: t, name: name, consumer: consumer, session: session}
+// ErrNoRows. See consumerGroupRefresher for its phases.
+func consumerGroupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string, session int, create *StartPosition) (consumerGroupState, error) {
+	r := &consumerGroupRefresher{tx: tx, topic: t, name: name, consumer: consumer, session: session}
 	return r.run(ctx, create)
 }
 
-// groupRefresher is one refresh of a group inside a transaction: the
+// consumerGroupRefresher is one refresh of a group inside a transaction: the
 // group (by topic and name), the member that polls ("" for a describe or
 // a leave) and its session timeout in seconds. Its phases, in order:
 //
@@ -220,12 +220,12 @@ func groupRefresh(ctx context.Context, tx pgx.Tx, t Topic, name, consumer string
 //     behind the retained log, readPartitions the positions and owners;
 //   - run creates a group that is not there, or grow adds partitions the
 //     topic gained (each then reads again);
-//   - groupRebalance moves partitions when the assignment is not what the
+//   - consumerGroupRebalance moves partitions when the assignment is not what the
 //     live members should have.
 //
 // Each queued statement reads its own result (pgx's QueuedQuery
 // callbacks), so results are read by statement, never by position.
-type groupRefresher struct {
+type consumerGroupRefresher struct {
 	tx       pgx.Tx
 	topic    Topic
 	name     string
@@ -239,7 +239,7 @@ const groupByName = `(SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 A
 
 // run reads the group and brings it up to date; with create, a group that
 // does not exist is created first.
-func (r *groupRefresher) run(ctx context.Context, create *Start) (groupState, error) {
+func (r *consumerGroupRefresher) run(ctx context.Context, create *StartPosition) (consumerGroupState, error) {
 	st, err := r.read(ctx)
 	if err != nil {
 		return st, err
@@ -248,7 +248,7 @@ func (r *groupRefresher) run(ctx context.Context, create *Start) (groupState, er
 		if create == nil {
 			return st, pgx.ErrNoRows
 		}
-		if err := groupCreate(ctx, r.tx, r.topic, r.name, *create); err != nil {
+		if err := consumerGroupCreate(ctx, r.tx, r.topic, r.name, *create); err != nil {
 			return st, err
 		}
 		return r.run(ctx, nil)
@@ -262,13 +262,13 @@ func (r *groupRefresher) run(ctx context.Context, create *Start) (groupState, er
 			return r.run(ctx, nil)
 		}
 	}
-	return st, groupRebalance(ctx, r.tx, &st)
+	return st, consumerGroupRebalance(ctx, r.tx, &st)
 }
 
 // read sends the refresh's one round trip and returns what it read; the
 // id is -1 when the group does not exist.
-func (r *groupRefresher) read(ctx context.Context) (groupState, error) {
-	st := groupState{id: -1}
+func (r *consumerGroupRefresher) read(ctx context.Context) (consumerGroupState, error) {
+	st := consumerGroupState{id: -1}
 	b := &pgx.Batch{}
 	if r.consumer != "" {
 		// A poll that changes no assignment writes only what may be lost
@@ -288,8 +288,8 @@ func (r *groupRefresher) read(ctx context.Context) (groupState, error) {
 
 // lock queues the group row's lock, which reads its id and generation
 // (none: the id stays -1).
-func (r *groupRefresher) lock(b *pgx.Batch, st *groupState) {
-	b.Queue(`/* ferry:group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+func (r *consumerGroupRefresher) lock(b *pgx.Batch, st *consumerGroupState) {
+	b.Queue(`/* ferry:consumer_group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
 		r.topic.ID, r.name).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&st.id, &st.generation)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -302,11 +302,11 @@ func (r *groupRefresher) lock(b *pgx.Batch, st *groupState) {
 
 // markSeen queues the member's join or last_seen (nothing without a
 // consumer).
-func (r *groupRefresher) markSeen(b *pgx.Batch) {
+func (r *consumerGroupRefresher) markSeen(b *pgx.Batch) {
 	if r.consumer == "" {
 		return
 	}
-	b.Queue(`/* ferry:group_member_seen */
+	b.Queue(`/* ferry:consumer_group_member_seen */
 			INSERT INTO ferry.group_members (group_id, consumer, session_timeout_seconds)
 			SELECT `+groupByName+`, $3, $4 WHERE `+groupByName+` IS NOT NULL
 			ON CONFLICT (group_id, consumer) DO UPDATE
@@ -316,8 +316,8 @@ func (r *groupRefresher) markSeen(b *pgx.Batch) {
 
 // evict queues the removal of members whose session timed out, and counts
 // them.
-func (r *groupRefresher) evict(b *pgx.Batch, st *groupState) {
-	b.Queue(`/* ferry:group_members_evict */
+func (r *consumerGroupRefresher) evict(b *pgx.Batch, st *consumerGroupState) {
+	b.Queue(`/* ferry:consumer_group_members_evict */
 		DELETE FROM ferry.group_members
 		WHERE group_id = `+groupByName+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`,
 		r.topic.ID, r.name).Exec(func(tag pgconn.CommandTag) error {
@@ -327,8 +327,8 @@ func (r *groupRefresher) evict(b *pgx.Batch, st *groupState) {
 }
 
 // readMembers queues the read of the live members, in order.
-func (r *groupRefresher) readMembers(b *pgx.Batch, st *groupState) {
-	b.Queue(`/* ferry:group_members_read */ SELECT consumer FROM ferry.group_members WHERE group_id = `+groupByName+` ORDER BY consumer`,
+func (r *consumerGroupRefresher) readMembers(b *pgx.Batch, st *consumerGroupState) {
+	b.Queue(`/* ferry:consumer_group_members_read */ SELECT consumer FROM ferry.group_members WHERE group_id = `+groupByName+` ORDER BY consumer`,
 		r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
 		var err error
 		st.members, err = pgx.CollectRows(rows, pgx.RowTo[string])
@@ -338,8 +338,8 @@ func (r *groupRefresher) readMembers(b *pgx.Batch, st *groupState) {
 
 // retention queues the move of every position behind the oldest retained
 // event to it, and counts the events it never read.
-func (r *groupRefresher) retention(b *pgx.Batch, st *groupState) {
-	b.Queue(`/* ferry:group_retention */
+func (r *consumerGroupRefresher) retention(b *pgx.Batch, st *consumerGroupState) {
+	b.Queue(`/* ferry:consumer_group_retention */
 		WITH oldest AS (
 			SELECT tp.partition, coalesce((SELECT e."offset" FROM ferry.events e
 				WHERE e.topic_id = tp.topic_id AND e.partition = tp.partition ORDER BY e."offset" LIMIT 1), tp.next_offset) AS o
@@ -369,8 +369,8 @@ func (r *groupRefresher) retention(b *pgx.Batch, st *groupState) {
 
 // readPartitions queues the read of the group's partitions: owner and
 // positions, in partition order.
-func (r *groupRefresher) readPartitions(b *pgx.Batch, st *groupState) {
-	b.Queue(`/* ferry:group_partitions_read */
+func (r *consumerGroupRefresher) readPartitions(b *pgx.Batch, st *consumerGroupState) {
+	b.Queue(`/* ferry:consumer_group_partitions_read */
 		SELECT partition, owner, fetch_offset, committed_offset FROM ferry.group_partitions
 		WHERE group_id = `+groupByName+` ORDER BY partition`, r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
 		var err error
@@ -384,8 +384,8 @@ func (r *groupRefresher) readPartitions(b *pgx.Batch, st *groupState) {
 
 // grow adds the partitions the topic gained since the group was created
 // (read from their start), and reports whether there were any.
-func (r *groupRefresher) grow(ctx context.Context, gid int64) (bool, error) {
-	tag, err := r.tx.Exec(ctx, `/* ferry:group_partitions_grow */
+func (r *consumerGroupRefresher) grow(ctx context.Context, gid int64) (bool, error) {
+	tag, err := r.tx.Exec(ctx, `/* ferry:consumer_group_partitions_grow */
 			INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
 			SELECT $1, partition, -1, 0 FROM ferry.topic_partitions WHERE topic_id = $2
 			ON CONFLICT DO NOTHING`, gid, r.topic.ID)
@@ -395,9 +395,9 @@ func (r *groupRefresher) grow(ctx context.Context, gid int64) (bool, error) {
 	return tag.RowsAffected() > 0, nil
 }
 
-// groupCreate creates the group with a row per partition positioned at
+// consumerGroupCreate creates the group with a row per partition positioned at
 // start (before the first event to read).
-func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Start) error {
+func consumerGroupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start StartPosition) error {
 	if _, err := tx.Exec(ctx, syncCommit); err != nil {
 		return err
 	}
@@ -405,7 +405,7 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	// for update) waits for this creation, and then deletes the group;
 	// or it went first, and the group is not created.
 	var id int64
-	err := tx.QueryRow(ctx, `/* ferry:group_create */
+	err := tx.QueryRow(ctx, `/* ferry:consumer_group_create */
 		INSERT INTO ferry.consumer_groups (topic_id, name)
 		SELECT id, $2 FROM ferry.topics WHERE id = $1 FOR KEY SHARE
 		ON CONFLICT (topic_id, name) DO NOTHING RETURNING id`, t.ID, name).Scan(&id)
@@ -417,7 +417,7 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `/* ferry:group_partitions_create */
+	_, err = tx.Exec(ctx, `/* ferry:consumer_group_partitions_create */
 		INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
 		SELECT $1, tp.partition, c.committed, c.committed + 1
 		FROM ferry.topic_partitions tp
@@ -435,10 +435,10 @@ func groupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start Sta
 	return err
 }
 
-// groupRebalance gives every partition the owner assignSticky says, if
+// consumerGroupRebalance gives every partition the owner assignSticky says, if
 // that changes anything: the generation grows, and each partition that
 // moved starts, for its new owner, after the committed offset.
-func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
+func consumerGroupRebalance(ctx context.Context, tx pgx.Tx, st *consumerGroupState) error {
 	current := map[int]string{}
 	parts := make([]int, len(st.parts))
 	for i, ps := range st.parts {
@@ -472,8 +472,8 @@ func groupRebalance(ctx context.Context, tx pgx.Tx, st *groupState) error {
 	st.Rebalanced = true
 	b := &pgx.Batch{}
 	b.Queue(syncCommit) // a generation must never be handed out twice
-	b.Queue(`/* ferry:group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
-	b.Queue(`/* ferry:group_rebalance */
+	b.Queue(`/* ferry:consumer_group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
+	b.Queue(`/* ferry:consumer_group_rebalance */
 		UPDATE ferry.group_partitions gp SET owner = m.owner, owner_generation = g.generation,
 			fetch_offset = gp.committed_offset + 1
 		FROM unnest($2::int[], $3::text[]) AS m(partition, owner), ferry.consumer_groups g
@@ -568,10 +568,10 @@ func assignSticky(parts []int, current map[int]string, members []string) map[int
 	return out
 }
 
-// groupFetchParams is one fetch of a member: the topic, the group, the
+// memberFetchParams is one fetch of a member: the topic, the group, the
 // member and the generation its poll's refresh saw, the partitions it
 // owns with their fetch positions, and how many events at most.
-type groupFetchParams struct {
+type memberFetchParams struct {
 	topicID, group int64
 	consumer       string
 	generation     int64
@@ -579,7 +579,7 @@ type groupFetchParams struct {
 	max            int
 }
 
-// groupFetch reads up to max events of the member's partitions from their
+// consumerGroupFetch reads up to max events of the member's partitions from their
 // fetch positions (each in offset order; the max is shared out among the
 // partitions that have events, so no partition starves and no more than
 // max rows are read) and advances the positions — only of partitions the
@@ -588,7 +588,7 @@ type groupFetchParams struct {
 // reports whether the group's generation is no longer gen (a rebalance, a
 // leave or a seek since the poll's refresh). It also marks the member as
 // seen. See memberFetch for its phases.
-func groupFetch(ctx context.Context, pool *pgxpool.Pool, p groupFetchParams) ([]Event, bool, error) {
+func consumerGroupFetch(ctx context.Context, pool *pgxpool.Pool, p memberFetchParams) ([]Event, bool, error) {
 	f := newMemberFetch(p)
 	events, moved, err := f.run(ctx, pool)
 	if err != nil {
@@ -597,7 +597,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, p groupFetchParams) ([]
 	return events, moved, nil
 }
 
-// memberFetch is one groupFetch. Its phases, in order (a round trip each):
+// memberFetch is one consumerGroupFetch. Its phases, in order (a round trip each):
 //
 //   - plan reads how many events each partition has after its position
 //     (and whether the generation moved) and shares the max out;
@@ -606,7 +606,7 @@ func groupFetch(ctx context.Context, pool *pgxpool.Pool, p groupFetchParams) ([]
 //     its own, and reads which partitions the member still owns;
 //   - keep drops the events of the partitions it no longer owns.
 type memberFetch struct {
-	groupFetchParams
+	memberFetchParams
 	parts  []int32 // per partition owned: its number…
 	froms  []int64 // …its fetch position…
 	limits []int64 // …and how many events to read of it (plan)
@@ -618,8 +618,8 @@ type memberFetch struct {
 
 // newMemberFetch lays out the member's partitions and positions as the
 // statements take them.
-func newMemberFetch(p groupFetchParams) *memberFetch {
-	f := &memberFetch{groupFetchParams: p, parts: make([]int32, len(p.mine)), froms: make([]int64, len(p.mine))}
+func newMemberFetch(p memberFetchParams) *memberFetch {
+	f := &memberFetch{memberFetchParams: p, parts: make([]int32, len(p.mine)), froms: make([]int64, len(p.mine))}
 	for i, o := range p.mine {
 		f.parts[i], f.froms[i] = int32(o.partition), o.fetch
 	}
@@ -646,7 +646,7 @@ func (f *memberFetch) run(ctx context.Context, db DBTX) ([]Event, bool, error) {
 // moved), shares the max out among the partitions and returns the total
 // to read.
 func (f *memberFetch) plan(ctx context.Context, db DBTX) (int64, error) {
-	rows, err := db.Query(ctx, `/* ferry:group_fetch_available */
+	rows, err := db.Query(ctx, `/* ferry:consumer_group_fetch_available */
 		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset), g.generation
 		FROM ferry.consumer_groups g
 		CROSS JOIN unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
@@ -678,7 +678,7 @@ func (f *memberFetch) plan(ctx context.Context, db DBTX) (int64, error) {
 
 // read reads the events plan shares out, in partition and offset order.
 func (f *memberFetch) read(ctx context.Context, db DBTX) error {
-	rows, err := db.Query(ctx, `/* ferry:group_fetch */
+	rows, err := db.Query(ctx, `/* ferry:consumer_group_fetch */
 		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at
 		FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS p(partition, from_offset, lim)
 		CROSS JOIN LATERAL (
@@ -713,7 +713,7 @@ func (f *memberFetch) advance(ctx context.Context, db DBTX) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(asyncCommit)
-	b.Queue(`/* ferry:group_fetch_advance */
+	b.Queue(`/* ferry:consumer_group_fetch_advance */
 		WITH seen AS (
 			UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
 		),
@@ -790,8 +790,8 @@ func shareOut(parts []int32, avail map[int32]int64, max int) []int64 {
 	return limits
 }
 
-// GroupCommitParams commits offsets of a member.
-type GroupCommitParams struct {
+// ConsumerGroupCommitParams commits offsets of a member.
+type ConsumerGroupCommitParams struct {
 	Topic      Topic
 	Group      string
 	Consumer   string
@@ -800,13 +800,13 @@ type GroupCommitParams struct {
 	Offsets map[int]int64
 }
 
-// GroupCommit records, for each partition, that offsets up to the given
+// ConsumerGroupCommit records, for each partition, that offsets up to the given
 // one are done — all or none: if the consumer does not own one of the
 // partitions in the generation it names (it was rebalanced away), nothing
 // is committed and ErrFenced is returned. Commits only move forward (a
 // lower offset than the committed one is kept as is); seek moves back.
 // An offset beyond the partition's head is refused.
-func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error {
+func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupCommitParams) error {
 	parts := make([]int32, 0, len(p.Offsets))
 	offs := make([]int64, 0, len(p.Offsets))
 	for part, off := range p.Offsets {
@@ -816,13 +816,13 @@ func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error 
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var gid, gen int64
-			err := tx.QueryRow(ctx, `/* ferry:group_read */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
+			err := tx.QueryRow(ctx, `/* ferry:consumer_group_read */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
 				p.Topic.ID, p.Group).Scan(&gid, &gen)
 			if err != nil {
 				return err
 			}
 			var beyond *int32
-			if err := tx.QueryRow(ctx, `/* ferry:group_commit_check */
+			if err := tx.QueryRow(ctx, `/* ferry:consumer_group_commit_check */
 				SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 				LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
 				WHERE tp.partition IS NULL OR v.off >= tp.next_offset`, p.Topic.ID, parts, offs).Scan(&beyond); err != nil {
@@ -835,7 +835,7 @@ func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error 
 				return ErrFenced
 			}
 			var n int
-			err = tx.QueryRow(ctx, `/* ferry:group_commit */
+			err = tx.QueryRow(ctx, `/* ferry:consumer_group_commit */
 				WITH seen AS (
 					UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
 				),
@@ -865,22 +865,22 @@ func GroupCommit(ctx context.Context, db TxBeginner, p GroupCommitParams) error 
 	return interpretError("group commit", err)
 }
 
-// GroupSeekParams moves a group: to Start, or to explicit Offsets
+// ConsumerGroupSeekParams moves a group: to Start, or to explicit Offsets
 // (partition → the next offset to read).
-type GroupSeekParams struct {
+type ConsumerGroupSeekParams struct {
 	Topic   Topic
 	Group   string
-	Start   Start
+	Start   StartPosition
 	Latest  bool
 	Offsets map[int]int64
 }
 
-// GroupSeek moves the group's committed offsets (and its members' fetch
+// ConsumerGroupSeek moves the group's committed offsets (and its members' fetch
 // positions) and bumps the generation, so commits of batches read before
 // the seek are fenced. Latest: the next event published; Earliest: the
 // oldest retained; Time: the first published at or after it; Offsets: the
 // given next offsets (partitions not named keep theirs).
-func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
+func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekParams) error {
 	var (
 		parts []int32
 		nexts []int64
@@ -902,14 +902,14 @@ func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var gid int64
-			err := tx.QueryRow(ctx, `/* ferry:group_lock */ SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+			err := tx.QueryRow(ctx, `/* ferry:consumer_group_lock */ SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
 				p.Topic.ID, p.Group).Scan(&gid)
 			if err != nil {
 				return err
 			}
 			if mode == "offsets" {
 				var bad *int32
-				if err := tx.QueryRow(ctx, `/* ferry:group_seek_check */
+				if err := tx.QueryRow(ctx, `/* ferry:consumer_group_seek_check */
 					SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 					LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
 					WHERE tp.partition IS NULL OR v.off > tp.next_offset`, p.Topic.ID, parts, nexts).Scan(&bad); err != nil {
@@ -920,10 +920,10 @@ func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
 				}
 			}
 			var gen int64
-			if err := tx.QueryRow(ctx, `/* ferry:group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, gid).Scan(&gen); err != nil {
+			if err := tx.QueryRow(ctx, `/* ferry:consumer_group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, gid).Scan(&gen); err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, `/* ferry:group_seek */
+			_, err = tx.Exec(ctx, `/* ferry:consumer_group_seek */
 				UPDATE ferry.group_partitions gp SET committed_offset = c.committed, fetch_offset = c.committed + 1,
 					owner_generation = CASE WHEN gp.owner IS NULL THEN gp.owner_generation ELSE $3 END
 				FROM ferry.topic_partitions tp
@@ -949,34 +949,34 @@ func GroupSeek(ctx context.Context, db TxBeginner, p GroupSeekParams) error {
 	return interpretError("group seek", err)
 }
 
-// GroupDescribe refreshes the group (evictions, rebalance, retention) and
+// ConsumerGroupDescribe refreshes the group (evictions, rebalance, retention) and
 // describes it: live members, and per partition the committed offset,
 // head, lag and owner.
-func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Group, error) {
-	var g Group
+func ConsumerGroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (ConsumerGroup, error) {
+	var g ConsumerGroup
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			st, err := groupRefresh(ctx, tx, t, name, "", 0, nil)
+			st, err := consumerGroupRefresh(ctx, tx, t, name, "", 0, nil)
 			if err != nil {
 				return err
 			}
-			g = Group{ID: st.id, Name: name, Generation: st.generation, Refresh: st.GroupRefresh}
-			if err := tx.QueryRow(ctx, `/* ferry:group_describe */ SELECT created_at FROM ferry.consumer_groups WHERE id = $1`, st.id).Scan(&g.CreatedAt); err != nil {
+			g = ConsumerGroup{ID: st.id, Name: name, Generation: st.generation, Refresh: st.ConsumerGroupRefresh}
+			if err := tx.QueryRow(ctx, `/* ferry:consumer_group_describe */ SELECT created_at FROM ferry.consumer_groups WHERE id = $1`, st.id).Scan(&g.CreatedAt); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, `/* ferry:group_describe_members */
+			rows, err := tx.Query(ctx, `/* ferry:consumer_group_describe_members */
 				SELECT consumer, last_seen, session_timeout_seconds FROM ferry.group_members WHERE group_id = $1 ORDER BY consumer`, g.ID)
 			if err != nil {
 				return err
 			}
-			g.Members, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupMember, error) {
-				var m GroupMember
+			g.Members, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ConsumerGroupMember, error) {
+				var m ConsumerGroupMember
 				return m, row.Scan(&m.Consumer, &m.LastSeen, &m.SessionTimeoutSeconds)
 			})
 			if err != nil {
 				return err
 			}
-			rows, err = tx.Query(ctx, `/* ferry:group_describe_partitions */
+			rows, err = tx.Query(ctx, `/* ferry:consumer_group_describe_partitions */
 				SELECT gp.partition, gp.committed_offset, tp.next_offset - 1, gp.owner, gp.expired_skipped
 				FROM ferry.group_partitions gp
 				JOIN ferry.topic_partitions tp ON tp.topic_id = $2 AND tp.partition = gp.partition
@@ -984,8 +984,8 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 			if err != nil {
 				return err
 			}
-			g.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupPartition, error) {
-				var p GroupPartition
+			g.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ConsumerGroupPartition, error) {
+				var p ConsumerGroupPartition
 				err := row.Scan(&p.Partition, &p.CommittedOffset, &p.HeadOffset, &p.Owner, &p.ExpiredSkipped)
 				p.Lag = max(0, p.HeadOffset-p.CommittedOffset)
 				return p, err
@@ -994,7 +994,7 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 		})
 	})
 	if err != nil {
-		return Group{}, interpretError("group describe", err)
+		return ConsumerGroup{}, interpretError("group describe", err)
 	}
 	byMember := map[string]int{}
 	for i, m := range g.Members {
@@ -1011,17 +1011,17 @@ func GroupDescribe(ctx context.Context, db TxBeginner, t Topic, name string) (Gr
 	return g, nil
 }
 
-// GroupListParams selects one page of GroupList.
-type GroupListParams struct {
+// ConsumerGroupListParams selects one page of ConsumerGroupGroupList.
+type ConsumerGroupListParams struct {
 	TopicID int64
 	After   string // only groups named after this one ("" = from the first)
 	Limit   int    // at most this many; 0 = every one
 }
 
-// GroupList returns the names of the topic's groups named after p.After,
+// ConsumerGroupList returns the names of the topic's groups named after p.After,
 // in order, at most p.Limit of them, and whether more follow: a keyset page
 // read from the (topic_id, name) unique index.
-func GroupList(ctx context.Context, db DBTX, p GroupListParams) ([]string, bool, error) {
+func ConsumerGroupList(ctx context.Context, db DBTX, p ConsumerGroupListParams) ([]string, bool, error) {
 	rows, err := db.Query(ctx, `
 		SELECT name FROM ferry.consumer_groups WHERE topic_id = $1 AND name > $2 ORDER BY name LIMIT $3`,
 		p.TopicID, p.After, pageLimit(p.Limit))
@@ -1036,19 +1036,19 @@ func GroupList(ctx context.Context, db DBTX, p GroupListParams) ([]string, bool,
 	return names, more, nil
 }
 
-// GroupDelete deletes the group, its members and positions.
-func GroupDelete(ctx context.Context, db TxBeginner, t Topic, name string) error {
+// ConsumerGroupDelete deletes the group, its members and positions.
+func ConsumerGroupDelete(ctx context.Context, db TxBeginner, t Topic, name string) error {
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var id int64
 		if err := tx.QueryRow(ctx, `DELETE FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 RETURNING id`, t.ID, name).Scan(&id); err != nil {
 			return err
 		}
-		return groupDeleteRows(ctx, tx, []int64{id})
+		return consumerGroupDeleteRows(ctx, tx, []int64{id})
 	})
 	return interpretError("group delete", err)
 }
 
-func groupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
+func consumerGroupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM ferry.group_members WHERE group_id = ANY($1)`, ids); err != nil {
 		return err
 	}
@@ -1056,18 +1056,18 @@ func groupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
 	return err
 }
 
-// GroupLag is one row of GroupLags: a partition's lag, or (Partition -1)
+// ConsumerGroupLag is one row of ConsumerGroupGroupLags: a partition's lag, or (Partition -1)
 // the number of members in Lag.
-type GroupLag struct {
+type ConsumerGroupLag struct {
 	TopicID   int64
 	Group     string
 	Partition int
 	Lag       int64
 }
 
-// GroupLags reads every group's lag per partition and member count, in
+// ConsumerGroupLags reads every group's lag per partition and member count, in
 // one statement, without changing anything (for metrics).
-func GroupLags(ctx context.Context, db DBTX) ([]GroupLag, error) {
+func ConsumerGroupLags(ctx context.Context, db DBTX) ([]ConsumerGroupLag, error) {
 	rows, err := db.Query(ctx, `
 		SELECT g.topic_id, g.name, gp.partition, greatest(0, tp.next_offset - 1 - gp.committed_offset)
 		FROM ferry.consumer_groups g
@@ -1080,8 +1080,8 @@ func GroupLags(ctx context.Context, db DBTX) ([]GroupLag, error) {
 	if err != nil {
 		return nil, interpretError("group lags", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupLag, error) {
-		var l GroupLag
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ConsumerGroupLag, error) {
+		var l ConsumerGroupLag
 		return l, row.Scan(&l.TopicID, &l.Group, &l.Partition, &l.Lag)
 	})
 	return out, interpretError("group lags", err)

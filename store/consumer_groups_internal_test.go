@@ -20,7 +20,7 @@ type assignCase struct {
 }
 
 // randomAssignCase draws 1..32 partitions, 0..10 live members (sorted, as
-// groupRefresh passes them) out of 14 names, and current owners that are
+// consumerGroupRefresh passes them) out of 14 names, and current owners that are
 // live, departed or absent, in one of several shapes.
 func randomAssignCase(rng *rand.Rand) assignCase {
 	c := assignCase{current: map[int]string{}}

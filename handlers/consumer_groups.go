@@ -33,8 +33,8 @@ type pollReply struct {
 	Events     []eventReply `json:"events"`
 }
 
-// groupRef validates the route's topic and group names.
-func groupRef(c echo.Context) (topic, group string, err error) {
+// consumerGroupRef validates the route's topic and group names.
+func consumerGroupRef(c echo.Context) (topic, group string, err error) {
 	if topic, err = name(c, "topic"); err != nil {
 		return "", "", err
 	}
@@ -53,8 +53,8 @@ func consumerName(v *string) (string, error) {
 	return *v, nil
 }
 
-func (h *handler) groupPoll(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupPoll(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
@@ -80,16 +80,16 @@ func (h *handler) groupPoll(c echo.Context) error {
 		// it waits.
 		return invalid("wait_seconds", "must be less than session_timeout_seconds (%d)", session)
 	}
-	var start store.Start
+	var start store.StartPosition
 	if req.Start != nil {
 		if start, err = parseStart("start", *req.Start); err != nil {
 			return err
 		}
 	}
 	ctx := c.Request().Context()
-	var res store.GroupPollResult
+	var res store.ConsumerGroupPollResult
 	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
-		res, err = store.GroupPoll(ctx, h.Pool, h.Notifier, store.GroupPollParams{
+		res, err = store.ConsumerGroupPoll(ctx, h.Pool, h.Notifier, store.ConsumerGroupPollParams{
 			Topic: t, Group: group, Consumer: consumer,
 			SessionTimeout: time.Duration(session) * time.Second,
 			Start:          start,
@@ -103,7 +103,7 @@ func (h *handler) groupPoll(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, res.GroupRefresh)
+	h.Metrics.observeGroup(topic, group, res.ConsumerGroupRefresh)
 	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
 	for i, e := range res.Events {
 		out.Events[i] = toEventReply(e)
@@ -143,8 +143,8 @@ func partitionOffsets(field string, raw map[string]int64, t store.Topic, min int
 	return out, nil
 }
 
-func (h *handler) groupCommit(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupCommit(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (h *handler) groupCommit(c echo.Context) error {
 		if err != nil {
 			return true, err
 		}
-		return false, store.GroupCommit(ctx, h.Pool, store.GroupCommitParams{
+		return false, store.ConsumerGroupCommit(ctx, h.Pool, store.ConsumerGroupCommitParams{
 			Topic: t, Group: group, Consumer: consumer, Generation: *req.Generation, Offsets: offsets,
 		})
 	})
@@ -189,11 +189,11 @@ type leaveRequest struct {
 	Consumer *string `json:"consumer"`
 }
 
-// groupLeave removes a member at once (graceful shutdown). A consumer that
+// consumerGroupLeave removes a member at once (graceful shutdown). A consumer that
 // is not a member answers 204 as well: a leave is idempotent, so a retried
 // leave, or one after the session timed out, does not fail the shutdown.
-func (h *handler) groupLeave(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupLeave(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
@@ -206,29 +206,29 @@ func (h *handler) groupLeave(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	var res store.GroupLeaveResult
+	var res store.ConsumerGroupLeaveResult
 	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
-		res, err = store.GroupLeave(ctx, h.Pool, h.Notifier, store.GroupLeaveParams{Topic: t, Group: group, Consumer: consumer})
+		res, err = store.ConsumerGroupLeave(ctx, h.Pool, h.Notifier, store.ConsumerGroupLeaveParams{Topic: t, Group: group, Consumer: consumer})
 		return false, err
 	})
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, res.GroupRefresh)
+	h.Metrics.observeGroup(topic, group, res.ConsumerGroupRefresh)
 	return c.NoContent(http.StatusNoContent)
 }
 
-type groupSeekRequest struct {
+type consumerGroupSeekRequest struct {
 	To      *string          `json:"to"`
 	Offsets map[string]int64 `json:"offsets"`
 }
 
-func (h *handler) groupSeek(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupSeek(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
-	var req groupSeekRequest
+	var req consumerGroupSeekRequest
 	if err := h.decode(c, &req, false); err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ func (h *handler) groupSeek(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := store.GroupSeekParams{Topic: t, Group: group}
+	p := store.ConsumerGroupSeekParams{Topic: t, Group: group}
 	if req.To != nil {
 		if p.Start, err = parseStart("to", *req.To); err != nil {
 			return err
@@ -248,20 +248,20 @@ func (h *handler) groupSeek(c echo.Context) error {
 	} else if p.Offsets, err = partitionOffsets("offsets", req.Offsets, t, 0); err != nil {
 		return err
 	}
-	if err := store.GroupSeek(ctx, h.Pool, p); err != nil {
+	if err := store.ConsumerGroupSeek(ctx, h.Pool, p); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-type groupMemberReply struct {
+type consumerGroupMemberReply struct {
 	Consumer              string    `json:"consumer"`
 	Partitions            []int     `json:"partitions"`
 	LastSeen              time.Time `json:"last_seen"`
 	SessionTimeoutSeconds int       `json:"session_timeout_seconds"`
 }
 
-type groupPartitionReply struct {
+type consumerGroupPartitionReply struct {
 	Partition       int     `json:"partition"`
 	CommittedOffset int64   `json:"committed_offset"`
 	HeadOffset      int64   `json:"head_offset"`
@@ -270,30 +270,30 @@ type groupPartitionReply struct {
 	ExpiredSkipped  int64   `json:"expired_skipped"`
 }
 
-type groupReply struct {
-	Name       string                `json:"name"`
-	Topic      string                `json:"topic"`
-	Generation int64                 `json:"generation"`
-	CreatedAt  time.Time             `json:"created_at"`
-	Members    []groupMemberReply    `json:"members"`
-	Partitions []groupPartitionReply `json:"partitions"`
+type consumerGroupReply struct {
+	Name       string                        `json:"name"`
+	Topic      string                        `json:"topic"`
+	Generation int64                         `json:"generation"`
+	CreatedAt  time.Time                     `json:"created_at"`
+	Members    []consumerGroupMemberReply    `json:"members"`
+	Partitions []consumerGroupPartitionReply `json:"partitions"`
 }
 
-func toGroupReply(topic string, g store.Group) groupReply {
-	out := groupReply{Name: g.Name, Topic: topic, Generation: g.Generation, CreatedAt: g.CreatedAt.UTC(),
-		Members: make([]groupMemberReply, len(g.Members)), Partitions: make([]groupPartitionReply, len(g.Partitions))}
+func toConsumerGroupReply(topic string, g store.ConsumerGroup) consumerGroupReply {
+	out := consumerGroupReply{Name: g.Name, Topic: topic, Generation: g.Generation, CreatedAt: g.CreatedAt.UTC(),
+		Members: make([]consumerGroupMemberReply, len(g.Members)), Partitions: make([]consumerGroupPartitionReply, len(g.Partitions))}
 	for i, m := range g.Members {
-		out.Members[i] = groupMemberReply{Consumer: m.Consumer, Partitions: m.Partitions, LastSeen: m.LastSeen.UTC(),
+		out.Members[i] = consumerGroupMemberReply{Consumer: m.Consumer, Partitions: m.Partitions, LastSeen: m.LastSeen.UTC(),
 			SessionTimeoutSeconds: m.SessionTimeoutSeconds}
 	}
 	for i, p := range g.Partitions {
-		out.Partitions[i] = groupPartitionReply(p)
+		out.Partitions[i] = consumerGroupPartitionReply(p)
 	}
 	return out
 }
 
-func (h *handler) groupGet(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupGet(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
@@ -302,17 +302,17 @@ func (h *handler) groupGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := store.GroupDescribe(ctx, h.Pool, t, group)
+	g, err := store.ConsumerGroupDescribe(ctx, h.Pool, t, group)
 	if err != nil {
 		return err
 	}
 	h.Metrics.observeGroup(topic, group, g.Refresh)
-	return reply(c, http.StatusOK, toGroupReply(topic, g))
+	return reply(c, http.StatusOK, toConsumerGroupReply(topic, g))
 }
 
-// groupList answers one page of the topic's groups, each described (and
+// consumerGroupList answers one page of the topic's groups, each described (and
 // so refreshed); only that page's groups are.
-func (h *handler) groupList(c echo.Context) error {
+func (h *handler) consumerGroupList(c echo.Context) error {
 	topic, err := name(c, "topic")
 	if err != nil {
 		return err
@@ -326,13 +326,13 @@ func (h *handler) groupList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, more, err := store.GroupList(ctx, h.Pool, store.GroupListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
+	names, more, err := store.ConsumerGroupList(ctx, h.Pool, store.ConsumerGroupListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
 	if err != nil {
 		return err
 	}
-	out := make([]groupReply, 0, len(names))
+	out := make([]consumerGroupReply, 0, len(names))
 	for _, n := range names {
-		g, err := store.GroupDescribe(ctx, h.Pool, t, n)
+		g, err := store.ConsumerGroupDescribe(ctx, h.Pool, t, n)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // deleted meanwhile
 		}
@@ -341,7 +341,7 @@ func (h *handler) groupList(c echo.Context) error {
 		}
 		// Describing refreshed the group: count what that changed.
 		h.Metrics.observeGroup(topic, n, g.Refresh)
-		out = append(out, toGroupReply(topic, g))
+		out = append(out, toConsumerGroupReply(topic, g))
 	}
 	var last string
 	if len(names) > 0 {
@@ -350,8 +350,8 @@ func (h *handler) groupList(c echo.Context) error {
 	return reply(c, http.StatusOK, map[string]any{"groups": out, "next": page.next(more, last)})
 }
 
-func (h *handler) groupDelete(c echo.Context) error {
-	topic, group, err := groupRef(c)
+func (h *handler) consumerGroupDelete(c echo.Context) error {
+	topic, group, err := consumerGroupRef(c)
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (h *handler) groupDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := store.GroupDelete(ctx, h.Pool, t, group); err != nil {
+	if err := store.ConsumerGroupDelete(ctx, h.Pool, t, group); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -45,7 +45,7 @@ func TestRedriveKeepsOrderedGroupClaimable(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.False(t, created)
-	n, err := store.SubscriptionSeek(e.ctx, e.pool, s2, store.Start{Earliest: true})
+	n, err := store.SubscriptionSeek(e.ctx, e.pool, s2, store.StartPosition{Earliest: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	got := e.claim(s2.Queue, 10, time.Minute)

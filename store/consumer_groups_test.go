@@ -26,9 +26,9 @@ const groupSession = 30 * time.Second
 
 // gpollStart polls once (no waiting) as consumer c of group g, which a
 // first poll creates positioned at start.
-func (e *env) gpollStart(tp store.Topic, g, c string, start store.Start, max int) store.GroupPollResult {
+func (e *env) gpollStart(tp store.Topic, g, c string, start store.StartPosition, max int) store.ConsumerGroupPollResult {
 	e.t.Helper()
-	res, err := store.GroupPoll(e.ctx, e.pool, nil, store.GroupPollParams{
+	res, err := store.ConsumerGroupPoll(e.ctx, e.pool, nil, store.ConsumerGroupPollParams{
 		Topic: tp, Group: g, Consumer: c, SessionTimeout: groupSession, Start: start, Max: max,
 	})
 	require.NoError(e.t, err)
@@ -36,22 +36,22 @@ func (e *env) gpollStart(tp store.Topic, g, c string, start store.Start, max int
 }
 
 // gpoll polls once as consumer c of group g, created at the earliest event.
-func (e *env) gpoll(tp store.Topic, g, c string, max int) store.GroupPollResult {
+func (e *env) gpoll(tp store.Topic, g, c string, max int) store.ConsumerGroupPollResult {
 	e.t.Helper()
-	return e.gpollStart(tp, g, c, store.Start{Earliest: true}, max)
+	return e.gpollStart(tp, g, c, store.StartPosition{Earliest: true}, max)
 }
 
 // gcommit commits offsets as consumer c naming generation gen.
 func (e *env) gcommit(tp store.Topic, g, c string, gen int64, offsets map[int]int64) error {
-	return store.GroupCommit(e.ctx, e.pool, store.GroupCommitParams{
+	return store.ConsumerGroupCommit(e.ctx, e.pool, store.ConsumerGroupCommitParams{
 		Topic: tp, Group: g, Consumer: c, Generation: gen, Offsets: offsets,
 	})
 }
 
 // gdescribe describes group g.
-func (e *env) gdescribe(tp store.Topic, g string) store.Group {
+func (e *env) gdescribe(tp store.Topic, g string) store.ConsumerGroup {
 	e.t.Helper()
-	grp, err := store.GroupDescribe(e.ctx, e.pool, tp, g)
+	grp, err := store.ConsumerGroupDescribe(e.ctx, e.pool, tp, g)
 	require.NoError(e.t, err)
 	return grp
 }
@@ -279,16 +279,16 @@ func (e *env) heldPool(match string) (*pgxpool.Pool, *holdTracer, func()) {
 // new owner's (or the seek's) position is not moved by the zombie.
 func TestGroupFetchFenced(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Topic, <-chan store.GroupPollResult, func()) {
+	setup := func(t *testing.T) (*env, store.Topic, <-chan store.ConsumerGroupPollResult, func()) {
 		e := newEnv(t)
 		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 3)
 		pool, h, release := e.heldPool("advanced AS")
-		out := make(chan store.GroupPollResult, 1)
+		out := make(chan store.ConsumerGroupPollResult, 1)
 		go func() {
-			res, err := store.GroupPoll(e.ctx, pool, nil, store.GroupPollParams{
-				Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Start: store.Start{Earliest: true}, Max: 100,
+			res, err := store.ConsumerGroupPoll(e.ctx, pool, nil, store.ConsumerGroupPollParams{
+				Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Start: store.StartPosition{Earliest: true}, Max: 100,
 			})
 			assertNoErr(t, err, "a's poll")
 			out <- res
@@ -325,7 +325,7 @@ func TestGroupFetchFenced(t *testing.T) {
 	t.Run("Seek", func(t *testing.T) {
 		t.Parallel()
 		e, tp, out, release := setup(t)
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 1}}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 1}}))
 		release()
 		a := <-out
 		require.Equal(t, map[int][]int64{0: span(0, 2)}, byPartition(a.Events), "partition 1's events are dropped")
@@ -351,9 +351,9 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 
 	// b joins; its poll stops just before it hands a partition over.
 	pool, h, release := e.heldPool("SET owner = m.owner")
-	bOut := make(chan store.GroupPollResult, 1)
+	bOut := make(chan store.ConsumerGroupPollResult, 1)
 	go func() {
-		res, err := store.GroupPoll(e.ctx, pool, nil, store.GroupPollParams{
+		res, err := store.ConsumerGroupPoll(e.ctx, pool, nil, store.ConsumerGroupPollParams{
 			Topic: tp, Group: "g", Consumer: "b", SessionTimeout: groupSession, Max: 100,
 		})
 		assertNoErr(t, err, "b's poll")
@@ -371,7 +371,7 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 	commitPool := e.newNamedPool(2, "committer")
 	commitOut := make(chan error, 1)
 	go func() {
-		commitOut <- store.GroupCommit(e.ctx, commitPool, store.GroupCommitParams{
+		commitOut <- store.ConsumerGroupCommit(e.ctx, commitPool, store.ConsumerGroupCommitParams{
 			Topic: tp, Group: "g", Consumer: "a", Generation: a.Generation, Offsets: map[int]int64{0: 4, 1: 4},
 		})
 	}()
@@ -451,7 +451,7 @@ func TestGroupCommitMonotonicAndSeekEarliest(t *testing.T) {
 	require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 3}), "a lower offset is no error")
 	require.Equal(t, []int64{8}, e.committedOffsets(tp, "g"), "and changes nothing")
 
-	require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Start: store.Start{Earliest: true}}))
+	require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Start: store.StartPosition{Earliest: true}}))
 	g := e.gdescribe(tp, "g")
 	require.Equal(t, a.Generation+1, g.Generation)
 	require.Equal(t, int64(-1), g.Partitions[0].CommittedOffset)
@@ -468,7 +468,7 @@ func TestGroupCommitMonotonicAndSeekEarliest(t *testing.T) {
 	// event counts as skipped by retention.
 	_, err := e.pool.Exec(e.ctx, `DELETE FROM ferry.events WHERE topic_id = $1 AND partition = 0 AND "offset" < 3`, tp.ID)
 	require.NoError(t, err)
-	require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Start: store.Start{Earliest: true}}))
+	require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Start: store.StartPosition{Earliest: true}}))
 	a3 := e.gpoll(tp, "g", "a", 100)
 	require.Equal(t, a2.Generation+1, a3.Generation)
 	require.Zero(t, a3.Skipped)
@@ -478,7 +478,7 @@ func TestGroupCommitMonotonicAndSeekEarliest(t *testing.T) {
 	require.Zero(t, g.Partitions[0].ExpiredSkipped)
 
 	// Seeking a group that does not exist.
-	err = store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "nope", Start: store.Start{Earliest: true}})
+	err = store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "nope", Start: store.StartPosition{Earliest: true}})
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -497,7 +497,7 @@ func TestGroupSeek(t *testing.T) {
 		a := e.gpoll(tp, "g", "a", 2)
 		require.Len(t, a.Events, 2)
 
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Latest: true}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Latest: true}))
 		g := e.gdescribe(tp, "g")
 		require.Equal(t, a.Generation+1, g.Generation)
 		require.Equal(t, []int64{2, 3}, e.committedOffsets(tp, "g"))
@@ -552,13 +552,13 @@ func TestGroupSeek(t *testing.T) {
 		require.Equal(t, int64(3), wantFrom[1])
 		require.Less(t, wantFrom[0], int64(6))
 
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Start: store.Start{Time: &at}}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Start: store.StartPosition{Time: &at}}))
 		require.Equal(t, []int64{wantFrom[0] - 1, wantFrom[1] - 1}, e.committedOffsets(tp, "g"))
 		a2 := e.gpoll(tp, "g", "a", 100)
 		require.Equal(t, map[int][]int64{0: span(wantFrom[0], 5), 1: span(wantFrom[1], 5)}, byPartition(a2.Events))
 
 		later := all[0][5].PublishedAt.Add(time.Hour)
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Start: store.Start{Time: &later}}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Start: store.StartPosition{Time: &later}}))
 		require.Equal(t, []int64{5, 5}, e.committedOffsets(tp, "g"))
 		require.Empty(t, e.gpoll(tp, "g", "a", 100).Events)
 	})
@@ -576,7 +576,7 @@ func TestGroupSeek(t *testing.T) {
 		require.Len(t, a.Events, 15)
 		require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 3, 1: 4, 2: 4}))
 
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 2}}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 2}}))
 		require.Equal(t, []int64{3, 1, 4}, e.committedOffsets(tp, "g"))
 		require.ErrorIs(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{1: 4}), store.ErrFenced, "partition 1 moved")
 		require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 4}), "partition 0 did not")
@@ -587,11 +587,11 @@ func TestGroupSeek(t *testing.T) {
 
 		// Up to the next offset (5) is allowed; beyond it, or a partition
 		// the topic lacks, is invalid and changes nothing.
-		requireValidation(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{0: 0, 2: 6}}), "offsets.2")
-		requireValidation(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{7: 0}}), "offsets.7")
+		requireValidation(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{0: 0, 2: 6}}), "offsets.2")
+		requireValidation(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{7: 0}}), "offsets.7")
 		require.Equal(t, []int64{4, 1, 4}, e.committedOffsets(tp, "g"))
 		require.Equal(t, a2.Generation, e.gdescribe(tp, "g").Generation)
-		require.NoError(t, store.GroupSeek(e.ctx, e.pool, store.GroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 5, 2: 0}}))
+		require.NoError(t, store.ConsumerGroupSeek(e.ctx, e.pool, store.ConsumerGroupSeekParams{Topic: tp, Group: "g", Offsets: map[int]int64{1: 5, 2: 0}}))
 		require.Equal(t, []int64{4, 4, -1}, e.committedOffsets(tp, "g"))
 		require.Equal(t, map[int][]int64{2: span(0, 4)}, byPartition(e.gpoll(tp, "g", "a", 100).Events))
 	})
@@ -647,16 +647,16 @@ func TestGroupStartPositions(t *testing.T) {
 
 	e.gpoll(tp, "earliest", "a", 0)
 	require.Equal(t, []int64{0, -1}, e.committedOffsets(tp, "earliest"))
-	e.gpollStart(tp, "latest", "a", store.Start{}, 0)
+	e.gpollStart(tp, "latest", "a", store.StartPosition{}, 0)
 	require.Equal(t, []int64{5, 2}, e.committedOffsets(tp, "latest"))
-	e.gpollStart(tp, "time", "a", store.Start{Time: &at}, 0)
+	e.gpollStart(tp, "time", "a", store.StartPosition{Time: &at}, 0)
 	require.Equal(t, []int64{1, 0}, e.committedOffsets(tp, "time"))
 	later := at.Add(time.Hour)
-	e.gpollStart(tp, "future", "a", store.Start{Time: &later}, 0)
+	e.gpollStart(tp, "future", "a", store.StartPosition{Time: &later}, 0)
 	require.Equal(t, []int64{5, 2}, e.committedOffsets(tp, "future"))
 
 	// An existing group keeps its position whatever a poll's start.
-	res := e.gpollStart(tp, "latest", "b", store.Start{Earliest: true}, 100)
+	res := e.gpollStart(tp, "latest", "b", store.StartPosition{Earliest: true}, 100)
 	require.Empty(t, res.Events)
 	require.Equal(t, []int64{5, 2}, e.committedOffsets(tp, "latest"))
 	require.Zero(t, e.gdescribe(tp, "earliest").Partitions[0].ExpiredSkipped)
@@ -720,15 +720,15 @@ func TestGroupRetentionFixUpKeepsConcurrentCommit(t *testing.T) {
 	_, err = tx.Exec(e.ctx, `SELECT 1 FROM ferry.group_partitions WHERE group_id = $1 FOR UPDATE`, e.groupID(tp, "g"))
 	require.NoError(t, err)
 	describePool := e.newNamedPool(2, "describer")
-	out := make(chan store.Group, 1)
+	out := make(chan store.ConsumerGroup, 1)
 	go func() {
-		g, err := store.GroupDescribe(e.ctx, describePool, tp, "g")
+		g, err := store.ConsumerGroupDescribe(e.ctx, describePool, tp, "g")
 		assertNoErr(t, err, "describe")
 		out <- g
 	}()
 	e.activityWaitingEventually("describer")
 	// a's commit, in that transaction, commits first.
-	require.NoError(t, store.GroupCommit(e.ctx, tx, store.GroupCommitParams{
+	require.NoError(t, store.ConsumerGroupCommit(e.ctx, tx, store.ConsumerGroupCommitParams{
 		Topic: tp, Group: "g", Consumer: "a", Generation: a.Generation, Offsets: map[int]int64{0: 7},
 	}))
 	require.NoError(t, tx.Commit(e.ctx))
@@ -748,9 +748,9 @@ func TestGroupTopicGrows(t *testing.T) {
 	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
 	e.publishTo(tp, 0, 2)
 	e.publishTo(tp, 1, 2)
-	a := e.gpollStart(tp, "g", "a", store.Start{}, 100) // at the latest
+	a := e.gpollStart(tp, "g", "a", store.StartPosition{}, 100) // at the latest
 	require.Empty(t, a.Events)
-	b := e.gpollStart(tp, "g", "b", store.Start{}, 100)
+	b := e.gpollStart(tp, "g", "b", store.StartPosition{}, 100)
 	require.Empty(t, b.Events)
 	require.Len(t, b.Partitions, 1)
 	require.Equal(t, []int64{1, 1}, e.committedOffsets(tp, "g"))
@@ -781,7 +781,7 @@ func TestGroupTopicGrows(t *testing.T) {
 	require.ElementsMatch(t, append(publishedIDs(r2), publishedIDs(r3)...), eventIDs(append(slices.Clone(a2.Events), b2.Events...)))
 }
 
-// Deleting a topic removes its groups' rows; GroupDelete removes one
+// Deleting a topic removes its groups' rows; ConsumerGroupGroupDelete removes one
 // group's; other groups keep theirs.
 func TestGroupDeleteRows(t *testing.T) {
 	t.Parallel()
@@ -810,13 +810,13 @@ func TestGroupDeleteRows(t *testing.T) {
 	require.Equal(t, []int64{1, 2, 3}, rows(hid))
 	require.Equal(t, []int64{1, 1, 2}, rows(oid))
 
-	t.Run("GroupDelete", func(t *testing.T) {
-		require.NoError(t, store.GroupDelete(e.ctx, e.pool, tp, "h"))
+	t.Run("ConsumerGroupDelete", func(t *testing.T) {
+		require.NoError(t, store.ConsumerGroupDelete(e.ctx, e.pool, tp, "h"))
 		require.Equal(t, []int64{0, 0, 0}, rows(hid))
-		require.ErrorIs(t, store.GroupDelete(e.ctx, e.pool, tp, "h"), store.ErrNotFound)
-		_, err := store.GroupDescribe(e.ctx, e.pool, tp, "h")
+		require.ErrorIs(t, store.ConsumerGroupDelete(e.ctx, e.pool, tp, "h"), store.ErrNotFound)
+		_, err := store.ConsumerGroupDescribe(e.ctx, e.pool, tp, "h")
 		require.ErrorIs(t, err, store.ErrNotFound)
-		names, more, err := store.GroupList(e.ctx, e.pool, store.GroupListParams{TopicID: tp.ID})
+		names, more, err := store.ConsumerGroupList(e.ctx, e.pool, store.ConsumerGroupListParams{TopicID: tp.ID})
 		require.NoError(t, err)
 		require.Equal(t, []string{"g"}, names)
 		require.False(t, more)
@@ -832,7 +832,7 @@ func TestGroupDeleteRows(t *testing.T) {
 		require.Equal(t, []int64{1, 1, 2}, rows(oid), "another topic's group is untouched")
 
 		// The deleted topic's members find nothing.
-		_, err := store.GroupPoll(e.ctx, e.pool, nil, store.GroupPollParams{Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Max: 10})
+		_, err := store.ConsumerGroupPoll(e.ctx, e.pool, nil, store.ConsumerGroupPollParams{Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Max: 10})
 		require.ErrorIs(t, err, store.ErrNotFound)
 		require.ErrorIs(t, e.gcommit(tp, "g", "a", 1, map[int]int64{0: 0}), store.ErrNotFound)
 		require.Zero(t, e.count(`SELECT count(*) FROM ferry.consumer_groups WHERE topic_id = $1`, tp.ID), "a poll must not recreate the group")
@@ -845,11 +845,11 @@ func TestGroupDeleteRows(t *testing.T) {
 func TestGroupPollLongPoll(t *testing.T) {
 	t.Parallel()
 	type outcome struct {
-		res     store.GroupPollResult
+		res     store.ConsumerGroupPollResult
 		err     error
 		elapsed time.Duration
 	}
-	setup := func(t *testing.T, wait, fallback time.Duration) (*env, store.Topic, *store.Notifier, store.GroupPollResult, <-chan outcome) {
+	setup := func(t *testing.T, wait, fallback time.Duration) (*env, store.Topic, *store.Notifier, store.ConsumerGroupPollResult, <-chan outcome) {
 		e := newEnv(t)
 		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
 		n := e.runNotifier(e.pool)
@@ -859,7 +859,7 @@ func TestGroupPollLongPoll(t *testing.T) {
 		out := make(chan outcome, 1)
 		go func() {
 			start := time.Now()
-			res, err := store.GroupPoll(e.ctx, pollPool, n, store.GroupPollParams{
+			res, err := store.ConsumerGroupPoll(e.ctx, pollPool, n, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Max: 10,
 				Wait: wait, FallbackPoll: fallback,
 			})
@@ -909,7 +909,7 @@ func (e *env) fetchedEventually(appName string) {
 	}, 10*time.Second, 5*time.Millisecond, "%s never fetched", appName)
 }
 
-// GroupLags: per group and partition, head - committed (never below 0),
+// ConsumerGroupGroupLags: per group and partition, head - committed (never below 0),
 // and per group a row with partition -1 holding the member count, sorted;
 // it changes nothing (an expired member counts until a poll or describe
 // evicts it).
@@ -923,17 +923,17 @@ func TestGroupLags(t *testing.T) {
 	require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 2}))
 	e.gpoll(tp, "h", "a", 0)
 	e.gpoll(tp, "h", "b", 0)
-	e.gpollStart(tp, "latest", "x", store.Start{}, 0)
+	e.gpollStart(tp, "latest", "x", store.StartPosition{}, 0)
 
-	lags := func() []store.GroupLag {
-		l, err := store.GroupLags(e.ctx, e.pool)
+	lags := func() []store.ConsumerGroupLag {
+		l, err := store.ConsumerGroupLags(e.ctx, e.pool)
 		require.NoError(t, err)
 		return l
 	}
-	row := func(g string, p int, lag int64) store.GroupLag {
-		return store.GroupLag{TopicID: tp.ID, Group: g, Partition: p, Lag: lag}
+	row := func(g string, p int, lag int64) store.ConsumerGroupLag {
+		return store.ConsumerGroupLag{TopicID: tp.ID, Group: g, Partition: p, Lag: lag}
 	}
-	want := []store.GroupLag{
+	want := []store.ConsumerGroupLag{
 		row("g", -1, 1), row("g", 0, 2), row("g", 1, 3),
 		row("h", -1, 2), row("h", 0, 5), row("h", 1, 3),
 		row("latest", -1, 1), row("latest", 0, 0), row("latest", 1, 0),
@@ -941,7 +941,7 @@ func TestGroupLags(t *testing.T) {
 	require.Equal(t, want, lags())
 
 	e.expireMember(tp, "h", "b")
-	require.Equal(t, want, lags(), "GroupLags evicts nothing")
+	require.Equal(t, want, lags(), "ConsumerGroupLags evicts nothing")
 	require.Equal(t, 1, e.gdescribe(tp, "h").Refresh.Evicted)
 	want[3].Lag = 1
 	require.Equal(t, want, lags())
@@ -1033,7 +1033,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 		if err := expireMember(e.ctx, e, tp, "g", name); err != nil {
 			return err
 		}
-		g, err := store.GroupDescribe(e.ctx, e.pool, tp, "g")
+		g, err := store.ConsumerGroupDescribe(e.ctx, e.pool, tp, "g")
 		if err != nil {
 			return err
 		}
@@ -1066,9 +1066,9 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 					return
 				default:
 				}
-				res, err := store.GroupPoll(e.ctx, e.pool, nil, store.GroupPollParams{
+				res, err := store.ConsumerGroupPoll(e.ctx, e.pool, nil, store.ConsumerGroupPollParams{
 					Topic: tp, Group: "g", Consumer: name, SessionTimeout: groupSession,
-					Start: store.Start{Earliest: true}, Max: 1 + rng.IntN(12),
+					Start: store.StartPosition{Earliest: true}, Max: 1 + rng.IntN(12),
 				})
 				if !assertNoErr(t, err, name+" poll") {
 					return
@@ -1083,7 +1083,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 					}
 				}
 				if len(pos) > 0 {
-					err := store.GroupCommit(e.ctx, e.pool, store.GroupCommitParams{
+					err := store.ConsumerGroupCommit(e.ctx, e.pool, store.ConsumerGroupCommitParams{
 						Topic: tp, Group: "g", Consumer: name, Generation: res.Generation, Offsets: maps.Clone(pos),
 					})
 					memberStat[i].commits++
@@ -1102,7 +1102,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 					}
 					memberStat[i].expiries++
 					if len(pos) > 0 {
-						err := store.GroupCommit(e.ctx, e.pool, store.GroupCommitParams{
+						err := store.ConsumerGroupCommit(e.ctx, e.pool, store.ConsumerGroupCommitParams{
 							Topic: tp, Group: "g", Consumer: name, Generation: res.Generation, Offsets: maps.Clone(pos),
 						})
 						if !errors.Is(err, store.ErrFenced) {

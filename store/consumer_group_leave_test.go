@@ -13,9 +13,9 @@ import (
 )
 
 // gleave makes consumer c leave group g.
-func (e *env) gleave(tp store.Topic, g, c string) store.GroupLeaveResult {
+func (e *env) gleave(tp store.Topic, g, c string) store.ConsumerGroupLeaveResult {
 	e.t.Helper()
-	res, err := store.GroupLeave(e.ctx, e.pool, nil, store.GroupLeaveParams{Topic: tp, Group: g, Consumer: c})
+	res, err := store.ConsumerGroupLeave(e.ctx, e.pool, nil, store.ConsumerGroupLeaveParams{Topic: tp, Group: g, Consumer: c})
 	require.NoError(e.t, err)
 	return res
 }
@@ -95,7 +95,7 @@ func TestGroupLeave(t *testing.T) {
 	require.Greater(t, c.Generation, g.Generation)
 
 	// A group or topic that does not exist is not found.
-	_, err := store.GroupLeave(e.ctx, e.pool, nil, store.GroupLeaveParams{Topic: tp, Group: "nope", Consumer: "a"})
+	_, err := store.ConsumerGroupLeave(e.ctx, e.pool, nil, store.ConsumerGroupLeaveParams{Topic: tp, Group: "nope", Consumer: "a"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -138,7 +138,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := store.GroupPoll(e.ctx, pool, waiter, store.GroupPollParams{
+			_, err := store.ConsumerGroupPoll(e.ctx, pool, waiter, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: m, SessionTimeout: groupSession, Max: 10,
 				Wait: 20 * time.Second, FallbackPoll: time.Minute,
 			})
@@ -152,7 +152,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 		e.fetchedEventually("leave-waiter-" + m)
 	}
 	left := time.Now()
-	_, err := store.GroupLeave(e.ctx, e.pool, leaver, store.GroupLeaveParams{Topic: tp, Group: "g", Consumer: leaving})
+	_, err := store.ConsumerGroupLeave(e.ctx, e.pool, leaver, store.ConsumerGroupLeaveParams{Topic: tp, Group: "g", Consumer: leaving})
 	require.NoError(t, err)
 	wg.Wait()
 	require.Len(t, back, 2)
@@ -177,15 +177,15 @@ func TestGroupLeaveRace(t *testing.T) {
 	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
 	type answer struct {
 		consumer string
-		store.GroupPollResult
+		store.ConsumerGroupPollResult
 	}
 	var (
 		mu      sync.Mutex
 		answers []answer
 	)
 	poll := func(c string) {
-		res, err := store.GroupPoll(e.ctx, e.pool, nil, store.GroupPollParams{
-			Topic: tp, Group: "g", Consumer: c, SessionTimeout: groupSession, Start: store.Start{Earliest: true}, Max: 100,
+		res, err := store.ConsumerGroupPoll(e.ctx, e.pool, nil, store.ConsumerGroupPollParams{
+			Topic: tp, Group: "g", Consumer: c, SessionTimeout: groupSession, Start: store.StartPosition{Earliest: true}, Max: 100,
 		})
 		if assertNoErr(t, err, "poll "+c) {
 			mu.Lock()
@@ -208,7 +208,7 @@ func TestGroupLeaveRace(t *testing.T) {
 		go func() { defer wg.Done(); poll("b") }()
 		go func() {
 			defer wg.Done()
-			_, err := store.GroupLeave(e.ctx, e.pool, nil, store.GroupLeaveParams{Topic: tp, Group: "g", Consumer: "a"})
+			_, err := store.ConsumerGroupLeave(e.ctx, e.pool, nil, store.ConsumerGroupLeaveParams{Topic: tp, Group: "g", Consumer: "a"})
 			assertNoErr(t, err, "leave")
 		}()
 		wg.Wait()
@@ -217,7 +217,7 @@ func TestGroupLeaveRace(t *testing.T) {
 		g := e.gdescribe(tp, "g")
 		for _, p := range g.Partitions {
 			require.NotNil(t, p.Owner, "round %d: partition %d has no owner though b is a member", i, p.Partition)
-			require.True(t, slices.ContainsFunc(g.Members, func(m store.GroupMember) bool { return m.Consumer == *p.Owner }),
+			require.True(t, slices.ContainsFunc(g.Members, func(m store.ConsumerGroupMember) bool { return m.Consumer == *p.Owner }),
 				"round %d: partition %d owned by %s, not a member", i, p.Partition, *p.Owner)
 		}
 	}
