@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"runtime/pprof"
@@ -62,124 +60,6 @@ const (
 		UPDATE ferry.group_partitions SET committed_offset = $3::bigint, fetch_offset = $3::bigint + 1
 		WHERE group_id = $1 AND partition = $2`
 )
-
-// groupEvent is an event as a poll returns it; the bench decodes every
-// field, as a client would.
-type groupEvent struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Key         *string         `json:"key"`
-	Data        json.RawMessage `json:"data"`
-	Attributes  json.RawMessage `json:"attributes"`
-	Partition   int             `json:"partition"`
-	Offset      int64           `json:"offset"`
-	PublishedAt time.Time       `json:"published_at"`
-}
-
-type groupPollReply struct {
-	Generation int64        `json:"generation"`
-	Partitions []int        `json:"partitions"`
-	Events     []groupEvent `json:"events"`
-}
-
-type groupPollRequest struct {
-	Consumer              string `json:"consumer"`
-	MaxEvents             int    `json:"max_events"`
-	WaitSeconds           int    `json:"wait_seconds"`
-	SessionTimeoutSeconds int    `json:"session_timeout_seconds"`
-	Start                 string `json:"start,omitempty"`
-}
-
-// errFenced is a commit refused with 409: the member lost a partition.
-var errFenced = errors.New("commit fenced (409)")
-
-// post sends a JSON request and returns the status and the whole body.
-func (c *FerryClient) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+adminKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	out, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, out, err
-}
-
-func groupPath(topic, group string) string { return "/v1/topics/" + topic + "/groups/" + group }
-
-// GroupPoll polls a consumer group as one member.
-func (c *FerryClient) GroupPoll(ctx context.Context, topic, group string, p groupPollRequest) (groupPollReply, error) {
-	var reply groupPollReply
-	req, err := json.Marshal(p)
-	if err != nil {
-		return reply, err
-	}
-	status, out, err := c.post(ctx, groupPath(topic, group)+"/poll", req)
-	if err != nil {
-		return reply, err
-	}
-	if status != http.StatusOK {
-		return reply, fmt.Errorf("poll %s/%s as %s: status %d: %s", topic, group, p.Consumer, status, strings.TrimSpace(string(out)))
-	}
-	err = json.Unmarshal(out, &reply)
-	return reply, err
-}
-
-// GroupCommit commits, per partition, the last offset done; errFenced
-// when the group refused it with 409.
-func (c *FerryClient) GroupCommit(ctx context.Context, topic, group, consumer string, generation int64, offsets map[int]int64) error {
-	offs := make(map[string]int64, len(offsets))
-	for p, o := range offsets {
-		offs[strconv.Itoa(p)] = o
-	}
-	req, err := json.Marshal(map[string]any{"consumer": consumer, "generation": generation, "offsets": offs})
-	if err != nil {
-		return err
-	}
-	status, out, err := c.post(ctx, groupPath(topic, group)+"/commit", req)
-	switch {
-	case err != nil:
-		return err
-	case status == http.StatusConflict:
-		return errFenced
-	case status != http.StatusNoContent:
-		return fmt.Errorf("commit %s/%s as %s: status %d: %s", topic, group, consumer, status, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// groupDescription is the part of GET .../groups/{g} the bench checks.
-type groupDescription struct {
-	Generation int64 `json:"generation"`
-	Members    []struct {
-		Consumer   string `json:"consumer"`
-		Partitions []int  `json:"partitions"`
-	} `json:"members"`
-	Partitions []struct {
-		Partition       int     `json:"partition"`
-		CommittedOffset int64   `json:"committed_offset"`
-		HeadOffset      int64   `json:"head_offset"`
-		Lag             int64   `json:"lag"`
-		Owner           *string `json:"owner"`
-	} `json:"partitions"`
-}
-
-// DescribeGroup describes a group (which also refreshes it: evictions,
-// rebalance).
-func (c *FerryClient) DescribeGroup(ctx context.Context, topic, group string) (groupDescription, error) {
-	var d groupDescription
-	out, err := c.do(ctx, http.MethodGet, groupPath(topic, group), nil, http.StatusOK)
-	if err != nil {
-		return d, err
-	}
-	err = json.Unmarshal(out, &d)
-	return d, err
-}
 
 // lastOffsets is what a member commits after processing events: per
 // partition, the highest offset among them.
@@ -446,12 +326,9 @@ func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members
 					}
 					for {
 						t0 := time.Now()
-						status, out, err := b.client.post(ctx, groupPath(topic, group)+"/poll", req)
+						out, err := b.client.do(ctx, http.MethodPost, groupPath(topic, group)+"/poll", req, http.StatusOK)
 						if err != nil {
 							return err
-						}
-						if status != http.StatusOK {
-							return fmt.Errorf("poll: status %d: %s", status, strings.TrimSpace(string(out)))
 						}
 						t1 := time.Now()
 						var r groupPollReply

@@ -146,8 +146,7 @@ func (b *Bench) createSubscription(ctx context.Context, topic string, topicID in
 
 // deleteTopic deletes a topic through the API (its subscriptions with it).
 func (b *Bench) deleteTopic(ctx context.Context, name string) error {
-	_, err := b.client.do(ctx, http.MethodDelete, "/v1/topics/"+name, nil, http.StatusNoContent)
-	return err
+	return b.client.DeleteTopic(ctx, name)
 }
 
 // fanoutTopic is one side's topic of part 1 and its subscriptions.

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,22 +49,6 @@ func (l *leaveLog) snapshot() ([]leavePoll, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.polls), l.err
-}
-
-// GroupLeave makes consumer leave the group (204).
-func (c *FerryClient) GroupLeave(ctx context.Context, topic, group, consumer string) error {
-	req, err := json.Marshal(map[string]string{"consumer": consumer})
-	if err != nil {
-		return err
-	}
-	status, out, err := c.post(ctx, groupPath(topic, group)+"/leave", req)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusNoContent {
-		return fmt.Errorf("leave %s/%s as %s: status %d: %s", topic, group, consumer, status, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // runLeaveMember polls in a loop until stop closes or ctx ends, logging
