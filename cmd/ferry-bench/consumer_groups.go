@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -51,12 +50,12 @@ func (b *Bench) groupSizes() (events int, publishFor time.Duration) {
 // row (a ferry.group_partitions row of a group the bench inserts, so the
 // table, fillfactor and HOT behaviour are Ferry's).
 const (
-	rawGroupRead = `
+	rawGroupRead = `/* raw:group_read */
 		SELECT id, type, key, data::text, attributes::text, partition, "offset", published_at
 		FROM ferry.events
 		WHERE topic_id = $1 AND partition = $2 AND "offset" >= $3
 		ORDER BY "offset" LIMIT $4`
-	rawGroupCommit = `
+	rawGroupCommit = `/* raw:group_commit */
 		UPDATE ferry.group_partitions SET committed_offset = $3::bigint, fetch_offset = $3::bigint + 1
 		WHERE group_id = $1 AND partition = $2`
 )
@@ -95,7 +94,7 @@ type groupRead struct {
 	cpu         CPUUsage
 	wal, xacts  int64
 	waits       Waits
-	stmts       []stmtStat
+	stmts       stmtList
 	stmtsOK     bool
 	drained     bool // Ferry: every partition's lag is 0 afterwards
 	drainDetail string
@@ -106,24 +105,6 @@ func (r groupRead) rate() float64 { return Rate{Count: r.events, Elapsed: r.elap
 func (r groupRead) phase() Phase {
 	return Phase{Messages: r.events, Elapsed: r.elapsed, CPU: r.cpu, WALBytes: r.wal, WriteXacts: r.xacts, Waits: r.waits}
 }
-
-func (r groupRead) calls() (n int64) {
-	for _, s := range r.stmts {
-		n += s.calls
-	}
-	return n
-}
-
-func (r groupRead) execMs() (ms float64) {
-	for _, s := range r.stmts {
-		ms += s.execMs
-	}
-	return ms
-}
-
-// benchOwnStmt matches the bench's own sampling statements, left out of
-// the statement counts.
-var benchOwnStmt = regexp.MustCompile(`pg_stat_activity|pg_current_wal_insert_lsn`)
 
 // measureGroupRead runs one read run after a checkpoint, measuring CPU,
 // WAL, transactions, waits and (when available) statements around it.
@@ -149,19 +130,7 @@ func (b *Bench) measureGroupRead(ctx context.Context, label string, run func(ctx
 		return err
 	}
 	var err error
-	if b.statementsOK {
-		var stmts []stmtStat
-		stmts, err = b.statementsOf(ctx, body)
-		for _, s := range stmts {
-			if !benchOwnStmt.MatchString(s.query) {
-				res.stmts = append(res.stmts, s)
-			}
-		}
-		res.stmtsOK = err == nil
-	} else {
-		err = body()
-	}
-	if err != nil {
+	if res.stmts, res.stmtsOK, err = b.countStatements(ctx, false, body); err != nil {
 		return res, fmt.Errorf("%s: %w", label, err)
 	}
 	progress("  %s: %s events in %s, %.0f events/s", label, fmtInt(res.events), res.elapsed.Round(time.Millisecond), res.rate())
@@ -446,7 +415,7 @@ type groupLatency struct {
 	// duration: with events every 10 ms, a working long poll has none.
 	emptyPolls int64
 	emptyMean  time.Duration
-	stmts      []stmtStat
+	stmts      stmtList
 	stmtsOK    bool
 	elapsed    time.Duration
 }
@@ -573,19 +542,7 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 		return err
 	}
 	var err error
-	if b.statementsOK {
-		var stmts []stmtStat
-		stmts, err = b.statementsOf(ctx, measure)
-		for _, s := range stmts {
-			if !benchOwnStmt.MatchString(s.query) {
-				out.stmts = append(out.stmts, s)
-			}
-		}
-		out.stmtsOK = err == nil
-	} else {
-		err = measure()
-	}
-	if err != nil {
+	if out.stmts, out.stmtsOK, err = b.countStatements(ctx, false, measure); err != nil {
 		return out, err
 	}
 
@@ -855,12 +812,11 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 
 func (b *Bench) groups(ctx context.Context) (*Section, error) {
 	n, publishFor := b.groupSizes()
-	if b.statementsOK && b.cluster != nil {
-		if err := b.setTracking(ctx, "top"); err != nil {
-			return nil, err
-		}
-		defer func() { _ = b.setTracking(context.Background(), "none") }()
+	stop, err := b.trackStatements(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer stop()
 	const readTopic = "bench-groups-read"
 	topics := []string{readTopic, "bench-groups-latency", "bench-groups-rebalance"}
 	defer func() {
@@ -1032,13 +988,13 @@ func groupReadRows(raw, ferry groupRead) []Row {
 	}
 	if raw.stmtsOK && ferry.stmtsOK {
 		rows = append(rows,
-			Row{Metric: what + "SQL statements per range read / poll (with its commit)", Raw: perReq(raw, raw.calls()), Ferry: perReq(ferry, ferry.calls()),
-				Ratio: ratioOf(float64(ferry.calls())/float64(max(ferry.requests, 1)), float64(raw.calls())/float64(max(raw.requests, 1)))},
-			Row{Metric: what + "rows the read statement returns per range read / poll", Raw: fmt.Sprintf("%.0f", stmtRowsPer(raw.stmts, rawReadStmt, raw.requests)),
-				Ferry: fmt.Sprintf("%.0f (the member returns %.0f)", stmtRowsPer(ferry.stmts, groupFetchStmt, ferry.requests), float64(ferry.events)/float64(max(ferry.requests, 1)))},
-			Row{Metric: what + "PostgreSQL execution ms per 1,000 events", Raw: fmt.Sprintf("%.1f", raw.execMs()*1000/float64(max(raw.events, 1))),
-				Ferry: fmt.Sprintf("%.1f", ferry.execMs()*1000/float64(max(ferry.events, 1))),
-				Ratio: ratioOf(ferry.execMs()/float64(max(ferry.events, 1)), raw.execMs()/float64(max(raw.events, 1)))},
+			Row{Metric: what + "SQL statements per range read / poll (with its commit)", Raw: perReq(raw, raw.stmts.calls()), Ferry: perReq(ferry, ferry.stmts.calls()),
+				Ratio: ratioOf(float64(ferry.stmts.calls())/float64(max(ferry.requests, 1)), float64(raw.stmts.calls())/float64(max(raw.requests, 1)))},
+			Row{Metric: what + "rows the read statement returns per range read / poll", Raw: fmt.Sprintf("%.0f", rowsPer(raw.stmts.tagged(rawGroupReadTag), raw.requests)),
+				Ferry: fmt.Sprintf("%.0f (the member returns %.0f)", rowsPer(ferry.stmts.tagged(groupFetchTag), ferry.requests), float64(ferry.events)/float64(max(ferry.requests, 1)))},
+			Row{Metric: what + "PostgreSQL execution ms per 1,000 events", Raw: fmt.Sprintf("%.1f", raw.stmts.execMs()*1000/float64(max(raw.events, 1))),
+				Ferry: fmt.Sprintf("%.1f", ferry.stmts.execMs()*1000/float64(max(ferry.events, 1))),
+				Ratio: ratioOf(ferry.stmts.execMs()/float64(max(ferry.events, 1)), raw.stmts.execMs()/float64(max(raw.events, 1)))},
 		)
 	}
 	rows = append(rows, Row{Metric: what + "group drained (Ferry: lag 0 on every partition, every event committed once)", Raw: "—",
@@ -1070,9 +1026,9 @@ func groupLatencyRows(l groupLatency) []Row {
 		group, publishing := splitPublishing(l.stmts)
 		rows = append(rows,
 			Row{Metric: what + "SQL statements of the member per poll (poll + its commit, when any)", Raw: "—",
-				Ferry: fmt.Sprintf("%.1f (%.1f per event)", float64(calls(group))/float64(max(l.polls, 1)), float64(calls(group))/float64(max(l.received, 1)))},
+				Ferry: fmt.Sprintf("%.1f (%.1f per event)", float64(group.calls())/float64(max(l.polls, 1)), float64(group.calls())/float64(max(l.received, 1)))},
 			Row{Metric: what + "SQL statements of publishing per event (publish transactions, wake-up NOTIFYs; pipelined BEGIN/COMMIT not recorded)", Raw: "—",
-				Ferry: fmt.Sprintf("%.1f", float64(calls(publishing))/float64(max(l.received, 1)))},
+				Ferry: fmt.Sprintf("%.1f", float64(publishing.calls())/float64(max(l.received, 1)))},
 		)
 	}
 	return rows
@@ -1097,16 +1053,13 @@ func rebalanceRows(r rebalance) []Row {
 	}
 }
 
-// publishOrNotify matches the statements of publishing in part 2: the
-// publish transactions (scenario 9's publishStmt) and the notifier's
-// wake-up NOTIFYs.
-var publishOrNotify = regexp.MustCompile(publishStmt.String() + `|pg_notify`)
-
 // splitPublishing splits statements into the group member's and
-// publishing's.
-func splitPublishing(stmts []stmtStat) (group, publishing []stmtStat) {
+// publishing's: the publish transactions (their tags, and their BEGIN and
+// COMMIT) and the notifier's wake-up NOTIFYs.
+func splitPublishing(stmts stmtList) (group, publishing stmtList) {
+	tags := publishTags()
 	for _, s := range stmts {
-		if publishOrNotify.MatchString(strings.TrimSpace(s.query)) {
+		if slices.Contains(tags, s.tag) || s.isTxControl() || s.isNotify() {
 			publishing = append(publishing, s)
 		} else {
 			group = append(group, s)
@@ -1115,44 +1068,13 @@ func splitPublishing(stmts []stmtStat) (group, publishing []stmtStat) {
 	return group, publishing
 }
 
-func calls(stmts []stmtStat) (n int64) {
-	for _, s := range stmts {
-		n += s.calls
-	}
-	return n
-}
+// groupFetchTag is Ferry's fetch of a member's events, rawGroupReadTag the
+// raw side's range read.
+const groupFetchTag, rawGroupReadTag = "ferry:consumer_group_fetch", "raw:group_read"
 
-// stmtGrid lists the statements with the most calls.
-func stmtGrid(caption string, stmts []stmtStat, per int64, perName string, limit int) Grid {
-	g := Grid{Caption: caption, Header: []string{"statement", "calls", perName, "rows/call", "mean ms"}}
-	for i, s := range stmts {
-		if i == limit {
-			break
-		}
-		g.Rows = append(g.Rows, []string{"`" + shortSQL(s.query) + "`", fmtInt(s.calls),
-			fmt.Sprintf("%.2f", float64(s.calls)/float64(max(per, 1))),
-			fmt.Sprintf("%.1f", float64(s.rows)/float64(max(s.calls, 1))),
-			fmt.Sprintf("%.3f", s.execMs/float64(max(s.calls, 1)))})
-	}
-	return g
-}
-
-// groupFetchStmt is Ferry's fetch of a member's events (store.groupFetch),
-// rawReadStmt the raw side's range read.
-var (
-	groupFetchStmt = regexp.MustCompile(`CROSS JOIN LATERAL \(\s*SELECT \* FROM ferry\.events`)
-	rawReadStmt    = regexp.MustCompile(`FROM ferry\.events\s+WHERE topic_id = \$1 AND partition = \$2 AND "offset" >= \$3`)
-)
-
-// stmtRowsPer is the rows the statements matching re returned, per request.
-func stmtRowsPer(stmts []stmtStat, re *regexp.Regexp, requests int64) float64 {
-	var rows int64
-	for _, s := range stmts {
-		if re.MatchString(s.query) {
-			rows += s.rows
-		}
-	}
-	return float64(rows) / float64(max(requests, 1))
+// rowsPer is the rows the statements returned, per request.
+func rowsPer(stmts stmtList, requests int64) float64 {
+	return float64(stmts.rows()) / float64(max(requests, 1))
 }
 
 // groupNotes say where a poll's time goes, from the measured split.
@@ -1170,22 +1092,16 @@ func groupNotes(raw1, ferry1, ferry4 groupRead, l groupLatency, r rebalance) []s
 			"the commit request after it %s. ",
 			fmtMs(mean(ferry1.read)), fmtMs(ferry1.decode/time.Duration(ferry1.requests)), fmtMs(mean(ferry1.commit)))
 		if ferry1.stmtsOK {
-			var fetchMs, fetchRows, fetchCalls float64
-			for _, s := range ferry1.stmts {
-				if groupFetchStmt.MatchString(s.query) {
-					fetchMs += s.execMs
-					fetchRows += float64(s.rows)
-					fetchCalls += float64(s.calls)
-				}
-			}
+			fetch := ferry1.stmts.tagged(groupFetchTag)
+			fetchMs, fetchRows, fetchCalls := fetch.execMs(), float64(fetch.rows()), float64(fetch.calls())
 			note += fmt.Sprintf("PostgreSQL executes %.1f ms of SQL per cycle (pg_stat_statements, commit waits excluded), %.1f ms of it the fetch, which returns "+
 				"%.0f rows per call for the %.0f events a poll returns: it reads up to max_events from *each* owned partition (`LIMIT` inside the lateral join) and the "+
 				"server keeps max_events of them, round-robin, so a member owning 4 partitions reads up to 4× what it returns. "+
 				"The raw reader executes %.1f ms per batch of %d. The rest of a Ferry poll is the server's Go work (scanning and encoding %d events as JSON) and the "+
 				"commits of its two write transactions.",
-				ferry1.execMs()/float64(ferry1.requests), fetchMs/float64(ferry1.requests),
+				ferry1.stmts.execMs()/float64(ferry1.requests), fetchMs/float64(ferry1.requests),
 				fetchRows/max(fetchCalls, 1), float64(ferry1.events)/float64(max(ferry1.commits, 1)),
-				raw1.execMs()/float64(max(raw1.requests, 1)), groupBatch, groupBatch)
+				raw1.stmts.execMs()/float64(max(raw1.requests, 1)), groupBatch, groupBatch)
 		}
 		notes = append(notes, note)
 	}

@@ -8,8 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,42 +389,6 @@ func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate
 	return out
 }
 
-// allStatementsOf resets pg_stat_statements, runs fn and returns every
-// statement this database executed meanwhile (River's included), but for
-// the bench's own pg_stat_statements calls.
-func (b *Bench) allStatementsOf(ctx context.Context, fn func() error) ([]stmtStat, error) {
-	if _, err := b.raw.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-		return nil, err
-	}
-	if err := fn(); err != nil {
-		return nil, err
-	}
-	rows, err := b.raw.Query(ctx, `
-		SELECT query, calls, rows, total_exec_time FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND query !~* 'pg_stat_statements'
-		ORDER BY calls DESC, query`)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (stmtStat, error) {
-		var s stmtStat
-		err := row.Scan(&s.query, &s.calls, &s.rows, &s.execMs)
-		return s, err
-	})
-}
-
-var (
-	riverStmt = regexp.MustCompile(`(?i)river`)
-	// publishClaim is the first statement of every publish transaction
-	// (store.EventPublish): its calls count the transactions.
-	publishClaim = regexp.MustCompile(`^INSERT INTO ferry\.event_dedup AS d\b`)
-	// publishStmt matches the statements of a publish transaction (dedup
-	// claims and reads, the subscriptions read, the partition locks, the
-	// version check, the group locks and the append with its fan-out).
-	publishStmt = regexp.MustCompile(`ferry\.event_dedup|ferry\.topic_partitions|subs_version|WITH input AS|unnest\(\$1::bigint\[\], \$2::text\[\]\) AS l\(q, g\)|^(BEGIN|COMMIT)$`)
-)
-
 // pushOutcome is part 2's and part 3's outcome.
 type pushOutcome struct {
 	published, failed int
@@ -432,7 +396,7 @@ type pushOutcome struct {
 	dups              int64
 	latency, publish  Summary // publish start → arrival; publish request
 	afterAnswer       Summary // publish answered → arrival
-	stmts             []stmtStat
+	stmts             stmtList
 	stmtsOK           bool
 	attempts, okAtt   int64
 	attemptMs         float64
@@ -462,12 +426,11 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 			progress("  delete topic %s: %v", topic, err)
 		}
 	}()
-	if out.stmtsOK = b.statementsOK; out.stmtsOK && b.cluster != nil {
-		if err := b.setTracking(ctx, "top"); err != nil {
-			return out, err
-		}
-		defer func() { _ = b.setTracking(context.Background(), "none") }()
+	stop, err := b.trackStatements(ctx)
+	if err != nil {
+		return out, err
 	}
+	defer stop()
 	keys := eventKeys()
 
 	// Warm-up: half a second at the same rate, all delivered, not counted
@@ -498,12 +461,7 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 		out.elapsed = time.Since(started)
 		return ctx.Err()
 	}
-	if out.stmtsOK {
-		out.stmts, err = b.allStatementsOf(ctx, measure)
-	} else {
-		err = measure()
-	}
-	if err != nil {
+	if out.stmts, out.stmtsOK, err = b.countStatements(ctx, true, measure); err != nil {
 		return out, err
 	}
 
@@ -706,22 +664,14 @@ func pushRows(p pushOutcome) []Row {
 
 // stmtRows are part 3's rows and its grid of top statements.
 func stmtRows(p pushOutcome) ([]Row, Grid) {
-	var recorded, river, publishTx, begins, publishing int64
-	for _, s := range p.stmts {
-		recorded += s.calls
-		q := strings.TrimSpace(s.query)
-		switch {
-		case riverStmt.MatchString(q):
-			river += s.calls
-		case publishClaim.MatchString(q):
-			publishTx += s.calls
-		case q == "BEGIN":
-			begins += s.calls
-		}
-		if !riverStmt.MatchString(q) && publishStmt.MatchString(q) {
-			publishing += s.calls
-		}
-	}
+	tags := publishTags()
+	var (
+		recorded   = p.stmts.calls()
+		river      = p.stmts.where(stmtStat.isRiver).calls()
+		publishTx  = p.stmts.tagged(publishClaimTag).calls()
+		begins     = p.stmts.where(func(s stmtStat) bool { return strings.TrimSpace(s.query) == "BEGIN" }).calls()
+		publishing = p.stmts.where(func(s stmtStat) bool { return slices.Contains(tags, s.tag) || s.isTxControl() }).calls()
+	)
 	// BEGIN and COMMIT of the publish transactions that were not recorded
 	// (an upper-case BEGIN recorded is taken to be one of theirs).
 	unseen := 2 * max(publishTx-begins, 0)
@@ -743,19 +693,8 @@ func stmtRows(p pushOutcome) ([]Row, Grid) {
 		{Metric: "statements in the window (recorded + added), events delivered, window", Raw: "—",
 			Ferry: fmt.Sprintf("%s + %s, %s, %s", fmtInt(recorded), fmtInt(unseen), fmtInt(int64(p.delivered)), p.elapsed.Round(10*time.Millisecond))},
 	}
-	g := Grid{
-		Caption: fmt.Sprintf("Push (part 3): the statements with the most calls during the measured window (%s events delivered)", fmtInt(int64(p.delivered))),
-		Header:  []string{"statement", "calls", "per delivery", "rows/call", "mean ms"},
-	}
-	for i, s := range p.stmts {
-		if i == 15 {
-			break
-		}
-		g.Rows = append(g.Rows, []string{"`" + shortSQL(s.query) + "`", fmtInt(s.calls),
-			fmt.Sprintf("%.2f", float64(s.calls)/d),
-			fmt.Sprintf("%.1f", float64(s.rows)/float64(max(s.calls, 1))),
-			fmt.Sprintf("%.3f", s.execMs/float64(max(s.calls, 1)))})
-	}
+	g := stmtGrid(fmt.Sprintf("Push (part 3): the statements with the most calls during the measured window (%s events delivered)", fmtInt(int64(p.delivered))),
+		p.stmts, int64(max(p.delivered, 1)), "per delivery", 15)
 	return rows, g
 }
 

@@ -351,3 +351,10 @@ func (l *boundedLoad) stopped(ctx context.Context, err error, took time.Duration
 		l.cancel()
 	}
 }
+
+// runCounted runs op from workers goroutines until ops operations have run
+// (or the first error, which it returns).
+func runCounted(ctx context.Context, label string, workers int, ops int64, op func(ctx context.Context) error) error {
+	_, err := runBounded(ctx, label, workers, ops, 0, time.Time{}, func(ctx context.Context, _ int) error { return op(ctx) })
+	return err
+}

@@ -3,77 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strings"
 	"sync/atomic"
-	"time"
 )
 
 // Scenario 7: SQL statements per message, from pg_stat_statements.
 
-// stmtStat is one normalised statement's counters over a phase.
-type stmtStat struct {
-	query  string
-	calls  int64
-	rows   int64
-	execMs float64
-}
-
 // stmtPhase is what one phase executed.
 type stmtPhase struct {
 	messages, requests int64
-	stmts              []stmtStat
-}
-
-func (p stmtPhase) calls() (n int64) {
-	for _, s := range p.stmts {
-		n += s.calls
-	}
-	return n
-}
-
-func (p stmtPhase) execMs() (ms float64) {
-	for _, s := range p.stmts {
-		ms += s.execMs
-	}
-	return ms
-}
-
-// runCounted runs op from workers goroutines until ops operations have run
-// (or the first error, which it returns).
-func runCounted(ctx context.Context, label string, workers int, ops int64, op func(ctx context.Context) error) error {
-	_, err := runBounded(ctx, label, workers, ops, 0, time.Time{}, func(ctx context.Context, _ int) error { return op(ctx) })
-	return err
-}
-
-// statementsOf resets pg_stat_statements, runs fn and returns what this
-// database executed meanwhile, leaving out River's background statements
-// and the bench's own bookkeeping.
-func (b *Bench) statementsOf(ctx context.Context, fn func() error) ([]stmtStat, error) {
-	if _, err := b.raw.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-		return nil, err
-	}
-	if err := fn(); err != nil {
-		return nil, err
-	}
-	rows, err := b.raw.Query(ctx, `
-		SELECT query, calls, rows, total_exec_time FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND query !~* 'river|pg_stat_statements'
-		ORDER BY calls DESC, query`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []stmtStat
-	for rows.Next() {
-		var s stmtStat
-		if err := rows.Scan(&s.query, &s.calls, &s.rows, &s.execMs); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	stmts              stmtList
 }
 
 func (b *Bench) statements(ctx context.Context) (*Section, error) {
@@ -81,12 +19,11 @@ func (b *Bench) statements(ctx context.Context) (*Section, error) {
 		return &Section{Notes: []string{"**Skipped:** " + b.statementsReason + ". " +
 			"This scenario needs pg_stat_statements loaded through shared_preload_libraries."}}, nil
 	}
-	if b.cluster != nil {
-		if err := b.setTracking(ctx, "top"); err != nil {
-			return nil, err
-		}
-		defer func() { _ = b.setTracking(context.Background(), "none") }()
+	stop, err := b.trackStatements(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer stop()
 	n := int64(b.opts.StatementsMsgs)
 	const (
 		singleClients = 32
@@ -184,7 +121,7 @@ func (b *Bench) statements(ctx context.Context) (*Section, error) {
 			}
 		}
 		moved.Store(0)
-		stmts, err := b.statementsOf(ctx, func() error { return p.run(ctx) })
+		stmts, err := b.statementsOf(ctx, false, func() error { return p.run(ctx) })
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", p.name, p.side, err)
 		}
@@ -196,54 +133,32 @@ func (b *Bench) statements(ctx context.Context) (*Section, error) {
 		units[p.name] = p.unit
 	}
 
+	return statementsSection(order, results, units, statementsHow(n, batches, received, singleClients, batch, batchClients, claim, consumers)), nil
+}
+
+// statementsSection is scenario 7's report: per phase, the statements per
+// message and per request on both sides, and every statement of Ferry's
+// by its tag.
+func statementsSection(order []string, results map[string]*[2]stmtPhase, units map[string]string, how string) *Section {
 	var rows []Row
 	var grids []Grid
 	for _, name := range order {
 		r, f := results[name][rawSide], results[name][ferrySide]
-		per := func(p stmtPhase, d int64) float64 { return float64(p.calls()) / float64(d) }
+		per := func(p stmtPhase, d int64) float64 { return float64(p.stmts.calls()) / float64(d) }
+		untaggedPer := float64(f.stmts.tagged(untagged).calls()) / float64(f.messages)
 		rows = append(rows,
 			Row{Metric: name + ": statements per message", Raw: fmt.Sprintf("%.3f", per(r, r.messages)), Ferry: fmt.Sprintf("%.3f", per(f, f.messages)),
 				Ratio: ratioOf(per(f, f.messages), per(r, r.messages))},
 			Row{Metric: name + ": statements per " + units[name], Raw: fmt.Sprintf("%.2f", per(r, r.requests)), Ferry: fmt.Sprintf("%.2f", per(f, f.requests)),
 				Ratio: ratioOf(per(f, f.requests), per(r, r.requests))},
-			Row{Metric: name + ": PostgreSQL execution µs per message", Raw: fmt.Sprintf("%.1f", r.execMs()*1000/float64(r.messages)),
-				Ferry: fmt.Sprintf("%.1f", f.execMs()*1000/float64(f.messages)), Ratio: ratioOf(f.execMs()/float64(f.messages), r.execMs()/float64(r.messages))},
+			Row{Metric: name + ": PostgreSQL execution µs per message", Raw: fmt.Sprintf("%.1f", r.stmts.execMs()*1000/float64(r.messages)),
+				Ferry: fmt.Sprintf("%.1f", f.stmts.execMs()*1000/float64(f.messages)), Ratio: ratioOf(f.stmts.execMs()/float64(f.messages), r.stmts.execMs()/float64(r.messages))},
+			Row{Metric: name + ": of Ferry's, statements per message without a tag (BEGIN, COMMIT; any other is missing its tag)", Raw: "—",
+				Ferry: fmt.Sprintf("%.3f", untaggedPer)},
 		)
-		g := Grid{
-			Caption: fmt.Sprintf("%s, Ferry (%s messages in %s %ss): every statement", name, fmtInt(f.messages), fmtInt(f.requests), units[name]),
-			Header:  []string{"statement", "calls", "per " + units[name], "rows/call", "mean ms"},
-		}
-		for _, s := range f.stmts {
-			g.Rows = append(g.Rows, []string{"`" + shortSQL(s.query) + "`", fmtInt(s.calls),
-				fmt.Sprintf("%.2f", float64(s.calls)/float64(f.requests)),
-				fmt.Sprintf("%.1f", float64(s.rows)/float64(max(s.calls, 1))),
-				fmt.Sprintf("%.3f", s.execMs/float64(max(s.calls, 1)))})
-		}
-		grids = append(grids, g)
+		grids = append(grids, stmtGrid(
+			fmt.Sprintf("%s, Ferry (%s messages in %s %ss): every statement, by its tag", name, fmtInt(f.messages), fmtInt(f.requests), units[name]),
+			f.stmts, f.requests, "per "+units[name], 0))
 	}
-	return &Section{
-		Rows:  rows,
-		Grids: grids,
-		How: fmt.Sprintf("pg_stat_statements (track = top, so statements run by triggers and functions are inside their caller) is reset before "+
-			"each phase and read after it; statements mentioning River or pg_stat_statements are left out, BEGIN and COMMIT are counted "+
-			"(River's own background transactions may add a handful). Phases, each on a freshly truncated table: %s single sends by %d clients; "+
-			"%s batches of %d by %d clients; %s messages received in batches of %d and acked by %d consumers (prefilled; a cycle is one "+
-			"claim and one delete for raw SQL, one receive and one ack request for Ferry). The raw side's statements are exactly the ones shown "+
-			"in scenarios 1-3. "+
-			"Execution time is PostgreSQL's `total_exec_time`, excluding network and commit waits.",
-			fmtInt(n), singleClients, fmtInt(batches), batch, batchClients, fmtInt(received), claim, consumers),
-	}, nil
-}
-
-var spaces = regexp.MustCompile(`\s+`)
-
-// shortSQL collapses a statement to one line of at most 110 characters,
-// safe inside a markdown table cell and a code span.
-func shortSQL(q string) string {
-	q = strings.TrimSpace(spaces.ReplaceAllString(q, " "))
-	if r := []rune(q); len(r) > 110 {
-		q = string(r[:107]) + "..."
-	}
-	q = strings.ReplaceAll(q, "|", "\\|")
-	return strings.ReplaceAll(q, "`", "'")
+	return &Section{Rows: rows, Grids: grids, How: how}
 }
