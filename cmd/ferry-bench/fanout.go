@@ -15,10 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ferry-mq/ferry/jobs"
-	"github.com/ferry-mq/ferry/store"
 )
 
 // Scenario 9: topic fan-out and push delivery. Part 1 publishes batches to
@@ -80,36 +77,9 @@ const rawFanoutAppend = `
 // one transaction (one pgx batch, one round trip): the partition bumps in
 // partition order, then rawFanoutAppend.
 func rawFanoutBatch(ctx context.Context, b *Bench, topicID int64, subs []int64, keys, data []string) error {
-	var counts [topicPartitions]int
-	parts := make([]int, len(keys))
-	for i, k := range keys {
-		parts[i] = store.PartitionForKey(k, topicPartitions)
-		counts[parts[i]]++
-	}
-	var next [topicPartitions]int
-	for p := 1; p < topicPartitions; p++ {
-		next[p] = next[p-1] + counts[p-1]
-	}
-	var (
-		pcol  = make([]int32, len(keys))
-		back  = make([]int64, len(keys))
-		ids   = make([]string, len(keys))
-		kcol  = make([]string, len(keys))
-		taken [topicPartitions]int
-	)
-	for i, k := range keys {
-		p := parts[i]
-		j := next[p] + taken[p]
-		taken[p]++
-		pcol[j], back[j], ids[j], kcol[j] = int32(p), int64(counts[p]-taken[p]+1), store.NewEventID(), k
-	}
-	batch := &pgx.Batch{}
-	for p, n := range counts {
-		if n > 0 {
-			batch.Queue(rawBumpPartition, topicID, p, n)
-		}
-	}
-	batch.Queue(rawFanoutAppend, topicID, eventType, pcol, back, ids, kcol, data, subs)
+	e := rawEventsOf(keys)
+	batch := e.bumps(topicID)
+	batch.Queue(rawFanoutAppend, topicID, eventType, e.partitions, e.back, e.ids, e.keys, data, subs)
 	return b.raw.SendBatch(ctx, batch).Close()
 }
 

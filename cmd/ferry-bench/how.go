@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The "how measured" texts of the scenarios: prose, kept apart from the
 // code that measures.
@@ -16,4 +19,35 @@ func statementsHow(n, batches, received int64, singleClients, batch, batchClient
 		"in scenarios 1-3. "+
 		"Execution time is PostgreSQL's `total_exec_time`, excluding network and commit waits.",
 		fmtInt(n), singleClients, fmtInt(batches), batch, batchClients, fmtInt(received), claim, consumers)
+}
+
+// batchSendHow says how scenario 1 measures; roundsNote describes the
+// rounds after a reset.
+func batchSendHow(clients, batch int, d time.Duration, roundsNote func(string) string) string {
+	return fmt.Sprintf("%d concurrent clients, each sending batches of %d messages (the same ~110-byte JSON body) for %s per side. "+
+		"Raw: one `INSERT INTO ferry.messages ... SELECT ... FROM unnest($2::text[])` per batch, ids from `nextval`, autocommit (one transaction per batch), "+
+		"on a pgxpool. Ferry: `POST /v1/queues/{q}/messages` with %d messages (request body encoded once), keep-alive HTTP; "+
+		"Ferry's sender may merge concurrent requests into one transaction. "+roundsNote("TRUNCATE + CHECKPOINT"),
+		clients, batch, d, batch)
+}
+
+// singleSendHow says how scenario 2 measures.
+func singleSendHow(clients int, d time.Duration, roundsNote func(string) string) string {
+	return fmt.Sprintf("%d concurrent clients, each sending one message at a time for %s per side. "+
+		"Raw: one single-row `INSERT` per transaction (autocommit) on %d pooled connections, so PostgreSQL's own group commit "+
+		"is all that merges their fsyncs. Ferry: %d concurrent HTTP clients each `POST`ing one message; Ferry's sender "+
+		"coalesces the requests that arrive while a transaction commits into the next one (SendWorkers transactions in flight). "+
+		"Latency is per request (one message). "+roundsNote("TRUNCATE + CHECKPOINT"),
+		clients, d, clients, clients)
+}
+
+// receiveAckHow says how scenario 3 measures.
+func receiveAckHow(clients, batch int, d time.Duration, prefill int, roundsNote func(string) string) string {
+	return fmt.Sprintf("%d concurrent consumers for %s per side, each looping: claim up to %d, then acknowledge them. "+
+		"Before each round the queue is prefilled with %s messages (`INSERT ... SELECT generate_series`, then VACUUM ANALYZE and CHECKPOINT). "+
+		"Raw: Ferry's claim statement (`SELECT ... ORDER BY visible_at, id LIMIT 100 FOR UPDATE SKIP LOCKED` feeding an `UPDATE` of "+
+		"visible_at, receive_count and claim_token, returning every column), then `DELETE ... WHERE id = ANY($2)`: two autocommit statements. "+
+		"Ferry: `POST .../receive` `{\"max_messages\":100}` and `POST .../ack` with the 100 receipts. A cycle is the pair; throughput counts acked messages. "+
+		roundsNote("TRUNCATE and the prefill"),
+		clients, d, batch, fmtInt(int64(prefill)))
 }

@@ -56,42 +56,63 @@ const rawAppendEvents = `
 	JOIN ferry.topic_partitions p ON p.topic_id = $1 AND p.partition = t.partition
 	ORDER BY t.ord`
 
-// rawPublishBatch publishes one event per key in one transaction (a pgx
-// batch is one round trip and one implicit transaction): it locks and
-// bumps the partitions the batch touches in partition order (so that
-// concurrent batches never deadlock), then inserts the events, ordered by
-// partition and offset, with offsets computed from the bumped counters.
-func rawPublishBatch(ctx context.Context, b *Bench, topicID int64, keys, data []string) error {
-	var counts [topicPartitions]int
+// rawEvents are a batch of keyed events laid out as rawAppendEvents and
+// rawFanoutAppend take them: sorted by partition, each with the ordinal
+// back from the end of its partition's share (its offset is the bumped
+// next_offset minus back) and an event id made in Go.
+type rawEvents struct {
+	counts     [topicPartitions]int // events per partition
+	partitions []int32
+	back       []int64
+	ids, keys  []string
+}
+
+// rawEventsOf lays out one event per key.
+func rawEventsOf(keys []string) rawEvents {
+	var e rawEvents
 	parts := make([]int, len(keys))
 	for i, k := range keys {
 		parts[i] = store.PartitionForKey(k, topicPartitions)
-		counts[parts[i]]++
+		e.counts[parts[i]]++
 	}
 	var next [topicPartitions]int // where a partition's events start in the sorted arrays
 	for p := 1; p < topicPartitions; p++ {
-		next[p] = next[p-1] + counts[p-1]
+		next[p] = next[p-1] + e.counts[p-1]
 	}
-	var (
-		pcol  = make([]int32, len(keys))
-		back  = make([]int64, len(keys))
-		ids   = make([]string, len(keys))
-		kcol  = make([]string, len(keys))
-		taken [topicPartitions]int
-	)
+	e.partitions, e.back = make([]int32, len(keys)), make([]int64, len(keys))
+	e.ids, e.keys = make([]string, len(keys)), make([]string, len(keys))
+	var taken [topicPartitions]int
 	for i, k := range keys {
 		p := parts[i]
 		j := next[p] + taken[p]
 		taken[p]++
-		pcol[j], back[j], ids[j], kcol[j] = int32(p), int64(counts[p]-taken[p]+1), store.NewEventID(), k
+		e.partitions[j], e.back[j], e.ids[j], e.keys[j] = int32(p), int64(e.counts[p]-taken[p]+1), store.NewEventID(), k
 	}
+	return e
+}
+
+// bumps is a batch that starts with an rawBumpPartition of each partition
+// the events touch, in partition order (so that concurrent batches never
+// deadlock).
+func (e rawEvents) bumps(topicID int64) *pgx.Batch {
 	batch := &pgx.Batch{}
-	for p, n := range counts {
+	for p, n := range e.counts {
 		if n > 0 {
 			batch.Queue(rawBumpPartition, topicID, p, n)
 		}
 	}
-	batch.Queue(rawAppendEvents, topicID, eventType, pcol, back, ids, kcol, data)
+	return batch
+}
+
+// rawPublishBatch publishes one event per key in one transaction (a pgx
+// batch is one round trip and one implicit transaction): it locks and
+// bumps the partitions the batch touches in partition order, then inserts
+// the events, ordered by partition and offset, with offsets computed from
+// the bumped counters.
+func rawPublishBatch(ctx context.Context, b *Bench, topicID int64, keys, data []string) error {
+	e := rawEventsOf(keys)
+	batch := e.bumps(topicID)
+	batch.Queue(rawAppendEvents, topicID, eventType, e.partitions, e.back, e.ids, e.keys, data)
 	return b.raw.SendBatch(ctx, batch).Close()
 }
 
