@@ -91,9 +91,8 @@ type groupRead struct {
 	// joined are events read by the unmeasured join polls (Ferry only).
 	joined int64
 
-	cpu         CPUUsage
-	wal, xacts  int64
-	waits       Waits
+	// win is the CPU, WAL, write transactions and waits over the run.
+	win         Phase
 	stmts       stmtList
 	stmtsOK     bool
 	drained     bool // Ferry: every partition's lag is 0 afterwards
@@ -103,7 +102,9 @@ type groupRead struct {
 func (r groupRead) rate() float64 { return Rate{Count: r.events, Elapsed: r.elapsed}.PerSecond() }
 
 func (r groupRead) phase() Phase {
-	return Phase{Messages: r.events, Elapsed: r.elapsed, CPU: r.cpu, WALBytes: r.wal, WriteXacts: r.xacts, Waits: r.waits}
+	p := r.win
+	p.Messages, p.Elapsed = r.events, r.elapsed
+	return p
 }
 
 // measureGroupRead runs one read run after a checkpoint, measuring CPU,
@@ -114,19 +115,12 @@ func (b *Bench) measureGroupRead(ctx context.Context, label string, run func(ctx
 		return res, err
 	}
 	body := func() error {
-		cpu0, db0 := b.cpu.Sample(), b.dbPosition(ctx)
-		wctx, stopWaits := context.WithCancel(ctx)
-		waits := make(chan Waits, 1)
-		go func() { waits <- b.sampleWaits(wctx) }()
+		win := b.startWindow(ctx)
 		start := time.Now()
 		var err error
 		pprof.Do(ctx, pprof.Labels("role", "client", "load", label), func(ctx context.Context) { err = run(ctx, &res) })
 		res.elapsed = time.Since(start)
-		res.cpu = b.cpu.Since(cpu0)
-		db1 := b.dbPosition(ctx)
-		stopWaits()
-		res.waits = <-waits
-		res.wal, res.xacts = db1.wal-db0.wal, db1.xid-db0.xid
+		win.end(ctx, &res.win)
 		return err
 	}
 	var err error
@@ -153,87 +147,110 @@ func (b *Bench) rawGroupRead(ctx context.Context, topicID int64, name string, re
 	}
 	return b.measureGroupRead(ctx, fmt.Sprintf("groups/raw-%d", readers), func(ctx context.Context, res *groupRead) error {
 		res.readers = readers
-		var (
-			mu       sync.Mutex
-			wg       sync.WaitGroup
-			firstErr error
-		)
-		for r := range readers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var (
-					parts            []int
-					next             = map[int]int64{}
-					n, reqs, commits int64
-					read, commit     []time.Duration
-				)
-				for p := r; p < topicPartitions; p += readers {
-					parts = append(parts, p)
-				}
-				err := func() error {
-					for i := 0; len(parts) > 0; i++ {
-						p := parts[i%len(parts)]
-						t0 := time.Now()
-						rows, err := b.raw.Query(ctx, rawGroupRead, topicID, p, next[p], groupBatch)
-						if err != nil {
-							return err
-						}
-						var (
-							got, last int64
-						)
-						for rows.Next() {
-							var (
-								id, typ          string
-								key, data, attrs *string
-								partition        int32
-								off              int64
-								publishedAt      time.Time
-							)
-							if err := rows.Scan(&id, &typ, &key, &data, &attrs, &partition, &off, &publishedAt); err != nil {
-								rows.Close()
-								return err
-							}
-							got++
-							last = off
-						}
-						rows.Close()
-						if err := rows.Err(); err != nil {
-							return err
-						}
-						reqs++
-						read = append(read, time.Since(t0))
-						if got == 0 { // the end of this partition
-							parts = slices.DeleteFunc(parts, func(q int) bool { return q == p })
-							i--
-							continue
-						}
-						t1 := time.Now()
-						if _, err := b.raw.Exec(ctx, rawGroupCommit, gid, p, last); err != nil {
-							return err
-						}
-						commit = append(commit, time.Since(t1))
-						commits++
-						n += got
-						next[p] = last + 1
-					}
-					return nil
-				}()
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				res.events += n
-				res.requests += reqs
-				res.commits += commits
-				res.read = append(res.read, read...)
-				res.commit = append(res.commit, commit...)
-			}()
-		}
-		wg.Wait()
-		return firstErr
+		return readConcurrently(readers, res, func(r int, part *groupRead) error {
+			return b.rawReader(ctx, topicID, gid, r, readers, part)
+		})
 	})
+}
+
+// readConcurrently runs read for readers 0 .. readers-1 at once, each
+// counting into a groupRead of its own, then adds them all to res. It
+// returns the first error.
+func readConcurrently(readers int, res *groupRead, read func(r int, part *groupRead) error) error {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		firstErr error
+	)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var part groupRead
+			err := read(r, &part)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			res.add(part)
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// add counts a reader's part of a run into the run.
+func (r *groupRead) add(p groupRead) {
+	r.events += p.events
+	r.requests += p.requests
+	r.commits += p.commits
+	r.fenced += p.fenced
+	r.read = append(r.read, p.read...)
+	r.commit = append(r.commit, p.commit...)
+	r.decode += p.decode
+}
+
+// rawReader is reader r of readers on the raw side: it takes the
+// partitions p with p mod readers = r, round-robin a batch at a time,
+// until each range read comes back empty.
+func (b *Bench) rawReader(ctx context.Context, topicID, gid int64, r, readers int, part *groupRead) error {
+	var (
+		parts []int
+		next  = map[int]int64{}
+	)
+	for p := r; p < topicPartitions; p += readers {
+		parts = append(parts, p)
+	}
+	for i := 0; len(parts) > 0; i++ {
+		p := parts[i%len(parts)]
+		t0 := time.Now()
+		got, last, err := b.rawRangeRead(ctx, topicID, p, next[p])
+		if err != nil {
+			return err
+		}
+		part.requests++
+		part.read = append(part.read, time.Since(t0))
+		if got == 0 { // the end of this partition
+			parts = slices.DeleteFunc(parts, func(q int) bool { return q == p })
+			i--
+			continue
+		}
+		t1 := time.Now()
+		if _, err := b.raw.Exec(ctx, rawGroupCommit, gid, p, last); err != nil {
+			return err
+		}
+		part.commit = append(part.commit, time.Since(t1))
+		part.commits++
+		part.events += got
+		next[p] = last + 1
+	}
+	return nil
+}
+
+// rawRangeRead reads a batch of a partition from an offset, scanning every
+// column, and returns the rows read and the last offset.
+func (b *Bench) rawRangeRead(ctx context.Context, topicID int64, p int, from int64) (got, last int64, err error) {
+	rows, err := b.raw.Query(ctx, rawGroupRead, topicID, p, from, groupBatch)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, typ          string
+			key, data, attrs *string
+			partition        int32
+			off              int64
+			publishedAt      time.Time
+		)
+		if err := rows.Scan(&id, &typ, &key, &data, &attrs, &partition, &off, &publishedAt); err != nil {
+			return 0, 0, err
+		}
+		got++
+		last = off
+	}
+	return got, last, rows.Err()
 }
 
 // memberName is the consumer id of a group's m-th member.
@@ -274,72 +291,9 @@ func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members
 	}
 	res, err := b.measureGroupRead(ctx, fmt.Sprintf("groups/ferry-%d", members), func(ctx context.Context, res *groupRead) error {
 		res.readers, res.joined = members, joined
-		var (
-			mu       sync.Mutex
-			wg       sync.WaitGroup
-			firstErr error
-		)
-		for m := range members {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var (
-					n, reqs, commits, fenced int64
-					read, commit             []time.Duration
-					decode                   time.Duration
-				)
-				err := func() error {
-					req, err := json.Marshal(groupPollRequest{Consumer: memberName(m), MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession})
-					if err != nil {
-						return err
-					}
-					for {
-						t0 := time.Now()
-						out, err := b.client.do(ctx, http.MethodPost, groupPath(topic, group)+"/poll", req, http.StatusOK)
-						if err != nil {
-							return err
-						}
-						t1 := time.Now()
-						var r groupPollReply
-						if err := json.Unmarshal(out, &r); err != nil {
-							return err
-						}
-						t2 := time.Now()
-						reqs++
-						read = append(read, t2.Sub(t0))
-						decode += t2.Sub(t1)
-						if len(r.Events) == 0 {
-							return nil
-						}
-						err = b.client.GroupCommit(ctx, topic, group, memberName(m), r.Generation, lastOffsets(r.Events))
-						commit = append(commit, time.Since(t2))
-						switch {
-						case errors.Is(err, errFenced):
-							fenced++ // the new owner reads them again
-						case err != nil:
-							return err
-						default:
-							commits++
-							n += int64(len(r.Events))
-						}
-					}
-				}()
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				res.events += n
-				res.requests += reqs
-				res.commits += commits
-				res.fenced += fenced
-				res.read = append(res.read, read...)
-				res.commit = append(res.commit, commit...)
-				res.decode += decode
-			}()
-		}
-		wg.Wait()
-		return firstErr
+		return readConcurrently(members, res, func(m int, part *groupRead) error {
+			return b.ferryMember(ctx, topic, group, m, part)
+		})
 	})
 	if err != nil {
 		return res, err
@@ -361,6 +315,46 @@ func (b *Bench) ferryGroupRead(ctx context.Context, topic, group string, members
 		progress("  %s: not drained cleanly: %s", group, res.drainDetail)
 	}
 	return res, nil
+}
+
+// ferryMember is member m of a measured Ferry run: it polls max_events
+// 1000 (no wait), decoding every field, and commits after each poll,
+// until a poll comes back empty.
+func (b *Bench) ferryMember(ctx context.Context, topic, group string, m int, part *groupRead) error {
+	req, err := json.Marshal(groupPollRequest{Consumer: memberName(m), MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession})
+	if err != nil {
+		return err
+	}
+	for {
+		t0 := time.Now()
+		out, err := b.client.do(ctx, http.MethodPost, groupPath(topic, group)+"/poll", req, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		var r groupPollReply
+		if err := json.Unmarshal(out, &r); err != nil {
+			return err
+		}
+		t2 := time.Now()
+		part.requests++
+		part.read = append(part.read, t2.Sub(t0))
+		part.decode += t2.Sub(t1)
+		if len(r.Events) == 0 {
+			return nil
+		}
+		err = b.client.GroupCommit(ctx, topic, group, memberName(m), r.Generation, lastOffsets(r.Events))
+		part.commit = append(part.commit, time.Since(t2))
+		switch {
+		case errors.Is(err, errFenced):
+			part.fenced++ // the new owner reads them again
+		case err != nil:
+			return err
+		default:
+			part.commits++
+			part.events += int64(len(r.Events))
+		}
+	}
 }
 
 // fillGroupTopic fills the topic with n events through the raw pool with
@@ -576,35 +570,6 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 	return out, nil
 }
 
-// memberPoll is one poll of a part 3 member.
-type memberPoll struct {
-	sent, at   time.Time
-	generation int64
-	partitions []int
-}
-
-// memberLog is what a part 3 member saw.
-type memberLog struct {
-	mu    sync.Mutex
-	polls []memberPoll
-	err   error
-}
-
-func (l *memberLog) last() (memberPoll, int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.polls) == 0 {
-		return memberPoll{}, 0, l.err
-	}
-	return l.polls[len(l.polls)-1], len(l.polls), l.err
-}
-
-func (l *memberLog) all() []memberPoll {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.polls)
-}
-
 // rebalance is part 3's outcome.
 type rebalance struct {
 	stoppedAt          time.Time     // T: B's last poll answered
@@ -620,39 +585,6 @@ type rebalance struct {
 	ok                 bool
 }
 
-// runMember polls in a loop (session 5 s, wait 1 s) until stop is closed
-// or ctx ends, logging every answer; it commits events it gets (none are
-// published in part 3).
-func (b *Bench) runMember(ctx context.Context, topic, group, consumer string, stop <-chan struct{}, log *memberLog) {
-	req := groupPollRequest{Consumer: consumer, MaxEvents: groupBatch, WaitSeconds: rebalanceWait,
-		SessionTimeoutSeconds: rebalanceSession, Start: "latest"}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
-		sent := time.Now()
-		r, err := b.client.GroupPoll(ctx, topic, group, req)
-		at := time.Now()
-		if err == nil && len(r.Events) > 0 {
-			err = b.client.GroupCommit(ctx, topic, group, consumer, r.Generation, lastOffsets(r.Events))
-		}
-		log.mu.Lock()
-		if err != nil {
-			if ctx.Err() == nil {
-				log.err = fmt.Errorf("%s: %w", consumer, err)
-			}
-			log.mu.Unlock()
-			return
-		}
-		log.polls = append(log.polls, memberPoll{sent: sent, at: at, generation: r.Generation, partitions: r.Partitions})
-		log.mu.Unlock()
-	}
-}
-
 // measureRebalance runs part 3: members A and B poll in a loop; B stops;
 // the bench waits until A's poll answer lists every partition.
 func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
@@ -661,62 +593,11 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	if _, err := b.createTopic(ctx, topic); err != nil {
 		return out, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		logA, logB   memberLog
-		stopA, stopB = make(chan struct{}), make(chan struct{})
-		wg           sync.WaitGroup
-		doneB        = make(chan struct{})
-	)
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	wg.Add(2)
-	go func() { defer wg.Done(); b.runMember(ctx, topic, group, "member-a", stopA, &logA) }()
-	// waitUntil checks cond every 5 ms until the deadline.
-	waitUntil := func(what string, limit time.Duration, cond func() bool) error {
-		deadline := time.Now().Add(limit)
-		for !cond() {
-			if _, _, err := logA.last(); err != nil {
-				return err
-			}
-			if _, _, err := logB.last(); err != nil {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: not within %s", what, limit)
-			}
-			sleepUntil(ctx, time.Now().Add(5*time.Millisecond))
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
-	if err := waitUntil("member A's first poll", 10*time.Second, func() bool { _, n, _ := logA.last(); return n > 0 }); err != nil {
-		return out, err
-	}
-	go func() { defer wg.Done(); defer close(doneB); b.runMember(ctx, topic, group, "member-b", stopB, &logB) }()
-	// Settled: both answered with 2 partitions in the same generation.
-	if err := waitUntil("two members with 2 partitions each", 15*time.Second, func() bool {
-		a, _, _ := logA.last()
-		bb, n, _ := logB.last()
-		return n > 0 && len(a.partitions) == 2 && len(bb.partitions) == 2 && a.generation == bb.generation
-	}); err != nil {
-		return out, err
-	}
-	close(stopB)
-	select {
-	case <-doneB:
-	case <-time.After(10 * time.Second):
-		return out, errors.New("member B did not stop")
-	}
-	lastB, _, err := logB.last()
+	pair, lastB, err := b.settledPair(ctx, topic, group, groupBatch)
 	if err != nil {
 		return out, err
 	}
+	defer pair.close()
 	out.stoppedAt, out.genAtT = lastB.at, lastB.generation
 	// B's last_seen as the group recorded it, read before A's polls
 	// evict B (which deletes the row).
@@ -733,8 +614,9 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	progress("  member B stopped (generation %d); waiting for member A to own all %d partitions", out.genAtT, topicPartitions)
 
 	var got memberPoll
-	if err := waitUntil("member A owning every partition", time.Duration(rebalanceSession+10)*time.Second, func() bool {
-		for _, p := range logA.all() {
+	if err := pair.await(ctx, "member A owning every partition", time.Duration(rebalanceSession+10)*time.Second, func() bool {
+		all, _ := pair.a.snapshot()
+		for _, p := range all {
 			if p.at.After(out.stoppedAt) && len(p.partitions) == topicPartitions {
 				got = p
 				return true
@@ -744,7 +626,7 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	}); err != nil {
 		return out, err
 	}
-	close(stopA)
+	close(pair.stopA)
 	out.took = got.at.Sub(out.stoppedAt)
 	out.evictingPollSentAt = got.sent.Sub(out.stoppedAt)
 	out.genAfter = got.generation
@@ -755,7 +637,7 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 		took   time.Duration
 		shown  []memberPoll // A's polls from the last before T to the one that got every partition
 	)
-	all := logA.all()
+	all, _ := pair.a.snapshot()
 	for i, p := range all {
 		starts = append(starts, p.sent)
 		took += p.at.Sub(p.sent)
@@ -975,16 +857,16 @@ func groupReadRows(raw, ferry groupRead) []Row {
 			Ferry: fmt.Sprintf("%s, %s", fmtInt(ferry.requests), perReq(ferry, ferry.events))},
 		{Metric: what + "read latency p50 / p99 (raw SELECT; Ferry poll request, answer decoded)", Raw: pct(raw.read), Ferry: pct(ferry.read)},
 		{Metric: what + "commit latency p50 / p99 (raw UPDATE; Ferry commit request)", Raw: pct(raw.commit), Ferry: pct(ferry.commit)},
-		{Metric: what + "CPU cores in use", Raw: fmtCPU(raw.cpu), Ferry: fmtCPU(ferry.cpu)},
-		{Metric: what + "PostgreSQL CPU-ms per 1,000 events", Raw: cpuPer(raw.cpu.PG, rp, raw.cpu.PGKnown), Ferry: cpuPer(ferry.cpu.PG, fp, ferry.cpu.PGKnown),
-			Ratio: ratioOf(ferry.cpu.PG/ferry.rate(), raw.cpu.PG/raw.rate())},
-		{Metric: what + "bench-process CPU-ms per 1,000 events", Raw: cpuPer(raw.cpu.Self, rp, true), Ferry: cpuPer(ferry.cpu.Self, fp, true),
-			Ratio: ratioOf(ferry.cpu.Self/ferry.rate(), raw.cpu.Self/raw.rate())},
+		{Metric: what + "CPU cores in use", Raw: fmtCPU(raw.win.CPU), Ferry: fmtCPU(ferry.win.CPU)},
+		{Metric: what + "PostgreSQL CPU-ms per 1,000 events", Raw: cpuPer(raw.win.CPU.PG, rp, raw.win.CPU.PGKnown), Ferry: cpuPer(ferry.win.CPU.PG, fp, ferry.win.CPU.PGKnown),
+			Ratio: ratioOf(ferry.win.CPU.PG/ferry.rate(), raw.win.CPU.PG/raw.rate())},
+		{Metric: what + "bench-process CPU-ms per 1,000 events", Raw: cpuPer(raw.win.CPU.Self, rp, true), Ferry: cpuPer(ferry.win.CPU.Self, fp, true),
+			Ratio: ratioOf(ferry.win.CPU.Self/ferry.rate(), raw.win.CPU.Self/raw.rate())},
 		{Metric: what + "WAL bytes per event", Raw: fmt.Sprintf("%.1f", rp.WALPerMessage()), Ferry: fmt.Sprintf("%.1f", fp.WALPerMessage()),
 			Ratio: ratioOf(fp.WALPerMessage(), rp.WALPerMessage())},
-		{Metric: what + "write transactions per range read / poll", Raw: perReq(raw, raw.xacts), Ferry: perReq(ferry, ferry.xacts),
-			Ratio: ratioOf(float64(ferry.xacts)/float64(max(ferry.requests, 1)), float64(raw.xacts)/float64(max(raw.requests, 1)))},
-		{Metric: what + "PostgreSQL client backends: average active, and what they wait on", Raw: raw.waits.String(), Ferry: ferry.waits.String()},
+		{Metric: what + "write transactions per range read / poll", Raw: perReq(raw, raw.win.WriteXacts), Ferry: perReq(ferry, ferry.win.WriteXacts),
+			Ratio: ratioOf(float64(ferry.win.WriteXacts)/float64(max(ferry.requests, 1)), float64(raw.win.WriteXacts)/float64(max(raw.requests, 1)))},
+		{Metric: what + "PostgreSQL client backends: average active, and what they wait on", Raw: raw.win.Waits.String(), Ferry: ferry.win.Waits.String()},
 	}
 	if raw.stmtsOK && ferry.stmtsOK {
 		rows = append(rows,
@@ -1105,7 +987,7 @@ func groupNotes(raw1, ferry1, ferry4 groupRead, l groupLatency, r rebalance) []s
 		}
 		notes = append(notes, note)
 	}
-	if ferry4.waits.Samples > 0 {
+	if ferry4.win.Waits.Samples > 0 {
 		notes = append(notes, "With 4 members every poll still takes the group row's lock (`SELECT ... FROM ferry.consumer_groups ... FOR UPDATE`) "+
 			"for its membership transaction, so the members' polls serialise on it for the length of that transaction, its commit included "+
 			"(see the waits row: Lock:transactionid / Lock:tuple are waits on it).")

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ferry-mq/ferry/store"
@@ -28,87 +26,6 @@ type takeover struct {
 	delivered time.Duration // T → A's first answer with an event of B's partitions
 	woken     time.Duration // T → A's first answer after T (the poll in flight at T)
 	leaveCall time.Duration // the leave request's round trip (graceful)
-}
-
-// leavePoll is one answer to a member of scenario 12.
-type leavePoll struct {
-	sent, at   time.Time
-	generation int64
-	partitions []int
-	eventParts []int // partitions of the events it carried
-}
-
-// leaveLog is what a scenario 12 member saw.
-type leaveLog struct {
-	mu    sync.Mutex
-	polls []leavePoll
-	err   error
-}
-
-func (l *leaveLog) snapshot() ([]leavePoll, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.polls), l.err
-}
-
-// runLeaveMember polls in a loop until stop closes or ctx ends, logging
-// every answer and committing what it got.
-func (b *Bench) runLeaveMember(ctx context.Context, topic, group, consumer string, stop <-chan struct{}, log *leaveLog) {
-	req := groupPollRequest{Consumer: consumer, MaxEvents: 100, WaitSeconds: rebalanceWait,
-		SessionTimeoutSeconds: rebalanceSession, Start: "latest"}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
-		sent := time.Now()
-		r, err := b.client.GroupPoll(ctx, topic, group, req)
-		at := time.Now()
-		if err == nil && len(r.Events) > 0 {
-			err = b.client.GroupCommit(ctx, topic, group, consumer, r.Generation, lastOffsets(r.Events))
-			if errors.Is(err, errFenced) {
-				err = nil // rebalanced meanwhile: the next poll tells
-			}
-		}
-		p := leavePoll{sent: sent, at: at, generation: r.Generation, partitions: r.Partitions}
-		for _, e := range r.Events {
-			p.eventParts = append(p.eventParts, e.Partition)
-		}
-		log.mu.Lock()
-		if err != nil {
-			if ctx.Err() == nil {
-				log.err = fmt.Errorf("%s: %w", consumer, err)
-			}
-			log.mu.Unlock()
-			return
-		}
-		log.polls = append(log.polls, p)
-		log.mu.Unlock()
-	}
-}
-
-// awaitPolls checks cond on the members' logs every 2 ms until it holds,
-// a member fails, or limit passes.
-func awaitPolls(ctx context.Context, what string, limit time.Duration, logs []*leaveLog, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		for _, l := range logs {
-			if _, err := l.snapshot(); err != nil {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, limit)
-		}
-		sleepUntil(ctx, time.Now().Add(2*time.Millisecond))
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // publishToPartitions publishes one event to each partition named.
@@ -137,42 +54,11 @@ func (b *Bench) publishToPartitions(ctx context.Context, topic string, parts []i
 // measureTakeover runs one round on a new group of topic.
 func (b *Bench) measureTakeover(ctx context.Context, topic, group string, graceful bool) (takeover, error) {
 	var out takeover
-	ctx, cancel := context.WithCancel(ctx)
-	var (
-		logA, logB   leaveLog
-		stopA, stopB = make(chan struct{}), make(chan struct{})
-		doneB        = make(chan struct{})
-		wg           sync.WaitGroup
-	)
-	defer func() { cancel(); wg.Wait() }()
-	logs := []*leaveLog{&logA, &logB}
-	last := func(l *leaveLog) (leavePoll, bool) {
-		ps, _ := l.snapshot()
-		if len(ps) == 0 {
-			return leavePoll{}, false
-		}
-		return ps[len(ps)-1], true
-	}
-	wg.Add(2)
-	go func() { defer wg.Done(); b.runLeaveMember(ctx, topic, group, "member-a", stopA, &logA) }()
-	if err := awaitPolls(ctx, "member A's first poll", 10*time.Second, logs, func() bool { _, ok := last(&logA); return ok }); err != nil {
+	pair, lastB, err := b.settledPair(ctx, topic, group, 100)
+	if err != nil {
 		return out, err
 	}
-	go func() {
-		defer wg.Done()
-		defer close(doneB)
-		b.runLeaveMember(ctx, topic, group, "member-b", stopB, &logB)
-	}()
-	if err := awaitPolls(ctx, "two members with 2 partitions each", 15*time.Second, logs, func() bool {
-		a, _ := last(&logA)
-		bb, ok := last(&logB)
-		return ok && len(a.partitions) == 2 && len(bb.partitions) == 2 && a.generation == bb.generation
-	}); err != nil {
-		return out, err
-	}
-	close(stopB)
-	<-doneB
-	lastB, _ := last(&logB)
+	defer pair.close()
 	if err := b.publishToPartitions(ctx, topic, lastB.partitions); err != nil {
 		return out, fmt.Errorf("publish: %w", err)
 	}
@@ -185,9 +71,9 @@ func (b *Bench) measureTakeover(ctx context.Context, topic, group string, gracef
 		t = time.Now()
 		out.leaveCall = t.Sub(sent)
 	}
-	var got leavePoll
-	if err := awaitPolls(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, logs, func() bool {
-		ps, _ := logA.snapshot()
+	var got memberPoll
+	if err := pair.await(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, func() bool {
+		ps, _ := pair.a.snapshot()
 		for _, p := range ps {
 			if p.at.After(t) && slices.ContainsFunc(p.eventParts, func(ep int) bool { return slices.Contains(lastB.partitions, ep) }) {
 				got = p
@@ -198,9 +84,9 @@ func (b *Bench) measureTakeover(ctx context.Context, topic, group string, gracef
 	}); err != nil {
 		return out, err
 	}
-	close(stopA)
+	close(pair.stopA)
 	out.delivered = got.at.Sub(t)
-	ps, _ := logA.snapshot()
+	ps, _ := pair.a.snapshot()
 	for _, p := range ps {
 		if !p.at.After(t) {
 			continue

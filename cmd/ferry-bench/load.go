@@ -148,14 +148,10 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 	}
 
 	sleepUntil(ctx, from)
-	cpu0, db0 := b.cpu.Sample(), b.dbPosition(ctx)
-	waitCtx, stopWaits := context.WithDeadline(ctx, until)
-	defer stopWaits()
-	waits := make(chan Waits, 1)
-	go func() { waits <- b.sampleWaits(waitCtx) }()
+	win := b.startWindow(ctx)
 	sleepUntil(ctx, until)
-	cpu, db1 := b.cpu.Since(cpu0), b.dbPosition(ctx)
-	sampled := <-waits
+	var measured Phase
+	win.end(ctx, &measured)
 	wg.Wait()
 	if firstErr != nil {
 		return res, firstErr
@@ -163,7 +159,7 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	res.CPU, res.WALBytes, res.WriteXacts, res.Waits = cpu, db1.wal-db0.wal, db1.xid-db0.xid, sampled
+	res.CPU, res.WALBytes, res.WriteXacts, res.Waits = measured.CPU, measured.WALBytes, measured.WriteXacts, measured.Waits
 	res.Elapsed = until.Sub(from)
 	if res.Drained {
 		if lastDone.Before(from) {
@@ -172,6 +168,34 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 		res.Elapsed = lastDone.Sub(from)
 	}
 	return res, nil
+}
+
+// window measures what the machine and the database did between its
+// start and its end: CPU, WAL, write transactions and the backends' waits.
+type window struct {
+	b         *Bench
+	cpu0      CPUSample
+	db0       dbPos
+	stopWaits context.CancelFunc
+	waits     chan Waits
+}
+
+// startWindow starts a window now.
+func (b *Bench) startWindow(ctx context.Context) *window {
+	w := &window{b: b, cpu0: b.cpu.Sample(), db0: b.dbPosition(ctx), waits: make(chan Waits, 1)}
+	wctx, stop := context.WithCancel(ctx)
+	w.stopWaits = stop
+	go func() { w.waits <- b.sampleWaits(wctx) }()
+	return w
+}
+
+// end ends the window and records what it measured in p.
+func (w *window) end(ctx context.Context, p *Phase) {
+	p.CPU = w.b.cpu.Since(w.cpu0)
+	db1 := w.b.dbPosition(ctx)
+	w.stopWaits()
+	p.Waits = <-w.waits
+	p.WALBytes, p.WriteXacts = db1.wal-w.db0.wal, db1.xid-w.db0.xid
 }
 
 func sleepUntil(ctx context.Context, t time.Time) {
