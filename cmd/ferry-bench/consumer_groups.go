@@ -400,18 +400,71 @@ func (b *Bench) fillGroupTopic(ctx context.Context, topicID int64, n int) ([]int
 
 // groupLatency is part 2's outcome.
 type groupLatency struct {
-	published, failed, received int
-	dups                        int64
-	latency, publish, after     Summary // publish start → poll answer; publish request; publish answered → poll answer
-	polls, pollsWithEvents      int64   // in the measured window
-	commits                     int64
-	// emptyPolls answered without events in the window, and their mean
-	// duration: with events every 10 ms, a working long poll has none.
+	publishLatency // publish → the poll answer carrying the event
+	latencyPolls   // in the measured window
+	stmts          stmtList
+	stmtsOK        bool
+	elapsed        time.Duration
+}
+
+// latencyPolls counts the long-polling member's polls.
+type latencyPolls struct {
+	polls, pollsWithEvents int64
+	commits                int64
+	// emptyPolls answered without events, and their mean duration: with
+	// events every 10 ms, a working long poll has none.
 	emptyPolls int64
 	emptyMean  time.Duration
-	stmts      stmtList
-	stmtsOK    bool
-	elapsed    time.Duration
+}
+
+// latencyMember is part 2's member: it long-polls and commits after every
+// poll that returned events, recording the events' arrivals, until ctx
+// ends or a request fails.
+type latencyMember struct {
+	polls, pollsWithEvents, commits atomic.Int64
+	emptyPolls, emptyNanos          atomic.Int64
+}
+
+func (b *Bench) runLatencyMember(ctx context.Context, topic, group, member string, m *latencyMember, a *arrivals) {
+	for ctx.Err() == nil {
+		sent := time.Now()
+		r, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
+			Consumer: member, MaxEvents: groupBatch, WaitSeconds: groupWait, SessionTimeoutSeconds: groupSession})
+		at := time.Now()
+		if err != nil {
+			if ctx.Err() == nil {
+				a.fail(err)
+			}
+			return
+		}
+		m.polls.Add(1)
+		if len(r.Events) == 0 {
+			m.emptyPolls.Add(1)
+			m.emptyNanos.Add(int64(at.Sub(sent)))
+			continue
+		}
+		m.pollsWithEvents.Add(1)
+		for _, e := range r.Events {
+			a.record(e.ID, at)
+		}
+		if err := b.client.GroupCommit(ctx, topic, group, member, r.Generation, lastOffsets(r.Events)); err != nil {
+			if ctx.Err() == nil {
+				a.fail(fmt.Errorf("commit: %w", err))
+			}
+			return
+		}
+		m.commits.Add(1)
+	}
+}
+
+// since is what the member did since an earlier reading.
+func (m *latencyMember) since(earlier latencyPolls, emptyNanos int64) latencyPolls {
+	p := latencyPolls{polls: m.polls.Load() - earlier.polls, pollsWithEvents: m.pollsWithEvents.Load() - earlier.pollsWithEvents,
+		commits: m.commits.Load() - earlier.commits, emptyPolls: m.emptyPolls.Load() - earlier.emptyPolls}
+	if p.emptyPolls > 0 {
+		p.emptyMean = time.Duration((m.emptyNanos.Load() - emptyNanos) / p.emptyPolls)
+	}
+	return p
 }
 
 // measureGroupLatency runs part 2: one member long-polls (wait_seconds 10)
@@ -428,145 +481,42 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 		Consumer: member, MaxEvents: groupBatch, SessionTimeoutSeconds: groupSession, Start: "latest"}); err != nil {
 		return out, fmt.Errorf("join: %w", err)
 	}
-
 	var (
-		mu                              sync.Mutex
-		arrived                         = map[string]time.Time{}
-		dups                            int64
-		polls, pollsWithEvents, commits atomic.Int64
-		emptyPolls, emptyNanos          atomic.Int64
-		consumerErr                     = make(chan error, 1)
+		m                latencyMember
+		arrived          = newArrivals()
+		cwg              sync.WaitGroup
+		cctx, stopMember = context.WithCancel(ctx)
 	)
-	cctx, stopConsumer := context.WithCancel(ctx)
-	var cwg sync.WaitGroup
 	cwg.Add(1)
 	go pprof.Do(cctx, pprof.Labels("role", "client", "load", "groups/latency-consumer"), func(ctx context.Context) {
 		defer cwg.Done()
-		for ctx.Err() == nil {
-			sent := time.Now()
-			r, err := b.client.GroupPoll(ctx, topic, group, groupPollRequest{
-				Consumer: member, MaxEvents: groupBatch, WaitSeconds: groupWait, SessionTimeoutSeconds: groupSession})
-			at := time.Now()
-			if err != nil {
-				if ctx.Err() == nil {
-					consumerErr <- err
-				}
-				return
-			}
-			polls.Add(1)
-			if len(r.Events) == 0 {
-				emptyPolls.Add(1)
-				emptyNanos.Add(int64(at.Sub(sent)))
-				continue
-			}
-			pollsWithEvents.Add(1)
-			mu.Lock()
-			for _, e := range r.Events {
-				if _, seen := arrived[e.ID]; seen {
-					dups++
-				} else {
-					arrived[e.ID] = at
-				}
-			}
-			mu.Unlock()
-			if err := b.client.GroupCommit(ctx, topic, group, member, r.Generation, lastOffsets(r.Events)); err != nil {
-				if ctx.Err() == nil {
-					consumerErr <- fmt.Errorf("commit: %w", err)
-				}
-				return
-			}
-			commits.Add(1)
-		}
+		b.runLatencyMember(ctx, topic, group, member, &m, arrived)
 	})
 	defer func() {
-		stopConsumer()
+		stopMember()
 		cwg.Wait()
 	}()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(arrived)
-	}
-	waitFor := func(n int, deadline time.Time) error {
-		for count() < n && time.Now().Before(deadline) {
-			select {
-			case err := <-consumerErr:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-		return nil
-	}
 
 	keys := eventKeys()
-	warm := groupRate / 2
-	for _, p := range b.publishAtRate(ctx, topic, "evt_grp_warmup", warm, groupRate, keys) {
-		if p.err != nil {
-			return out, fmt.Errorf("warm-up publish: %w", p.err)
-		}
-	}
-	if err := waitFor(warm, time.Now().Add(15*time.Second)); err != nil {
+	warm, err := b.warmUp(ctx, topic, "evt_grp_warmup", groupRate, keys, arrived, "polled")
+	if err != nil {
 		return out, err
 	}
-	if got := count(); got < warm {
-		return out, fmt.Errorf("warm-up: %d of %d events polled within 15 s", got, warm)
-	}
-
-	n := int(d.Seconds() * groupRate)
 	var pubs []timedPublish
 	measure := func() error {
-		started := time.Now()
-		p0, pe0, c0, e0, en0 := polls.Load(), pollsWithEvents.Load(), commits.Load(), emptyPolls.Load(), emptyNanos.Load()
-		pubs = b.publishAtRate(ctx, topic, "evt_grp", n, groupRate, keys)
-		ok := 0
-		for _, p := range pubs {
-			if p.err == nil {
-				ok++
-			}
-		}
-		err := waitFor(warm+ok, time.Now().Add(10*time.Second))
-		out.elapsed = time.Since(started)
-		out.polls, out.pollsWithEvents, out.commits = polls.Load()-p0, pollsWithEvents.Load()-pe0, commits.Load()-c0
-		out.emptyPolls = emptyPolls.Load() - e0
-		if out.emptyPolls > 0 {
-			out.emptyMean = time.Duration((emptyNanos.Load() - en0) / out.emptyPolls)
-		}
+		before := latencyPolls{polls: m.polls.Load(), pollsWithEvents: m.pollsWithEvents.Load(), commits: m.commits.Load(), emptyPolls: m.emptyPolls.Load()}
+		emptyNanos := m.emptyNanos.Load()
+		var err error
+		pubs, out.elapsed, err = b.publishAndAwait(ctx, topic, "evt_grp", int(d.Seconds()*groupRate), groupRate, keys, arrived, warm)
+		out.latencyPolls = m.since(before, emptyNanos)
 		return err
 	}
-	var err error
 	if out.stmts, out.stmtsOK, err = b.countStatements(ctx, false, measure); err != nil {
 		return out, err
 	}
-
-	var lat, pub, after []time.Duration
-	var firstErr error
-	mu.Lock()
-	for _, p := range pubs {
-		if p.err != nil {
-			out.failed++
-			if firstErr == nil {
-				firstErr = p.err
-			}
-			continue
-		}
-		out.published++
-		pub = append(pub, p.back.Sub(p.sent))
-		if at, ok := arrived[p.id]; ok {
-			out.received++
-			lat = append(lat, at.Sub(p.sent))
-			after = append(after, at.Sub(p.back))
-		}
-	}
-	out.dups = dups
-	mu.Unlock()
-	if firstErr != nil {
-		progress("  %d publishes failed, the first: %v", out.failed, firstErr)
-	}
-	out.latency, out.publish, out.after = Summarize(lat), Summarize(pub), Summarize(after)
+	out.publishLatency = tallyPublishes(pubs, arrived)
 	progress("  publish → poll: p50 %s p99 %s max %s (%d of %d received, %d polls)",
-		fmtMs(out.latency.P50), fmtMs(out.latency.P99), fmtMs(out.latency.Max), out.received, out.published, out.polls)
+		fmtMs(out.latency.P50), fmtMs(out.latency.P99), fmtMs(out.latency.Max), out.arrived, out.published, out.polls)
 	return out, nil
 }
 
@@ -786,7 +736,7 @@ func (b *Bench) groups(ctx context.Context) (*Section, error) {
 		group, _ := splitPublishing(lat.stmts)
 		grids = append(grids, stmtGrid(
 			fmt.Sprintf("Part 2: the member's statements in the measured window, publishing's left out (%s polls, %s of them with events, %s events)",
-				fmtInt(lat.polls), fmtInt(lat.pollsWithEvents), fmtInt(int64(lat.received))), group, max(lat.polls, 1), "per poll", 20))
+				fmtInt(lat.polls), fmtInt(lat.pollsWithEvents), fmtInt(int64(lat.arrived))), group, max(lat.polls, 1), "per poll", 20))
 	}
 	grids = append(grids, Grid{
 		Caption: fmt.Sprintf("Part 3: member A's polls from the last one answered before T (B's last poll answered) to the first listing every partition; times relative to T, B's last_seen at %+.3f s",
@@ -893,13 +843,13 @@ func groupLatencyRows(l groupLatency) []Row {
 		{Metric: what + "latency p99", Raw: "—", Ferry: fmtMs(l.latency.P99), Target: "—"},
 		{Metric: what + "latency max", Raw: "—", Ferry: fmtMs(l.latency.Max)},
 		{Metric: what + "events polled / published", Raw: "—",
-			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed, %d polled twice)", fmtInt(int64(l.received)), fmtInt(int64(l.published)), l.published-l.received, l.failed, l.dups),
-			Target: "= published", Pass: pass(l.received == l.published && l.failed == 0 && l.published > 0)},
+			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed, %d polled twice)", fmtInt(int64(l.arrived)), fmtInt(int64(l.published)), l.published-l.arrived, l.failed, l.dups),
+			Target: "= published", Pass: pass(l.arrived == l.published && l.failed == 0 && l.published > 0)},
 		{Metric: what + "publish request latency p50 / p99", Raw: "—", Ferry: fmtMs(l.publish.P50) + " / " + fmtMs(l.publish.P99)},
 		{Metric: what + "publish answered → poll answered p50 / p99", Raw: "—", Ferry: fmtMs(l.after.P50) + " / " + fmtMs(l.after.P99)},
 		{Metric: what + "polls in the window (with events), commits, events per poll with events", Raw: "—",
 			Ferry: fmt.Sprintf("%s (%s), %s, %.2f", fmtInt(l.polls), fmtInt(l.pollsWithEvents), fmtInt(l.commits),
-				float64(l.received)/float64(max(l.pollsWithEvents, 1)))},
+				float64(l.arrived)/float64(max(l.pollsWithEvents, 1)))},
 	}
 	t, ok := verdict(fmt.Sprintf("0 (wait_seconds %d)", groupWait), l.emptyPolls == 0)
 	rows = append(rows, Row{Metric: what + "polls answered without events in the window, their mean duration", Raw: "—",
@@ -908,9 +858,9 @@ func groupLatencyRows(l groupLatency) []Row {
 		group, publishing := splitPublishing(l.stmts)
 		rows = append(rows,
 			Row{Metric: what + "SQL statements of the member per poll (poll + its commit, when any)", Raw: "—",
-				Ferry: fmt.Sprintf("%.1f (%.1f per event)", float64(group.calls())/float64(max(l.polls, 1)), float64(group.calls())/float64(max(l.received, 1)))},
+				Ferry: fmt.Sprintf("%.1f (%.1f per event)", float64(group.calls())/float64(max(l.polls, 1)), float64(group.calls())/float64(max(l.arrived, 1)))},
 			Row{Metric: what + "SQL statements of publishing per event (publish transactions, wake-up NOTIFYs; pipelined BEGIN/COMMIT not recorded)", Raw: "—",
-				Ferry: fmt.Sprintf("%.1f", float64(publishing.calls())/float64(max(l.received, 1)))},
+				Ferry: fmt.Sprintf("%.1f", float64(publishing.calls())/float64(max(l.arrived, 1)))},
 		)
 	}
 	return rows

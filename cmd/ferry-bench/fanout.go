@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"runtime/pprof"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferry-mq/ferry/jobs"
@@ -266,12 +262,9 @@ func (b *Bench) measureFanout(ctx context.Context, n int, perSide time.Duration,
 // pushReceiver is the in-process webhook endpoint of part 2: it records
 // when each event id first arrived and answers 204.
 type pushReceiver struct {
-	srv  *http.Server
-	url  string
-	mu   sync.Mutex
-	at   map[string]time.Time
-	dups int64
-	n    atomic.Int64 // distinct ids arrived
+	*arrivals
+	srv *http.Server
+	url string
 }
 
 func startPushReceiver() (*pushReceiver, error) {
@@ -279,7 +272,7 @@ func startPushReceiver() (*pushReceiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &pushReceiver{at: map[string]time.Time{}, url: "http://" + ln.Addr().String() + "/hook"}
+	r := &pushReceiver{arrivals: newArrivals(), url: "http://" + ln.Addr().String() + "/hook"}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
@@ -289,22 +282,8 @@ func (r *pushReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	id := req.Header.Get(jobs.HeaderWebhookID)
 	_, _ = io.Copy(io.Discard, req.Body)
-	r.mu.Lock()
-	if _, seen := r.at[id]; seen {
-		r.dups++
-	} else {
-		r.at[id] = now
-		r.n.Add(1)
-	}
-	r.mu.Unlock()
+	r.record(id, now)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (r *pushReceiver) arrival(id string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.at[id]
-	return t, ok
 }
 
 func (r *pushReceiver) close() {
@@ -313,64 +292,14 @@ func (r *pushReceiver) close() {
 	_ = r.srv.Shutdown(ctx)
 }
 
-// waitArrived waits until n distinct ids have arrived, or the deadline.
-func (r *pushReceiver) waitArrived(ctx context.Context, n int64, deadline time.Time) {
-	for r.n.Load() < n && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// timedPublish is one single-event publish of a latency measurement.
-type timedPublish struct {
-	id         string
-	sent, back time.Time // just before the request; when its answer was read
-	err        error
-}
-
-// publishAtRate publishes n single events, one every 1/rate s from a
-// schedule (open loop: a slow publish does not delay the next), with ids
-// prefix-000000 ... It returns when every publish has been answered.
-func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate int, keys []string) []timedPublish {
-	out := make([]timedPublish, n)
-	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	pprof.Do(ctx, pprof.Labels("role", "client", "load", "publish/"+prefix), func(ctx context.Context) {
-		for i := range n {
-			sleepUntil(ctx, start.Add(time.Duration(i)*interval))
-			if ctx.Err() != nil {
-				out[i].err = ctx.Err()
-				continue
-			}
-			id := fmt.Sprintf("%s-%06d", prefix, i)
-			key, _ := json.Marshal(keys[i%len(keys)])
-			req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(key) + `,"data":` + body + `}]}`)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p := timedPublish{id: id, sent: time.Now()}
-				p.err = b.client.Publish(ctx, topic, req)
-				p.back = time.Now()
-				out[i] = p
-			}()
-		}
-	})
-	wg.Wait()
-	return out
-}
-
 // pushOutcome is part 2's and part 3's outcome.
 type pushOutcome struct {
-	published, failed int
-	delivered         int
-	dups              int64
-	latency, publish  Summary // publish start → arrival; publish request
-	afterAnswer       Summary // publish answered → arrival
-	stmts             stmtList
-	stmtsOK           bool
-	attempts, okAtt   int64
-	attemptMs         float64
-	elapsed           time.Duration
+	publishLatency  // publish → delivered (arrived at the receiver)
+	stmts           stmtList
+	stmtsOK         bool
+	attempts, okAtt int64
+	attemptMs       float64
+	elapsed         time.Duration
 }
 
 // measurePush runs parts 2 and 3.
@@ -405,61 +334,23 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 
 	// Warm-up: half a second at the same rate, all delivered, not counted
 	// (the first kick starts the push job).
-	warm := pushRate / 2
-	for _, p := range b.publishAtRate(ctx, topic, "evt_warmup", warm, pushRate, keys) {
-		if p.err != nil {
-			return out, fmt.Errorf("warm-up publish: %w", p.err)
-		}
+	warm, err := b.warmUp(ctx, topic, "evt_warmup", pushRate, keys, recv.arrivals, "pushed")
+	if err != nil {
+		return out, err
 	}
-	recv.waitArrived(ctx, int64(warm), time.Now().Add(15*time.Second))
-	if got := recv.n.Load(); got < int64(warm) {
-		return out, fmt.Errorf("warm-up: %d of %d events pushed within 15 s", got, warm)
-	}
-
-	n := int(d.Seconds() * pushRate)
 	var pubs []timedPublish
 	measure := func() error {
-		started := time.Now()
-		pubs = b.publishAtRate(ctx, topic, "evt_bench", n, pushRate, keys)
-		ok := 0
-		for _, p := range pubs {
-			if p.err == nil {
-				ok++
-			}
+		var err error
+		pubs, out.elapsed, err = b.publishAndAwait(ctx, topic, "evt_bench", int(d.Seconds()*pushRate), pushRate, keys, recv.arrivals, warm)
+		if err != nil {
+			return err
 		}
-		recv.waitArrived(ctx, int64(warm+ok), time.Now().Add(10*time.Second))
-		out.elapsed = time.Since(started)
 		return ctx.Err()
 	}
 	if out.stmts, out.stmtsOK, err = b.countStatements(ctx, true, measure); err != nil {
 		return out, err
 	}
-
-	var lat, pub, after []time.Duration
-	var firstErr error
-	for _, p := range pubs {
-		if p.err != nil {
-			out.failed++
-			if firstErr == nil {
-				firstErr = p.err
-			}
-			continue
-		}
-		out.published++
-		pub = append(pub, p.back.Sub(p.sent))
-		if at, ok := recv.arrival(p.id); ok {
-			out.delivered++
-			lat = append(lat, at.Sub(p.sent))
-			after = append(after, at.Sub(p.back))
-		}
-	}
-	if firstErr != nil {
-		progress("  %d publishes failed, the first: %v", out.failed, firstErr)
-	}
-	recv.mu.Lock()
-	out.dups = recv.dups
-	recv.mu.Unlock()
-	out.latency, out.publish, out.afterAnswer = Summarize(lat), Summarize(pub), Summarize(after)
+	out.publishLatency = tallyPublishes(pubs, recv.arrivals)
 	// The worker records attempts after their requests end: give the last
 	// ones a moment.
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -469,7 +360,7 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 			Scan(&out.attempts, &out.okAtt, &out.attemptMs); err != nil {
 			return out, fmt.Errorf("push attempts: %w", err)
 		}
-		if out.attempts >= int64(out.delivered) || time.Now().After(deadline) {
+		if out.attempts >= int64(out.arrived) || time.Now().After(deadline) {
 			return out, nil
 		}
 	}
@@ -528,9 +419,9 @@ func (b *Bench) fanout(ctx context.Context) (*Section, error) {
 		notes = append(notes, "**Statements per delivery skipped:** "+b.statementsReason+
 			" (part 3 needs pg_stat_statements loaded through shared_preload_libraries).")
 	}
-	if p.failed > 0 || p.delivered < p.published {
+	if p.failed > 0 || p.arrived < p.published {
 		notes = append(notes, fmt.Sprintf("**Push:** %d publishes failed; %d of %d published events were not pushed within 10 s of the last publish.",
-			p.failed, p.published-p.delivered, p.published))
+			p.failed, p.published-p.arrived, p.published))
 	}
 	notes = append(notes, pushNote(p))
 
@@ -612,7 +503,7 @@ func verdict(target string, ok bool) (string, *bool) {
 // pushRows are part 2's rows.
 func pushRows(p pushOutcome) []Row {
 	l := p.latency
-	complete := p.delivered == p.published && p.failed == 0
+	complete := p.arrived == p.published && p.failed == 0
 	t50, ok50 := verdict("< 50 ms (issue)", complete && l.N > 0 && l.P50 < pushP50Target)
 	t99, ok99 := verdict("< 250 ms (issue)", complete && l.N > 0 && l.P99 < pushP99Target)
 	const what = "push: "
@@ -622,11 +513,11 @@ func pushRows(p pushOutcome) []Row {
 		{Metric: what + "publish → delivered latency p99", Raw: "—", Ferry: fmtMs(l.P99), Target: t99, Pass: ok99},
 		{Metric: what + "publish → delivered latency max", Raw: "—", Ferry: fmtMs(l.Max)},
 		{Metric: what + "events delivered / published", Raw: "—",
-			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed)", fmtInt(int64(p.delivered)), fmtInt(int64(p.published)), p.published-p.delivered, p.failed),
+			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed)", fmtInt(int64(p.arrived)), fmtInt(int64(p.published)), p.published-p.arrived, p.failed),
 			Target: "= published", Pass: pass(complete)},
 		{Metric: what + "repeated deliveries (same event id again)", Raw: "—", Ferry: fmtInt(p.dups)},
 		{Metric: what + "publish request latency p50 / p99", Raw: "—", Ferry: fmtMs(p.publish.P50) + " / " + fmtMs(p.publish.P99)},
-		{Metric: what + "publish answered → delivered p50 / p99", Raw: "—", Ferry: fmtMs(p.afterAnswer.P50) + " / " + fmtMs(p.afterAnswer.P99)},
+		{Metric: what + "publish answered → delivered p50 / p99", Raw: "—", Ferry: fmtMs(p.after.P50) + " / " + fmtMs(p.after.P99)},
 		{Metric: what + "push attempts recorded (ok), mean attempt duration", Raw: "—",
 			Ferry: fmt.Sprintf("%s (%s), %.1f ms", fmtInt(p.attempts), fmtInt(p.okAtt), p.attemptMs)},
 	}
@@ -646,7 +537,7 @@ func stmtRows(p pushOutcome) ([]Row, Grid) {
 	// (an upper-case BEGIN recorded is taken to be one of theirs).
 	unseen := 2 * max(publishTx-begins, 0)
 	all := recorded + unseen
-	d := float64(max(p.delivered, 1))
+	d := float64(max(p.arrived, 1))
 	per := float64(all) / d
 	rows := []Row{
 		{Metric: "SQL statements per pushed delivery, all (publish + fan-out + push, River included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", per)},
@@ -655,16 +546,16 @@ func stmtRows(p pushOutcome) ([]Row, Grid) {
 		{Metric: "of which: publishing (the publish transactions, BEGIN/COMMIT included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(publishing+unseen)/d)},
 		func() Row {
 			deliver := float64(all-publishing-unseen-river) / d
-			t, ok := verdict("≤ 5 (issue: delivery state changes; Convoy ~32)", p.delivered > 0 && deliver <= stmtsPerDeliveryTarget)
+			t, ok := verdict("≤ 5 (issue: delivery state changes; Convoy ~32)", p.arrived > 0 && deliver <= stmtsPerDeliveryTarget)
 			return Row{Metric: "of which: delivery (claims, acks, nacks, attempt records, wake-ups)", Raw: "—",
 				Ferry: fmt.Sprintf("%.2f", deliver), Target: t, Pass: ok}
 		}(),
 		{Metric: "publish transactions per delivered event (group commit merges publishes)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(publishTx)/d)},
 		{Metric: "statements in the window (recorded + added), events delivered, window", Raw: "—",
-			Ferry: fmt.Sprintf("%s + %s, %s, %s", fmtInt(recorded), fmtInt(unseen), fmtInt(int64(p.delivered)), p.elapsed.Round(10*time.Millisecond))},
+			Ferry: fmt.Sprintf("%s + %s, %s, %s", fmtInt(recorded), fmtInt(unseen), fmtInt(int64(p.arrived)), p.elapsed.Round(10*time.Millisecond))},
 	}
-	g := stmtGrid(fmt.Sprintf("Push (part 3): the statements with the most calls during the measured window (%s events delivered)", fmtInt(int64(p.delivered))),
-		p.stmts, int64(max(p.delivered, 1)), "per delivery", 15)
+	g := stmtGrid(fmt.Sprintf("Push (part 3): the statements with the most calls during the measured window (%s events delivered)", fmtInt(int64(p.arrived))),
+		p.stmts, int64(max(p.arrived, 1)), "per delivery", 15)
 	return rows, g
 }
 
@@ -674,5 +565,5 @@ func pushNote(p pushOutcome) string {
 		"transaction writing the event and its delivery, and the answer) takes %s at p50; the rest, from the publish's answer to the POST arriving "+
 		"(kick or notifier wake-up of the push worker, claim, HTTP request), %s at p50 (%s at p99; negative when the POST arrived before the "+
 		"publisher had read its answer).",
-		fmtMs(p.latency.P50), fmtMs(p.publish.P50), fmtMs(p.afterAnswer.P50), fmtMs(p.afterAnswer.P99))
+		fmtMs(p.latency.P50), fmtMs(p.publish.P50), fmtMs(p.after.P50), fmtMs(p.after.P99))
 }
