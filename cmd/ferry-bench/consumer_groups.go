@@ -563,20 +563,11 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	}
 	progress("  member B stopped (generation %d); waiting for member A to own all %d partitions", out.genAtT, topicPartitions)
 
-	var got memberPoll
-	if err := pair.await(ctx, "member A owning every partition", time.Duration(rebalanceSession+10)*time.Second, func() bool {
-		all, _ := pair.a.snapshot()
-		for _, p := range all {
-			if p.at.After(out.stoppedAt) && len(p.partitions) == topicPartitions {
-				got = p
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	got, err := pair.firstOfA(ctx, "member A owning every partition", time.Duration(rebalanceSession+10)*time.Second, out.stoppedAt,
+		func(p memberPoll) bool { return len(p.partitions) == topicPartitions })
+	if err != nil {
 		return out, err
 	}
-	close(pair.stopA)
 	out.took = got.at.Sub(out.stoppedAt)
 	out.evictingPollSentAt = got.sent.Sub(out.stoppedAt)
 	out.genAfter = got.generation

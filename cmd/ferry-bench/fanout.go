@@ -87,16 +87,7 @@ const truncateFanout = `TRUNCATE ferry.event_dedup, ferry.events, ferry.messages
 // resetFanout empties the message and event tables, rewinds every
 // partition and checkpoints.
 func (b *Bench) resetFanout(ctx context.Context) error {
-	if _, err := b.raw.Exec(ctx, truncateFanout); err != nil {
-		return fmt.Errorf("truncate: %w", err)
-	}
-	if _, err := b.raw.Exec(ctx, `UPDATE ferry.topic_partitions SET next_offset = 0`); err != nil {
-		return fmt.Errorf("rewind partitions: %w", err)
-	}
-	if _, err := b.raw.Exec(ctx, `VACUUM ferry.topic_partitions`); err != nil {
-		return fmt.Errorf("vacuum: %w", err)
-	}
-	return b.checkpoint(ctx)
+	return b.resetTopicTables(ctx, truncateFanout)
 }
 
 // createSubscription creates a subscription through the API with the

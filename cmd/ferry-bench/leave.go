@@ -71,20 +71,12 @@ func (b *Bench) measureTakeover(ctx context.Context, topic, group string, gracef
 		t = time.Now()
 		out.leaveCall = t.Sub(sent)
 	}
-	var got memberPoll
-	if err := pair.await(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, func() bool {
-		ps, _ := pair.a.snapshot()
-		for _, p := range ps {
-			if p.at.After(t) && slices.ContainsFunc(p.eventParts, func(ep int) bool { return slices.Contains(lastB.partitions, ep) }) {
-				got = p
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	got, err := pair.firstOfA(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, t, func(p memberPoll) bool {
+		return slices.ContainsFunc(p.eventParts, func(ep int) bool { return slices.Contains(lastB.partitions, ep) })
+	})
+	if err != nil {
 		return out, err
 	}
-	close(pair.stopA)
 	out.delivered = got.at.Sub(t)
 	ps, _ := pair.a.snapshot()
 	for _, p := range ps {

@@ -103,26 +103,9 @@ func parseFlags() (Options, error) {
 	flag.Parse()
 
 	if o.Quick {
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
+		if err := quickDefaults(); err != nil {
+			return o, err
 		}
-		def("duration", func() { o.Duration = 2 * time.Second })
-		def("rounds", func() { o.Rounds = 2 })
-		def("churn", func() { o.Churn = 4 * time.Second })
-		def("prefill", func() { o.Prefill = 100_000 })
-		def("large", func() { o.LargeDepth = 200_000 })
-		def("claim-iterations", func() { o.ClaimIters = 200 })
-		def("wake-iterations", func() { o.WakeIters = 40 })
-		def("churn-depth", func() { o.ChurnDepth = 20_000 })
-		def("statements-messages", func() { o.StatementsMsgs = 500 })
-		def("cold-light", func() { o.ColdLight = 5 * time.Second })
-		def("cold-budget", func() { o.ColdBudget = 20 * time.Second })
-		def("cold-messages", func() { o.ColdMessages = 50_000 })
-		def("cold-events", func() { o.ColdEvents = 25_000 })
 	}
 	if only != "" {
 		var err error
@@ -140,6 +123,25 @@ func parseFlags() (Options, error) {
 		return o, errors.New("-cold-budget must be at least 1s and -cold-light not negative")
 	}
 	return o, nil
+}
+
+// quickDefaults sets the -quick run's values of the flags not given on
+// the command line.
+func quickDefaults() error {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, d := range [][2]string{
+		{"duration", "2s"}, {"rounds", "2"}, {"churn", "4s"}, {"prefill", "100000"}, {"large", "200000"},
+		{"claim-iterations", "200"}, {"wake-iterations", "40"}, {"churn-depth", "20000"}, {"statements-messages", "500"},
+		{"cold-light", "5s"}, {"cold-budget", "20s"}, {"cold-messages", "50000"}, {"cold-events", "25000"},
+	} {
+		if !set[d[0]] {
+			if err := flag.Set(d[0], d[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // scenario is one section of the report.

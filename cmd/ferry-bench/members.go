@@ -136,6 +136,26 @@ func (b *Bench) settledPair(ctx context.Context, topic, group string, maxEvents 
 	return m, lastB, nil
 }
 
+// firstOfA waits (up to limit) for member A's first answer after t for
+// which cond holds, then stops A and returns that answer.
+func (m *memberPair) firstOfA(ctx context.Context, what string, limit time.Duration, t time.Time, cond func(memberPoll) bool) (memberPoll, error) {
+	var got memberPoll
+	err := m.await(ctx, what, limit, func() bool {
+		ps, _ := m.a.snapshot()
+		for _, p := range ps {
+			if p.at.After(t) && cond(p) {
+				got = p
+				return true
+			}
+		}
+		return false
+	})
+	if err == nil {
+		close(m.stopA)
+	}
+	return got, err
+}
+
 // close stops both members and waits for them.
 func (m *memberPair) close() {
 	m.cancel()

@@ -140,7 +140,13 @@ func (b *Bench) createTopic(ctx context.Context, name string) (int64, error) {
 // resetTopics empties the event tables, rewinds every partition to offset
 // 0 (topics stay) and checkpoints.
 func (b *Bench) resetTopics(ctx context.Context) error {
-	if _, err := b.raw.Exec(ctx, `TRUNCATE ferry.events, ferry.event_dedup`); err != nil {
+	return b.resetTopicTables(ctx, `TRUNCATE ferry.events, ferry.event_dedup`)
+}
+
+// resetTopicTables runs truncate, rewinds every partition to offset 0,
+// vacuums the partitions and checkpoints.
+func (b *Bench) resetTopicTables(ctx context.Context, truncate string) error {
+	if _, err := b.raw.Exec(ctx, truncate); err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}
 	if _, err := b.raw.Exec(ctx, `UPDATE ferry.topic_partitions SET next_offset = 0`); err != nil {
