@@ -2,47 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 )
 
 // Scenarios 1-3: throughput of batch send, single-message send and
 // receive+ack, raw SQL against Ferry over HTTP.
-
-// throughputRows are the headline rows of a throughput comparison: the
-// rates over all rounds, and the ratio of each pair of rounds.
-func throughputRows(metric string, raw, ferry Phase, pairs []float64, target float64) []Row {
-	ratio := ferry.Rate() / raw.Rate()
-	each := make([]string, len(pairs))
-	for i, p := range pairs {
-		each[i] = fmt.Sprintf("%.2f", p)
-	}
-	return []Row{{
-		Metric: metric,
-		Raw:    fmtRate(raw.Rate()),
-		Ferry:  fmtRate(ferry.Rate()),
-		Ratio:  fmt.Sprintf("%.2f×", ratio),
-		Target: fmt.Sprintf("≥ %.1f×", target),
-		Pass:   pass(ratio >= target),
-	}, {
-		Metric: "Ferry/raw in each round pair (noise)",
-		Ratio:  strings.Join(each, " · "),
-	}}
-}
-
-// roundsNote describes the alternation, for the "how measured" texts.
-func (b *Bench) roundsNote(extra string) string {
-	return fmt.Sprintf("Each side runs %d rounds of %s in the order raw, Ferry, Ferry, raw, ..., each round after %s and a %s warm-up that is not counted.",
-		b.opts.Rounds, b.opts.Duration/time.Duration(b.opts.Rounds), extra, warmupFor(b.opts.Duration/time.Duration(b.opts.Rounds)))
-}
-
-func drainedNote(raw, ferry Phase) []string {
-	if raw.Drained || ferry.Drained {
-		return []string{"Note: a queue ran empty before the end of a window; that window was cut at the last completed operation (raise -prefill)."}
-	}
-	return nil
-}
 
 // sideQueues creates one queue per side (raw SQL's, then Ferry's) through
 // the API and returns their ids.
@@ -58,29 +22,40 @@ func (b *Bench) sideQueues(ctx context.Context, prefix string) ([2]int64, error)
 	return ids, nil
 }
 
-// compareLoads measures raw and Ferry with the same number of clients, in
-// alternating rounds (alternate), each round a runLoad of its side's
-// operation after prepare; label names the loads in CPU profiles.
-func (b *Bench) compareLoads(ctx context.Context, label string, clients int, prepare func(side) error, raw, ferry loadOp) (rawRes, ferryRes Phase, pairs []float64, err error) {
-	if err := warmPool(ctx, b.raw, clients); err != nil {
+// sideLoads are the two sides of a comparison under load: the same
+// number of clients, each side's operation.
+type sideLoads struct {
+	label   string // names the loads in CPU profiles (label/raw, label/ferry)
+	clients int
+	prepare func(side) error // before every round
+	check   func(side) error // after every round; nil: none
+	ops     [2]loadOp        // by side
+}
+
+// compare measures both sides in alternating rounds (alternate), each
+// round a runLoad of its side's operation between prepare and check.
+func (b *Bench) compare(ctx context.Context, l sideLoads) (raw, ferry Phase, pairs []float64, err error) {
+	if err := warmPool(ctx, b.raw, l.clients); err != nil {
 		return Phase{}, Phase{}, nil, err
 	}
-	return b.alternate(ctx, b.opts.Duration, prepare, func(s side, d time.Duration) (Phase, error) {
-		op := ferry
-		if s == rawSide {
-			op = raw
+	return b.alternate(ctx, b.opts.Duration, l.prepare, func(s side, d time.Duration) (Phase, error) {
+		p, err := b.runLoad(ctx, l.label+"/"+s.String(), l.clients, d, l.ops[s])
+		if err == nil && l.check != nil {
+			err = l.check(s)
 		}
-		return b.runLoad(ctx, label+"/"+s.String(), clients, d, op)
+		return p, err
 	})
 }
 
-// throughputSection is the rows of scenarios 1-3: the rates against the
-// target, the latencies of the operations, and the evidence.
-func throughputSection(metric, latency string, raw, ferry Phase, pairs []float64, target float64, how string) *Section {
-	rows := throughputRows(metric, raw, ferry, pairs, target)
-	rows = append(rows, latencyRows(latency, Summarize(raw.Latencies), Summarize(ferry.Latencies))...)
-	rows = append(rows, evidenceRows(raw, ferry)...)
-	return &Section{Rows: rows, How: how, Notes: drainedNote(raw, ferry)}
+// numbered is op with each call's number among its worker's calls: worker
+// w's i-th call is op(ctx, w, i).
+func numbered(workers int, op func(ctx context.Context, w int, i int64) (int, error)) loadOp {
+	counter := make([]int64, workers) // each worker touches its own
+	return func(ctx context.Context, w int) (int, error) {
+		i := counter[w]
+		counter[w]++
+		return op(ctx, w, i)
+	}
 }
 
 func (b *Bench) batchSend(ctx context.Context) (*Section, error) {
@@ -90,14 +65,16 @@ func (b *Bench) batchSend(ctx context.Context) (*Section, error) {
 		return nil, err
 	}
 	arr, req := bodies(batch), SendRequest(batch)
-	raw, ferry, pairs, err := b.compareLoads(ctx, "batch-send", clients, func(side) error { return b.reset(ctx) },
-		func(ctx context.Context, _ int) (int, error) {
-			_, err := b.raw.Exec(ctx, rawInsertBatch, ids[rawSide], arr)
-			return batch, err
-		},
-		func(ctx context.Context, _ int) (int, error) {
-			return batch, b.client.Send(ctx, "bench-batch-ferry", req)
-		})
+	raw, ferry, pairs, err := b.compare(ctx, sideLoads{label: "batch-send", clients: clients, prepare: func(side) error { return b.reset(ctx) },
+		ops: [2]loadOp{
+			func(ctx context.Context, _ int) (int, error) {
+				_, err := b.raw.Exec(ctx, rawInsertBatch, ids[rawSide], arr)
+				return batch, err
+			},
+			func(ctx context.Context, _ int) (int, error) {
+				return batch, b.client.Send(ctx, "bench-batch-ferry", req)
+			},
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +88,14 @@ func (b *Bench) singleSend(ctx context.Context) (*Section, error) {
 		return nil, err
 	}
 	req := SendRequest(1)
-	raw, ferry, pairs, err := b.compareLoads(ctx, "single-send", clients, func(side) error { return b.reset(ctx) },
-		func(ctx context.Context, _ int) (int, error) {
-			_, err := b.raw.Exec(ctx, rawInsertOne, ids[rawSide], body)
-			return 1, err
-		},
-		func(ctx context.Context, _ int) (int, error) { return 1, b.client.Send(ctx, "bench-single-ferry", req) })
+	raw, ferry, pairs, err := b.compare(ctx, sideLoads{label: "single-send", clients: clients, prepare: func(side) error { return b.reset(ctx) },
+		ops: [2]loadOp{
+			func(ctx context.Context, _ int) (int, error) {
+				_, err := b.raw.Exec(ctx, rawInsertOne, ids[rawSide], body)
+				return 1, err
+			},
+			func(ctx context.Context, _ int) (int, error) { return 1, b.client.Send(ctx, "bench-single-ferry", req) },
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +108,14 @@ func (b *Bench) receiveAck(ctx context.Context) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, ferry, pairs, err := b.compareLoads(ctx, "receive-ack", clients,
-		func(s side) error {
+	raw, ferry, pairs, err := b.compare(ctx, sideLoads{label: "receive-ack", clients: clients,
+		prepare: func(s side) error {
 			if err := b.reset(ctx); err != nil {
 				return err
 			}
 			return b.fill(ctx, ids[s], b.opts.Prefill)
 		},
-		func(ctx context.Context, _ int) (int, error) {
+		ops: [2]loadOp{func(ctx context.Context, _ int) (int, error) {
 			claimed, err := rawClaimIDs(ctx, b.raw, ids[rawSide], batch)
 			if err != nil {
 				return 0, err
@@ -146,8 +125,7 @@ func (b *Bench) receiveAck(ctx context.Context) (*Section, error) {
 			}
 			_, err = b.raw.Exec(ctx, rawDelete, ids[rawSide], claimed)
 			return len(claimed), err
-		},
-		func(ctx context.Context, _ int) (int, error) {
+		}, func(ctx context.Context, _ int) (int, error) {
 			receipts, err := b.client.Receive(ctx, "bench-recv-ferry", batch, 0)
 			if err != nil {
 				return 0, err
@@ -156,7 +134,7 @@ func (b *Bench) receiveAck(ctx context.Context) (*Section, error) {
 				return 0, errDrained
 			}
 			return len(receipts), b.client.Ack(ctx, "bench-recv-ferry", receipts)
-		})
+		}}})
 	if err != nil {
 		return nil, err
 	}

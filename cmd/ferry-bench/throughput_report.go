@@ -2,23 +2,51 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
-// The "how measured" texts of the scenarios: prose, kept apart from the
-// code that measures.
+// throughputRows are the headline rows of a throughput comparison: the
+// rates over all rounds, and the ratio of each pair of rounds.
+func throughputRows(metric string, raw, ferry Phase, pairs []float64, target float64) []Row {
+	ratio := ferry.Rate() / raw.Rate()
+	each := make([]string, len(pairs))
+	for i, p := range pairs {
+		each[i] = fmt.Sprintf("%.2f", p)
+	}
+	return []Row{{
+		Metric: metric,
+		Raw:    fmtRate(raw.Rate()),
+		Ferry:  fmtRate(ferry.Rate()),
+		Ratio:  fmt.Sprintf("%.2f×", ratio),
+		Target: fmt.Sprintf("≥ %.1f×", target),
+		Pass:   pass(ratio >= target),
+	}, {
+		Metric: "Ferry/raw in each round pair (noise)",
+		Ratio:  strings.Join(each, " · "),
+	}}
+}
 
-// statementsHow says how scenario 7 measures.
-func statementsHow(n, batches, received int64, singleClients, batch, batchClients, claim, consumers int) string {
-	return fmt.Sprintf("pg_stat_statements (track = top, so statements run by triggers and functions are inside their caller) is reset before "+
-		"each phase and read after it; River's statements and the bench's own are left out, BEGIN and COMMIT are counted "+
-		"(River's own background transactions may add a handful). Statements are told apart by the tag comment each of Ferry's carries "+
-		"(`/* ferry:message_claim */`); one without a tag shows as `untagged`. Phases, each on a freshly truncated table: %s single sends by %d clients; "+
-		"%s batches of %d by %d clients; %s messages received in batches of %d and acked by %d consumers (prefilled; a cycle is one "+
-		"claim and one delete for raw SQL, one receive and one ack request for Ferry). The raw side's statements are exactly the ones shown "+
-		"in scenarios 1-3. "+
-		"Execution time is PostgreSQL's `total_exec_time`, excluding network and commit waits.",
-		fmtInt(n), singleClients, fmtInt(batches), batch, batchClients, fmtInt(received), claim, consumers)
+// roundsNote describes the alternation, for the "how measured" texts.
+func (b *Bench) roundsNote(extra string) string {
+	return fmt.Sprintf("Each side runs %d rounds of %s in the order raw, Ferry, Ferry, raw, ..., each round after %s and a %s warm-up that is not counted.",
+		b.opts.Rounds, b.opts.Duration/time.Duration(b.opts.Rounds), extra, warmupFor(b.opts.Duration/time.Duration(b.opts.Rounds)))
+}
+
+func drainedNote(raw, ferry Phase) []string {
+	if raw.Drained || ferry.Drained {
+		return []string{"Note: a queue ran empty before the end of a window; that window was cut at the last completed operation (raise -prefill)."}
+	}
+	return nil
+}
+
+// throughputSection is the rows of scenarios 1-3: the rates against the
+// target, the latencies of the operations, and the evidence.
+func throughputSection(metric, latency string, raw, ferry Phase, pairs []float64, target float64, how string) *Section {
+	rows := throughputRows(metric, raw, ferry, pairs, target)
+	rows = append(rows, latencyRows(latency, Summarize(raw.Latencies), Summarize(ferry.Latencies))...)
+	rows = append(rows, evidenceRows(raw, ferry)...)
+	return &Section{Rows: rows, How: how, Notes: drainedNote(raw, ferry)}
 }
 
 // batchSendHow says how scenario 1 measures; roundsNote describes the
