@@ -229,15 +229,20 @@ func (s side) String() string {
 // It returns each side's merged phases and the Ferry/raw rate ratio of each
 // pair of rounds, which shows the noise.
 func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare func(side) error, run func(side, time.Duration) (Phase, error)) (rawRes, ferryRes Phase, pairs []float64, err error) {
+	return b.rounds(ctx, perSide, b.opts.Rounds, rawSide, prepare, run)
+}
+
+// rounds is alternate with a given number of rounds, the first starting
+// with side first.
+func (b *Bench) rounds(ctx context.Context, perSide time.Duration, rounds int, first side, prepare func(side) error, run func(side, time.Duration) (Phase, error)) (rawRes, ferryRes Phase, pairs []float64, err error) {
 	var res [2]Phase
-	rounds := b.opts.Rounds
 	for i := range rounds {
 		if err := ctx.Err(); err != nil {
 			return Phase{}, Phase{}, nil, err
 		}
-		order := []side{rawSide, ferrySide}
+		order := []side{first, 1 - first}
 		if i%2 == 1 {
-			order = []side{ferrySide, rawSide}
+			order = []side{1 - first, first}
 		}
 		var pair [2]Phase
 		for _, s := range order {
@@ -253,7 +258,7 @@ func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare fu
 		}
 		ratio := pair[ferrySide].Rate() / pair[rawSide].Rate()
 		pairs = append(pairs, ratio)
-		progress("  round %d/%d: raw %.0f msgs/s, Ferry %.0f msgs/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
+		progress("  round %d/%d: raw %.0f/s, Ferry %.0f/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
 	}
 	return res[rawSide], res[ferrySide], pairs, nil
 }
