@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -20,4 +21,56 @@ func TestReportLabelsCellsOfSectionsWithTheirOwnColumns(t *testing.T) {
 	require.Contains(t, md, "## 11. Cold start\n\n| metric | warm | cold | cold/warm | target | |\n")
 	require.Contains(t, md, "## 3. Receive + ack\n\n| metric | raw SQL | Ferry | Ferry/raw | target | |\n", "other sections keep theirs")
 	require.Equal(t, 1, strings.Count(md, "| warm |"), "only the cold-start section has them")
+}
+
+func TestReportRendersEverySectionPart(t *testing.T) {
+	t.Parallel()
+	rep := &Report{
+		Header: []string{"Date: today", "Machine: 2 CPUs"},
+		Took:   7*time.Minute + 8*time.Second + 400*time.Millisecond,
+		Sections: []*Section{
+			{Number: 1, Title: "Batch send", Rows: []Row{
+				{Metric: "send throughput", Raw: "10 msgs/s", Ferry: "5 msgs/s", Ratio: "0.50×", Target: "≥ 0.5×", Pass: pass(true)},
+				{Metric: "evidence only", Raw: "a", Ferry: "b"},
+			}, How: "Clients send.", Notes: []string{"A note.", "Another note."}},
+			{Number: 9, Title: "Fan-out", Grids: []Grid{{Caption: "Statements:", Header: []string{"tag", "calls"},
+				Rows: [][]string{{"`ferry:event_append`", "10"}, {"`untagged`", "2"}}}}},
+			{Number: 10, Title: "Consumer groups", Notes: []string{"**Failed:** boom"}},
+		},
+	}
+	md := rep.Markdown()
+	require.True(t, strings.HasPrefix(md, "# Ferry benchmarks\n\n"))
+	require.Contains(t, md, "- Date: today\n- Machine: 2 CPUs\n- Whole run: 7m8s\n\n## Summary\n\n")
+	require.Contains(t, md, "| 1 | Batch send | send throughput | 10 msgs/s | 5 msgs/s | 0.50× | ≥ 0.5× | ✓ |\n")
+	require.NotContains(t, md, "| 1 | Batch send | evidence only", "rows without a target stay out of the summary")
+	require.Contains(t, md, "| 10 | Consumer groups | see below | | | | | |\n", "a failed section points to its note")
+	require.NotContains(t, md, "| 9 | Fan-out | see below", "a section with neither rows nor notes has no summary line")
+	require.Contains(t, md, "## 1. Batch send\n\n| metric | raw SQL | Ferry | Ferry/raw | target | |\n|---|---|---|---|---|---|\n"+
+		"| send throughput | 10 msgs/s | 5 msgs/s | 0.50× | ≥ 0.5× | ✓ |\n| evidence only | a | b |  |  |  |\n\n"+
+		"**How measured.** Clients send.\n\nA note.\n\nAnother note.\n\n")
+	require.Contains(t, md, "## 9. Fan-out\n\nStatements:\n\n| tag | calls |\n|---|---|\n| `ferry:event_append` | 10 |\n| `untagged` | 2 |\n\n")
+	require.Contains(t, md, "## 10. Consumer groups\n\n**Failed:** boom\n\n")
+	require.Less(t, strings.Index(md, "## 1. "), strings.Index(md, "## 9. "), "sections in their order")
+}
+
+func TestRowCheck(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "✓", Row{Pass: pass(true)}.check())
+	require.Equal(t, "✗", Row{Pass: pass(false)}.check())
+	require.Empty(t, Row{}.check(), "evidence rows have no verdict")
+	target, ok := verdict("< 50 ms", true)
+	require.Equal(t, "< 50 ms: target met", target)
+	require.True(t, *ok)
+	target, ok = verdict("< 50 ms", false)
+	require.Equal(t, "< 50 ms: missed", target)
+	require.False(t, *ok)
+}
+
+func TestLatencyRowsAreP50AndP99(t *testing.T) {
+	t.Parallel()
+	rows := latencyRows("request latency", Summarize(ms(1, 2, 3, 4)), Summarize(ms(2, 4, 6, 8)))
+	require.Equal(t, []Row{
+		{Metric: "request latency p50", Raw: "2.00 ms", Ferry: "4.00 ms", Ratio: "2.00×"},
+		{Metric: "request latency p99", Raw: "4.00 ms", Ferry: "8.00 ms", Ratio: "2.00×"},
+	}, rows)
 }
