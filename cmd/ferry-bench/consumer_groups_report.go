@@ -41,31 +41,7 @@ func groupsSection(raw1, ferry1, raw4, ferry4 groupRead, lat groupLatency, reb r
 		Rows:  rows,
 		Grids: grids,
 		Notes: notes,
-		How: fmt.Sprintf("**Read throughput (part 1):** one %d-partition topic created through the API, filled with %s events (partitions %v) through the raw pool with "+
-			"scenario 8's raw batch publish (batches of %d keyed events, one transaction each, 4 writers, offsets checked dense), then VACUUM ANALYZE and a CHECKPOINT. "+
-			"Four runs read all of it, each after a CHECKPOINT, in the order raw 1 reader, Ferry 1 member, Ferry 4 members, raw 4 readers (the table is in shared buffers throughout). "+
-			"Ferry: a new group per run (`start: earliest`); its members first join one after another with a poll of `max_events` 1 (committed, not counted), so that the "+
-			"assignment is settled before the measured run; then every member (its own consumer id) loops `POST .../poll` `{\"max_events\": %d, \"wait_seconds\": 0, "+
-			"\"session_timeout_seconds\": %d}`, decodes every field of the answer, and `POST .../commit`s the highest offset per partition, until a poll comes back empty; "+
-			"afterwards the group is described and every partition's lag must be 0. Raw: reader r of R reads the partitions p with p mod R = r, round-robin a batch at a time, "+
-			"with `SELECT id, type, key, data::text, attributes::text, partition, \"offset\", published_at FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND \"offset\" >= $3 "+
-			"ORDER BY \"offset\" LIMIT %d` (the columns Ferry reads), then `UPDATE ferry.group_partitions SET committed_offset = $3, fetch_offset = $3 + 1 WHERE group_id = $1 AND partition = $2` "+
-			"(the position row of a group the bench inserts into Ferry's tables), each its own autocommit statement. Events/s = events read in the run ÷ its wall time "+
-			"(first poll to the last member's empty poll). CPU, WAL, transactions and waits as in scenarios 1-3, over the run. "+
-			"pg_stat_statements (track = top) is on for the whole scenario, on both sides, and reset around each run and part 2's window; the bench's own sampling statements are left out. "+
-			"**Publish → poll latency (part 2):** a new topic; one member long-polls `{\"max_events\": %d, \"wait_seconds\": %d, \"session_timeout_seconds\": %d}` in a loop "+
-			"and commits after every poll that returned events; single-event publishes (`POST /v1/topics/{t}/events`, client-given ids) start from a schedule at %d events/s "+
-			"for %s (open loop, each in its own goroutine), after a %s warm-up at the same rate, all polled first. Latency = the time the poll answer carrying the event was read "+
-			"− the time just before its publish request was sent; every event must arrive within 10 s of the last publish. "+
-			"**Rebalance (part 3):** a new topic, nothing published; members A and B each loop polls `{\"wait_seconds\": %d, \"session_timeout_seconds\": %d}`. "+
-			"Once both answers list 2 partitions in the same generation, B stops after its current poll; T is when that last poll was answered. The time reported is T → the "+
-			"first answer to A that lists all %d partitions. Eviction is lazy: B's session expires %d s after its last_seen (updated by its last fetch, just before T), and "+
-			"the first poll of A that starts after that evicts it in its first transaction and lists the new partitions, but, nothing being published, is answered only after "+
-			"its %d s wait; so ≈ %d s + up to one poll interval (≈ %d s) + %d s is expected.",
-			topicPartitions, fmtInt(int64(n)), sizes, groupBatch, groupBatch, groupSession, groupBatch,
-			groupBatch, groupWait, groupSession, groupRate, publishFor, time.Second/2,
-			rebalanceWait, rebalanceSession, topicPartitions, rebalanceSession, rebalanceWait,
-			rebalanceSession, rebalanceWait, rebalanceWait),
+		How:   groupsHow(sizes, n, publishFor),
 	}
 }
 
@@ -247,4 +223,33 @@ func groupNotes(raw1, ferry1, ferry4 groupRead, l groupLatency, r rebalance) []s
 			fmtMs(l.latency.P50), fmtMs(l.publish.P50)))
 	}
 	return notes
+}
+
+// groupsHow says how scenario 10 measures.
+func groupsHow(sizes []int64, n int, publishFor time.Duration) string {
+	return fmt.Sprintf("**Read throughput (part 1):** one %d-partition topic created through the API, filled with %s events (partitions %v) through the raw pool with "+
+		"scenario 8's raw batch publish (batches of %d keyed events, one transaction each, 4 writers, offsets checked dense), then VACUUM ANALYZE and a CHECKPOINT. "+
+		"Four runs read all of it, each after a CHECKPOINT, in the order raw 1 reader, Ferry 1 member, Ferry 4 members, raw 4 readers (the table is in shared buffers throughout). "+
+		"Ferry: a new group per run (`start: earliest`); its members first join one after another with a poll of `max_events` 1 (committed, not counted), so that the "+
+		"assignment is settled before the measured run; then every member (its own consumer id) loops `POST .../poll` `{\"max_events\": %d, \"wait_seconds\": 0, "+
+		"\"session_timeout_seconds\": %d}`, decodes every field of the answer, and `POST .../commit`s the highest offset per partition, until a poll comes back empty; "+
+		"afterwards the group is described and every partition's lag must be 0. Raw: reader r of R reads the partitions p with p mod R = r, round-robin a batch at a time, "+
+		"with `SELECT id, type, key, data::text, attributes::text, partition, \"offset\", published_at FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND \"offset\" >= $3 "+
+		"ORDER BY \"offset\" LIMIT %d` (the columns Ferry reads), then `UPDATE ferry.group_partitions SET committed_offset = $3, fetch_offset = $3 + 1 WHERE group_id = $1 AND partition = $2` "+
+		"(the position row of a group the bench inserts into Ferry's tables), each its own autocommit statement. Events/s = events read in the run ÷ its wall time "+
+		"(first poll to the last member's empty poll). CPU, WAL, transactions and waits as in scenarios 1-3, over the run. "+
+		"pg_stat_statements (track = top) is on for the whole scenario, on both sides, and reset around each run and part 2's window; the bench's own sampling statements are left out. "+
+		"**Publish → poll latency (part 2):** a new topic; one member long-polls `{\"max_events\": %d, \"wait_seconds\": %d, \"session_timeout_seconds\": %d}` in a loop "+
+		"and commits after every poll that returned events; single-event publishes (`POST /v1/topics/{t}/events`, client-given ids) start from a schedule at %d events/s "+
+		"for %s (open loop, each in its own goroutine), after a %s warm-up at the same rate, all polled first. Latency = the time the poll answer carrying the event was read "+
+		"− the time just before its publish request was sent; every event must arrive within 10 s of the last publish. "+
+		"**Rebalance (part 3):** a new topic, nothing published; members A and B each loop polls `{\"wait_seconds\": %d, \"session_timeout_seconds\": %d}`. "+
+		"Once both answers list 2 partitions in the same generation, B stops after its current poll; T is when that last poll was answered. The time reported is T → the "+
+		"first answer to A that lists all %d partitions. Eviction is lazy: B's session expires %d s after its last_seen (updated by its last fetch, just before T), and "+
+		"the first poll of A that starts after that evicts it in its first transaction and lists the new partitions, but, nothing being published, is answered only after "+
+		"its %d s wait; so ≈ %d s + up to one poll interval (≈ %d s) + %d s is expected.",
+		topicPartitions, fmtInt(int64(n)), sizes, groupBatch, groupBatch, groupSession, groupBatch,
+		groupBatch, groupWait, groupSession, groupRate, publishFor, time.Second/2,
+		rebalanceWait, rebalanceSession, topicPartitions, rebalanceSession, rebalanceWait,
+		rebalanceSession, rebalanceWait, rebalanceWait)
 }

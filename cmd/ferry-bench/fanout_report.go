@@ -37,35 +37,7 @@ func fanoutSection(results []fanoutResult, checked [2]int64, p pushOutcome, stat
 		Rows:  rows,
 		Grids: grids,
 		Notes: notes,
-		How: fmt.Sprintf("**Fan-out (part 1):** per side a %d-partition topic created through the API with N = %v pull subscriptions (`PUT /v1/topics/{t}/subscriptions/{s}` `{}`: "+
-			"no filter, unordered); %d concurrent clients publish batches of %d keyed events (the keys and body of scenario 8) for one window of %s per side and N "+
-			"(raw first for N = 1 and 100, Ferry first for N = 10), each after a TRUNCATE of the message and event tables, next_offset reset to 0 and a CHECKPOINT, "+
-			"with a %s warm-up not counted; a request counts when it completes inside the window, and requests still running 5 ms after it ends are cancelled "+
-			"(a cut Ferry publish may still commit; the check below reads one snapshot). One window rather than alternating rounds: at N = 100 "+
-			"a transaction takes around a second and every round would add a warm-up, the requests still in flight at its end and a reset. "+
-			"With so few, large transactions the rates at N = 100 are coarse (see the requests counted) and move by tens of percent between runs. Ferry: `POST /v1/topics/{t}/events`; the publish transaction writes the events and one `ferry.messages` row per "+
-			"(subscription, event), plus its dedup rows. Raw: one pgx batch (one round trip, one implicit transaction) of an `UPDATE ferry.topic_partitions SET "+
-			"next_offset = next_offset + n` per partition touched (in partition order), then one statement that `INSERT`s the %d events into `ferry.events` "+
-			"(offsets from the bumped counters, `RETURNING` them) and `INSERT ... SELECT`s %d×N rows into `ferry.messages` from that and `unnest` of the N "+
-			"subscription ids (ids from `nextval`, the event as the body, built with `jsonb_build_object` in the shape Ferry stores it), into the pull "+
-			"subscriptions of a topic of its own made through the API, so triggers and indexes are the same; no dedup. Deliveries/s = events/s × N. After every "+
-			"window each partition's offsets are checked dense and the topic's deliveries (`ferry.queue_counts`) equal to events × N; both topics are deleted "+
-			"through the API before the next N. "+
-			"**Push latency (part 2):** one %d-partition topic, one push subscription (`\"push\": {\"url\": ..., \"timeout_seconds\": %d, \"max_in_flight\": %d}`, "+
-			"no rate limit) to an in-process `net/http` receiver on 127.0.0.1 that answers 204 and records when each event id (`webhook-id`) first arrives. "+
-			"Single-event publishes with client-given ids, started from a schedule at %d events/s for %s (open loop: each in its own goroutine, so a slow "+
-			"publish does not delay the next), after a %s warm-up at the same rate whose events were all delivered first (not counted). Latency = arrival "+
-			"at the receiver − the time just before the publish request was sent; every published event must arrive (the bench waits up to 10 s after the "+
-			"last publish). The server runs with `AllowPrivatePush` (loopback URLs allowed), Ferry's default push settings otherwise "+
-			"(one push worker slot per instance in this configuration: `PushWorkers` is left at 0, served as 1). "+
-			"**Statements (part 3):** pg_stat_statements (track = top) reset after the warm-up and read as soon as the last event arrived; every statement "+
-			"of the bench's database is counted, River's included (its job and maintenance statements), and divided by "+
-			"the events delivered; publishing's statements are told apart from delivery's by their tag comments (`/* ferry:event_append */`, ...), not by their text, and "+
-			"the bench runs no SQL in that window. BEGIN and COMMIT sent as plain statements are recorded; the publish "+
-			"transaction's BEGIN and COMMIT travel in a pipeline (extended protocol), which pg_stat_statements on PostgreSQL 15 mostly does not record: "+
-			"two statements are added per publish transaction (counted by its first statement, the `ferry.event_dedup` claim) beyond the upper-case BEGINs recorded.",
-			topicPartitions, fanoutSubCounts(), fanoutClients, fanoutBatch, perSide, warmupFor(perSide),
-			fanoutBatch, fanoutBatch, topicPartitions, pushTimeout, pushMaxInFlight, pushRate, pushFor, time.Second/2),
+		How:   fanoutHow(perSide, pushFor),
 	}
 }
 
@@ -175,4 +147,37 @@ func pushNote(p pushOutcome) string {
 		"(kick or notifier wake-up of the push worker, claim, HTTP request), %s at p50 (%s at p99; negative when the POST arrived before the "+
 		"publisher had read its answer).",
 		fmtMs(p.latency.P50), fmtMs(p.publish.P50), fmtMs(p.after.P50), fmtMs(p.after.P99))
+}
+
+// fanoutHow says how scenario 9 measures.
+func fanoutHow(perSide, pushFor time.Duration) string {
+	return fmt.Sprintf("**Fan-out (part 1):** per side a %d-partition topic created through the API with N = %v pull subscriptions (`PUT /v1/topics/{t}/subscriptions/{s}` `{}`: "+
+		"no filter, unordered); %d concurrent clients publish batches of %d keyed events (the keys and body of scenario 8) for one window of %s per side and N "+
+		"(raw first for N = 1 and 100, Ferry first for N = 10), each after a TRUNCATE of the message and event tables, next_offset reset to 0 and a CHECKPOINT, "+
+		"with a %s warm-up not counted; a request counts when it completes inside the window, and requests still running 5 ms after it ends are cancelled "+
+		"(a cut Ferry publish may still commit; the check below reads one snapshot). One window rather than alternating rounds: at N = 100 "+
+		"a transaction takes around a second and every round would add a warm-up, the requests still in flight at its end and a reset. "+
+		"With so few, large transactions the rates at N = 100 are coarse (see the requests counted) and move by tens of percent between runs. Ferry: `POST /v1/topics/{t}/events`; the publish transaction writes the events and one `ferry.messages` row per "+
+		"(subscription, event), plus its dedup rows. Raw: one pgx batch (one round trip, one implicit transaction) of an `UPDATE ferry.topic_partitions SET "+
+		"next_offset = next_offset + n` per partition touched (in partition order), then one statement that `INSERT`s the %d events into `ferry.events` "+
+		"(offsets from the bumped counters, `RETURNING` them) and `INSERT ... SELECT`s %d×N rows into `ferry.messages` from that and `unnest` of the N "+
+		"subscription ids (ids from `nextval`, the event as the body, built with `jsonb_build_object` in the shape Ferry stores it), into the pull "+
+		"subscriptions of a topic of its own made through the API, so triggers and indexes are the same; no dedup. Deliveries/s = events/s × N. After every "+
+		"window each partition's offsets are checked dense and the topic's deliveries (`ferry.queue_counts`) equal to events × N; both topics are deleted "+
+		"through the API before the next N. "+
+		"**Push latency (part 2):** one %d-partition topic, one push subscription (`\"push\": {\"url\": ..., \"timeout_seconds\": %d, \"max_in_flight\": %d}`, "+
+		"no rate limit) to an in-process `net/http` receiver on 127.0.0.1 that answers 204 and records when each event id (`webhook-id`) first arrives. "+
+		"Single-event publishes with client-given ids, started from a schedule at %d events/s for %s (open loop: each in its own goroutine, so a slow "+
+		"publish does not delay the next), after a %s warm-up at the same rate whose events were all delivered first (not counted). Latency = arrival "+
+		"at the receiver − the time just before the publish request was sent; every published event must arrive (the bench waits up to 10 s after the "+
+		"last publish). The server runs with `AllowPrivatePush` (loopback URLs allowed), Ferry's default push settings otherwise "+
+		"(one push worker slot per instance in this configuration: `PushWorkers` is left at 0, served as 1). "+
+		"**Statements (part 3):** pg_stat_statements (track = top) reset after the warm-up and read as soon as the last event arrived; every statement "+
+		"of the bench's database is counted, River's included (its job and maintenance statements), and divided by "+
+		"the events delivered; publishing's statements are told apart from delivery's by their tag comments (`/* ferry:event_append */`, ...), not by their text, and "+
+		"the bench runs no SQL in that window. BEGIN and COMMIT sent as plain statements are recorded; the publish "+
+		"transaction's BEGIN and COMMIT travel in a pipeline (extended protocol), which pg_stat_statements on PostgreSQL 15 mostly does not record: "+
+		"two statements are added per publish transaction (counted by its first statement, the `ferry.event_dedup` claim) beyond the upper-case BEGINs recorded.",
+		topicPartitions, fanoutSubCounts(), fanoutClients, fanoutBatch, perSide, warmupFor(perSide),
+		fanoutBatch, fanoutBatch, topicPartitions, pushTimeout, pushMaxInFlight, pushRate, pushFor, time.Second/2)
 }

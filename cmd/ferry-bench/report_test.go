@@ -74,3 +74,36 @@ func TestLatencyRowsAreP50AndP99(t *testing.T) {
 		{Metric: "request latency p99", Raw: "4.00 ms", Ferry: "8.00 ms", Ratio: "2.00×"},
 	}, rows)
 }
+
+// TestEverySectionRendersFromAnEmptyOutcome builds each scenario's section
+// from zero outcomes (a run that measured nothing): no panic, no format
+// error, a how-measured text for each.
+func TestEverySectionRendersFromAnEmptyOutcome(t *testing.T) {
+	t.Parallel()
+	sz := coldSizes{messages: 1000, events: 1000, light: time.Second, budget: time.Second}
+	ms := coldMeasures(sz)
+	noteRounds := func(s string) string { return "rounds after " + s }
+	stmts := map[string]*[2]stmtPhase{"single send": {{messages: 1, requests: 1}, {messages: 1, requests: 1}}}
+	sections := map[string]*Section{
+		"throughput": throughputSection("m", "l", Phase{}, Phase{}, nil, 0.5, batchSendHow(8, 500, time.Second, noteRounds)),
+		"wake":       wakeSection(wakeResult{}, wakeResult{}, wakeResult{}, 1),
+		"claim":      claimSection(claimSamples{}, claimSamples{}, 10_000, 1_000_000, 1),
+		"churn":      churnSection(churnResult{}, churnResult{}, 100, time.Second),
+		"statements": statementsSection([]string{"single send"}, stmts, map[string]string{"single send": "request"}, statementsHow(1, 1, 1, 1, 1, 1, 1, 1)),
+		"publish":    publishSection(Phase{}, Phase{}, Phase{}, Phase{}, nil, nil, [2]densityCheck{}, 1, 1, 1, time.Second, noteRounds),
+		"fanout":     fanoutSection([]fanoutResult{{subs: 1}}, [2]int64{}, pushOutcome{}, "no pg_stat_statements", time.Second, time.Second),
+		"groups":     groupsSection(groupRead{}, groupRead{}, groupRead{}, groupRead{}, groupLatency{}, rebalance{}, nil, 0, time.Second, "no pg_stat_statements"),
+		"coldstart":  coldSection(sz, ms, coldSide{runs: make([]coldRun, len(ms))}, coldSide{runs: make([]coldRun, len(ms))}),
+		"leave":      leaveSection(nil, takeover{}),
+	}
+	rep := &Report{}
+	for name, s := range sections {
+		require.NotEmpty(t, s.How, name)
+		require.NotEmpty(t, s.Rows, name)
+		s.Title = name
+		rep.Sections = append(rep.Sections, s)
+	}
+	md := rep.Markdown()
+	require.NotContains(t, md, "%!", "every format verb has its argument")
+	require.NotContains(t, md, "NaN")
+}

@@ -88,6 +88,8 @@ func TestFormats(t *testing.T) {
 	}
 	require.Equal(t, "1,235 msgs/s", fmtRate(1234.6))
 	require.Equal(t, "40 events/s", fmtRateOf(40.2, events))
+	require.Equal(t, "—", fmtRateOf(math.NaN(), messages), "0 in an empty window")
+	require.Equal(t, "—", fmtRateOf(math.Inf(1), messages))
 	require.Equal(t, "2.50 ms", fmtMs(2500*time.Microsecond))
 	require.Equal(t, "12.5 ms", fmtMs(12500*time.Microsecond))
 	require.Equal(t, "147 ms", fmtMs(147*time.Millisecond))
@@ -108,6 +110,9 @@ func TestThroughputRowsCompareTheRatioWithTheTarget(t *testing.T) {
 	require.Equal(t, Row{Metric: "send throughput", Raw: "2,000 msgs/s", Ferry: "1,500 msgs/s", Ratio: "0.75×", Target: "≥ 0.5×", Pass: pass(true)}, rows[0])
 	require.Equal(t, "0.70 · 0.80", rows[1].Ratio, "the noise of each round pair")
 	require.Equal(t, "✗", throughputRows("m", raw, ferry, nil, 1.5)[0].check())
+	empty := throughputRows("m", Phase{}, ferry, nil, 0.5)[0]
+	require.Equal(t, "—", empty.Ratio, "no raw rate, no ratio")
+	require.Equal(t, "✗", empty.check())
 
 	pub := publishRows("publish throughput", raw, ferry, nil)
 	require.Equal(t, "2,000 events/s", pub[0].Raw)

@@ -18,9 +18,9 @@ func throughputRows(metric string, raw, ferry Phase, pairs []float64, target flo
 		Metric: metric,
 		Raw:    fmtRate(raw.Rate()),
 		Ferry:  fmtRate(ferry.Rate()),
-		Ratio:  fmt.Sprintf("%.2f×", ratio),
+		Ratio:  ratioOf(ferry.Rate(), raw.Rate()),
 		Target: fmt.Sprintf("≥ %.1f×", target),
-		Pass:   pass(ratio >= target),
+		Pass:   pass(raw.Rate() > 0 && ratio >= target), // no raw rate: nothing to compare with
 	}, {
 		Metric: "Ferry/raw in each round pair (noise)",
 		Ratio:  strings.Join(each, " · "),
