@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -21,8 +20,8 @@ type rebalance struct {
 	gensSeenAfter      int // distinct generations in A's answers after T
 	interval           time.Duration
 	pollMean           time.Duration // mean duration of A's polls (all empty)
-	timeline           [][]string
-	members            string // describe afterwards
+	shown              []memberPoll  // A's polls from the last before T to the one that got every partition
+	members            string        // describe afterwards
 	ok                 bool
 }
 
@@ -63,52 +62,8 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	out.evictingPollSentAt = got.sent.Sub(out.stoppedAt)
 	out.genAfter = got.generation
 
-	gens := map[int64]bool{}
-	var (
-		starts []time.Time
-		took   time.Duration
-		shown  []memberPoll // A's polls from the last before T to the one that got every partition
-	)
 	all, _ := pair.a.snapshot()
-	for i, p := range all {
-		starts = append(starts, p.sent)
-		took += p.at.Sub(p.sent)
-		if p.at.After(out.stoppedAt) && !p.at.After(got.at) {
-			gens[p.generation] = true
-		}
-		if !p.at.After(got.at) && (p.at.After(out.stoppedAt) || (i+1 < len(all) && all[i+1].at.After(out.stoppedAt))) {
-			shown = append(shown, p)
-		}
-	}
-	out.gensSeenAfter = len(gens)
-	if len(starts) > 1 {
-		out.interval = starts[len(starts)-1].Sub(starts[0]) / time.Duration(len(starts)-1)
-	}
-	if len(all) > 0 {
-		out.pollMean = took / time.Duration(len(all))
-	}
-	row := func(p memberPoll) []string {
-		return []string{
-			fmt.Sprintf("%+.3f s", p.sent.Sub(out.stoppedAt).Seconds()),
-			fmt.Sprintf("%+.3f s", p.at.Sub(out.stoppedAt).Seconds()),
-			strconv.FormatInt(p.generation, 10),
-			fmt.Sprint(p.partitions),
-		}
-	}
-	const keep = 4 // polls shown at each end of a long timeline
-	for i, p := range shown {
-		if len(shown) > 2*keep+1 && i == keep {
-			mid := shown[keep : len(shown)-keep]
-			out.timeline = append(out.timeline, []string{
-				fmt.Sprintf("… %d more polls …", len(mid)),
-				fmt.Sprintf("%+.3f s … %+.3f s", mid[0].at.Sub(out.stoppedAt).Seconds(), mid[len(mid)-1].at.Sub(out.stoppedAt).Seconds()),
-				"", ""})
-		}
-		if len(shown) > 2*keep+1 && i >= keep && i < len(shown)-keep {
-			continue
-		}
-		out.timeline = append(out.timeline, row(p))
-	}
+	out.analyse(all, got)
 	d, err := b.client.DescribeGroup(ctx, topic, group)
 	if err != nil {
 		return out, fmt.Errorf("describe: %w", err)
@@ -122,4 +77,28 @@ func (b *Bench) measureRebalance(ctx context.Context) (rebalance, error) {
 	progress("  rebalance: %s after B stopped (evicting poll sent at +%s), generation %d → %d",
 		out.took.Round(time.Millisecond), out.evictingPollSentAt.Round(time.Millisecond), out.genAtT, out.genAfter)
 	return out, nil
+}
+
+// analyse reads member A's polls, up to got, the first answer listing
+// every partition: the generations seen after T, the polls' mean interval
+// and duration, and the polls the report's timeline shows.
+func (out *rebalance) analyse(all []memberPoll, got memberPoll) {
+	gens := map[int64]bool{}
+	var took time.Duration
+	for i, p := range all {
+		took += p.at.Sub(p.sent)
+		if p.at.After(out.stoppedAt) && !p.at.After(got.at) {
+			gens[p.generation] = true
+		}
+		if !p.at.After(got.at) && (p.at.After(out.stoppedAt) || (i+1 < len(all) && all[i+1].at.After(out.stoppedAt))) {
+			out.shown = append(out.shown, p)
+		}
+	}
+	out.gensSeenAfter = len(gens)
+	if len(all) > 1 {
+		out.interval = all[len(all)-1].sent.Sub(all[0].sent) / time.Duration(len(all)-1)
+	}
+	if len(all) > 0 {
+		out.pollMean = took / time.Duration(len(all))
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -30,7 +31,7 @@ func groupsSection(raw1, ferry1, raw4, ferry4 groupRead, lat groupLatency, reb r
 		Caption: fmt.Sprintf("Part 3: member A's polls from the last one answered before T (B's last poll answered) to the first listing every partition; times relative to T, B's last_seen at %+.3f s",
 			reb.lastSeenB.Seconds()),
 		Header: []string{"poll sent", "answered", "generation", "partitions"},
-		Rows:   reb.timeline,
+		Rows:   rebalanceTimeline(reb.shown, reb.stoppedAt),
 	})
 	if !ferry1.stmtsOK {
 		notes = append(notes, "**Statements skipped:** "+statementsReason+".")
@@ -252,4 +253,30 @@ func groupsHow(sizes []int64, n int, publishFor time.Duration) string {
 		groupBatch, groupWait, groupSession, groupRate, publishFor, time.Second/2,
 		rebalanceWait, rebalanceSession, topicPartitions, rebalanceSession, rebalanceWait,
 		rebalanceSession, rebalanceWait, rebalanceWait)
+}
+
+// rebalanceTimeline is part 3's polls of member A, times relative to T;
+// a long one keeps 4 polls at each end.
+func rebalanceTimeline(shown []memberPoll, t time.Time) [][]string {
+	const keep = 4 // polls shown at each end of a long timeline
+	var rows [][]string
+	for i, p := range shown {
+		if len(shown) > 2*keep+1 && i == keep {
+			mid := shown[keep : len(shown)-keep]
+			rows = append(rows, []string{
+				fmt.Sprintf("… %d more polls …", len(mid)),
+				fmt.Sprintf("%+.3f s … %+.3f s", mid[0].at.Sub(t).Seconds(), mid[len(mid)-1].at.Sub(t).Seconds()),
+				"", ""})
+		}
+		if len(shown) > 2*keep+1 && i >= keep && i < len(shown)-keep {
+			continue
+		}
+		rows = append(rows, []string{
+			fmt.Sprintf("%+.3f s", p.sent.Sub(t).Seconds()),
+			fmt.Sprintf("%+.3f s", p.at.Sub(t).Seconds()),
+			strconv.FormatInt(p.generation, 10),
+			fmt.Sprint(p.partitions),
+		})
+	}
+	return rows
 }

@@ -107,3 +107,29 @@ func TestEverySectionRendersFromAnEmptyOutcome(t *testing.T) {
 	require.NotContains(t, md, "%!", "every format verb has its argument")
 	require.NotContains(t, md, "NaN")
 }
+
+func TestRebalanceShowsAsPollsFromTheLastBeforeTToTheTakeover(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	var all []memberPoll
+	for i := range 14 { // one poll a second, each answered after 1 s
+		all = append(all, memberPoll{sent: t0.Add(time.Duration(i) * time.Second), at: t0.Add(time.Duration(i+1) * time.Second),
+			generation: int64(2 + i/10), partitions: []int{0, 1}})
+	}
+	all[10].partitions = []int{0, 1, 2, 3}
+	out := rebalance{stoppedAt: t0.Add(1500 * time.Millisecond)} // T: between poll 0's and poll 1's answers
+	out.analyse(all, all[10])
+	require.Len(t, out.shown, 11, "poll 0 (the last answered before T) to poll 10 (the takeover)")
+	require.Equal(t, all[0], out.shown[0])
+	require.Equal(t, all[10], out.shown[10])
+	require.Equal(t, 2, out.gensSeenAfter, "generations 2 and 3 after T")
+	require.Equal(t, time.Second, out.interval)
+	require.Equal(t, time.Second, out.pollMean)
+
+	rows := rebalanceTimeline(out.shown, out.stoppedAt)
+	require.Len(t, rows, 4+1+4, "4 polls at each end, the middle elided")
+	require.Equal(t, []string{"-1.500 s", "-0.500 s", "2", "[0 1]"}, rows[0])
+	require.Equal(t, []string{"… 3 more polls …", "+3.500 s … +5.500 s", "", ""}, rows[4])
+	require.Equal(t, []string{"+8.500 s", "+9.500 s", "3", "[0 1 2 3]"}, rows[8])
+	require.Len(t, rebalanceTimeline(out.shown[:9], out.stoppedAt), 9, "a short timeline is shown whole")
+}
