@@ -19,7 +19,7 @@ func statementsSection(order []string, results map[string]*[2]stmtPhase, units m
 				Ratio: ratioOf(per(f, f.requests), per(r, r.requests))},
 			Row{Metric: name + ": PostgreSQL execution µs per message", Raw: fmt.Sprintf("%.1f", r.stmts.execMs()*1000/float64(r.messages)),
 				Ferry: fmt.Sprintf("%.1f", f.stmts.execMs()*1000/float64(f.messages)), Ratio: ratioOf(f.stmts.execMs()/float64(f.messages), r.stmts.execMs()/float64(r.messages))},
-			Row{Metric: name + ": of Ferry's, statements per message without a tag (BEGIN, COMMIT; any other is missing its tag)", Raw: "—",
+			Row{Metric: name + ": of Ferry's, statements per message without a tag (`untagged` in the grid below: but for BEGIN and COMMIT, a statement missing its tag)", Raw: "—",
 				Ferry: fmt.Sprintf("%.3f", untaggedPer)},
 		)
 		grids = append(grids, stmtGrid(
