@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // FerryClient is the small part of Ferry's HTTP API the bench uses. It is
@@ -28,14 +31,16 @@ func (c *FerryClient) At(base string) *FerryClient {
 	return &FerryClient{base: base, hc: c.hc}
 }
 
-func (c *FerryClient) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
+// call sends a request (a JSON body when body is not nil) and returns the
+// status and the whole response body.
+func (c *FerryClient) call(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+adminKey)
 	if body != nil {
@@ -43,15 +48,21 @@ func (c *FerryClient) do(ctx context.Context, method, path string, body []byte, 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// do is call for a request that must be answered with want.
+func (c *FerryClient) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
+	status, out, err := c.call(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(out)))
+	if status != want {
+		return nil, fmt.Errorf("%s %s: status %d: %s", method, path, status, strings.TrimSpace(string(out)))
 	}
 	return out, nil
 }
@@ -65,6 +76,12 @@ func (c *FerryClient) CreateQueue(ctx context.Context, name string) error {
 // CreateTopic creates a topic with the given number of partitions.
 func (c *FerryClient) CreateTopic(ctx context.Context, name string, partitions int) error {
 	_, err := c.do(ctx, http.MethodPut, "/v1/topics/"+name, fmt.Appendf(nil, `{"partitions":%d}`, partitions), http.StatusCreated)
+	return err
+}
+
+// DeleteTopic deletes a topic (its subscriptions and groups with it).
+func (c *FerryClient) DeleteTopic(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/topics/"+name, nil, http.StatusNoContent)
 	return err
 }
 
@@ -207,4 +224,117 @@ func (c *FerryClient) ReadEvents(ctx context.Context, topic string, partition in
 	}
 	err = json.Unmarshal(out, &reply)
 	return reply.Events, err
+}
+
+// Consumer groups.
+
+// groupEvent is an event as a poll returns it; the bench decodes every
+// field, as a client would.
+type groupEvent struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Key         *string         `json:"key"`
+	Data        json.RawMessage `json:"data"`
+	Attributes  json.RawMessage `json:"attributes"`
+	Partition   int             `json:"partition"`
+	Offset      int64           `json:"offset"`
+	PublishedAt time.Time       `json:"published_at"`
+}
+
+type groupPollReply struct {
+	Generation int64        `json:"generation"`
+	Partitions []int        `json:"partitions"`
+	Events     []groupEvent `json:"events"`
+}
+
+type groupPollRequest struct {
+	Consumer              string `json:"consumer"`
+	MaxEvents             int    `json:"max_events"`
+	WaitSeconds           int    `json:"wait_seconds"`
+	SessionTimeoutSeconds int    `json:"session_timeout_seconds"`
+	Start                 string `json:"start,omitempty"`
+}
+
+// errFenced is a commit refused with 409: the member lost a partition.
+var errFenced = errors.New("commit fenced (409)")
+
+// groupPath is the path of a consumer group.
+func groupPath(topic, group string) string { return "/v1/topics/" + topic + "/groups/" + group }
+
+// GroupPoll polls a consumer group as one member.
+func (c *FerryClient) GroupPoll(ctx context.Context, topic, group string, p groupPollRequest) (groupPollReply, error) {
+	var reply groupPollReply
+	req, err := json.Marshal(p)
+	if err != nil {
+		return reply, err
+	}
+	out, err := c.do(ctx, http.MethodPost, groupPath(topic, group)+"/poll", req, http.StatusOK)
+	if err != nil {
+		return reply, fmt.Errorf("poll as %s: %w", p.Consumer, err)
+	}
+	err = json.Unmarshal(out, &reply)
+	return reply, err
+}
+
+// GroupCommit commits, per partition, the last offset done; errFenced
+// when the group refused it with 409.
+func (c *FerryClient) GroupCommit(ctx context.Context, topic, group, consumer string, generation int64, offsets map[int]int64) error {
+	offs := make(map[string]int64, len(offsets))
+	for p, o := range offsets {
+		offs[strconv.Itoa(p)] = o
+	}
+	req, err := json.Marshal(map[string]any{"consumer": consumer, "generation": generation, "offsets": offs})
+	if err != nil {
+		return err
+	}
+	status, out, err := c.call(ctx, http.MethodPost, groupPath(topic, group)+"/commit", req)
+	switch {
+	case err != nil:
+		return err
+	case status == http.StatusConflict:
+		return errFenced
+	case status != http.StatusNoContent:
+		return fmt.Errorf("commit %s/%s as %s: status %d: %s", topic, group, consumer, status, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// groupDescription is the part of GET .../groups/{g} the bench checks.
+type groupDescription struct {
+	Generation int64 `json:"generation"`
+	Members    []struct {
+		Consumer   string `json:"consumer"`
+		Partitions []int  `json:"partitions"`
+	} `json:"members"`
+	Partitions []struct {
+		Partition       int     `json:"partition"`
+		CommittedOffset int64   `json:"committed_offset"`
+		HeadOffset      int64   `json:"head_offset"`
+		Lag             int64   `json:"lag"`
+		Owner           *string `json:"owner"`
+	} `json:"partitions"`
+}
+
+// DescribeGroup describes a group (which also refreshes it: evictions,
+// rebalance).
+func (c *FerryClient) DescribeGroup(ctx context.Context, topic, group string) (groupDescription, error) {
+	var d groupDescription
+	out, err := c.do(ctx, http.MethodGet, groupPath(topic, group), nil, http.StatusOK)
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(out, &d)
+	return d, err
+}
+
+// GroupLeave makes consumer leave the group (204).
+func (c *FerryClient) GroupLeave(ctx context.Context, topic, group, consumer string) error {
+	req, err := json.Marshal(map[string]string{"consumer": consumer})
+	if err != nil {
+		return err
+	}
+	if _, err := c.do(ctx, http.MethodPost, groupPath(topic, group)+"/leave", req, http.StatusNoContent); err != nil {
+		return fmt.Errorf("leave as %s: %w", consumer, err)
+	}
+	return nil
 }

@@ -2,23 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"regexp"
-	"runtime/pprof"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/ferry-mq/ferry/jobs"
-	"github.com/ferry-mq/ferry/store"
 )
 
 // Scenario 9: topic fan-out and push delivery. Part 1 publishes batches to
@@ -44,7 +30,7 @@ const (
 )
 
 // fanoutSubCounts are the subscription counts of part 1.
-var fanoutSubCounts = []int{1, 10, 100}
+func fanoutSubCounts() []int { return []int{1, 10, 100} }
 
 // fanoutTimes are the measured time per side and subscription count in
 // part 1, and part 2's publishing time.
@@ -80,36 +66,9 @@ const rawFanoutAppend = `
 // one transaction (one pgx batch, one round trip): the partition bumps in
 // partition order, then rawFanoutAppend.
 func rawFanoutBatch(ctx context.Context, b *Bench, topicID int64, subs []int64, keys, data []string) error {
-	var counts [topicPartitions]int
-	parts := make([]int, len(keys))
-	for i, k := range keys {
-		parts[i] = store.PartitionForKey(k, topicPartitions)
-		counts[parts[i]]++
-	}
-	var next [topicPartitions]int
-	for p := 1; p < topicPartitions; p++ {
-		next[p] = next[p-1] + counts[p-1]
-	}
-	var (
-		pcol  = make([]int32, len(keys))
-		back  = make([]int64, len(keys))
-		ids   = make([]string, len(keys))
-		kcol  = make([]string, len(keys))
-		taken [topicPartitions]int
-	)
-	for i, k := range keys {
-		p := parts[i]
-		j := next[p] + taken[p]
-		taken[p]++
-		pcol[j], back[j], ids[j], kcol[j] = int32(p), int64(counts[p]-taken[p]+1), store.NewEventID(), k
-	}
-	batch := &pgx.Batch{}
-	for p, n := range counts {
-		if n > 0 {
-			batch.Queue(rawBumpPartition, topicID, p, n)
-		}
-	}
-	batch.Queue(rawFanoutAppend, topicID, eventType, pcol, back, ids, kcol, data, subs)
+	e := rawEventsOf(keys)
+	batch := e.bumps(topicID)
+	batch.Queue(rawFanoutAppend, topicID, eventType, e.partitions, e.back, e.ids, e.keys, data, subs)
 	return b.raw.SendBatch(ctx, batch).Close()
 }
 
@@ -121,16 +80,7 @@ const truncateFanout = `TRUNCATE ferry.event_dedup, ferry.events, ferry.messages
 // resetFanout empties the message and event tables, rewinds every
 // partition and checkpoints.
 func (b *Bench) resetFanout(ctx context.Context) error {
-	if _, err := b.raw.Exec(ctx, truncateFanout); err != nil {
-		return fmt.Errorf("truncate: %w", err)
-	}
-	if _, err := b.raw.Exec(ctx, `UPDATE ferry.topic_partitions SET next_offset = 0`); err != nil {
-		return fmt.Errorf("rewind partitions: %w", err)
-	}
-	if _, err := b.raw.Exec(ctx, `VACUUM ferry.topic_partitions`); err != nil {
-		return fmt.Errorf("vacuum: %w", err)
-	}
-	return b.checkpoint(ctx)
+	return b.resetTopicTables(ctx, truncateFanout)
 }
 
 // createSubscription creates a subscription through the API with the
@@ -146,8 +96,7 @@ func (b *Bench) createSubscription(ctx context.Context, topic string, topicID in
 
 // deleteTopic deletes a topic through the API (its subscriptions with it).
 func (b *Bench) deleteTopic(ctx context.Context, name string) error {
-	_, err := b.client.do(ctx, http.MethodDelete, "/v1/topics/"+name, nil, http.StatusNoContent)
-	return err
+	return b.client.DeleteTopic(ctx, name)
 }
 
 // fanoutTopic is one side's topic of part 1 and its subscriptions.
@@ -235,26 +184,19 @@ func (b *Bench) measureFanout(ctx context.Context, n int, perSide time.Duration,
 	data := bodies(fanoutBatch)
 	nBatches := int64(len(batchKeys))
 	stride := nBatches / fanoutClients
-	order := []side{rawSide, ferrySide}
+	first := rawSide
 	if !rawFirst {
-		order = []side{ferrySide, rawSide}
+		first = ferrySide
 	}
-	var done [2]Phase
-	for _, s := range order {
-		if err := b.resetFanout(ctx); err != nil {
-			return res, err
-		}
+	res.raw, res.ferry, _, err = b.rounds(ctx, perSide, 1, first, func(side) error { return b.resetFanout(ctx) }, func(s side, d time.Duration) (Phase, error) {
 		t := topics[s]
-		counter := make([]int64, fanoutClients)
-		label := fmt.Sprintf("fanout-%d/%s", n, s)
 		// Requests still running just after the window ends would not
 		// count; they are cancelled there rather than waited for (with
 		// 8 clients queued on the partition locks that would take up to
 		// 8 transactions, seconds at N = 100).
-		cut := time.Now().Add(warmupFor(perSide) + perSide + 5*time.Millisecond)
-		p, err := b.runLoad(ctx, label, fanoutClients, perSide, func(ctx context.Context, w int) (int, error) {
-			j := (int64(w)*stride + counter[w]) % nBatches
-			counter[w]++
+		cut := time.Now().Add(warmupFor(d) + d + 5*time.Millisecond)
+		op := numbered(fanoutClients, func(ctx context.Context, w int, i int64) (int, error) {
+			j := (int64(w)*stride + i) % nBatches
 			octx, cancel := context.WithDeadline(ctx, cut)
 			defer cancel()
 			var err error
@@ -268,18 +210,19 @@ func (b *Bench) measureFanout(ctx context.Context, n int, perSide time.Duration,
 			}
 			return fanoutBatch, err
 		})
+		p, err := b.runLoad(ctx, fmt.Sprintf("fanout-%d/%s", n, s), fanoutClients, d, op)
 		if err != nil {
-			return res, fmt.Errorf("%d subscriptions, %s: %w", n, s, err)
+			return p, fmt.Errorf("%d subscriptions: %w", n, err)
 		}
 		if _, err := b.checkFanout(ctx, s, t); err != nil {
-			return res, err
+			return p, err
 		}
 		checked[s]++
-		done[s] = p
+		return p, nil
+	})
+	if err != nil {
+		return res, err
 	}
-	res.raw, res.ferry = done[rawSide], done[ferrySide]
-	progress("  %d subscriptions: raw %.0f events/s, Ferry %.0f events/s (%.2f×)",
-		n, res.raw.Rate(), res.ferry.Rate(), res.ferry.Rate()/res.raw.Rate())
 	// Leave nothing behind: empty tables (no checkpoint: the next window
 	// starts with one), then the topics go, and their cleanup jobs find
 	// nothing to delete.
@@ -292,260 +235,6 @@ func (b *Bench) measureFanout(ctx context.Context, n int, perSide time.Duration,
 		}
 	}
 	return res, nil
-}
-
-// pushReceiver is the in-process webhook endpoint of part 2: it records
-// when each event id first arrived and answers 204.
-type pushReceiver struct {
-	srv  *http.Server
-	url  string
-	mu   sync.Mutex
-	at   map[string]time.Time
-	dups int64
-	n    atomic.Int64 // distinct ids arrived
-}
-
-func startPushReceiver() (*pushReceiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	r := &pushReceiver{at: map[string]time.Time{}, url: "http://" + ln.Addr().String() + "/hook"}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.srv.Serve(ln) }()
-	return r, nil
-}
-
-func (r *pushReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	now := time.Now()
-	id := req.Header.Get(jobs.HeaderWebhookID)
-	_, _ = io.Copy(io.Discard, req.Body)
-	r.mu.Lock()
-	if _, seen := r.at[id]; seen {
-		r.dups++
-	} else {
-		r.at[id] = now
-		r.n.Add(1)
-	}
-	r.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (r *pushReceiver) arrival(id string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.at[id]
-	return t, ok
-}
-
-func (r *pushReceiver) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = r.srv.Shutdown(ctx)
-}
-
-// waitArrived waits until n distinct ids have arrived, or the deadline.
-func (r *pushReceiver) waitArrived(ctx context.Context, n int64, deadline time.Time) {
-	for r.n.Load() < n && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// timedPublish is one single-event publish of a latency measurement.
-type timedPublish struct {
-	id         string
-	sent, back time.Time // just before the request; when its answer was read
-	err        error
-}
-
-// publishAtRate publishes n single events, one every 1/rate s from a
-// schedule (open loop: a slow publish does not delay the next), with ids
-// prefix-000000 ... It returns when every publish has been answered.
-func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate int, keys []string) []timedPublish {
-	out := make([]timedPublish, n)
-	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	pprof.Do(ctx, pprof.Labels("role", "client", "load", "publish/"+prefix), func(ctx context.Context) {
-		for i := range n {
-			sleepUntil(ctx, start.Add(time.Duration(i)*interval))
-			if ctx.Err() != nil {
-				out[i].err = ctx.Err()
-				continue
-			}
-			id := fmt.Sprintf("%s-%06d", prefix, i)
-			key, _ := json.Marshal(keys[i%len(keys)])
-			req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(key) + `,"data":` + body + `}]}`)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p := timedPublish{id: id, sent: time.Now()}
-				p.err = b.client.Publish(ctx, topic, req)
-				p.back = time.Now()
-				out[i] = p
-			}()
-		}
-	})
-	wg.Wait()
-	return out
-}
-
-// allStatementsOf resets pg_stat_statements, runs fn and returns every
-// statement this database executed meanwhile (River's included), but for
-// the bench's own pg_stat_statements calls.
-func (b *Bench) allStatementsOf(ctx context.Context, fn func() error) ([]stmtStat, error) {
-	if _, err := b.raw.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-		return nil, err
-	}
-	if err := fn(); err != nil {
-		return nil, err
-	}
-	rows, err := b.raw.Query(ctx, `
-		SELECT query, calls, rows, total_exec_time FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND query !~* 'pg_stat_statements'
-		ORDER BY calls DESC, query`)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (stmtStat, error) {
-		var s stmtStat
-		err := row.Scan(&s.query, &s.calls, &s.rows, &s.execMs)
-		return s, err
-	})
-}
-
-var (
-	riverStmt = regexp.MustCompile(`(?i)river`)
-	// publishClaim is the first statement of every publish transaction
-	// (store.EventPublish): its calls count the transactions.
-	publishClaim = regexp.MustCompile(`^INSERT INTO ferry\.event_dedup AS d\b`)
-	// publishStmt matches the statements of a publish transaction (dedup
-	// claims and reads, the subscriptions read, the partition locks, the
-	// version check, the group locks and the append with its fan-out).
-	publishStmt = regexp.MustCompile(`ferry\.event_dedup|ferry\.topic_partitions|subs_version|WITH input AS|unnest\(\$1::bigint\[\], \$2::text\[\]\) AS l\(q, g\)|^(BEGIN|COMMIT)$`)
-)
-
-// pushOutcome is part 2's and part 3's outcome.
-type pushOutcome struct {
-	published, failed int
-	delivered         int
-	dups              int64
-	latency, publish  Summary // publish start → arrival; publish request
-	afterAnswer       Summary // publish answered → arrival
-	stmts             []stmtStat
-	stmtsOK           bool
-	attempts, okAtt   int64
-	attemptMs         float64
-	elapsed           time.Duration
-}
-
-// measurePush runs parts 2 and 3.
-func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, error) {
-	var out pushOutcome
-	recv, err := startPushReceiver()
-	if err != nil {
-		return out, err
-	}
-	defer recv.close()
-	const topic = "bench-push"
-	tid, err := b.createTopic(ctx, topic)
-	if err != nil {
-		return out, err
-	}
-	subID, err := b.createSubscription(ctx, topic, tid, "push",
-		fmt.Sprintf(`{"push":{"url":%q,"timeout_seconds":%d,"max_in_flight":%d}}`, recv.url, pushTimeout, pushMaxInFlight))
-	if err != nil {
-		return out, fmt.Errorf("push subscription: %w", err)
-	}
-	defer func() {
-		if err := b.deleteTopic(context.WithoutCancel(ctx), topic); err != nil {
-			progress("  delete topic %s: %v", topic, err)
-		}
-	}()
-	if out.stmtsOK = b.statementsOK; out.stmtsOK && b.cluster != nil {
-		if err := b.setTracking(ctx, "top"); err != nil {
-			return out, err
-		}
-		defer func() { _ = b.setTracking(context.Background(), "none") }()
-	}
-	keys := eventKeys()
-
-	// Warm-up: half a second at the same rate, all delivered, not counted
-	// (the first kick starts the push job).
-	warm := pushRate / 2
-	for _, p := range b.publishAtRate(ctx, topic, "evt_warmup", warm, pushRate, keys) {
-		if p.err != nil {
-			return out, fmt.Errorf("warm-up publish: %w", p.err)
-		}
-	}
-	recv.waitArrived(ctx, int64(warm), time.Now().Add(15*time.Second))
-	if got := recv.n.Load(); got < int64(warm) {
-		return out, fmt.Errorf("warm-up: %d of %d events pushed within 15 s", got, warm)
-	}
-
-	n := int(d.Seconds() * pushRate)
-	var pubs []timedPublish
-	measure := func() error {
-		started := time.Now()
-		pubs = b.publishAtRate(ctx, topic, "evt_bench", n, pushRate, keys)
-		ok := 0
-		for _, p := range pubs {
-			if p.err == nil {
-				ok++
-			}
-		}
-		recv.waitArrived(ctx, int64(warm+ok), time.Now().Add(10*time.Second))
-		out.elapsed = time.Since(started)
-		return ctx.Err()
-	}
-	if out.stmtsOK {
-		out.stmts, err = b.allStatementsOf(ctx, measure)
-	} else {
-		err = measure()
-	}
-	if err != nil {
-		return out, err
-	}
-
-	var lat, pub, after []time.Duration
-	var firstErr error
-	for _, p := range pubs {
-		if p.err != nil {
-			out.failed++
-			if firstErr == nil {
-				firstErr = p.err
-			}
-			continue
-		}
-		out.published++
-		pub = append(pub, p.back.Sub(p.sent))
-		if at, ok := recv.arrival(p.id); ok {
-			out.delivered++
-			lat = append(lat, at.Sub(p.sent))
-			after = append(after, at.Sub(p.back))
-		}
-	}
-	if firstErr != nil {
-		progress("  %d publishes failed, the first: %v", out.failed, firstErr)
-	}
-	recv.mu.Lock()
-	out.dups = recv.dups
-	recv.mu.Unlock()
-	out.latency, out.publish, out.afterAnswer = Summarize(lat), Summarize(pub), Summarize(after)
-	// The worker records attempts after their requests end: give the last
-	// ones a moment.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := b.raw.QueryRow(ctx, `
-			SELECT count(*), count(*) FILTER (WHERE ok), coalesce(avg(duration_ms), 0)::float8
-			FROM ferry.push_attempts WHERE queue_id = $1 AND message_id LIKE 'evt_bench-%'`, subID).
-			Scan(&out.attempts, &out.okAtt, &out.attemptMs); err != nil {
-			return out, fmt.Errorf("push attempts: %w", err)
-		}
-		if out.attempts >= int64(out.delivered) || time.Now().After(deadline) {
-			return out, nil
-		}
-	}
 }
 
 func (b *Bench) fanout(ctx context.Context) (*Section, error) {
@@ -563,10 +252,10 @@ func (b *Bench) fanout(ctx context.Context) (*Section, error) {
 	}
 
 	var (
-		rows    []Row
+		results []fanoutResult
 		checked [2]int64 // rounds checked per side
 	)
-	for i, n := range fanoutSubCounts {
+	for i, n := range fanoutSubCounts() {
 		progress("  fan-out to %d pull subscriptions, batches of %d, %d clients", n, fanoutBatch, fanoutClients)
 		r, err := b.measureFanout(ctx, n, perSide, i%2 == 0, batchKeys, batchReqs, &checked)
 		if err != nil {
@@ -576,10 +265,8 @@ func (b *Bench) fanout(ctx context.Context) (*Section, error) {
 			}
 			return nil, fmt.Errorf("fan-out to %d: %w", n, err)
 		}
-		rows = append(rows, fanoutRows(r)...)
+		results = append(results, r)
 	}
-	rows = append(rows, Row{Metric: "fan-out: offsets dense and deliveries = events × N after every window",
-		Raw: fmt.Sprintf("all %d windows", checked[rawSide]), Ferry: fmt.Sprintf("all %d windows", checked[ferrySide])})
 
 	// Part 2 starts from a checkpoint, as every window of part 1 does.
 	if err := b.checkpoint(ctx); err != nil {
@@ -590,181 +277,5 @@ func (b *Bench) fanout(ctx context.Context) (*Section, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
-	rows = append(rows, pushRows(p)...)
-	var grids []Grid
-	var notes []string
-	if p.stmtsOK {
-		sr, g := stmtRows(p)
-		rows = append(rows, sr...)
-		grids = append(grids, g)
-	} else {
-		notes = append(notes, "**Statements per delivery skipped:** "+b.statementsReason+
-			" (part 3 needs pg_stat_statements loaded through shared_preload_libraries).")
-	}
-	if p.failed > 0 || p.delivered < p.published {
-		notes = append(notes, fmt.Sprintf("**Push:** %d publishes failed; %d of %d published events were not pushed within 10 s of the last publish.",
-			p.failed, p.published-p.delivered, p.published))
-	}
-	notes = append(notes, pushNote(p))
-
-	return &Section{
-		Rows:  rows,
-		Grids: grids,
-		Notes: notes,
-		How: fmt.Sprintf("**Fan-out (part 1):** per side a %d-partition topic created through the API with N = %v pull subscriptions (`PUT /v1/topics/{t}/subscriptions/{s}` `{}`: "+
-			"no filter, unordered); %d concurrent clients publish batches of %d keyed events (the keys and body of scenario 8) for one window of %s per side and N "+
-			"(raw first for N = 1 and 100, Ferry first for N = 10), each after a TRUNCATE of the message and event tables, next_offset reset to 0 and a CHECKPOINT, "+
-			"with a %s warm-up not counted; a request counts when it completes inside the window, and requests still running 5 ms after it ends are cancelled "+
-			"(a cut Ferry publish may still commit; the check below reads one snapshot). One window rather than alternating rounds: at N = 100 "+
-			"a transaction takes around a second and every round would add a warm-up, the requests still in flight at its end and a reset. "+
-			"With so few, large transactions the rates at N = 100 are coarse (see the requests counted) and move by tens of percent between runs. Ferry: `POST /v1/topics/{t}/events`; the publish transaction writes the events and one `ferry.messages` row per "+
-			"(subscription, event), plus its dedup rows. Raw: one pgx batch (one round trip, one implicit transaction) of an `UPDATE ferry.topic_partitions SET "+
-			"next_offset = next_offset + n` per partition touched (in partition order), then one statement that `INSERT`s the %d events into `ferry.events` "+
-			"(offsets from the bumped counters, `RETURNING` them) and `INSERT ... SELECT`s %d×N rows into `ferry.messages` from that and `unnest` of the N "+
-			"subscription ids (ids from `nextval`, the event as the body, built with `jsonb_build_object` in the shape Ferry stores it), into the pull "+
-			"subscriptions of a topic of its own made through the API, so triggers and indexes are the same; no dedup. Deliveries/s = events/s × N. After every "+
-			"window each partition's offsets are checked dense and the topic's deliveries (`ferry.queue_counts`) equal to events × N; both topics are deleted "+
-			"through the API before the next N. "+
-			"**Push latency (part 2):** one %d-partition topic, one push subscription (`\"push\": {\"url\": ..., \"timeout_seconds\": %d, \"max_in_flight\": %d}`, "+
-			"no rate limit) to an in-process `net/http` receiver on 127.0.0.1 that answers 204 and records when each event id (`webhook-id`) first arrives. "+
-			"Single-event publishes with client-given ids, started from a schedule at %d events/s for %s (open loop: each in its own goroutine, so a slow "+
-			"publish does not delay the next), after a %s warm-up at the same rate whose events were all delivered first (not counted). Latency = arrival "+
-			"at the receiver − the time just before the publish request was sent; every published event must arrive (the bench waits up to 10 s after the "+
-			"last publish). The server runs with `AllowPrivatePush` (loopback URLs allowed), Ferry's default push settings otherwise "+
-			"(one push worker slot per instance in this configuration: `PushWorkers` is left at 0, served as 1). "+
-			"**Statements (part 3):** pg_stat_statements (track = top) reset after the warm-up and read as soon as the last event arrived; every statement "+
-			"of the bench's database is counted, River's included (its job and maintenance statements), and divided by "+
-			"the events delivered. The bench runs no SQL in that window. BEGIN and COMMIT sent as plain statements are recorded; the publish "+
-			"transaction's BEGIN and COMMIT travel in a pipeline (extended protocol), which pg_stat_statements on PostgreSQL 15 mostly does not record: "+
-			"two statements are added per publish transaction (counted by its first statement, the `ferry.event_dedup` claim) beyond the upper-case BEGINs recorded.",
-			topicPartitions, fanoutSubCounts, fanoutClients, fanoutBatch, perSide, warmupFor(perSide),
-			fanoutBatch, fanoutBatch, topicPartitions, pushTimeout, pushMaxInFlight, pushRate, pushFor, time.Second/2),
-	}, nil
-}
-
-// fanoutRows are part 1's rows for one subscription count.
-func fanoutRows(r fanoutResult) []Row {
-	n := float64(r.subs)
-	what := fmt.Sprintf("fan-out to %d: ", r.subs)
-	rows := []Row{
-		{Metric: what + "publish throughput (batches of 100)", Raw: fmtRateOf(r.raw.Rate(), events), Ferry: fmtRateOf(r.ferry.Rate(), events),
-			Ratio: ratioOf(r.ferry.Rate(), r.raw.Rate()), Target: "—"},
-		{Metric: what + "deliveries written (events/s × N)", Raw: fmtInt(int64(r.raw.Rate()*n+0.5)) + " deliveries/s",
-			Ferry: fmtInt(int64(r.ferry.Rate()*n+0.5)) + " deliveries/s", Ratio: ratioOf(r.ferry.Rate(), r.raw.Rate())},
-	}
-	rows = append(rows, Row{Metric: what + "requests counted in the window", Raw: fmtInt(int64(len(r.raw.Latencies))), Ferry: fmtInt(int64(len(r.ferry.Latencies)))})
-	rows = append(rows, latencyRows(what+"request latency", Summarize(r.raw.Latencies), Summarize(r.ferry.Latencies))...)
-	rows = append(rows,
-		Row{Metric: what + "WAL bytes per delivery", Raw: fmt.Sprintf("%.0f", r.raw.WALPerMessage()/n),
-			Ferry: fmt.Sprintf("%.0f", r.ferry.WALPerMessage()/n), Ratio: ratioOf(r.ferry.WALPerMessage(), r.raw.WALPerMessage())},
-		Row{Metric: what + "PostgreSQL CPU-ms per 1,000 deliveries", Raw: cpuPerDelivery(r.raw, n), Ferry: cpuPerDelivery(r.ferry, n),
-			Ratio: ratioOf(r.ferry.CPU.PG/r.ferry.Rate(), r.raw.CPU.PG/r.raw.Rate())},
-		Row{Metric: what + "CPU cores in use", Raw: fmtCPU(r.raw.CPU), Ferry: fmtCPU(r.ferry.CPU)},
-	)
-	return rows
-}
-
-func cpuPerDelivery(p Phase, n float64) string {
-	if !p.CPU.PGKnown {
-		return "n/a"
-	}
-	if p.Rate() == 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.1f", p.CPU.PG/(p.Rate()*n)*1e6)
-}
-
-// verdict renders a target and whether it was met.
-func verdict(target string, ok bool) (string, *bool) {
-	if ok {
-		return target + ": target met", pass(true)
-	}
-	return target + ": missed", pass(false)
-}
-
-// pushRows are part 2's rows.
-func pushRows(p pushOutcome) []Row {
-	l := p.latency
-	complete := p.delivered == p.published && p.failed == 0
-	t50, ok50 := verdict("< 50 ms (issue)", complete && l.N > 0 && l.P50 < pushP50Target)
-	t99, ok99 := verdict("< 250 ms (issue)", complete && l.N > 0 && l.P99 < pushP99Target)
-	const what = "push: "
-	return []Row{
-		{Metric: what + "publish → delivered latency p50", Raw: "—", Ferry: fmtMs(l.P50), Target: t50, Pass: ok50},
-		{Metric: what + "publish → delivered latency p90", Raw: "—", Ferry: fmtMs(l.P90)},
-		{Metric: what + "publish → delivered latency p99", Raw: "—", Ferry: fmtMs(l.P99), Target: t99, Pass: ok99},
-		{Metric: what + "publish → delivered latency max", Raw: "—", Ferry: fmtMs(l.Max)},
-		{Metric: what + "events delivered / published", Raw: "—",
-			Ferry:  fmt.Sprintf("%s / %s (%d missing, %d publishes failed)", fmtInt(int64(p.delivered)), fmtInt(int64(p.published)), p.published-p.delivered, p.failed),
-			Target: "= published", Pass: pass(complete)},
-		{Metric: what + "repeated deliveries (same event id again)", Raw: "—", Ferry: fmtInt(p.dups)},
-		{Metric: what + "publish request latency p50 / p99", Raw: "—", Ferry: fmtMs(p.publish.P50) + " / " + fmtMs(p.publish.P99)},
-		{Metric: what + "publish answered → delivered p50 / p99", Raw: "—", Ferry: fmtMs(p.afterAnswer.P50) + " / " + fmtMs(p.afterAnswer.P99)},
-		{Metric: what + "push attempts recorded (ok), mean attempt duration", Raw: "—",
-			Ferry: fmt.Sprintf("%s (%s), %.1f ms", fmtInt(p.attempts), fmtInt(p.okAtt), p.attemptMs)},
-	}
-}
-
-// stmtRows are part 3's rows and its grid of top statements.
-func stmtRows(p pushOutcome) ([]Row, Grid) {
-	var recorded, river, publishTx, begins, publishing int64
-	for _, s := range p.stmts {
-		recorded += s.calls
-		q := strings.TrimSpace(s.query)
-		switch {
-		case riverStmt.MatchString(q):
-			river += s.calls
-		case publishClaim.MatchString(q):
-			publishTx += s.calls
-		case q == "BEGIN":
-			begins += s.calls
-		}
-		if !riverStmt.MatchString(q) && publishStmt.MatchString(q) {
-			publishing += s.calls
-		}
-	}
-	// BEGIN and COMMIT of the publish transactions that were not recorded
-	// (an upper-case BEGIN recorded is taken to be one of theirs).
-	unseen := 2 * max(publishTx-begins, 0)
-	all := recorded + unseen
-	d := float64(max(p.delivered, 1))
-	per := float64(all) / d
-	rows := []Row{
-		{Metric: "SQL statements per pushed delivery, all (publish + fan-out + push, River included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", per)},
-		{Metric: "of which: pipelined BEGIN/COMMIT of publish transactions, added (not recorded by pg_stat_statements)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(unseen)/d)},
-		{Metric: "of which: River's (jobs, maintenance)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(river)/d)},
-		{Metric: "of which: publishing (the publish transactions, BEGIN/COMMIT included)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(publishing+unseen)/d)},
-		func() Row {
-			deliver := float64(all-publishing-unseen-river) / d
-			t, ok := verdict("≤ 5 (issue: delivery state changes; Convoy ~32)", p.delivered > 0 && deliver <= stmtsPerDeliveryTarget)
-			return Row{Metric: "of which: delivery (claims, acks, nacks, attempt records, wake-ups)", Raw: "—",
-				Ferry: fmt.Sprintf("%.2f", deliver), Target: t, Pass: ok}
-		}(),
-		{Metric: "publish transactions per delivered event (group commit merges publishes)", Raw: "—", Ferry: fmt.Sprintf("%.2f", float64(publishTx)/d)},
-		{Metric: "statements in the window (recorded + added), events delivered, window", Raw: "—",
-			Ferry: fmt.Sprintf("%s + %s, %s, %s", fmtInt(recorded), fmtInt(unseen), fmtInt(int64(p.delivered)), p.elapsed.Round(10*time.Millisecond))},
-	}
-	g := Grid{
-		Caption: fmt.Sprintf("Push (part 3): the statements with the most calls during the measured window (%s events delivered)", fmtInt(int64(p.delivered))),
-		Header:  []string{"statement", "calls", "per delivery", "rows/call", "mean ms"},
-	}
-	for i, s := range p.stmts {
-		if i == 15 {
-			break
-		}
-		g.Rows = append(g.Rows, []string{"`" + shortSQL(s.query) + "`", fmtInt(s.calls),
-			fmt.Sprintf("%.2f", float64(s.calls)/d),
-			fmt.Sprintf("%.1f", float64(s.rows)/float64(max(s.calls, 1))),
-			fmt.Sprintf("%.3f", s.execMs/float64(max(s.calls, 1)))})
-	}
-	return rows, g
-}
-
-// pushNote says where the push latency goes, from the measured split.
-func pushNote(p pushOutcome) string {
-	return fmt.Sprintf("Where push latency goes: of the p50 of %s from publish to delivery, the publish request itself (the group-committed "+
-		"transaction writing the event and its delivery, and the answer) takes %s at p50; the rest, from the publish's answer to the POST arriving "+
-		"(kick or notifier wake-up of the push worker, claim, HTTP request), %s at p50 (%s at p99; negative when the POST arrived before the "+
-		"publisher had read its answer).",
-		fmtMs(p.latency.P50), fmtMs(p.publish.P50), fmtMs(p.afterAnswer.P50), fmtMs(p.afterAnswer.P99))
+	return fanoutSection(results, checked, p, b.statementsReason, perSide, pushFor), nil
 }

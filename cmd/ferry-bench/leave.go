@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/ferry-mq/ferry/store"
@@ -30,103 +26,6 @@ type takeover struct {
 	delivered time.Duration // T → A's first answer with an event of B's partitions
 	woken     time.Duration // T → A's first answer after T (the poll in flight at T)
 	leaveCall time.Duration // the leave request's round trip (graceful)
-}
-
-// leavePoll is one answer to a member of scenario 12.
-type leavePoll struct {
-	sent, at   time.Time
-	generation int64
-	partitions []int
-	eventParts []int // partitions of the events it carried
-}
-
-// leaveLog is what a scenario 12 member saw.
-type leaveLog struct {
-	mu    sync.Mutex
-	polls []leavePoll
-	err   error
-}
-
-func (l *leaveLog) snapshot() ([]leavePoll, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.polls), l.err
-}
-
-// GroupLeave makes consumer leave the group (204).
-func (c *FerryClient) GroupLeave(ctx context.Context, topic, group, consumer string) error {
-	req, err := json.Marshal(map[string]string{"consumer": consumer})
-	if err != nil {
-		return err
-	}
-	status, out, err := c.post(ctx, groupPath(topic, group)+"/leave", req)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusNoContent {
-		return fmt.Errorf("leave %s/%s as %s: status %d: %s", topic, group, consumer, status, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// runLeaveMember polls in a loop until stop closes or ctx ends, logging
-// every answer and committing what it got.
-func (b *Bench) runLeaveMember(ctx context.Context, topic, group, consumer string, stop <-chan struct{}, log *leaveLog) {
-	req := groupPollRequest{Consumer: consumer, MaxEvents: 100, WaitSeconds: rebalanceWait,
-		SessionTimeoutSeconds: rebalanceSession, Start: "latest"}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
-		sent := time.Now()
-		r, err := b.client.GroupPoll(ctx, topic, group, req)
-		at := time.Now()
-		if err == nil && len(r.Events) > 0 {
-			err = b.client.GroupCommit(ctx, topic, group, consumer, r.Generation, lastOffsets(r.Events))
-			if errors.Is(err, errFenced) {
-				err = nil // rebalanced meanwhile: the next poll tells
-			}
-		}
-		p := leavePoll{sent: sent, at: at, generation: r.Generation, partitions: r.Partitions}
-		for _, e := range r.Events {
-			p.eventParts = append(p.eventParts, e.Partition)
-		}
-		log.mu.Lock()
-		if err != nil {
-			if ctx.Err() == nil {
-				log.err = fmt.Errorf("%s: %w", consumer, err)
-			}
-			log.mu.Unlock()
-			return
-		}
-		log.polls = append(log.polls, p)
-		log.mu.Unlock()
-	}
-}
-
-// awaitPolls checks cond on the members' logs every 2 ms until it holds,
-// a member fails, or limit passes.
-func awaitPolls(ctx context.Context, what string, limit time.Duration, logs []*leaveLog, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		for _, l := range logs {
-			if _, err := l.snapshot(); err != nil {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, limit)
-		}
-		sleepUntil(ctx, time.Now().Add(2*time.Millisecond))
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // publishToPartitions publishes one event to each partition named.
@@ -155,42 +54,11 @@ func (b *Bench) publishToPartitions(ctx context.Context, topic string, parts []i
 // measureTakeover runs one round on a new group of topic.
 func (b *Bench) measureTakeover(ctx context.Context, topic, group string, graceful bool) (takeover, error) {
 	var out takeover
-	ctx, cancel := context.WithCancel(ctx)
-	var (
-		logA, logB   leaveLog
-		stopA, stopB = make(chan struct{}), make(chan struct{})
-		doneB        = make(chan struct{})
-		wg           sync.WaitGroup
-	)
-	defer func() { cancel(); wg.Wait() }()
-	logs := []*leaveLog{&logA, &logB}
-	last := func(l *leaveLog) (leavePoll, bool) {
-		ps, _ := l.snapshot()
-		if len(ps) == 0 {
-			return leavePoll{}, false
-		}
-		return ps[len(ps)-1], true
-	}
-	wg.Add(2)
-	go func() { defer wg.Done(); b.runLeaveMember(ctx, topic, group, "member-a", stopA, &logA) }()
-	if err := awaitPolls(ctx, "member A's first poll", 10*time.Second, logs, func() bool { _, ok := last(&logA); return ok }); err != nil {
+	pair, lastB, err := b.settledPair(ctx, topic, group, 100)
+	if err != nil {
 		return out, err
 	}
-	go func() {
-		defer wg.Done()
-		defer close(doneB)
-		b.runLeaveMember(ctx, topic, group, "member-b", stopB, &logB)
-	}()
-	if err := awaitPolls(ctx, "two members with 2 partitions each", 15*time.Second, logs, func() bool {
-		a, _ := last(&logA)
-		bb, ok := last(&logB)
-		return ok && len(a.partitions) == 2 && len(bb.partitions) == 2 && a.generation == bb.generation
-	}); err != nil {
-		return out, err
-	}
-	close(stopB)
-	<-doneB
-	lastB, _ := last(&logB)
+	defer pair.close()
 	if err := b.publishToPartitions(ctx, topic, lastB.partitions); err != nil {
 		return out, fmt.Errorf("publish: %w", err)
 	}
@@ -203,22 +71,14 @@ func (b *Bench) measureTakeover(ctx context.Context, topic, group string, gracef
 		t = time.Now()
 		out.leaveCall = t.Sub(sent)
 	}
-	var got leavePoll
-	if err := awaitPolls(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, logs, func() bool {
-		ps, _ := logA.snapshot()
-		for _, p := range ps {
-			if p.at.After(t) && slices.ContainsFunc(p.eventParts, func(ep int) bool { return slices.Contains(lastB.partitions, ep) }) {
-				got = p
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	got, err := pair.firstOfA(ctx, "member A getting B's events", time.Duration(rebalanceSession+15)*time.Second, t, func(p memberPoll) bool {
+		return slices.ContainsFunc(p.eventParts, func(ep int) bool { return slices.Contains(lastB.partitions, ep) })
+	})
+	if err != nil {
 		return out, err
 	}
-	close(stopA)
 	out.delivered = got.at.Sub(t)
-	ps, _ := logA.snapshot()
+	ps, _ := pair.a.snapshot()
 	for _, p := range ps {
 		if !p.at.After(t) {
 			continue
@@ -264,44 +124,4 @@ func (b *Bench) leaveRebalance(ctx context.Context) (*Section, error) {
 	}
 	progress("  crash: B's events at A after %s (all partitions listed after %s)", fmtMs(crash.delivered), fmtMs(crash.assigned))
 	return leaveSection(graceful, crash), nil
-}
-
-func leaveSection(graceful []takeover, crash takeover) *Section {
-	pick := func(f func(takeover) time.Duration) Summary {
-		var ds []time.Duration
-		for _, r := range graceful {
-			ds = append(ds, f(r))
-		}
-		return Summarize(ds)
-	}
-	delivered, woken, assigned, call := pick(func(r takeover) time.Duration { return r.delivered }),
-		pick(func(r takeover) time.Duration { return r.woken }), pick(func(r takeover) time.Duration { return r.assigned }),
-		pick(func(r takeover) time.Duration { return r.leaveCall })
-	dist := func(s Summary) string { return fmt.Sprintf("p50 %s, max %s", fmtMs(s.P50), fmtMs(s.Max)) }
-	target, ok := verdict("< 100 ms", delivered.Max < 100*time.Millisecond)
-	// B's session runs from its last fetch, at the start of its last poll
-	// (up to one wait before T); the evicting poll finds B's events.
-	session, wait := rebalanceSession*time.Second, rebalanceWait*time.Second
-	crashOK := crash.delivered >= session-wait-wait/2 && crash.delivered <= session+2*wait+wait/2
-	crashTarget, crashPass := verdict(fmt.Sprintf("crash: %d s session from B's last fetch (T − ≤ %d s) + ≤ 1 poll", rebalanceSession, rebalanceWait), crashOK)
-	return &Section{
-		Columns: &Columns{Raw: "after a crash", Ferry: "after a graceful leave", Ratio: "crash ÷ leave"},
-		Rows: []Row{
-			{Metric: "T → member A's first answer with an event of B's partitions", Raw: fmtMs(crash.delivered),
-				Ferry: dist(delivered), Ratio: fmt.Sprintf("%.0f×", float64(crash.delivered)/float64(max(delivered.P50, time.Microsecond))), Target: "leave " + target, Pass: ok},
-			{Metric: "the same, after a crash", Raw: fmtMs(crash.delivered), Ferry: "—", Target: crashTarget, Pass: crashPass},
-			{Metric: "T → member A's first answer listing all partitions", Raw: fmtMs(crash.assigned), Ferry: dist(assigned)},
-			{Metric: "T → member A's answer to the poll waiting at T", Raw: fmtMs(crash.woken), Ferry: dist(woken)},
-			{Metric: "leave request round trip", Raw: "—", Ferry: dist(call)},
-		},
-		How: fmt.Sprintf("A new %d-partition topic; per round a new group, members A and B each looping `POST .../poll` `{\"max_events\": 100, \"wait_seconds\": %d, "+
-			"\"session_timeout_seconds\": %d, \"start\": \"latest\"}` and committing what they get. Once both answers list 2 partitions in the same generation, B stops after "+
-			"its current poll, and one event is published to each of B's partitions (B never reads them). Graceful (%d rounds): B then calls `POST .../leave`; T is its 204. "+
-			"Crash (1 round): B does nothing more; T is B's last poll answered. Times from T to A's answers (the time the answer was read). "+
-			"Expected: after a leave, A's waiting poll is woken (the leave wakes the group's long polls and a poll ends when the generation moves), A's next poll "+
-			"owns all partitions and finds B's events at once: < 100 ms. After a crash, B's partitions move only when its session has expired, %d s after its last fetch "+
-			"(which began B's last poll, up to one wait of %d s before T), and a poll of A evicts it: ≈ %d s − up to %d s + up to one poll's wait.",
-			topicPartitions, rebalanceWait, rebalanceSession, len(graceful), rebalanceSession, rebalanceWait, rebalanceSession, rebalanceWait),
-		Notes: []string{"Without traffic on the leaver's partitions, the answer listing them may come a poll's wait later (nothing to return); the first row is the takeover that matters: the leaver's unread events reaching the member that is left."},
-	}
 }

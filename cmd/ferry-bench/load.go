@@ -148,14 +148,10 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 	}
 
 	sleepUntil(ctx, from)
-	cpu0, db0 := b.cpu.Sample(), b.dbPosition(ctx)
-	waitCtx, stopWaits := context.WithDeadline(ctx, until)
-	defer stopWaits()
-	waits := make(chan Waits, 1)
-	go func() { waits <- b.sampleWaits(waitCtx) }()
+	win := b.startWindow(ctx)
 	sleepUntil(ctx, until)
-	cpu, db1 := b.cpu.Since(cpu0), b.dbPosition(ctx)
-	sampled := <-waits
+	var measured Phase
+	win.end(ctx, &measured)
 	wg.Wait()
 	if firstErr != nil {
 		return res, firstErr
@@ -163,7 +159,7 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	res.CPU, res.WALBytes, res.WriteXacts, res.Waits = cpu, db1.wal-db0.wal, db1.xid-db0.xid, sampled
+	res.CPU, res.WALBytes, res.WriteXacts, res.Waits = measured.CPU, measured.WALBytes, measured.WriteXacts, measured.Waits
 	res.Elapsed = until.Sub(from)
 	if res.Drained {
 		if lastDone.Before(from) {
@@ -172,6 +168,34 @@ func (b *Bench) runLoad(ctx context.Context, label string, workers int, d time.D
 		res.Elapsed = lastDone.Sub(from)
 	}
 	return res, nil
+}
+
+// window measures what the machine and the database did between its
+// start and its end: CPU, WAL, write transactions and the backends' waits.
+type window struct {
+	b         *Bench
+	cpu0      CPUSample
+	db0       dbPos
+	stopWaits context.CancelFunc
+	waits     chan Waits
+}
+
+// startWindow starts a window now.
+func (b *Bench) startWindow(ctx context.Context) *window {
+	w := &window{b: b, cpu0: b.cpu.Sample(), db0: b.dbPosition(ctx), waits: make(chan Waits, 1)}
+	wctx, stop := context.WithCancel(ctx)
+	w.stopWaits = stop
+	go func() { w.waits <- b.sampleWaits(wctx) }()
+	return w
+}
+
+// end ends the window and records what it measured in p.
+func (w *window) end(ctx context.Context, p *Phase) {
+	p.CPU = w.b.cpu.Since(w.cpu0)
+	db1 := w.b.dbPosition(ctx)
+	w.stopWaits()
+	p.Waits = <-w.waits
+	p.WALBytes, p.WriteXacts = db1.wal-w.db0.wal, db1.xid-w.db0.xid
 }
 
 func sleepUntil(ctx context.Context, t time.Time) {
@@ -205,15 +229,20 @@ func (s side) String() string {
 // It returns each side's merged phases and the Ferry/raw rate ratio of each
 // pair of rounds, which shows the noise.
 func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare func(side) error, run func(side, time.Duration) (Phase, error)) (rawRes, ferryRes Phase, pairs []float64, err error) {
+	return b.rounds(ctx, perSide, b.opts.Rounds, rawSide, prepare, run)
+}
+
+// rounds is alternate with a given number of rounds, the first starting
+// with side first.
+func (b *Bench) rounds(ctx context.Context, perSide time.Duration, rounds int, first side, prepare func(side) error, run func(side, time.Duration) (Phase, error)) (rawRes, ferryRes Phase, pairs []float64, err error) {
 	var res [2]Phase
-	rounds := b.opts.Rounds
 	for i := range rounds {
 		if err := ctx.Err(); err != nil {
 			return Phase{}, Phase{}, nil, err
 		}
-		order := []side{rawSide, ferrySide}
+		order := []side{first, 1 - first}
 		if i%2 == 1 {
-			order = []side{ferrySide, rawSide}
+			order = []side{1 - first, first}
 		}
 		var pair [2]Phase
 		for _, s := range order {
@@ -229,7 +258,7 @@ func (b *Bench) alternate(ctx context.Context, perSide time.Duration, prepare fu
 		}
 		ratio := pair[ferrySide].Rate() / pair[rawSide].Rate()
 		pairs = append(pairs, ratio)
-		progress("  round %d/%d: raw %.0f msgs/s, Ferry %.0f msgs/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
+		progress("  round %d/%d: raw %.0f/s, Ferry %.0f/s (%.2f×)", i+1, rounds, pair[rawSide].Rate(), pair[ferrySide].Rate(), ratio)
 	}
 	return res[rawSide], res[ferrySide], pairs, nil
 }
@@ -350,4 +379,11 @@ func (l *boundedLoad) stopped(ctx context.Context, err error, took time.Duration
 		}
 		l.cancel()
 	}
+}
+
+// runCounted runs op from workers goroutines until ops operations have run
+// (or the first error, which it returns).
+func runCounted(ctx context.Context, label string, workers int, ops int64, op func(ctx context.Context) error) error {
+	_, err := runBounded(ctx, label, workers, ops, 0, time.Time{}, func(ctx context.Context, _ int) error { return op(ctx) })
+	return err
 }

@@ -22,7 +22,7 @@
 //
 //	go run ./cmd/ferry-bench -out docs/benchmarks.md
 //	go run ./cmd/ferry-bench -quick            # a ~1 minute smoke run
-//	go run ./cmd/ferry-bench -only 2,4         # selected scenarios
+//	go run ./cmd/ferry-bench -only groups,fanout  # selected scenarios, by name (see -help) or number
 //
 // Scenario 11 (cold start) runs on databases of its own, each with its own
 // in-process server: a new install used lightly and then given a backlog,
@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,7 +83,7 @@ func parseFlags() (Options, error) {
 	flag.StringVar(&o.DataDir, "data-dir", os.TempDir(), "parent directory of the private cluster's temporary data directory (must be a real disk, not tmpfs)")
 	flag.StringVar(&o.Out, "out", "", "also write the markdown report to this file")
 	flag.BoolVar(&o.Quick, "quick", false, "smoke run: ~2 s per side, fewer iterations, 200k instead of 1M messages; cold start: 5 s of light use, 50k messages and 25k events, 20 s budgets")
-	flag.StringVar(&only, "only", "", "comma-separated scenario numbers to run (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run, by name or number (default all): "+scenarioNames(scenarios()))
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (load-generator goroutines carry the pprof label role=client)")
 	flag.IntVar(&o.SendWorkers, "send-workers", 4, "Ferry's SendWorkers (group-commit transactions in flight); shown in the report header")
 	flag.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time per side of each throughput scenario")
@@ -102,35 +103,14 @@ func parseFlags() (Options, error) {
 	flag.Parse()
 
 	if o.Quick {
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
+		if err := quickDefaults(); err != nil {
+			return o, err
 		}
-		def("duration", func() { o.Duration = 2 * time.Second })
-		def("rounds", func() { o.Rounds = 2 })
-		def("churn", func() { o.Churn = 4 * time.Second })
-		def("prefill", func() { o.Prefill = 100_000 })
-		def("large", func() { o.LargeDepth = 200_000 })
-		def("claim-iterations", func() { o.ClaimIters = 200 })
-		def("wake-iterations", func() { o.WakeIters = 40 })
-		def("churn-depth", func() { o.ChurnDepth = 20_000 })
-		def("statements-messages", func() { o.StatementsMsgs = 500 })
-		def("cold-light", func() { o.ColdLight = 5 * time.Second })
-		def("cold-budget", func() { o.ColdBudget = 20 * time.Second })
-		def("cold-messages", func() { o.ColdMessages = 50_000 })
-		def("cold-events", func() { o.ColdEvents = 25_000 })
 	}
 	if only != "" {
-		o.Only = map[int]bool{}
-		for _, s := range strings.Split(only, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || n < 1 || n > len(scenarios) {
-				return o, fmt.Errorf("-only: %q is not a scenario number (1-%d)", s, len(scenarios))
-			}
-			o.Only[n] = true
+		var err error
+		if o.Only, err = parseOnly(only, scenarios()); err != nil {
+			return o, err
 		}
 	}
 	if o.Rounds < 1 || o.Duration/time.Duration(o.Rounds) < 500*time.Millisecond || o.Churn < time.Second {
@@ -145,25 +125,76 @@ func parseFlags() (Options, error) {
 	return o, nil
 }
 
+// quickDefaults sets the -quick run's values of the flags not given on
+// the command line.
+func quickDefaults() error {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, d := range [][2]string{
+		{"duration", "2s"}, {"rounds", "2"}, {"churn", "4s"}, {"prefill", "100000"}, {"large", "200000"},
+		{"claim-iterations", "200"}, {"wake-iterations", "40"}, {"churn-depth", "20000"}, {"statements-messages", "500"},
+		{"cold-light", "5s"}, {"cold-budget", "20s"}, {"cold-messages", "50000"}, {"cold-events", "25000"},
+	} {
+		if !set[d[0]] {
+			if err := flag.Set(d[0], d[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // scenario is one section of the report.
 type scenario struct {
+	name  string // what -only calls it
 	title string
 	run   func(b *Bench, ctx context.Context) (*Section, error)
 }
 
-var scenarios = []scenario{
-	{"Batch send", (*Bench).batchSend},
-	{"Single-message send", (*Bench).singleSend},
-	{"Receive + ack", (*Bench).receiveAck},
-	{"Long-poll wake latency", (*Bench).wakeLatency},
-	{"Claim latency vs backlog", (*Bench).claimLatency},
-	{"Table and index size under churn", (*Bench).churn},
-	{"SQL statements per message", (*Bench).statements},
-	{"Topic publish", (*Bench).topicPublish},
-	{"Topic fan-out and push delivery", (*Bench).fanout},
-	{"Consumer groups", (*Bench).groups},
-	{"Cold start", (*Bench).coldStart},
-	{"Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
+// scenarios are the report's sections, in their order; a scenario's
+// number is its position from 1.
+func scenarios() []scenario {
+	return []scenario{
+		{"batch-send", "Batch send", (*Bench).batchSend},
+		{"single-send", "Single-message send", (*Bench).singleSend},
+		{"receive-ack", "Receive + ack", (*Bench).receiveAck},
+		{"wake", "Long-poll wake latency", (*Bench).wakeLatency},
+		{"claim", "Claim latency vs backlog", (*Bench).claimLatency},
+		{"churn", "Table and index size under churn", (*Bench).churn},
+		{"statements", "SQL statements per message", (*Bench).statements},
+		{"publish", "Topic publish", (*Bench).topicPublish},
+		{"fanout", "Topic fan-out and push delivery", (*Bench).fanout},
+		{"groups", "Consumer groups", (*Bench).groups},
+		{"coldstart", "Cold start", (*Bench).coldStart},
+		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
+	}
+}
+
+// scenarioNames lists the scenarios as "1 batch-send, 2 single-send, ...".
+func scenarioNames(all []scenario) string {
+	names := make([]string, len(all))
+	for i, sc := range all {
+		names[i] = fmt.Sprintf("%d %s", i+1, sc.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseOnly reads -only: scenario names or numbers, comma-separated. It
+// returns the numbers chosen.
+func parseOnly(only string, all []scenario) (map[int]bool, error) {
+	chosen := map[int]bool{}
+	for _, s := range strings.Split(only, ",") {
+		s = strings.TrimSpace(s)
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			n = slices.IndexFunc(all, func(sc scenario) bool { return sc.name == s }) + 1
+		}
+		if n < 1 || n > len(all) {
+			return nil, fmt.Errorf("-only: %q is not a scenario (%s)", s, scenarioNames(all))
+		}
+		chosen[n] = true
+	}
+	return chosen, nil
 }
 
 func main() {
@@ -215,7 +246,7 @@ func run(opts Options) (err error) {
 	// broken is a correctness failure seen under load (a broken offset
 	// invariant): the report is still written, then the run fails.
 	var broken error
-	for i, sc := range scenarios {
+	for i, sc := range scenarios() {
 		n := i + 1
 		if opts.Only != nil && !opts.Only[n] {
 			continue

@@ -151,7 +151,7 @@ type dbPos struct{ wal, xid int64 }
 // transaction id, neither of which lags like the cumulative statistics do.
 func (b *Bench) dbPosition(ctx context.Context) dbPos {
 	var p dbPos
-	_ = b.raw.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+	_ = b.raw.QueryRow(ctx, `/* bench:db_position */ SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
 		pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&p.wal, &p.xid)
 	return p
 }

@@ -174,6 +174,9 @@ func fmtRate(perSecond float64) string { return fmtRateOf(perSecond, messages) }
 
 // fmtRateOf renders a rate per second of what u counts.
 func fmtRateOf(perSecond float64, u unit) string {
+	if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) {
+		return "—" // an empty window
+	}
 	return fmtInt(int64(math.Round(perSecond))) + " " + u.many + "/s"
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -56,42 +55,63 @@ const rawAppendEvents = `
 	JOIN ferry.topic_partitions p ON p.topic_id = $1 AND p.partition = t.partition
 	ORDER BY t.ord`
 
-// rawPublishBatch publishes one event per key in one transaction (a pgx
-// batch is one round trip and one implicit transaction): it locks and
-// bumps the partitions the batch touches in partition order (so that
-// concurrent batches never deadlock), then inserts the events, ordered by
-// partition and offset, with offsets computed from the bumped counters.
-func rawPublishBatch(ctx context.Context, b *Bench, topicID int64, keys, data []string) error {
-	var counts [topicPartitions]int
+// rawEvents are a batch of keyed events laid out as rawAppendEvents and
+// rawFanoutAppend take them: sorted by partition, each with the ordinal
+// back from the end of its partition's share (its offset is the bumped
+// next_offset minus back) and an event id made in Go.
+type rawEvents struct {
+	counts     [topicPartitions]int // events per partition
+	partitions []int32
+	back       []int64
+	ids, keys  []string
+}
+
+// rawEventsOf lays out one event per key.
+func rawEventsOf(keys []string) rawEvents {
+	var e rawEvents
 	parts := make([]int, len(keys))
 	for i, k := range keys {
 		parts[i] = store.PartitionForKey(k, topicPartitions)
-		counts[parts[i]]++
+		e.counts[parts[i]]++
 	}
 	var next [topicPartitions]int // where a partition's events start in the sorted arrays
 	for p := 1; p < topicPartitions; p++ {
-		next[p] = next[p-1] + counts[p-1]
+		next[p] = next[p-1] + e.counts[p-1]
 	}
-	var (
-		pcol  = make([]int32, len(keys))
-		back  = make([]int64, len(keys))
-		ids   = make([]string, len(keys))
-		kcol  = make([]string, len(keys))
-		taken [topicPartitions]int
-	)
+	e.partitions, e.back = make([]int32, len(keys)), make([]int64, len(keys))
+	e.ids, e.keys = make([]string, len(keys)), make([]string, len(keys))
+	var taken [topicPartitions]int
 	for i, k := range keys {
 		p := parts[i]
 		j := next[p] + taken[p]
 		taken[p]++
-		pcol[j], back[j], ids[j], kcol[j] = int32(p), int64(counts[p]-taken[p]+1), store.NewEventID(), k
+		e.partitions[j], e.back[j], e.ids[j], e.keys[j] = int32(p), int64(e.counts[p]-taken[p]+1), store.NewEventID(), k
 	}
+	return e
+}
+
+// bumps is a batch that starts with an rawBumpPartition of each partition
+// the events touch, in partition order (so that concurrent batches never
+// deadlock).
+func (e rawEvents) bumps(topicID int64) *pgx.Batch {
 	batch := &pgx.Batch{}
-	for p, n := range counts {
+	for p, n := range e.counts {
 		if n > 0 {
 			batch.Queue(rawBumpPartition, topicID, p, n)
 		}
 	}
-	batch.Queue(rawAppendEvents, topicID, eventType, pcol, back, ids, kcol, data)
+	return batch
+}
+
+// rawPublishBatch publishes one event per key in one transaction (a pgx
+// batch is one round trip and one implicit transaction): it locks and
+// bumps the partitions the batch touches in partition order, then inserts
+// the events, ordered by partition and offset, with offsets computed from
+// the bumped counters.
+func rawPublishBatch(ctx context.Context, b *Bench, topicID int64, keys, data []string) error {
+	e := rawEventsOf(keys)
+	batch := e.bumps(topicID)
+	batch.Queue(rawAppendEvents, topicID, eventType, e.partitions, e.back, e.ids, e.keys, data)
 	return b.raw.SendBatch(ctx, batch).Close()
 }
 
@@ -119,7 +139,13 @@ func (b *Bench) createTopic(ctx context.Context, name string) (int64, error) {
 // resetTopics empties the event tables, rewinds every partition to offset
 // 0 (topics stay) and checkpoints.
 func (b *Bench) resetTopics(ctx context.Context) error {
-	if _, err := b.raw.Exec(ctx, `TRUNCATE ferry.events, ferry.event_dedup`); err != nil {
+	return b.resetTopicTables(ctx, `TRUNCATE ferry.events, ferry.event_dedup`)
+}
+
+// resetTopicTables runs truncate, rewinds every partition to offset 0,
+// vacuums the partitions and checkpoints.
+func (b *Bench) resetTopicTables(ctx context.Context, truncate string) error {
+	if _, err := b.raw.Exec(ctx, truncate); err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}
 	if _, err := b.raw.Exec(ctx, `UPDATE ferry.topic_partitions SET next_offset = 0`); err != nil {
@@ -194,34 +220,21 @@ func (b *Bench) checkDensity(ctx context.Context, what string, topicID int64) (i
 	return total, nil
 }
 
-// publishRows are the headline rows of a publish comparison: there is no
-// target, only the side-by-side figures.
-func publishRows(metric string, raw, ferry Phase, pairs []float64) []Row {
-	rows := throughputRows(metric, raw, ferry, pairs, 0)
-	rows[0].Raw, rows[0].Ferry = fmtRateOf(raw.Rate(), events), fmtRateOf(ferry.Rate(), events)
-	rows[0].Target, rows[0].Pass = "—", nil
-	return rows
-}
-
 func (b *Bench) topicPublish(ctx context.Context) (*Section, error) {
 	const (
 		singleClients       = 32
 		batch, batchClients = 500, 8
 	)
-	type topic struct {
-		name string
-		id   int64
-	}
-	topics := map[string]*topic{}
-	for _, name := range []string{"bench-publish-raw", "bench-publish-ferry", "bench-publish-batch-raw", "bench-publish-batch-ferry"} {
-		id, err := b.createTopic(ctx, name)
-		if err != nil {
-			return nil, err
+	var topicIDs [2][2]int64 // [single or batch][side]
+	prefixes := [2]string{"bench-publish", "bench-publish-batch"}
+	for part, prefix := range prefixes {
+		for _, s := range []side{rawSide, ferrySide} {
+			id, err := b.createTopic(ctx, prefix+"-"+s.String())
+			if err != nil {
+				return nil, err
+			}
+			topicIDs[part][s] = id
 		}
-		topics[name] = &topic{name, id}
-	}
-	if err := warmPool(ctx, b.raw, singleClients); err != nil {
-		return nil, err
 	}
 
 	keys := eventKeys()
@@ -244,115 +257,45 @@ func (b *Bench) topicPublish(ctx context.Context) (*Section, error) {
 	}
 	data := bodies(batch)
 
-	density := map[side]*densityCheck{rawSide: {}, ferrySide: {}}
-	// measure runs one side of one part of the scenario and checks the
-	// offsets it left behind.
-	measure := func(s side, name string, d time.Duration, workers int, op func(worker int, i int64) (int, error)) (Phase, error) {
-		counter := make([]int64, workers) // each worker touches its own
-		p, err := b.runLoad(ctx, name, workers, d, func(ctx context.Context, w int) (int, error) {
-			i := counter[w]
-			counter[w]++
-			return op(w, i)
-		})
-		if err != nil {
-			return p, err
-		}
-		t := topics[name]
-		n, err := b.checkDensity(ctx, fmt.Sprintf("%s, topic %s", s, name), t.id)
-		if err != nil {
-			return p, err
-		}
-		density[s].rounds++
-		density[s].events += n
-		return p, nil
+	var density [2]densityCheck
+	// loads are one part of the scenario: before every round the topics
+	// are reset, after it the offsets the round left behind are checked.
+	loads := func(label string, part, clients int, raw, ferry func(ctx context.Context, w int, i int64) (int, error)) sideLoads {
+		return sideLoads{label: label, clients: clients,
+			prepare: func(side) error { return b.resetTopics(ctx) },
+			check: func(s side) error {
+				n, err := b.checkDensity(ctx, fmt.Sprintf("%s, topic %s-%s", s, prefixes[part], s), topicIDs[part][s])
+				density[s].rounds++
+				density[s].events += n
+				return err
+			},
+			ops: [2]loadOp{numbered(clients, raw), numbered(clients, ferry)}}
 	}
 
 	progress("  single-event publish, %d clients", singleClients)
-	sRaw, sFerry, sPairs, err := b.alternate(ctx, b.opts.Duration,
-		func(side) error { return b.resetTopics(ctx) },
-		func(s side, d time.Duration) (Phase, error) {
-			if s == rawSide {
-				id := topics["bench-publish-raw"].id
-				return measure(s, "bench-publish-raw", d, singleClients, func(w int, i int64) (int, error) {
-					k := keys[(int64(w*stride)+i)%int64(len(keys))]
-					_, err := b.raw.Exec(ctx, rawPublishOne, id, store.PartitionForKey(k, topicPartitions), store.NewEventID(), eventType, k, body)
-					return 1, err
-				})
-			}
-			return measure(s, "bench-publish-ferry", d, singleClients, func(w int, i int64) (int, error) {
-				return 1, b.client.Publish(ctx, "bench-publish-ferry", singleReqs[(int64(w*stride)+i)%int64(len(keys))])
-			})
-		})
+	sRaw, sFerry, sPairs, err := b.compare(ctx, loads("publish-single", 0, singleClients,
+		func(ctx context.Context, w int, i int64) (int, error) {
+			k := keys[(int64(w*stride)+i)%int64(len(keys))]
+			_, err := b.raw.Exec(ctx, rawPublishOne, topicIDs[0][rawSide], store.PartitionForKey(k, topicPartitions), store.NewEventID(), eventType, k, body)
+			return 1, err
+		},
+		func(ctx context.Context, w int, i int64) (int, error) {
+			return 1, b.client.Publish(ctx, "bench-publish-ferry", singleReqs[(int64(w*stride)+i)%int64(len(keys))])
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("single-event publish: %w", err)
 	}
 
 	progress("  batch publish (%d), %d clients", batch, batchClients)
-	bRaw, bFerry, bPairs, err := b.alternate(ctx, b.opts.Duration,
-		func(side) error { return b.resetTopics(ctx) },
-		func(s side, d time.Duration) (Phase, error) {
-			if s == rawSide {
-				id := topics["bench-publish-batch-raw"].id
-				return measure(s, "bench-publish-batch-raw", d, batchClients, func(w int, i int64) (int, error) {
-					return batch, rawPublishBatch(ctx, b, id, batchKeys[(int64(w*batchStride)+i)%nBatches], data)
-				})
-			}
-			return measure(s, "bench-publish-batch-ferry", d, batchClients, func(w int, i int64) (int, error) {
-				return batch, b.client.Publish(ctx, "bench-publish-batch-ferry", batchReqs[(int64(w*batchStride)+i)%nBatches])
-			})
-		})
+	bRaw, bFerry, bPairs, err := b.compare(ctx, loads("publish-batch", 1, batchClients,
+		func(ctx context.Context, w int, i int64) (int, error) {
+			return batch, rawPublishBatch(ctx, b, topicIDs[1][rawSide], batchKeys[(int64(w*batchStride)+i)%nBatches], data)
+		},
+		func(ctx context.Context, w int, i int64) (int, error) {
+			return batch, b.client.Publish(ctx, "bench-publish-batch-ferry", batchReqs[(int64(w*batchStride)+i)%nBatches])
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("batch publish: %w", err)
 	}
-
-	perXact := func(p Phase) string {
-		if p.WriteXacts == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.1f", float64(p.Messages)/float64(p.WriteXacts))
-	}
-	prefix := func(what string, rows []Row) []Row {
-		for i := range rows {
-			rows[i].Metric = what + ": " + rows[i].Metric
-		}
-		return rows
-	}
-	var rows []Row
-	rows = append(rows, prefix("single event", publishRows("publish throughput", sRaw, sFerry, sPairs))...)
-	rows = append(rows, prefix(fmt.Sprintf("batch of %d", batch), publishRows("publish throughput", bRaw, bFerry, bPairs))...)
-	single := latencyRows("request latency", Summarize(sRaw.Latencies), Summarize(sFerry.Latencies))
-	single = append(single, evidenceRowsOf(sRaw, sFerry, events)...)
-	single = append(single, Row{Metric: "events per write transaction", Raw: perXact(sRaw), Ferry: perXact(sFerry)})
-	rows = append(rows, prefix("single event", single)...)
-	batched := latencyRows("request latency", Summarize(bRaw.Latencies), Summarize(bFerry.Latencies))
-	batched = append(batched, evidenceRowsOf(bRaw, bFerry, events)...)
-	batched = append(batched, Row{Metric: "events per write transaction", Raw: perXact(bRaw), Ferry: perXact(bFerry)})
-	rows = append(rows, prefix(fmt.Sprintf("batch of %d", batch), batched)...)
-	rows = append(rows, Row{Metric: "offsets dense after every round (count = max + 1 = next_offset, per partition)",
-		Raw: density[rawSide].String(), Ferry: density[ferrySide].String()})
-
-	return &Section{
-		Rows: rows,
-		How: fmt.Sprintf("Each side publishes to its own %d-partition topic created through the API (`PUT /v1/topics/{t}` `{\"partitions\":%d}`), "+
-			"keyed events (keys cycle through %s drawn from %s customer ids, the same sequence on both sides; partition = FNV-1a of the key mod %d, "+
-			"`store.PartitionForKey`), type `%s`, the bench body as data, no event id from the client. "+
-			"Ferry also records every event id (`ferry.event_dedup`: one insert, then an update with the offset, per event) for deduplication; "+
-			"raw SQL, as in the other scenarios, skips what makes Ferry a broker and writes only the partition counters and the events. "+
-			"**Single event:** %d concurrent clients, one event per request, for %s per side. Raw: what a correct publisher must do per event to keep "+
-			"offsets dense and in commit order, in one autocommit statement (one transaction): `WITH o AS (UPDATE ferry.topic_partitions SET next_offset = next_offset + 1 "+
-			"WHERE topic_id = $1 AND partition = $2 RETURNING next_offset - 1) INSERT INTO ferry.events (...) SELECT ... FROM o`, the event id made in Go; "+
-			"the partition row stays locked until the commit, so publishes to one partition commit one after another. "+
-			"Ferry: `POST /v1/topics/{t}/events` with one event; Ferry's publisher merges the publishes that arrive while a transaction commits "+
-			"into the next one (group commit). "+
-			"**Batch:** %d concurrent clients, batches of %d events, for %s per side. Raw: one pgx batch (one round trip, one implicit transaction) "+
-			"of an `UPDATE ... SET next_offset = next_offset + n` per partition the batch touches, in partition order (no deadlocks between batches), "+
-			"then one `INSERT ... SELECT FROM unnest(...)` of the events sorted by partition, offsets computed from the bumped counters. "+
-			"Ferry: `POST /v1/topics/{t}/events` with the %d events (request bodies encoded once). There is no target: publishing has to "+
-			"serialise on the partition locks either way, and the figures only compare Ferry with the hand-written equivalent. "+
-			"Write transactions are transaction ids assigned during the window (`pg_current_snapshot()`), as in scenarios 1-3. "+
-			"After every round, the bench checks each partition: `count(*) = max(offset) + 1 = next_offset` and min 0; a violation fails the run. "+
-			b.roundsNote("TRUNCATE of ferry.events and ferry.event_dedup, next_offset reset to 0, VACUUM of ferry.topic_partitions, CHECKPOINT"),
-			topicPartitions, topicPartitions, fmtInt(keyPool), fmtInt(keySpace), topicPartitions, eventType,
-			singleClients, b.opts.Duration, batchClients, batch, b.opts.Duration, batch),
-	}, nil
+	return publishSection(sRaw, sFerry, bRaw, bFerry, sPairs, bPairs, density, singleClients, batch, batchClients, b.opts.Duration, b.roundsNote), nil
 }

@@ -66,7 +66,7 @@ func (b *Bench) sampleWaits(ctx context.Context) Waits {
 			return w
 		case <-tick.C:
 		}
-		rows, err := b.raw.Query(ctx, `
+		rows, err := b.raw.Query(ctx, `/* bench:waits */
 			SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
 			WHERE datname = current_database() AND backend_type = 'client backend'
 				AND state = 'active' AND pid <> pg_backend_pid()`)
