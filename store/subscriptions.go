@@ -60,7 +60,7 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 		return Subscription{}, err
 	}
 	s.Queue = q
-	s.Filter = cachedFilter(filter)
+	s.Filter = storedFilter(filter)
 	return s, nil
 }
 
