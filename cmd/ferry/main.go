@@ -47,11 +47,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
 	}
-	var cfg server.Config
-	if err := envconfig.Process("FERRY", &cfg); err != nil {
+	cfg, err := loadConfig(args[0])
+	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	cfg.Version = version
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -72,6 +71,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// loadConfig reads the FERRY_* environment over the defaults of command:
+// server.DevConfig for `ferry dev`, server.DefaultConfig for the others.
+func loadConfig(command string) (server.Config, error) {
+	cfg := server.DefaultConfig()
+	if command == "dev" {
+		cfg = server.DevConfig()
+	}
+	if err := envconfig.Process("FERRY", &cfg); err != nil {
+		return server.Config{}, err
+	}
+	cfg.Version = version
+	return cfg, nil
 }
 
 // newLogger makes the logger FERRY_LOG_LEVEL (debug, info, warn, error)
