@@ -146,6 +146,8 @@ func (m *Metrics) observeHTTP(method, route string, status int, took time.Durati
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(took.Seconds())
 }
 
+// The descriptors of the collected gauges: immutable, shared by every
+// Metrics (a descriptor names a metric, it holds no value).
 var (
 	depthDesc = prometheus.NewDesc("ferry_queue_messages", "Messages in a queue by state.",
 		[]string{"queue", "state"}, nil)

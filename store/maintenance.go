@@ -107,6 +107,23 @@ func queuesDueForExpiry(ctx context.Context, db TxBeginner) ([]Expiry, error) {
 	return due, err
 }
 
+// messageExpireDue is the statement that says whether queue $1 has
+// anything to expire: a look at its oldest messages (ids follow send time,
+// up to the length of a transaction) and its oldest dead letter says so
+// without reading further.
+func messageExpireDue() string {
+	return `/* ferry:message_expire_due */
+		WITH RECURSIVE ` + walkKeys("messages", "id", "0", "", ", x.sent_at") + `
+		SELECT EXISTS (
+			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
+			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
+		) OR EXISTS (
+			SELECT 1 FROM ferry.queues q,
+				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
+			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
+		)`
+}
+
 // queuesDueIn is queuesDueForExpiry in tx.
 func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 	rows, err := tx.Query(ctx, `/* ferry:queue_ids */
@@ -123,8 +140,9 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	check := messageExpireDue()
 	for _, q := range all {
-		b.Queue(messageExpireDue, q.QueueID)
+		b.Queue(check, q.QueueID)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -140,20 +158,6 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 	}
 	return due, br.Close()
 }
-
-// messageExpireDue says whether queue $1 has anything to expire: a look at
-// its oldest messages (ids follow send time, up to the length of a
-// transaction) and its oldest dead letter says so without reading further.
-var messageExpireDue = `/* ferry:message_expire_due */
-		WITH RECURSIVE ` + walkKeys("messages", "id", "0", "", ", x.sent_at") + `
-		SELECT EXISTS (
-			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
-			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
-		) OR EXISTS (
-			SELECT 1 FROM ferry.queues q,
-				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
-			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
-		)`
 
 // messageExpireQueue expires one due queue's oldest messages and dead
 // letters, counting them in x.

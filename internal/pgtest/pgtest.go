@@ -78,7 +78,9 @@ type server struct {
 	private  bool // a throwaway cluster removed at exit
 }
 
-var current atomic.Pointer[server]
+// current is the one PostgreSQL server of this test process, which Main
+// starts and every test's NewDatabase clones from.
+var current atomic.Pointer[server] //nolint:gochecknoglobals // the test process's server, set by Main
 
 // Main runs the package's tests (m.Run) against a PostgreSQL server and
 // exits with their status; call it from TestMain:
