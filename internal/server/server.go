@@ -31,21 +31,40 @@ import (
 // variables (see the README's table) over DefaultConfig (or, for `ferry
 // dev`, DevConfig): a variable that is unset keeps the default.
 type Config struct {
-	DatabaseURL      string        `envconfig:"DATABASE_URL"`
-	Listen           string        `envconfig:"LISTEN"`
-	AdminKey         string        `envconfig:"ADMIN_KEY"`
-	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH"`
-	MaxBodyBytes     int           `envconfig:"MAX_BODY_BYTES"`
-	MaxBatch         int           `envconfig:"MAX_BATCH"`
-	MaxRequestBytes  int64         `envconfig:"MAX_REQUEST_BYTES"`
-	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT"`
-	DBMaxConns       int32         `envconfig:"DB_MAX_CONNS"`
-	SendWorkers      int           `envconfig:"SEND_WORKERS"`
-	NotifyWindow     time.Duration `envconfig:"NOTIFY_WINDOW"`
-	FallbackPoll     time.Duration `envconfig:"FALLBACK_POLL"`
-	RetentionEvery   time.Duration `envconfig:"RETENTION_EVERY"`
-	LogLevel         string        `envconfig:"LOG_LEVEL"`
-	LogFormat        string        `envconfig:"LOG_FORMAT"`
+	// DatabaseURL is the PostgreSQL URL (required by serve).
+	DatabaseURL string `envconfig:"DATABASE_URL"`
+	// Listen is the HTTP listen address.
+	Listen string `envconfig:"LISTEN"`
+	// AdminKey is the API key every /v1 request must send (required by
+	// serve; ferry dev generates one).
+	AdminKey string `envconfig:"ADMIN_KEY"`
+	// AllowPrivatePush lets push URLs name loopback, private and
+	// link-local addresses.
+	AllowPrivatePush bool `envconfig:"ALLOW_PRIVATE_PUSH"`
+	// MaxBodyBytes bounds one message's body and attributes together, or
+	// an event's data and attributes.
+	MaxBodyBytes int `envconfig:"MAX_BODY_BYTES"`
+	// MaxBatch bounds the items of one batch.
+	MaxBatch int `envconfig:"MAX_BATCH"`
+	// MaxRequestBytes bounds a request's body.
+	MaxRequestBytes int64 `envconfig:"MAX_REQUEST_BYTES"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT"`
+	// DBMaxConns sizes the database pool.
+	DBMaxConns int32 `envconfig:"DB_MAX_CONNS"`
+	// SendWorkers is the group-commit transactions in progress at once,
+	// for sends and for publishes.
+	SendWorkers int `envconfig:"SEND_WORKERS"`
+	// NotifyWindow allows at most one NOTIFY per window.
+	NotifyWindow time.Duration `envconfig:"NOTIFY_WINDOW"`
+	// FallbackPoll is how often a waiting receive checks without a
+	// wake-up.
+	FallbackPoll time.Duration `envconfig:"FALLBACK_POLL"`
+	// RetentionEvery is how often the leader checks for expired rows.
+	RetentionEvery time.Duration `envconfig:"RETENTION_EVERY"`
+	// LogLevel (debug, info, warn, error) and LogFormat (text, json).
+	LogLevel  string `envconfig:"LOG_LEVEL"`
+	LogFormat string `envconfig:"LOG_FORMAT"`
 	// SkipMigrations leaves the schema alone at start (for `migrate` users
 	// who migrate separately).
 	SkipMigrations bool `envconfig:"SKIP_MIGRATIONS"`
