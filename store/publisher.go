@@ -55,15 +55,7 @@ type PublisherConfig struct {
 // NewPublisher starts a Publisher's workers; Close stops them.
 func NewPublisher(pool *pgxpool.Pool, cfg PublisherConfig) *Publisher {
 	p := &Publisher{pool: pool, published: cfg.Published}
-	maxEvents := cfg.MaxEvents
-	if maxEvents <= 0 {
-		maxEvents = 2000
-	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = 4
-	}
-	p.c = newCoalescer(workers, maxEvents, 100, func(r *publishRequest) int { return len(r.events) }, p.write)
+	p.c = newCoalescer(cfg.Workers, cfg.MaxEvents, 100, func(r *publishRequest) int { return len(r.events) }, p.write)
 	return p
 }
 
