@@ -23,9 +23,10 @@ import (
 // starts (or reuses) a private, durable PostgreSQL cluster in
 // $FERRY_DATA_DIR/pg (default ./.ferry/pg) on a free local port. The admin
 // key is generated once and kept in the data directory. Ctrl-C stops Ferry
-// and then the cluster it started. Its other defaults are server.DevConfig.
+// and then the cluster it started. Its other defaults are the dev tags of
+// server.Config.
 func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Writer) error {
-	dataDir, err := filepath.Abs(cmp.Or(cfg.DataDir, ".ferry"))
+	dataDir, err := filepath.Abs(cmp.Or(cfg.DataDir, server.DefaultConfig().DataDir)) // also when set empty
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/ferry-mq/ferry/internal/server"
 )
 
@@ -74,17 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // loadConfig reads the FERRY_* environment over the defaults of command:
-// server.DevConfig for `ferry dev`, server.DefaultConfig for the others.
+// the dev tags for `ferry dev`, server.DefaultConfig for the others.
 func loadConfig(command string) (server.Config, error) {
-	cfg := server.DefaultConfig()
-	if command == "dev" {
-		cfg = server.DevConfig()
-	}
-	if err := envconfig.Process("FERRY", &cfg); err != nil {
-		return server.Config{}, err
-	}
+	cfg, err := server.LoadConfig(command == "dev")
 	cfg.Version = version
-	return cfg, nil
+	return cfg, err
 }
 
 // newLogger makes the logger FERRY_LOG_LEVEL (debug, info, warn, error)

@@ -178,8 +178,7 @@ func TestLogLevel(t *testing.T) {
 
 // With no FERRY_* variable set, `ferry serve` gets the defaults the README
 // documents (server.DefaultConfig), and `ferry dev` the same but for its
-// own listen address, private push and data directory; a variable that is
-// set wins.
+// own listen address and private push; a variable that is set wins.
 func TestConfigDefaults(t *testing.T) {
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "FERRY_") {
@@ -198,6 +197,9 @@ func TestConfigDefaults(t *testing.T) {
 		DataDir: ".ferry", Version: version,
 	}
 	require.Equal(t, want, cfg)
+	def := server.DefaultConfig()
+	def.Version = version
+	require.Equal(t, def, cfg, "DefaultConfig is the empty environment's")
 
 	dev, err := loadConfig("dev")
 	require.NoError(t, err)

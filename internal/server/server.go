@@ -28,60 +28,42 @@ import (
 )
 
 // Config is Ferry's configuration, read from FERRY_* environment
-// variables (see the README's table) over DefaultConfig (or, for `ferry
-// dev`, DevConfig): a variable that is unset keeps the default.
+// variables (see the README's table) by LoadConfig. A variable that is
+// unset takes the field's default tag (DefaultConfig), or under `ferry
+// dev` its dev tag where it has one.
 type Config struct {
-	// DatabaseURL is the PostgreSQL URL (required by serve).
-	DatabaseURL string `envconfig:"DATABASE_URL"`
-	// Listen is the HTTP listen address.
-	Listen string `envconfig:"LISTEN"`
-	// AdminKey is the API key every /v1 request must send (required by
-	// serve; ferry dev generates one).
-	AdminKey string `envconfig:"ADMIN_KEY"`
-	// AllowPrivatePush lets push URLs name loopback, private and
-	// link-local addresses.
-	AllowPrivatePush bool `envconfig:"ALLOW_PRIVATE_PUSH"`
-	// MaxBodyBytes bounds one message's body and attributes together, or
-	// an event's data and attributes.
-	MaxBodyBytes int `envconfig:"MAX_BODY_BYTES"`
-	// MaxBatch bounds the items of one batch.
-	MaxBatch int `envconfig:"MAX_BATCH"`
-	// MaxRequestBytes bounds a request's body.
-	MaxRequestBytes int64 `envconfig:"MAX_REQUEST_BYTES"`
-	// ShutdownTimeout bounds a graceful shutdown.
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT"`
-	// DBMaxConns sizes the database pool.
-	DBMaxConns int32 `envconfig:"DB_MAX_CONNS"`
-	// SendWorkers is the group-commit transactions in progress at once,
-	// for sends and for publishes.
-	SendWorkers int `envconfig:"SEND_WORKERS"`
-	// NotifyWindow allows at most one NOTIFY per window.
-	NotifyWindow time.Duration `envconfig:"NOTIFY_WINDOW"`
-	// FallbackPoll is how often a waiting receive checks without a
-	// wake-up.
-	FallbackPoll time.Duration `envconfig:"FALLBACK_POLL"`
-	// RetentionEvery is how often the leader checks for expired rows.
-	RetentionEvery time.Duration `envconfig:"RETENTION_EVERY"`
-	// LogLevel (debug, info, warn, error) and LogFormat (text, json).
-	LogLevel  string `envconfig:"LOG_LEVEL"`
-	LogFormat string `envconfig:"LOG_FORMAT"`
+	DatabaseURL      string        `envconfig:"DATABASE_URL"`
+	Listen           string        `envconfig:"LISTEN" default:":8080" dev:"127.0.0.1:8080"`
+	AdminKey         string        `envconfig:"ADMIN_KEY"`
+	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false" dev:"true"`
+	MaxBodyBytes     int           `envconfig:"MAX_BODY_BYTES" default:"262144"`
+	MaxBatch         int           `envconfig:"MAX_BATCH" default:"1000"`
+	MaxRequestBytes  int64         `envconfig:"MAX_REQUEST_BYTES" default:"10485760"`
+	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"25s"`
+	DBMaxConns       int32         `envconfig:"DB_MAX_CONNS" default:"20"`
+	SendWorkers      int           `envconfig:"SEND_WORKERS" default:"4"`
+	NotifyWindow     time.Duration `envconfig:"NOTIFY_WINDOW" default:"10ms"`
+	FallbackPoll     time.Duration `envconfig:"FALLBACK_POLL" default:"1s"`
+	RetentionEvery   time.Duration `envconfig:"RETENTION_EVERY" default:"1m"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
+	LogFormat        string        `envconfig:"LOG_FORMAT" default:"text"`
 	// SkipMigrations leaves the schema alone at start (for `migrate` users
 	// who migrate separately).
-	SkipMigrations bool `envconfig:"SKIP_MIGRATIONS"`
+	SkipMigrations bool `envconfig:"SKIP_MIGRATIONS" default:"false"`
 	// PushWorkers bounds the push targets one instance serves at once.
-	PushWorkers int `envconfig:"PUSH_WORKERS"`
+	PushWorkers int `envconfig:"PUSH_WORKERS" default:"100"`
 	// PushDisableAfter disables push to an endpoint whose every attempt
 	// has failed for this long.
-	PushDisableAfter time.Duration `envconfig:"PUSH_DISABLE_AFTER"`
+	PushDisableAfter time.Duration `envconfig:"PUSH_DISABLE_AFTER" default:"120h"`
 	// PushAttemptRetention is how long push attempts are kept.
-	PushAttemptRetention time.Duration `envconfig:"PUSH_ATTEMPT_RETENTION"`
+	PushAttemptRetention time.Duration `envconfig:"PUSH_ATTEMPT_RETENTION" default:"72h"`
 	// BodyReadTimeout bounds how long a request's body may take to
 	// arrive, counted from the end of its headers (0: no bound). Long
 	// polls are not cut by it: they wait after their body was read.
-	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT"`
+	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s"`
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
-	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL"`
+	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
 	// DatabaseDirectURL is a session-capable URL of the same database
 	// (PostgreSQL itself, or a session-mode pooler) for what needs a
 	// session: migrations, LISTEN, River, session advisory locks. Set it
@@ -89,54 +71,13 @@ type Config struct {
 	// PgBouncer; see pools.go.
 	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
-	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS"`
+	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
 	// admin key (`ferry dev` only).
-	DataDir string `envconfig:"DATA_DIR"`
+	DataDir string `envconfig:"DATA_DIR" default:".ferry"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
-}
-
-// DefaultConfig is the configuration of an empty environment: what every
-// FERRY_* variable that is unset means. The server (cmd/ferry), the test
-// servers (internal/ferrytest) and the benchmark start from it.
-func DefaultConfig() Config {
-	return Config{
-		Listen:               ":8080",
-		MaxBodyBytes:         256 << 10,
-		MaxBatch:             1000,
-		MaxRequestBytes:      10 << 20,
-		ShutdownTimeout:      25 * time.Second,
-		DBMaxConns:           20,
-		SendWorkers:          4,
-		NotifyWindow:         10 * time.Millisecond,
-		FallbackPoll:         time.Second,
-		RetentionEvery:       time.Minute,
-		LogLevel:             "info",
-		LogFormat:            "text",
-		PushWorkers:          100,
-		PushDisableAfter:     120 * time.Hour,
-		PushAttemptRetention: 72 * time.Hour,
-		BodyReadTimeout:      30 * time.Second,
-		MetricsInterval:      5 * time.Second,
-		DBDirectMaxConns:     defaultDirectMaxConns,
-		DataDir:              ".ferry",
-	}
-}
-
-// DevListen is where `ferry dev` listens when FERRY_LISTEN is unset.
-const DevListen = "127.0.0.1:8080"
-
-// DevConfig is DefaultConfig as `ferry dev` changes it: its private
-// database trusts every local connection and its admin key is printed on
-// the console, so it serves this machine only (DevListen); webhook
-// receivers run on localhost there, so push may reach private addresses.
-func DevConfig() Config {
-	c := DefaultConfig()
-	c.Listen = DevListen
-	c.AllowPrivatePush = true
-	return c
 }
 
 // defaultConnectTimeout bounds each connection attempt to one host when
