@@ -54,7 +54,7 @@ type RetentionWorker struct {
 
 // Work deletes expired rows in bounded batches until none are left or the
 // job's time is up (the next run continues), then reports what expired.
-func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs]) error {
+func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
 	lost := map[int64]*store.Expiry{}
 	defer w.report(lost)
 	for ctx.Err() == nil {
@@ -136,7 +136,7 @@ type DedupExpiryWorker struct {
 }
 
 // Work deletes expired dedup ids in bounded batches.
-func (w *DedupExpiryWorker) Work(ctx context.Context, job *river.Job[DedupExpiryArgs]) error {
+func (w *DedupExpiryWorker) Work(ctx context.Context, _ *river.Job[DedupExpiryArgs]) error {
 	for ctx.Err() == nil {
 		n, err := store.DedupExpire(ctx, w.Pool, batch)
 		if err != nil {
@@ -247,7 +247,7 @@ type OrphanSweepWorker struct {
 }
 
 // Work cleans up to a few orphaned queues per run.
-func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweepArgs]) error {
+func (w *OrphanSweepWorker) Work(ctx context.Context, _ *river.Job[OrphanSweepArgs]) error {
 	ids, err := store.QueueOrphans(ctx, w.Pool, 10)
 	if err != nil {
 		return err
