@@ -78,7 +78,7 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	for i, d := range dls {
 		attrs := d.Attributes
 		if attrs == nil {
-			attrs = emptyObject
+			attrs = json.RawMessage(emptyObject)
 		}
 		out[i] = deadLetterReply{
 			ID: store.FormatMessageID(d.ID), Body: d.Body, Attributes: attrs, Group: d.Group, DedupID: d.DedupID,

@@ -133,7 +133,12 @@ type receivedMessage struct {
 	SentAt       time.Time       `json:"sent_at"`
 }
 
-var emptyObject = json.RawMessage(`{}`)
+// emptyObject and jsonNull stand for absent attributes and data in
+// replies (constants: a shared json.RawMessage could be changed in place).
+const (
+	emptyObject = `{}`
+	jsonNull    = `null`
+)
 
 // subscriptionMessage is a subscription's delivery as a consumer receives
 // it: its id is the event's id.
@@ -194,7 +199,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 	for i, m := range msgs {
 		attrs := m.Attributes
 		if attrs == nil {
-			attrs = emptyObject
+			attrs = json.RawMessage(emptyObject)
 		}
 		out[i] = receivedMessage{
 			ID:           store.FormatMessageID(m.ID),

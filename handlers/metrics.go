@@ -95,7 +95,9 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&depthCollector{cachedGauges{pool: pool, log: log, interval: interval, what: "gauges", read: (*gaugeRead).read}}, &poolCollector{pool: pool},
+		&depthCollector{cachedGauges{pool: pool, log: log, interval: interval, what: "gauges", read: (*gaugeRead).read,
+			descs:     []*prometheus.Desc{depthDesc, ageDesc, headDesc, oldestDesc, subDepthDesc, subAgeDesc, lagDesc, membersDesc},
+			refreshed: refreshesDesc}}, &poolCollector{pool: pool},
 		newHealthCollector(pool, log, interval))
 	return m
 }
@@ -146,6 +148,8 @@ func (m *Metrics) observeHTTP(method, route string, status int, took time.Durati
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(took.Seconds())
 }
 
+// The descriptors of the collected gauges: immutable, shared by every
+// Metrics (a descriptor names a metric, it holds no value).
 var (
 	depthDesc = prometheus.NewDesc("ferry_queue_messages", "Messages in a queue by state.",
 		[]string{"queue", "state"}, nil)
@@ -181,13 +185,17 @@ type depthCollector struct {
 }
 
 // cachedGauges is a set of database-derived gauges read at most once per
-// interval (0: at every scrape) by read, shared by the scrapes meanwhile.
+// interval (0: at every scrape) by read, shared by the scrapes meanwhile:
+// a prometheus.Collector of the gauges descs and the counter refreshed of
+// its reads.
 type cachedGauges struct {
-	pool     *pgxpool.Pool
-	log      *slog.Logger
-	interval time.Duration
-	what     string // in the warning of a failed read
-	read     func(r *gaugeRead, ctx context.Context, pool *pgxpool.Pool) error
+	pool      *pgxpool.Pool
+	log       *slog.Logger
+	interval  time.Duration
+	what      string // in the warning of a failed read
+	read      func(r *gaugeRead, ctx context.Context, pool *pgxpool.Pool) error
+	descs     []*prometheus.Desc
+	refreshed *prometheus.Desc
 
 	mu        sync.Mutex
 	readAt    time.Time
@@ -195,24 +203,19 @@ type cachedGauges struct {
 	refreshes int // reads so far, exposed with the gauges they made
 }
 
-func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- depthDesc
-	ch <- ageDesc
-	ch <- headDesc
-	ch <- oldestDesc
-	ch <- subDepthDesc
-	ch <- subAgeDesc
-	ch <- lagDesc
-	ch <- membersDesc
-	ch <- refreshesDesc
+func (c *cachedGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+	ch <- c.refreshed
 }
 
-func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
-	gauges, refreshes := d.current()
+func (c *cachedGauges) Collect(ch chan<- prometheus.Metric) {
+	gauges, refreshes := c.current()
 	for _, m := range gauges {
 		ch <- m
 	}
-	ch <- prometheus.MustNewConstMetric(refreshesDesc, prometheus.CounterValue, float64(refreshes))
+	ch <- prometheus.MustNewConstMetric(c.refreshed, prometheus.CounterValue, float64(refreshes))
 }
 
 // current returns the gauges, read again if the last read is older than

@@ -59,26 +59,14 @@ type healthCollector struct {
 }
 
 func newHealthCollector(pool *pgxpool.Pool, log *slog.Logger, metricsInterval time.Duration) *healthCollector {
-	h := &healthCollector{cachedGauges{pool: pool, log: log, what: "database health", read: (*gaugeRead).dbHealth}}
+	h := &healthCollector{cachedGauges{pool: pool, log: log, what: "database health", read: (*gaugeRead).dbHealth,
+		descs: []*prometheus.Desc{dbTableBytesDesc, dbIndexBytesDesc, dbLiveTuplesDesc, dbDeadTuplesDesc,
+			dbVacuumAgeDesc, dbXactAgeDesc, dbXminAgeDesc},
+		refreshed: healthRefreshesDesc}}
 	if metricsInterval > 0 {
 		h.interval = max(dbHealthInterval, metricsInterval)
 	}
 	return h
-}
-
-func (h *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dbTableBytesDesc, dbIndexBytesDesc, dbLiveTuplesDesc, dbDeadTuplesDesc,
-		dbVacuumAgeDesc, dbXactAgeDesc, dbXminAgeDesc, healthRefreshesDesc} {
-		ch <- d
-	}
-}
-
-func (h *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	gauges, refreshes := h.current()
-	for _, m := range gauges {
-		ch <- m
-	}
-	ch <- prometheus.MustNewConstMetric(healthRefreshesDesc, prometheus.CounterValue, float64(refreshes))
 }
 
 // dbHealth reads the database health gauges.

@@ -15,15 +15,9 @@ import (
 	"github.com/ferry-mq/ferry/store"
 )
 
-// Bounds of push settings, part of the contract (openapi.yaml).
-const (
-	maxPushTimeoutSeconds = 60
-	maxPushInFlight       = 1000
-	maxPushRateLimit      = 10000
-	// secretOverlap is how long the replaced secret keeps signing after a
-	// rotation.
-	secretOverlap = 24 * time.Hour
-)
+// secretOverlap is how long the replaced secret keeps signing after a
+// rotation.
+const secretOverlap = 24 * time.Hour
 
 // pushRequest is the push member of a PUT; null removes push.
 type pushRequest struct {
@@ -49,9 +43,9 @@ func (h *handler) pushPatch(ctx context.Context, raw json.RawMessage) (*store.Pu
 		return nil, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight and rate_limit_per_second (%s)", jsonProblem(err).Detail)
 	}
 	var cs checks
-	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, maxPushTimeoutSeconds)
-	cs.intRange("push.max_in_flight", req.MaxInFlight, 1, maxPushInFlight)
-	cs.intRange("push.rate_limit_per_second", req.RateLimitPerSecond, 0, maxPushRateLimit)
+	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, store.MaxPushTimeoutSeconds)
+	cs.intRange("push.max_in_flight", req.MaxInFlight, 1, store.MaxPushInFlight)
+	cs.intRange("push.rate_limit_per_second", req.RateLimitPerSecond, 0, store.MaxPushRateLimit)
 	if err := cs.err(); err != nil {
 		return nil, err
 	}

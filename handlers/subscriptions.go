@@ -46,7 +46,7 @@ type subscriptionResponse struct {
 func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueStats) subscriptionResponse {
 	filter := json.RawMessage(s.Filter.JSON())
 	if filter == nil {
-		filter = jsonNull
+		filter = json.RawMessage(jsonNull)
 	}
 	return subscriptionResponse{
 		Name:                     s.Name,

@@ -272,8 +272,6 @@ type eventReply struct {
 	PublishedAt time.Time       `json:"published_at"`
 }
 
-var jsonNull = json.RawMessage(`null`)
-
 func (h *handler) eventRead(c echo.Context) error {
 	n, err := name(c, "topic")
 	if err != nil {
@@ -332,10 +330,10 @@ func (h *handler) eventRead(c echo.Context) error {
 func toEventReply(e store.Event) eventReply {
 	data, attrs := e.Data, e.Attributes
 	if data == nil {
-		data = jsonNull
+		data = json.RawMessage(jsonNull)
 	}
 	if attrs == nil {
-		attrs = emptyObject
+		attrs = json.RawMessage(emptyObject)
 	}
 	return eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
 		Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}

@@ -54,7 +54,7 @@ type RetentionWorker struct {
 
 // Work deletes expired rows in bounded batches until none are left or the
 // job's time is up (the next run continues), then reports what expired.
-func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs]) error {
+func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
 	lost := map[int64]*store.Expiry{}
 	defer w.report(lost)
 	for ctx.Err() == nil {
@@ -136,7 +136,7 @@ type DedupExpiryWorker struct {
 }
 
 // Work deletes expired dedup ids in bounded batches.
-func (w *DedupExpiryWorker) Work(ctx context.Context, job *river.Job[DedupExpiryArgs]) error {
+func (w *DedupExpiryWorker) Work(ctx context.Context, _ *river.Job[DedupExpiryArgs]) error {
 	for ctx.Err() == nil {
 		n, err := store.DedupExpire(ctx, w.Pool, batch)
 		if err != nil {
@@ -163,40 +163,14 @@ type QueueCleanupArgs struct {
 // Kind implements river.JobArgs.
 func (QueueCleanupArgs) Kind() string { return "ferry_queue_cleanup" }
 
-// QueueCleanupWorker runs QueueCleanupArgs.
-type QueueCleanupWorker struct {
-	river.WorkerDefaults[QueueCleanupArgs]
-	Pool *pgxpool.Pool
-}
-
-// Work deletes the queue's rows in bounded batches.
-func (w *QueueCleanupWorker) Work(ctx context.Context, job *river.Job[QueueCleanupArgs]) error {
-	return untilEmpty(ctx, func() (int64, error) {
-		return store.QueueDeleteContent(ctx, w.Pool, job.Args.QueueID, batch)
-	})
-}
-
-// untilEmpty calls step, one bounded batch at a time, until it deletes
-// nothing. If the job's time runs out first, River retries it and the next
-// run goes on where this one stopped.
-func untilEmpty(ctx context.Context, step func() (int64, error)) error {
-	for {
-		n, err := step()
-		if err != nil || n == 0 {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
+// deleteContent deletes one bounded batch of the queue's rows.
+func (a QueueCleanupArgs) deleteContent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	return store.QueueDeleteContent(ctx, pool, a.QueueID, batch)
 }
 
 // InsertQueueCleanup schedules the cleanup of a deleted queue in tx.
 func InsertQueueCleanup(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, queueID int64) error {
-	if _, err := client.InsertTx(ctx, tx, QueueCleanupArgs{QueueID: queueID}, nil); err != nil {
-		return fmt.Errorf("insert queue cleanup job: %w", err)
-	}
-	return nil
+	return insertCleanup(ctx, client, tx, QueueCleanupArgs{QueueID: queueID}, "queue")
 }
 
 // TopicCleanupArgs: delete what a deleted topic left behind. Inserted in
@@ -208,23 +182,54 @@ type TopicCleanupArgs struct {
 // Kind implements river.JobArgs.
 func (TopicCleanupArgs) Kind() string { return "ferry_topic_cleanup" }
 
-// TopicCleanupWorker runs TopicCleanupArgs.
-type TopicCleanupWorker struct {
-	river.WorkerDefaults[TopicCleanupArgs]
-	Pool *pgxpool.Pool
-}
-
-// Work deletes the topic's events and dedup ids in bounded batches.
-func (w *TopicCleanupWorker) Work(ctx context.Context, job *river.Job[TopicCleanupArgs]) error {
-	return untilEmpty(ctx, func() (int64, error) {
-		return store.TopicDeleteContent(ctx, w.Pool, job.Args.TopicID, batch)
-	})
+// deleteContent deletes one bounded batch of the topic's events and dedup
+// ids.
+func (a TopicCleanupArgs) deleteContent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	return store.TopicDeleteContent(ctx, pool, a.TopicID, batch)
 }
 
 // InsertTopicCleanup schedules the cleanup of a deleted topic in tx.
 func InsertTopicCleanup(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, topicID int64) error {
-	if _, err := client.InsertTx(ctx, tx, TopicCleanupArgs{TopicID: topicID}, nil); err != nil {
-		return fmt.Errorf("insert topic cleanup job: %w", err)
+	return insertCleanup(ctx, client, tx, TopicCleanupArgs{TopicID: topicID}, "topic")
+}
+
+// cleanupArgs are the arguments of a cleanup job: what a deleted queue or
+// topic left behind, deleted one bounded batch at a time.
+type cleanupArgs interface {
+	river.JobArgs
+	deleteContent(ctx context.Context, pool *pgxpool.Pool) (int64, error)
+}
+
+// cleanupWorker runs a cleanup job (QueueCleanupArgs, TopicCleanupArgs).
+type cleanupWorker[A cleanupArgs] struct {
+	river.WorkerDefaults[A]
+	Pool *pgxpool.Pool
+}
+
+// Work deletes the job's rows in bounded batches until none is left. If
+// the job's time runs out first, River retries it and the next run goes
+// on where this one stopped.
+func (w *cleanupWorker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	return cleanUp(ctx, w.Pool, job.Args)
+}
+
+// cleanUp deletes what args names, one bounded batch at a time, until a
+// batch deletes nothing or ctx ends.
+func cleanUp(ctx context.Context, pool *pgxpool.Pool, args cleanupArgs) error {
+	for {
+		n, err := args.deleteContent(ctx, pool)
+		if err != nil || n == 0 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func insertCleanup(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, args cleanupArgs, what string) error {
+	if _, err := client.InsertTx(ctx, tx, args, nil); err != nil {
+		return fmt.Errorf("insert %s cleanup job: %w", what, err)
 	}
 	return nil
 }
@@ -242,14 +247,13 @@ type OrphanSweepWorker struct {
 }
 
 // Work cleans up to a few orphaned queues per run.
-func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[OrphanSweepArgs]) error {
+func (w *OrphanSweepWorker) Work(ctx context.Context, _ *river.Job[OrphanSweepArgs]) error {
 	ids, err := store.QueueOrphans(ctx, w.Pool, 10)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		err := untilEmpty(ctx, func() (int64, error) { return store.QueueDeleteContent(ctx, w.Pool, id, batch) })
-		if err != nil {
+		if err := cleanUp(ctx, w.Pool, QueueCleanupArgs{QueueID: id}); err != nil {
 			return err
 		}
 	}
@@ -283,9 +287,9 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 		Pool: pool, AttemptRetention: every.AttemptRetention, Log: every.Log, Observe: every.ObserveExpired,
 	})
 	river.AddWorker(workers, &DedupExpiryWorker{Pool: pool})
-	river.AddWorker(workers, &QueueCleanupWorker{Pool: pool})
+	river.AddWorker(workers, &cleanupWorker[QueueCleanupArgs]{Pool: pool})
 	river.AddWorker(workers, &OrphanSweepWorker{Pool: pool})
-	river.AddWorker(workers, &TopicCleanupWorker{Pool: pool})
+	river.AddWorker(workers, &cleanupWorker[TopicCleanupArgs]{Pool: pool})
 	cfg.Workers = workers
 	log := every.Log
 	if log == nil {

@@ -66,7 +66,7 @@ func addrRules(reasonByPrefix ...string) []addrRule {
 // the IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates).
 // Blocks there that are globally reachable anycast services (AS112, AMT)
 // are deliberately absent.
-var forbidden4 = addrRules(
+var forbidden4 = addrRules( //nolint:gochecknoglobals // a fixed table, read only
 	"0.0.0.0/32", "unspecified",
 	"255.255.255.255/32", "broadcast",
 	"0.0.0.0/8", "reserved", // "this network" (RFC 791)
@@ -91,7 +91,7 @@ var forbidden4 = addrRules(
 // outside global unicast 2000::/3 that is not listed is refused as
 // "reserved" afterwards, so this list only needs the named classes and the
 // special blocks inside 2000::/3.
-var forbidden6 = addrRules(
+var forbidden6 = addrRules( //nolint:gochecknoglobals // a fixed table, read only
 	"::/128", "unspecified",
 	"::1/128", "loopback",
 	"ff00::/8", "multicast",
@@ -104,6 +104,7 @@ var forbidden6 = addrRules(
 	"2001::/23", "reserved", // IETF protocol assignments, incl. Teredo 2001::/32
 )
 
+//nolint:gochecknoglobals // fixed prefixes, read only
 var (
 	ipv4Compatible = netip.MustParsePrefix("::/96")        // deprecated ::a.b.c.d
 	nat64          = netip.MustParsePrefix("64:ff9b::/96") // well-known NAT64 prefix (RFC 6052)

@@ -178,7 +178,7 @@ func (l *rateLimiter) refill() {
 // allowance is how many requests may start now.
 func (l *rateLimiter) allowance() int {
 	if l.rate == 0 {
-		return maxPushInFlight
+		return store.MaxPushInFlight
 	}
 	l.refill()
 	return int(l.tokens)
@@ -196,18 +196,6 @@ func (l *rateLimiter) untilNext() time.Duration {
 		return time.Hour
 	}
 	return time.Duration((1 - l.tokens) / float64(l.rate) * float64(time.Second))
-}
-
-// maxPushInFlight bounds push.max_in_flight (handlers validate it).
-const maxPushInFlight = 1000
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 func truncate(s string, n int) string {

@@ -47,7 +47,7 @@ func newTargetRun(p *Pusher, id int64, fence time.Time) *targetRun {
 	now := time.Now()
 	return &targetRun{
 		p: p, id: id, log: p.cfg.Log.With("queue_id", id),
-		results:  make(chan pushResult, maxPushInFlight),
+		results:  make(chan pushResult, store.MaxPushInFlight),
 		runUntil: now.Add(p.cfg.RunFor), idleUntil: now.Add(p.cfg.IdleFor), refreshAt: now.Add(time.Second),
 		mayHaveWork: true, fence: fence, lostC: make(chan struct{}),
 	}
@@ -104,7 +104,7 @@ func (r *targetRun) run(ctx context.Context) {
 	// they must: requests have their own timeout, settling its own.
 	reqCtx := context.WithoutCancel(ctx)
 	for r.active() {
-		if isClosed(r.changed) {
+		if store.IsClosed(r.changed) {
 			if r.refresh(ctx); !r.active() {
 				break
 			}
@@ -172,7 +172,7 @@ func (r *targetRun) checkStop(ctx context.Context) {
 	case r.leaseLost():
 		r.stop = true
 		r.log.Warn("push lease lost: another instance delivers this target now")
-	case isClosed(r.p.cfg.Stop) || ctx.Err() != nil:
+	case store.IsClosed(r.p.cfg.Stop) || ctx.Err() != nil:
 		r.stop = true
 	case time.Now().After(r.runUntil) && r.p.othersWait():
 		r.stop, r.yielded = true, true
@@ -250,7 +250,7 @@ func (r *targetRun) wait(ctx context.Context, wake <-chan struct{}) {
 	case <-doneCh:
 	case <-lostCh:
 	}
-	if isClosed(wake) {
+	if store.IsClosed(wake) {
 		r.mayHaveWork = true // woken while requests were in flight
 	}
 }

@@ -34,7 +34,16 @@ type coalescer[R any] struct {
 	closing bool
 }
 
+// newCoalescer starts workers (4 when not positive) that write batches of
+// at most maxItems items (2000 when not positive), in batches of their own
+// from big items on.
 func newCoalescer[R any](workers, maxItems, big int, size func(R) int, write func([]R)) *coalescer[R] {
+	if workers <= 0 {
+		workers = 4
+	}
+	if maxItems <= 0 {
+		maxItems = 2000
+	}
 	c := &coalescer[R]{
 		requests:  make(chan R, 1024),
 		size:      size,
@@ -44,7 +53,7 @@ func newCoalescer[R any](workers, maxItems, big int, size func(R) int, write fun
 		smallSlot: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
-	for range max(workers, 1) {
+	for range workers {
 		c.wg.Add(1)
 		go c.work()
 	}

@@ -289,7 +289,7 @@ func (r *consumerGroupRefresher) read(ctx context.Context) (consumerGroupState, 
 // lock queues the group row's lock, which reads its id and generation
 // (none: the id stays -1).
 func (r *consumerGroupRefresher) lock(b *pgx.Batch, st *consumerGroupState) {
-	b.Queue(`/* ferry:consumer_group_lock */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+	b.Queue(`/* ferry:consumer_group_lock_generation */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
 		r.topic.ID, r.name).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&st.id, &st.generation)
 		if errors.Is(err, pgx.ErrNoRows) {

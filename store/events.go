@@ -84,16 +84,18 @@ type PublishOutcome struct {
 // transaction that fails only through concurrency (a subscription change,
 // a deadlock) is run again, up to 10 times.
 func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
-	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events})
+	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	return out.Results, out.Subscriptions, nil
 }
 
-// eventPublish is EventPublish with its parameters, for the Publisher.
-func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams) (PublishOutcome, error) {
-	batch := newPublishBatch(p.Topic, p.Events, p.Spreader)
+// eventPublish is EventPublish with its parameters, for the Publisher,
+// which keeps the subscriptions' parsed filters in filters (nil: parsed
+// by each publish).
+func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filters *filterCache) (PublishOutcome, error) {
+	batch := newPublishBatch(p.Topic, p.Events, p.Spreader, filters)
 	var out PublishOutcome
 	// More attempts than other transactions: a publish also starts again
 	// when a subscription of the topic changed meanwhile.
@@ -158,7 +160,7 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams) (Pub
 // meanwhile, a deadlock) aborted tx: run the whole transaction again.
 // ErrNotFound means the topic is gone.
 func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
-	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader).write(ctx, tx, false)
+	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false)
 	if err != nil {
 		return PublishOutcome{}, interpretError("event publish", err)
 	}

@@ -370,23 +370,41 @@ func sqlMatch() string {
 // filterCache keeps parsed filters by their stored JSON, so a publish does
 // not parse and compile every subscription's filter again. It forgets
 // everything when it grows past filterCacheMax (filters change rarely).
-var filterCache = struct {
-	sync.Mutex
-	m map[string]*Filter
-}{m: map[string]*Filter{}}
+// A Publisher owns one; its zero value is ready, and a nil one parses
+// every filter it is given.
+type filterCache struct {
+	mu sync.Mutex
+	m  map[string]*Filter
+}
 
 const filterCacheMax = 10000
 
-// cachedFilter returns the parsed form of a stored filter (nil: empty).
-func cachedFilter(stored *string) *Filter {
-	if stored == nil {
-		return &Filter{}
+// get returns the parsed form of a stored filter (nil: empty), as
+// storedFilter does.
+func (c *filterCache) get(stored *string) *Filter {
+	if c == nil || stored == nil {
+		return storedFilter(stored)
 	}
-	filterCache.Lock()
-	f, ok := filterCache.m[*stored]
-	filterCache.Unlock()
+	c.mu.Lock()
+	f, ok := c.m[*stored]
+	c.mu.Unlock()
 	if ok {
 		return f
+	}
+	f = storedFilter(stored)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= filterCacheMax {
+		c.m = map[string]*Filter{}
+	}
+	c.m[*stored] = f
+	c.mu.Unlock()
+	return f
+}
+
+// storedFilter returns the parsed form of a stored filter (nil: empty).
+func storedFilter(stored *string) *Filter {
+	if stored == nil {
+		return &Filter{}
 	}
 	f, err := parseStoredFilter([]byte(*stored))
 	if err != nil {
@@ -394,11 +412,5 @@ func cachedFilter(stored *string) *Filter {
 		// no longer be read matches nothing rather than everything.
 		f = &Filter{Types: []string{"#"}, types: newTypeMatcher(nil)}
 	}
-	filterCache.Lock()
-	if len(filterCache.m) >= filterCacheMax {
-		clear(filterCache.m)
-	}
-	filterCache.m[*stored] = f
-	filterCache.Unlock()
 	return f
 }

@@ -287,6 +287,7 @@ type filterCase struct {
 func requireGoAndSQLAgree(t *testing.T, pool *pgxpool.Pool, cases []filterCase) {
 	t.Helper()
 	ctx := context.Background()
+	var filters filterCache
 	for _, c := range cases {
 		f := mustParseFilter(t, c.filter)
 		goSays := f.match(c.ev.match())
@@ -297,7 +298,7 @@ func requireGoAndSQLAgree(t *testing.T, pool *pgxpool.Pool, cases []filterCase) 
 		if j := f.JSON(); j != nil {
 			require.NoError(t, pool.QueryRow(ctx, `SELECT $1::jsonb::text`, string(j)).Scan(&stored))
 		}
-		storedSays := cachedFilter(stored).match(c.ev.match())
+		storedSays := filters.get(stored).match(c.ev.match())
 		if goSays != sqlSays {
 			t.Errorf("Go and SQL disagree: filter %s, event %s: Go %v, SQL %v", c.filter, c.ev, goSays, sqlSays)
 		}
@@ -445,7 +446,7 @@ func TestStoredFilterBeforeLimits(t *testing.T) {
 	var verr *ValidationError
 	require.ErrorAs(t, err, &verr, "clients can no longer save it")
 
-	f := cachedFilter(&stored)
+	f := new(filterCache).get(&stored)
 	nine := strings.Repeat("a.", 8) + "a"
 	require.True(t, f.matchType(nine), "%s matches %s", pattern, nine)
 	require.True(t, f.matchType("z."+strings.ReplaceAll(nine, ".", ".q.")))

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,6 +107,23 @@ func queuesDueForExpiry(ctx context.Context, db TxBeginner) ([]Expiry, error) {
 	return due, err
 }
 
+// messageExpireDue is the statement that says whether queue $1 has
+// anything to expire: a look at its oldest messages (ids follow send time,
+// up to the length of a transaction) and its oldest dead letter says so
+// without reading further.
+func messageExpireDue() string {
+	return `/* ferry:message_expire_due */
+		WITH RECURSIVE ` + walkKeys("messages", "id", "0", "", ", x.sent_at") + `
+		SELECT EXISTS (
+			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
+			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
+		) OR EXISTS (
+			SELECT 1 FROM ferry.queues q,
+				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
+			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
+		)`
+}
+
 // queuesDueIn is queuesDueForExpiry in tx.
 func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 	rows, err := tx.Query(ctx, `/* ferry:queue_ids */
@@ -125,8 +140,9 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	check := messageExpireDue()
 	for _, q := range all {
-		b.Queue(messageExpireDue, q.QueueID)
+		b.Queue(check, q.QueueID)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -143,28 +159,10 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 	return due, br.Close()
 }
 
-// messageExpireDue says whether queue $1 has anything to expire: a look at
-// its oldest messages (ids follow send time, up to the length of a
-// transaction) and its oldest dead letter says so without reading further.
-var messageExpireDue = `/* ferry:message_expire_due */
-		WITH RECURSIVE ` + walkKeys("messages", "id", "0", "", ", x.sent_at") + `
-		SELECT EXISTS (
-			SELECT 1 FROM ferry.queues q, (SELECT sent_at FROM walk LIMIT 100) m
-			WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'
-		) OR EXISTS (
-			SELECT 1 FROM ferry.queues q,
-				LATERAL (SELECT dead_lettered_at FROM ferry.dead_letters WHERE queue_id = $1 ORDER BY dead_lettered_at LIMIT 1) d
-			WHERE q.id = $1 AND d.dead_lettered_at < now() - q.retention_seconds * interval '1 second'
-		)`
-
 // messageExpireQueue expires one due queue's oldest messages and dead
 // letters, counting them in x.
 func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int) (Expiry, error) {
-	n, err := messageDeleteSet(ctx, db, `
-		WITH RECURSIVE `+walkKeys("messages", "id", "0", "", ", x.grp, x.sent_at")+`
-		SELECT m.id, m.grp FROM (SELECT * FROM walk LIMIT $2) m, ferry.queues q
-		WHERE q.id = $1 AND m.sent_at < now() - q.retention_seconds * interval '1 second'`,
-		x.QueueID, limit)
+	n, err := messageDeleteSet(ctx, db, deleteSet{victims: expiredVictims, queueID: x.QueueID, limit: limit})
 	x.Messages = n
 	if err != nil {
 		return x, err
@@ -185,68 +183,6 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int)
 		DELETE FROM ferry.dead_letters d USING (SELECT ctid FROM victims LIMIT $2) v WHERE d.ctid = v.ctid`, x.QueueID, limit)
 	x.DeadLetters = tag.RowsAffected()
 	return x, err
-}
-
-// messageDeleteSet deletes, in one transaction, the messages of queue
-// args[0] that the victims query selects (columns id, grp; $1 is the queue
-// id, $2... the rest of args), promoting the next message of every group
-// whose head it removes. It takes the victims' group locks first, at most
-// maxGroupLocks of them (in key order), and then deletes only victims
-// whose group it holds (the set may have grown in between); victims of
-// other groups are left to the next call. It reports how many it deleted.
-//
-// The DELETE finds its rows through one primary-key probe per victim,
-// joined to the probes on the full key (see messages.go on settle
-// statements): joined on (queue_id, id) with a constant queue id, a
-// planner that believes the queue is small walks the whole queue per
-// victim; joined by ctid, a victim a claim or an extend changed meanwhile
-// would be skipped, and the purge would end with it still there.
-func messageDeleteSet(ctx context.Context, db TxBeginner, victims string, args ...any) (int64, error) {
-	groupsParam := fmt.Sprintf("$%d", len(args)+1)
-	boundParam := fmt.Sprintf("$%d", len(args)+2) // see walk.go: driving sets
-	var n int64
-	err := retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `/* ferry:message_delete_set_lock */
-				SELECT g, pg_advisory_xact_lock(k) FROM (
-					SELECT DISTINCT grp AS g, ferry.group_lock_key($1, grp) AS k
-					FROM (`+victims+`) v WHERE grp IS NOT NULL ORDER BY k LIMIT `+fmt.Sprint(maxGroupLocks)+`
-				) s`, args...)
-			if err != nil {
-				return err
-			}
-			groups := []string{}
-			for rows.Next() {
-				var (
-					g string
-					v any
-				)
-				if err := rows.Scan(&g, &v); err != nil {
-					return err
-				}
-				groups = append(groups, g)
-			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, `/* ferry:message_delete_set */
-				WITH target AS MATERIALIZED (
-					SELECT m.queue_id, m.id FROM (`+victims+`) v
-					CROSS JOIN LATERAL (
-						SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = v.id LIMIT 1
-					) m
-					WHERE v.grp IS NULL OR v.grp = ANY(`+groupsParam+`::text[])
-					LIMIT `+boundParam+`
-				),
-				gone AS (
-					DELETE FROM ferry.messages m USING target t
-					WHERE m.queue_id = t.queue_id AND m.id = t.id AND (m.grp IS NULL OR m.grp = ANY(`+groupsParam+`::text[]))
-					RETURNING m.queue_id, m.id, m.grp
-				),`+promoteAfter+`
-				SELECT count(*) FROM gone`, append(args, groups, math.MaxInt32)...).Scan(&n)
-		})
-	})
-	return n, err
 }
 
 // maxGroupLocks bounds the group locks one transaction of a batch (purge,

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -121,8 +120,7 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 		if len(over) == 0 {
 			break
 		}
-		n, err := messageDeadLetter(ctx, db, p.Queue.ID, over, nil,
-			fmt.Sprintf("NOT m.waiting AND m.visible_at <= now() AND m.receive_count >= %d", p.Queue.MaxReceives))
+		n, err := messageDeadLetter(ctx, db, p.Queue.ID, over, p.Queue.MaxReceives)
 		if err != nil && len(msgs) > 0 {
 			// The claims stand; the exhausted messages are dead-lettered
 			// by a later claim.
@@ -358,10 +356,10 @@ const promoteAfter = `
 	)`
 
 // messageDeadLetter moves the given messages of queue queueID to the dead
-// letters, if they still satisfy cond (an SQL condition on the message row
-// m, re-checked under the lock), promoting the next message of their
-// groups. lastError, when set, replaces last_error.
-func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, lastError *string, cond string) (int, error) {
+// letters if they are still exhausted (available, and received at least
+// maxReceives times: re-checked under the lock), promoting the next
+// message of their groups.
+func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, maxReceives int) (int, error) {
 	b := &pgx.Batch{}
 	b.Queue(lockGroupsOf, queueID, ids)
 	b.Queue(`/* ferry:message_dead_letter */
@@ -373,14 +371,15 @@ func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64,
 			LIMIT cardinality($2::bigint[])
 		),
 		gone AS (
-			DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+cond+`
+			DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
+				AND NOT m.waiting AND m.visible_at <= now() AND m.receive_count >= $3
 			RETURNING m.*
 		),
 		dead AS (
 			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
-			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce($3, last_error), attributes, body FROM gone
+			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
 		),`+promoteAfter+`
-		SELECT count(*) FROM gone`, queueID, ids, lastError)
+		SELECT count(*) FROM gone`, queueID, ids, maxReceives)
 	var n int
 	err := retry(ctx, func() error {
 		br := db.SendBatch(ctx, freshBatch(b))
@@ -695,10 +694,7 @@ func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) 
 		return interpretError("message purge", err)
 	}
 	for {
-		n, err := messageDeleteSet(ctx, db, `
-			WITH RECURSIVE `+walkKeys("messages", "id", "0", "AND x.id <= $3", ", x.grp")+`
-			SELECT id, grp FROM walk LIMIT $2`,
-			queueID, batch, fence)
+		n, err := messageDeleteSet(ctx, db, deleteSet{victims: purgeVictims, queueID: queueID, limit: batch, fence: fence})
 		if err != nil {
 			return interpretError("message purge", err)
 		}

@@ -283,13 +283,16 @@ func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Durat
 		case <-ctx.Done():
 		}
 		timer.Stop()
-		if ctx.Err() != nil || isClosed(stop) {
+		if ctx.Err() != nil || IsClosed(stop) {
 			return nil
 		}
 	}
 }
 
-func isClosed(ch <-chan struct{}) bool {
+// IsClosed reports, without waiting, whether ch is closed: a stop
+// channel's "have we been told to stop?" (the Notifier's waits and the
+// push worker ask it).
+func IsClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true

@@ -27,8 +27,9 @@ import (
 // callbacks), so results are read by statement, never by position.
 type publishBatch struct {
 	topic    Topic
-	ids      []string // per event given: its id
-	repeatOf []int    // per event given: the earlier one with its id, or -1
+	filters  *filterCache // the caller's, or nil
+	ids      []string     // per event given: its id
+	repeatOf []int        // per event given: the earlier one with its id, or -1
 	rows     []publishRow
 
 	// Per attempt, from the first round trip (claimDedup)…
@@ -55,9 +56,10 @@ type publishRow struct {
 
 // newPublishBatch gives every event its id (a new one when it has none)
 // and every event of a new id its partition: by key, or from spread (see
-// Spreader) when it has none. A repeated id is written once.
-func newPublishBatch(t Topic, events []PublishEvent, spread *Spreader) *publishBatch {
-	p := &publishBatch{topic: t, ids: make([]string, len(events)), repeatOf: make([]int, len(events))}
+// Spreader) when it has none. A repeated id is written once. Filters read
+// are kept in filters (nil: none kept).
+func newPublishBatch(t Topic, events []PublishEvent, spread *Spreader, filters *filterCache) *publishBatch {
+	p := &publishBatch{topic: t, filters: filters, ids: make([]string, len(events)), repeatOf: make([]int, len(events))}
 	firstOf := map[string]int{}
 	keyless := 0
 	for i, e := range events {
@@ -179,7 +181,7 @@ func (p *publishBatch) readSubs(rows pgx.Rows) error {
 			return err
 		}
 		if id != nil {
-			p.subs = append(p.subs, fanoutSub{id: *id, filter: cachedFilter(filter), ordered: *ordered})
+			p.subs = append(p.subs, fanoutSub{id: *id, filter: p.filters.get(filter), ordered: *ordered})
 		}
 	}
 	return rows.Err()

@@ -21,12 +21,14 @@ import (
 // trips (as EventPublish does). The Publisher only merges requests,
 // commits, writes the requests of a failed merged transaction again one
 // by one, and wakes. Its Spreader spreads keyless events round-robin, per
-// topic, over everything it publishes.
+// topic, over everything it publishes; its filterCache keeps the parsed
+// filters of the subscriptions it fans out to.
 type Publisher struct {
 	pool      *pgxpool.Pool
 	c         *coalescer[*publishRequest]
 	published func(topicIDs, subscriptionIDs []int64)
 	spread    Spreader
+	filters   filterCache
 }
 
 type publishRequest struct {
@@ -53,15 +55,7 @@ type PublisherConfig struct {
 // NewPublisher starts a Publisher's workers; Close stops them.
 func NewPublisher(pool *pgxpool.Pool, cfg PublisherConfig) *Publisher {
 	p := &Publisher{pool: pool, published: cfg.Published}
-	maxEvents := cfg.MaxEvents
-	if maxEvents <= 0 {
-		maxEvents = 2000
-	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = 4
-	}
-	p.c = newCoalescer(workers, maxEvents, 100, func(r *publishRequest) int { return len(r.events) }, p.write)
+	p.c = newCoalescer(cfg.Workers, cfg.MaxEvents, 100, func(r *publishRequest) int { return len(r.events) }, p.write)
 	return p
 }
 
@@ -142,7 +136,7 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) ([]int6
 			t = r.topic // the freshest view of a growing topic
 		}
 	}
-	out, err := eventPublish(ctx, p.pool, PublishParams{Topic: t, Events: all, Spreader: &p.spread})
+	out, err := eventPublish(ctx, p.pool, PublishParams{Topic: t, Events: all, Spreader: &p.spread}, &p.filters)
 	results := out.Results
 	for _, r := range reqs {
 		if err != nil {

@@ -18,6 +18,15 @@ type PushConfig struct {
 	RateLimitPerSecond int // 0 = no limit
 }
 
+// Bounds of a PushConfig, part of the contract (openapi.yaml): the
+// handlers refuse settings outside them, and the push worker sizes its
+// buffers by MaxPushInFlight.
+const (
+	MaxPushTimeoutSeconds = 60
+	MaxPushInFlight       = 1000
+	MaxPushRateLimit      = 10000 // per second
+)
+
 // DefaultPushConfig is what a new push configuration gets for every field
 // not given (the URL is always required).
 func DefaultPushConfig() PushConfig {

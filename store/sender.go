@@ -69,15 +69,7 @@ func NewSender(pool *pgxpool.Pool, cfg SenderConfig) *Sender {
 	if s.queues == nil {
 		s.queues = NewQueueCache(time.Second)
 	}
-	maxMessages := cfg.MaxMessages
-	if maxMessages <= 0 {
-		maxMessages = 2000
-	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = 4
-	}
-	s.c = newCoalescer(workers, maxMessages, 100, func(r *sendRequest) int { return len(r.msgs) }, s.write)
+	s.c = newCoalescer(cfg.Workers, cfg.MaxMessages, 100, func(r *sendRequest) int { return len(r.msgs) }, s.write)
 	return s
 }
 

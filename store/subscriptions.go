@@ -60,7 +60,7 @@ func scanSubscription(row pgx.Row) (Subscription, error) {
 		return Subscription{}, err
 	}
 	s.Queue = q
-	s.Filter = cachedFilter(filter)
+	s.Filter = storedFilter(filter)
 	return s, nil
 }
 
@@ -450,9 +450,7 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 		return n, interpretError("subscription seek", err)
 	}
 	for {
-		n, err := messageDeleteSet(ctx, conn, `
-			SELECT id, grp FROM ferry.messages WHERE queue_id = $1 AND id <= $3 ORDER BY id LIMIT $2`,
-			s.ID, purgeBatch, fence)
+		n, err := messageDeleteSet(ctx, conn, deleteSet{victims: seekVictims, queueID: s.ID, limit: purgeBatch, fence: fence})
 		if err != nil {
 			return 0, interpretError("subscription seek", err)
 		}

@@ -62,25 +62,14 @@ func (b *Bench) ferryConfig() server.Config { return b.ferryConfigFor(b.dbURL) }
 
 // ferryConfigFor is the same configuration on another database.
 func (b *Bench) ferryConfigFor(dbURL string) server.Config {
-	return server.Config{
-		DatabaseURL:     dbURL,
-		Listen:          "127.0.0.1:0",
-		AdminKey:        adminKey,
-		MaxBodyBytes:    256 << 10,
-		MaxBatch:        1000,
-		MaxRequestBytes: 10 << 20,
-		ShutdownTimeout: 10 * time.Second,
-		DBMaxConns:      40,
-		SendWorkers:     b.opts.SendWorkers,
-		NotifyWindow:    10 * time.Millisecond,
-		FallbackPoll:    time.Second,
-		RetentionEvery:  time.Hour,
-		LogLevel:        "warn",
-		LogFormat:       "text",
-
-		// Scenario 9 pushes to a receiver of the bench's own on 127.0.0.1.
-		AllowPrivatePush: true,
-	}
+	cfg := server.DefaultConfig()
+	cfg.DatabaseURL, cfg.Listen, cfg.AdminKey = dbURL, "127.0.0.1:0", adminKey
+	cfg.ShutdownTimeout, cfg.DBMaxConns, cfg.SendWorkers = 10*time.Second, 40, b.opts.SendWorkers
+	cfg.RetentionEvery, cfg.LogLevel = time.Hour, "warn"
+	cfg.MetricsInterval, cfg.BodyReadTimeout = 0, 0
+	// Scenario 9 pushes to a receiver of the bench's own on 127.0.0.1.
+	cfg.AllowPrivatePush = true
+	return cfg
 }
 
 // Setup starts (or connects to) PostgreSQL, creates the database, boots

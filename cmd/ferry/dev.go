@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,13 +23,10 @@ import (
 // starts (or reuses) a private, durable PostgreSQL cluster in
 // $FERRY_DATA_DIR/pg (default ./.ferry/pg) on a free local port. The admin
 // key is generated once and kept in the data directory. Ctrl-C stops Ferry
-// and then the cluster it started.
+// and then the cluster it started. Its other defaults are the dev tags of
+// server.Config.
 func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Writer) error {
-	dataDir := os.Getenv("FERRY_DATA_DIR")
-	if dataDir == "" {
-		dataDir = ".ferry"
-	}
-	dataDir, err := filepath.Abs(dataDir)
+	dataDir, err := filepath.Abs(cmp.Or(cfg.DataDir, server.DefaultConfig().DataDir)) // also when set empty
 	if err != nil {
 		return err
 	}
@@ -40,7 +38,6 @@ func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Wri
 			return err
 		}
 	}
-	cfg = devDefaults(cfg)
 
 	var cluster *pgcluster.Cluster
 	if cfg.DatabaseURL == "" {
@@ -92,25 +89,6 @@ Try it:
 Press Ctrl-C to stop.
 `, base, cfg.AdminKey, redact(cfg.DatabaseURL), dataDir, base, cfg.AdminKey)
 	return waitAndShutdown(ctx, s, cfg, log)
-}
-
-// devListen is where `ferry dev` listens when FERRY_LISTEN is unset.
-const devListen = "127.0.0.1:8080"
-
-// devDefaults changes what `ferry dev` does differently from `serve` where
-// the environment does not say otherwise.
-func devDefaults(cfg server.Config) server.Config {
-	// The private database trusts every local connection and the admin
-	// key is printed on the console: serve this machine only.
-	if _, set := os.LookupEnv("FERRY_LISTEN"); !set {
-		cfg.Listen = devListen
-	}
-	// On a developer's machine webhook receivers run on localhost: allow
-	// push to private addresses.
-	if _, set := os.LookupEnv("FERRY_ALLOW_PRIVATE_PUSH"); !set {
-		cfg.AllowPrivatePush = true
-	}
-	return cfg
 }
 
 // devAdminKey returns the key stored in dataDir/admin-key, making it on

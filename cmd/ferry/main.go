@@ -16,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/ferry-mq/ferry/internal/server"
 )
 
@@ -47,11 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
 	}
-	var cfg server.Config
-	if err := envconfig.Process("FERRY", &cfg); err != nil {
+	cfg, err := loadConfig(args[0])
+	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	cfg.Version = version
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -72,6 +69,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// loadConfig reads the FERRY_* environment over the defaults of command:
+// the dev tags for `ferry dev`, server.DefaultConfig for the others.
+func loadConfig(command string) (server.Config, error) {
+	cfg, err := server.LoadConfig(command == "dev")
+	cfg.Version = version
+	return cfg, err
 }
 
 // newLogger makes the logger FERRY_LOG_LEVEL (debug, info, warn, error)

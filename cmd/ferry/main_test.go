@@ -138,11 +138,13 @@ func TestDevStartsPrivatePostgresAndReusesIt(t *testing.T) {
 func TestDevListensOnLoopbackByDefault(t *testing.T) {
 	t.Setenv("FERRY_LISTEN", "")
 	os.Unsetenv("FERRY_LISTEN")
-	cfg := devDefaults(server.Config{Listen: ":8080"})
+	cfg, err := loadConfig("dev")
+	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", cfg.Listen)
 
 	t.Setenv("FERRY_LISTEN", "0.0.0.0:9000")
-	cfg = devDefaults(server.Config{Listen: "0.0.0.0:9000"})
+	cfg, err = loadConfig("dev")
+	require.NoError(t, err)
 	require.Equal(t, "0.0.0.0:9000", cfg.Listen, "FERRY_LISTEN wins")
 }
 
@@ -172,4 +174,44 @@ func TestLogLevel(t *testing.T) {
 	t.Setenv("FERRY_LOG_FORMAT", "yaml")
 	err = run(context.Background(), []string{"serve"}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "FERRY_LOG_FORMAT")
+}
+
+// With no FERRY_* variable set, `ferry serve` gets the defaults the README
+// documents (server.DefaultConfig), and `ferry dev` the same but for its
+// own listen address and private push; a variable that is set wins.
+func TestConfigDefaults(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "FERRY_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	cfg, err := loadConfig("serve")
+	require.NoError(t, err)
+	want := server.Config{
+		Listen: ":8080", MaxBodyBytes: 262144, MaxBatch: 1000, MaxRequestBytes: 10485760,
+		ShutdownTimeout: 25 * time.Second, DBMaxConns: 20, SendWorkers: 4, NotifyWindow: 10 * time.Millisecond,
+		FallbackPoll: time.Second, RetentionEvery: time.Minute, LogLevel: "info", LogFormat: "text",
+		PushWorkers: 100, PushDisableAfter: 120 * time.Hour, PushAttemptRetention: 72 * time.Hour,
+		BodyReadTimeout: 30 * time.Second, MetricsInterval: 5 * time.Second, DBDirectMaxConns: 5,
+		DataDir: ".ferry", Version: version,
+	}
+	require.Equal(t, want, cfg)
+	def := server.DefaultConfig()
+	def.Version = version
+	require.Equal(t, def, cfg, "DefaultConfig is the empty environment's")
+
+	dev, err := loadConfig("dev")
+	require.NoError(t, err)
+	want.Listen, want.AllowPrivatePush = "127.0.0.1:8080", true
+	require.Equal(t, want, dev)
+
+	t.Setenv("FERRY_ALLOW_PRIVATE_PUSH", "false")
+	t.Setenv("FERRY_DATA_DIR", "/tmp/elsewhere")
+	t.Setenv("FERRY_SEND_WORKERS", "7")
+	dev, err = loadConfig("dev")
+	require.NoError(t, err)
+	require.False(t, dev.AllowPrivatePush)
+	require.Equal(t, "/tmp/elsewhere", dev.DataDir)
+	require.Equal(t, 7, dev.SendWorkers)
 }

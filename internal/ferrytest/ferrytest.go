@@ -55,21 +55,13 @@ func Start(t testing.TB, opts ...Option) *Env {
 // or a restart).
 func StartOn(t testing.TB, databaseURL string, opts ...Option) *Env {
 	t.Helper()
-	cfg := server.Config{
-		DatabaseURL:     databaseURL,
-		Listen:          "127.0.0.1:0",
-		AdminKey:        AdminKey,
-		MaxBodyBytes:    256 << 10,
-		MaxBatch:        1000,
-		MaxRequestBytes: 10 << 20,
-		ShutdownTimeout: 10 * time.Second,
-		DBMaxConns:      10,
-		SendWorkers:     2,
-		NotifyWindow:    5 * time.Millisecond,
-		FallbackPoll:    time.Second,
-		RetentionEvery:  time.Minute,
-		LogLevel:        "warn",
-	}
+	cfg := server.DefaultConfig()
+	cfg.DatabaseURL, cfg.Listen, cfg.AdminKey = databaseURL, "127.0.0.1:0", AdminKey
+	cfg.ShutdownTimeout, cfg.DBMaxConns, cfg.SendWorkers = 10*time.Second, 10, 2
+	cfg.NotifyWindow, cfg.LogLevel = 5*time.Millisecond, "warn"
+	// Tests read fresh gauges on every scrape and bound a request's body
+	// only where they test that bound.
+	cfg.MetricsInterval, cfg.BodyReadTimeout = 0, 0
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -247,7 +247,7 @@ func reuse(ctx context.Context, dataDir string, logf func(string, ...any)) (*Clu
 	}
 	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
 	port, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
-	if err1 != nil || err2 != nil || !processAlive(pid) {
+	if err1 != nil || err2 != nil || !ProcessAlive(pid) {
 		return nil, nil
 	}
 	// A live PID may be another program that reused it: the port must answer.
@@ -270,9 +270,9 @@ func reuse(ctx context.Context, dataDir string, logf func(string, ...any)) (*Clu
 	}
 }
 
-// processAlive reports whether a process with this PID exists (it may
+// ProcessAlive reports whether a process with this PID exists (it may
 // belong to another user).
-func processAlive(pid int) bool {
+func ProcessAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

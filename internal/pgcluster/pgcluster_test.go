@@ -248,7 +248,7 @@ func TestStandbyFailover(t *testing.T) {
 	require.NoError(t, primary.Kill())
 	require.Eventually(t, func() bool {
 		for _, p := range append(children, pid) {
-			if processAlive(p) && !zombie(p) {
+			if ProcessAlive(p) && !zombie(p) {
 				return false
 			}
 		}

@@ -268,7 +268,7 @@ func (c *Cluster) Kill() error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range append(children, pid) {
-		for processAlive(p) && !zombie(p) {
+		for ProcessAlive(p) && !zombie(p) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("pgcluster: PID %d still runs 30 s after SIGKILL", p)
 			}

@@ -41,7 +41,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,7 +77,9 @@ type server struct {
 	private  bool // a throwaway cluster removed at exit
 }
 
-var current atomic.Pointer[server]
+// current is the one PostgreSQL server of this test process, which Main
+// starts and every test's NewDatabase clones from.
+var current atomic.Pointer[server] //nolint:gochecknoglobals // the test process's server, set by Main
 
 // Main runs the package's tests (m.Run) against a PostgreSQL server and
 // exits with their status; call it from TestMain:
@@ -198,24 +199,13 @@ func reapOrphans(logf func(string, ...any), bases ...string) {
 			if statErr != nil || time.Since(fi.ModTime()) < 10*time.Minute {
 				continue
 			}
-		} else if pid, err := strconv.Atoi(string(b)); err == nil && processAlive(pid) {
+		} else if pid, err := strconv.Atoi(string(b)); err == nil && pgcluster.ProcessAlive(pid) {
 			continue
 		}
 		if err := os.RemoveAll(dir); err == nil {
 			logf("pgtest: removed %s, left by a test process that no longer runs", dir)
 		}
 	}
-}
-
-// processAlive reports whether a process with this PID exists.
-func processAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	defer p.Release()
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // ensureTemplate makes sure the server has a complete template database

@@ -466,7 +466,7 @@ func (l *ledger) start(c *failoverClient) (stop func()) {
 // sendLoop sends batches of three messages with dedup ids until stop,
 // retrying each batch with the same ids until it is answered 2xx.
 func (l *ledger) sendLoop(c *failoverClient, g int, stop <-chan struct{}) {
-	for i := 0; !isClosed(stop); i++ {
+	for i := 0; !store.IsClosed(stop); i++ {
 		var msgs []map[string]any
 		for j := range 3 {
 			msgs = append(msgs, map[string]any{"body": i, "dedup_id": fmt.Sprintf("s%d-%d-%d", g, i, j)})
@@ -517,7 +517,7 @@ func (l *ledger) recordSend(msgs []map[string]any, ids []struct {
 // publishLoop publishes batches of three events until stop, retrying each
 // batch with the same event ids until it is answered 2xx.
 func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
-	for i := 0; !isClosed(stop); i++ {
+	for i := 0; !store.IsClosed(stop); i++ {
 		var evs []map[string]any
 		for j := range 3 {
 			evs = append(evs, map[string]any{"id": fmt.Sprintf("e-%d-%d", i, j), "type": "t", "key": fmt.Sprint(j)})
@@ -536,7 +536,7 @@ func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
 
 // consumeLoop receives from path and acks what it got until stop.
 func (l *ledger) consumeLoop(c *failoverClient, path string, acked *acks, stop <-chan struct{}) {
-	for !isClosed(stop) {
+	for !store.IsClosed(stop) {
 		if _, ok := l.consumeOnce(c, path, acked, 1); !ok {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -781,15 +781,6 @@ func (l *ledger) drain(t *testing.T, c *failoverClient, path string, acked *acks
 		}
 	}
 	t.Logf("%s: %d deliveries acked ok, %d gone by an ack whose answer was lost", path, len(acked.ok), lost)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // TestUnansweringHostIsPassedOver: a primary whose machine is gone

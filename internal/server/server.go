@@ -28,12 +28,14 @@ import (
 )
 
 // Config is Ferry's configuration, read from FERRY_* environment
-// variables (see the README's table).
+// variables (see the README's table) by LoadConfig. A variable that is
+// unset takes the field's default tag (DefaultConfig), or under `ferry
+// dev` its dev tag where it has one.
 type Config struct {
 	DatabaseURL      string        `envconfig:"DATABASE_URL"`
-	Listen           string        `envconfig:"LISTEN" default:":8080"`
+	Listen           string        `envconfig:"LISTEN" default:":8080" dev:"127.0.0.1:8080"`
 	AdminKey         string        `envconfig:"ADMIN_KEY"`
-	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false"`
+	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false" dev:"true"`
 	MaxBodyBytes     int           `envconfig:"MAX_BODY_BYTES" default:"262144"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"1000"`
 	MaxRequestBytes  int64         `envconfig:"MAX_REQUEST_BYTES" default:"10485760"`
@@ -70,6 +72,9 @@ type Config struct {
 	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
 	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
+	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
+	// admin key (`ferry dev` only).
+	DataDir string `envconfig:"DATA_DIR" default:".ferry"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
