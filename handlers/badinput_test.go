@@ -18,12 +18,9 @@ import (
 // configuration and counts (the age, which moves by itself, left out).
 func snapshot(t testing.TB, env *ferrytest.Env) []queueJSON {
 	t.Helper()
-	r := env.Do("GET", "/v1/queues", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	var list struct {
+	list := call[struct {
 		Queues []queueJSON `json:"queues"`
-	}
-	r.JSON(t, &list)
+	}](t, env, "GET", "/v1/queues", nil, nil, http.StatusOK)
 	for i := range list.Queues {
 		list.Queues[i].Stats.OldestAgeSeconds = 0
 	}
@@ -44,10 +41,18 @@ type badCase struct {
 // written (the snapshot is unchanged).
 func runBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return snapshot(t, env) })
+}
+
+// runBadCasesOn is runBadCases with what a refused request must leave
+// unchanged read by snap. A case without an Authorization header is sent
+// with the admin key.
+func runBadCasesOn(t *testing.T, env *ferrytest.Env, cases []badCase, snap func(testing.TB, *ferrytest.Env) any) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := forTest(env, t)
-			before := snapshot(t, env)
+			before := snap(t, env)
 			header := tc.header
 			if header == nil {
 				header = http.Header{}
@@ -57,7 +62,7 @@ func runBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 			}
 			r := env.DoWith(tc.method, tc.path, tc.body, header)
 			requireProblem(t, r, tc.status, tc.code)
-			require.Equal(t, before, snapshot(t, env), "a refused request must write nothing")
+			require.Equal(t, before, snap(t, env), "a refused request must write nothing")
 		})
 	}
 }

@@ -38,17 +38,10 @@ func TestSendReceiveShapes(t *testing.T) {
 	batch[1]["delay_seconds"] = 0
 
 	before := time.Now().Add(-5 * time.Second)
-	r := env.Do("POST", "/v1/queues/shapes/messages", map[string]any{"messages": batch})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	top := r.Map(t)
-	requireKeys(t, top, []string{"messages"}, "send response")
-	for _, m := range top["messages"].([]any) {
-		requireKeys(t, m.(map[string]any), []string{"id", "duplicate"}, "sent message")
-	}
-	var sent struct {
+	sent := call[struct {
 		Messages []sentJSON `json:"messages"`
-	}
-	r.JSON(t, &sent)
+	}](t, env, "POST", "/v1/queues/shapes/messages", map[string]any{"messages": batch},
+		listKeys([]string{"messages"}, keysOf([]string{"id", "duplicate"}, "sent message")), http.StatusCreated)
 	require.Len(t, sent.Messages, len(bodies))
 	seen := map[string]bool{}
 	for _, s := range sent.Messages {
@@ -59,17 +52,10 @@ func TestSendReceiveShapes(t *testing.T) {
 	}
 	require.Equal(t, statsJSON{Available: int64(len(bodies))}, counts(t, env, "shapes"))
 
-	r = env.Do("POST", "/v1/queues/shapes/receive", map[string]any{"max_messages": 100})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	top = r.Map(t)
-	requireKeys(t, top, []string{"messages"}, "receive response")
-	for _, m := range top["messages"].([]any) {
-		requireKeys(t, m.(map[string]any), receivedKeys, "received message")
-	}
-	var got struct {
+	got := call[struct {
 		Messages []receivedJSON `json:"messages"`
-	}
-	r.JSON(t, &got)
+	}](t, env, "POST", "/v1/queues/shapes/receive", map[string]any{"max_messages": 100},
+		listKeys([]string{"messages"}, keysOf(receivedKeys, "received message")), http.StatusOK)
 	require.Len(t, got.Messages, len(bodies))
 
 	// Each id carries the body sent at its position: ids are in request order.
@@ -322,16 +308,11 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 			map[string]any{"receipts": receipts(got), "error": "permanent: bad input", "dead_letter": true}))
 		require.Equal(t, []string{"stale"}, ack(t, env, "dl", got[0].Receipt))
 
-		r := env.Do("GET", "/v1/queues/dl/dead-letters", nil)
-		require.Equal(t, http.StatusOK, r.Status)
-		top := r.Map(t)
-		requireKeys(t, top, []string{"messages", "next"}, "dead-letter page")
-		require.Nil(t, top["next"])
-		for _, m := range top["messages"].([]any) {
-			requireKeys(t, m.(map[string]any), deadLetterKeys, "dead letter")
-		}
-		var page deadLetterPageJSON
-		r.JSON(t, &page)
+		page := call[deadLetterPageJSON](t, env, "GET", "/v1/queues/dl/dead-letters", nil, func(t testing.TB, top map[string]any) {
+			t.Helper()
+			listKeys([]string{"messages", "next"}, keysOf(deadLetterKeys, "dead letter"))(t, top)
+			require.Nil(t, top["next"])
+		}, http.StatusOK)
 		require.Len(t, page.Messages, 1)
 		d := page.Messages[0]
 		require.Equal(t, sent[0].ID, d.ID)

@@ -182,11 +182,7 @@ func requireSecret(t testing.TB, s string) {
 // absent), with the push member.
 func putPush(t testing.TB, env *ferrytest.Env, path string, cfg map[string]any, status int, keys []string) (*pushJSON, string) {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", path, body)
+	r := env.Do("PUT", path, orNil(cfg))
 	require.Equal(t, status, r.Status, "PUT %s: %s", path, r.Body)
 	m := r.Map(t)
 	want := keys
@@ -246,20 +242,9 @@ func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*pushJSON, st
 // subscription's) with the query string.
 func attempts(t testing.TB, env *ferrytest.Env, path, query string) []attemptJSON {
 	t.Helper()
-	r := env.Do("GET", path+"/attempts"+query, nil)
-	require.Equal(t, http.StatusOK, r.Status, "attempts: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"attempts"}, "attempts answer")
-	list, ok := m["attempts"].([]any)
-	require.True(t, ok, "attempts is an array, never null: %s", r.Body)
-	for _, a := range list {
-		requireKeys(t, a.(map[string]any), attemptKeys, "attempt")
-	}
-	var out struct {
+	return getPage[struct {
 		Attempts []attemptJSON `json:"attempts"`
-	}
-	r.JSON(t, &out)
-	return out.Attempts
+	}](t, env, path+"/attempts"+query, []string{"attempts"}, keysOf(attemptKeys, "attempt")).Attempts
 }
 
 // waitAttempts waits until the target has recorded at least n attempts
@@ -302,6 +287,40 @@ func fast(cfg map[string]any) map[string]any {
 	cfg["retry_min_seconds"] = 0
 	cfg["retry_max_seconds"] = 1
 	return cfg
+}
+
+// failFirst answers the first n requests with code, the others with 204.
+func failFirst(n, code int) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if h.n <= n {
+			w.WriteHeader(code)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// pushOne creates topic "t" with push subscription "s" (cfg, retrying
+// fast), publishes one event with the id (and kv), and returns the
+// subscription's signing secret.
+func pushOne(t testing.TB, env *ferrytest.Env, cfg map[string]any, id string, kv ...any) string {
+	t.Helper()
+	putTopic(t, env, "t", nil, http.StatusCreated)
+	secret := newPushSub(t, env, "t", "s", fast(cfg))
+	publishEvents(t, env, "t", evt("e", append([]any{"id", id}, kv...)...))
+	return secret
+}
+
+// waitDeadLetters waits until done holds for the number of t/s's dead
+// letters and returns them.
+func waitDeadLetters(t testing.TB, env *ferrytest.Env, done func(n int) bool) subDeadLetterPageJSON {
+	t.Helper()
+	var dl subDeadLetterPageJSON
+	eventually(t, "the dead letters", func() bool {
+		dl = subDeadLetters(t, env, "t", "s", "")
+		return done(len(dl.Messages))
+	})
+	return dl
 }
 
 // TestPushSignedDelivery: a push subscription POSTs each event, signed per
@@ -413,16 +432,8 @@ func TestPushQueue(t *testing.T) {
 func TestPushRetriesKeepWebhookID(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n <= 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	secret := newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-r", "data", map[string]any{"x": 1}))
+	rc := newReceiver(t, failFirst(2, http.StatusInternalServerError))
+	secret := pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-r", "data", map[string]any{"x": 1})
 
 	reqs := rc.wait(t, 3)
 	for _, h := range reqs {
@@ -475,15 +486,9 @@ func TestPushDeadLetters(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusInternalServerError)
 	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"max_receives": 2, "push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-d"))
+	pushOne(t, env, map[string]any{"max_receives": 2, "push": map[string]any{"url": rc.url()}}, "evt-d")
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letter", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) > 0
-	})
+	dl := waitDeadLetters(t, env, func(n int) bool { return n > 0 })
 	require.Len(t, dl.Messages, 1)
 	require.Equal(t, "evt-d", dl.Messages[0].ID)
 	require.Equal(t, 2, dl.Messages[0].ReceiveCount)
@@ -522,9 +527,7 @@ func TestPushGoneDisables(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-g1"))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-g1")
 	rc.wait(t, 1)
 
 	var p *pushJSON
@@ -626,15 +629,9 @@ func TestPushRedirectIsFailure(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"max_receives": 1, "push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-302"))
+	pushOne(t, env, map[string]any{"max_receives": 1, "push": map[string]any{"url": rc.url()}}, "evt-302")
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letter", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) > 0
-	})
+	dl := waitDeadLetters(t, env, func(n int) bool { return n > 0 })
 	require.Contains(t, *dl.Messages[0].LastError, "redirect")
 	as := waitAttempts(t, env, spath("t", "s"), 1)
 	require.Len(t, as, 1)
@@ -709,9 +706,7 @@ func TestPushConnectionReset(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-rst"))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-rst")
 
 	waitDrained(t, env, "t", "s")
 	as := waitAttempts(t, env, spath("t", "s"), 2)
@@ -1005,13 +1000,7 @@ func TestPushRotateSecret(t *testing.T) {
 func TestPushAcrossRestart(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n <= 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	rc := newReceiver(t, failFirst(2, http.StatusInternalServerError))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	secret := newPushSub(t, env, "t", "s", map[string]any{
 		"retry_min_seconds": 1, "retry_max_seconds": 1, "push": map[string]any{"url": rc.url()},
@@ -1037,16 +1026,8 @@ func TestPushAcrossRestart(t *testing.T) {
 func TestPushMetrics(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-m"))
+	rc := newReceiver(t, failFirst(1, http.StatusBadGateway))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-m")
 	waitDrained(t, env, "t", "s")
 	waitAttempts(t, env, spath("t", "s"), 2)
 
@@ -1212,11 +1193,7 @@ func TestPushLastErrorPerMessage(t *testing.T) {
 	}
 	publishEvents(t, env, "t", events...)
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letters", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) == n
-	})
+	dl := waitDeadLetters(t, env, func(got int) bool { return got == n })
 	as := waitAttempts(t, env, spath("t", "s"), n)
 	for _, a := range as {
 		require.Equal(t, strings.TrimPrefix(a.MessageID, "evt-"), fmt.Sprint(statusOf(a)), "attempts are right")

@@ -69,9 +69,10 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	var q queueJSON
 	r.JSON(t, &q)
 	require.Equal(t, queueJSON{
-		Name: "alpha", VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600,
-		DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, RetryMinSeconds: 1, RetryMaxSeconds: 300,
-		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		Name: "alpha", DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, deliveryJSON: deliveryJSON{
+			VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600, RetryMinSeconds: 1, RetryMaxSeconds: 300,
+			CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		},
 	}, q)
 	require.True(t, q.CreatedAt.After(before), "created_at %v", q.CreatedAt)
 	require.False(t, q.UpdatedAt.Before(q.CreatedAt))
@@ -90,9 +91,10 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	var c queueJSON
 	r.JSON(t, &c)
 	wantC := queueJSON{
-		Name: "charlie", VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, DelaySeconds: 2,
-		DedupWindowSeconds: 60, MaxDepth: 100, RetryMinSeconds: 2, RetryMaxSeconds: 20,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		Name: "charlie", DelaySeconds: 2, DedupWindowSeconds: 60, MaxDepth: 100, deliveryJSON: deliveryJSON{
+			VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, RetryMinSeconds: 2, RetryMaxSeconds: 20,
+			CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		},
 	}
 	require.Equal(t, wantC, c)
 

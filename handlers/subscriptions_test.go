@@ -17,25 +17,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/openapi"
 )
 
 // The subscription shapes of API.md § Subscriptions, decoded.
 
 type subscriptionJSON struct {
-	Name                     string          `json:"name"`
-	Topic                    string          `json:"topic"`
-	Filter                   json.RawMessage `json:"filter"`
-	Ordered                  bool            `json:"ordered"`
-	VisibilityTimeoutSeconds int             `json:"visibility_timeout_seconds"`
-	MaxReceives              int             `json:"max_receives"`
-	RetentionSeconds         int             `json:"retention_seconds"`
-	RetryMinSeconds          int             `json:"retry_min_seconds"`
-	RetryMaxSeconds          int             `json:"retry_max_seconds"`
-	CreatedAt                time.Time       `json:"created_at"`
-	UpdatedAt                time.Time       `json:"updated_at"`
-	Stats                    statsJSON       `json:"stats"`
+	Name    string          `json:"name"`
+	Topic   string          `json:"topic"`
+	Filter  json.RawMessage `json:"filter"`
+	Ordered bool            `json:"ordered"`
+	deliveryJSON
 }
 
 type subMessageJSON struct {
@@ -53,10 +45,7 @@ type subDeadLetterJSON struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-type subDeadLetterPageJSON struct {
-	Messages []subDeadLetterJSON `json:"messages"`
-	Next     *string             `json:"next"`
-}
+type subDeadLetterPageJSON = pageJSON[subDeadLetterJSON]
 
 var (
 	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "push", "created_at", "updated_at", "stats"}
@@ -78,44 +67,19 @@ func requireSubscriptionKeys(t testing.TB, obj map[string]any) {
 // putSub PUTs the subscription and requires the given status (201 or 200).
 func putSub(t testing.TB, env *ferrytest.Env, topic, sub string, cfg map[string]any, status int) subscriptionJSON {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", spath(topic, sub), body)
-	require.Equal(t, status, r.Status, "PUT %s/%s: %s", topic, sub, r.Body)
-	requireSubscriptionKeys(t, r.Map(t))
-	var s subscriptionJSON
-	r.JSON(t, &s)
-	return s
+	return call[subscriptionJSON](t, env, "PUT", spath(topic, sub), orNil(cfg), requireSubscriptionKeys, status)
 }
 
 func getSub(t testing.TB, env *ferrytest.Env, topic, sub string) subscriptionJSON {
 	t.Helper()
-	r := env.Do("GET", spath(topic, sub), nil)
-	require.Equal(t, http.StatusOK, r.Status, "GET %s/%s: %s", topic, sub, r.Body)
-	requireSubscriptionKeys(t, r.Map(t))
-	var s subscriptionJSON
-	r.JSON(t, &s)
-	return s
+	return call[subscriptionJSON](t, env, "GET", spath(topic, sub), nil, requireSubscriptionKeys, http.StatusOK)
 }
 
 func listSubs(t testing.TB, env *ferrytest.Env, topic string) []subscriptionJSON {
 	t.Helper()
-	r := env.Do("GET", tpath(topic, "/subscriptions"), nil)
-	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"subscriptions", "next"}, "subscription list")
-	list, ok := m["subscriptions"].([]any)
-	require.True(t, ok, "subscriptions is an array, never null: %s", r.Body)
-	for _, s := range list {
-		requireSubscriptionKeys(t, s.(map[string]any))
-	}
-	var out struct {
+	return getPage[struct {
 		Subscriptions []subscriptionJSON `json:"subscriptions"`
-	}
-	r.JSON(t, &out)
-	return out.Subscriptions
+	}](t, env, tpath(topic, "/subscriptions"), []string{"subscriptions", "next"}, requireSubscriptionKeys).Subscriptions
 }
 
 // subCounts is a subscription's stats without oldest_age_seconds, which
@@ -127,20 +91,23 @@ func subCounts(t testing.TB, env *ferrytest.Env, topic, sub string) statsJSON {
 	return s
 }
 
+// requireSubMessageKeys checks the members of a subscription message (or,
+// with what, of a dead letter) and of its event.
+func requireSubMessageKeys(keys []string, what string) func(testing.TB, map[string]any) {
+	return func(t testing.TB, obj map[string]any) {
+		t.Helper()
+		requireKeys(t, obj, keys, what)
+		requireKeys(t, obj["event"].(map[string]any), eventKeys, what+" event")
+	}
+}
+
 // decodeSubMessages decodes a subscription's receive answer, checking the
 // members of every message and event.
 func decodeSubMessages(t testing.TB, body []byte) []subMessageJSON {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
-	requireKeys(t, m, []string{"messages"}, "receive answer")
-	list, ok := m["messages"].([]any)
-	require.True(t, ok, "messages is an array, never null: %s", body)
-	for _, x := range list {
-		msg := x.(map[string]any)
-		requireKeys(t, msg, subMessageKeys, "subscription message")
-		requireKeys(t, msg["event"].(map[string]any), eventKeys, "subscription message event")
-	}
+	listKeys([]string{"messages"}, requireSubMessageKeys(subMessageKeys, "subscription message"))(t, m)
 	var out struct {
 		Messages []subMessageJSON `json:"messages"`
 	}
@@ -155,11 +122,7 @@ func decodeSubMessages(t testing.TB, body []byte) []subMessageJSON {
 
 func receiveSub(t testing.TB, env *ferrytest.Env, topic, sub string, req map[string]any) []subMessageJSON {
 	t.Helper()
-	var body any
-	if req != nil {
-		body = req
-	}
-	r := env.Do("POST", spath(topic, sub, "/receive"), body)
+	r := env.Do("POST", spath(topic, sub, "/receive"), orNil(req))
 	require.Equal(t, http.StatusOK, r.Status, "receive %s/%s: %s", topic, sub, r.Body)
 	return decodeSubMessages(t, r.Body)
 }
@@ -174,20 +137,7 @@ func receiveAll(t testing.TB, env *ferrytest.Env, topic, sub string) []subMessag
 // returns the statuses, checking they come in request order.
 func settleSub(t testing.TB, env *ferrytest.Env, topic, sub, action string, req map[string]any) []string {
 	t.Helper()
-	r := env.Do("POST", spath(topic, sub, "/"+action), req)
-	require.Equal(t, http.StatusOK, r.Status, "%s: %s", action, r.Body)
-	var out struct {
-		Results []resultJSON `json:"results"`
-	}
-	r.JSON(t, &out)
-	sent := req["receipts"].([]string)
-	require.Len(t, out.Results, len(sent))
-	statuses := make([]string, len(sent))
-	for i, res := range out.Results {
-		require.Equal(t, sent[i], res.Receipt, "results in request order")
-		statuses[i] = res.Status
-	}
-	return statuses
+	return settleAt(t, env, spath(topic, sub), action, req)
 }
 
 func ackSub(t testing.TB, env *ferrytest.Env, topic, sub string, rs ...string) []string {
@@ -196,36 +146,17 @@ func ackSub(t testing.TB, env *ferrytest.Env, topic, sub string, rs ...string) [
 }
 
 func subReceipts(ms []subMessageJSON) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Receipt
-	}
-	return out
+	return pluck(ms, func(m subMessageJSON) string { return m.Receipt })
 }
 
 func subIDs(ms []subMessageJSON) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.ID
-	}
-	return out
+	return pluck(ms, func(m subMessageJSON) string { return m.ID })
 }
 
 func subDeadLetters(t testing.TB, env *ferrytest.Env, topic, sub, query string) subDeadLetterPageJSON {
 	t.Helper()
-	r := env.Do("GET", spath(topic, sub, "/dead-letters")+query, nil)
-	require.Equal(t, http.StatusOK, r.Status, "dead letters: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"messages", "next"}, "dead letter page")
-	list, ok := m["messages"].([]any)
-	require.True(t, ok, "messages is an array, never null: %s", r.Body)
-	for _, x := range list {
-		d := x.(map[string]any)
-		requireKeys(t, d, subDeadLetterKeys, "subscription dead letter")
-		requireKeys(t, d["event"].(map[string]any), eventKeys, "subscription dead letter event")
-	}
-	var page subDeadLetterPageJSON
-	r.JSON(t, &page)
+	page := getPage[subDeadLetterPageJSON](t, env, spath(topic, sub, "/dead-letters")+query, []string{"messages", "next"},
+		requireSubMessageKeys(subDeadLetterKeys, "subscription dead letter"))
 	for _, d := range page.Messages {
 		require.Equal(t, d.Event.ID, d.ID, "a dead letter's id is its event's id")
 	}
@@ -234,21 +165,14 @@ func subDeadLetters(t testing.TB, env *ferrytest.Env, topic, sub, query string) 
 
 func redriveSub(t testing.TB, env *ferrytest.Env, topic, sub string, req map[string]any) int {
 	t.Helper()
-	r := env.Do("POST", spath(topic, sub, "/dead-letters/redrive"), req)
-	require.Equal(t, http.StatusOK, r.Status, "redrive: %s", r.Body)
-	requireKeys(t, r.Map(t), []string{"redriven"}, "redrive answer")
-	var out struct {
+	return call[struct {
 		Redriven int `json:"redriven"`
-	}
-	r.JSON(t, &out)
-	return out.Redriven
+	}](t, env, "POST", spath(topic, sub, "/dead-letters/redrive"), req, keysOf([]string{"redriven"}, "redrive answer"), http.StatusOK).Redriven
 }
 
 func seekSub(t testing.TB, env *ferrytest.Env, topic, sub, to string) {
 	t.Helper()
-	r := env.Do("POST", spath(topic, sub, "/seek"), map[string]any{"to": to})
-	require.Equal(t, http.StatusNoContent, r.Status, "seek %s: %s", to, r.Body)
-	require.Empty(t, r.Body)
+	requireNoContent(t, env.Do("POST", spath(topic, sub, "/seek"), map[string]any{"to": to}), "seek "+to)
 }
 
 // logEvents reads every retained event of the topic, by id.
@@ -1184,31 +1108,21 @@ func TestSubscriptionAndQueueShareName(t *testing.T) {
 // explain a prompt return.
 func TestSubscriptionLongPoll(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	a := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"), withPoll(30*time.Second))
-	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-a", "ferry-b")
+	a, b := envs[0], envs[1]
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 	putSub(t, a, "lp", "s", map[string]any{"filter": map[string]any{"types": []string{"wake"}}}, http.StatusCreated)
 
 	for round, publisher := range []*ferrytest.Env{a, b} {
-		since := dbNow(t, dbURL)
-		done := make(chan asyncResult, 1)
-		go func() {
-			done <- doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 5, "max_messages": 10})
-		}()
-		parkedQuery(t, dbURL, "ferry-a", since, `%receive_count >= $3 AS exhausted%`)
-		select {
-		case res := <-done:
-			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)
-		default:
-		}
+		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%receive_count >= $3 AS exhausted%`, func() asyncResult {
+			return doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 5, "max_messages": 10})
+		})
 		// An event the filter drops neither answers nor ends the wait.
 		publishEvents(t, publisher, "lp", evt("other"))
 		sent := publishEvents(t, publisher, "lp", evt("wake", "id", fmt.Sprintf("wake-%d", round)))
 		sentAt := time.Now()
 		res := <-done
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		requireOK(t, res)
 		got := decodeSubMessages(t, res.body)
 		require.Equal(t, []string{sent[0].ID}, subIDs(got), "round %d", round)
 		require.Less(t, res.took, 2500*time.Millisecond, "round %d: woken, not timed out", round)
@@ -1218,8 +1132,7 @@ func TestSubscriptionLongPoll(t *testing.T) {
 
 	// Nothing comes: empty after the whole wait.
 	res := doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 1})
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	require.Empty(t, decodeSubMessages(t, res.body))
 	require.GreaterOrEqual(t, res.took, 900*time.Millisecond)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,78 +74,41 @@ func tpath(topic string, rest ...string) string {
 func requireTopicKeys(t testing.TB, obj map[string]any) {
 	t.Helper()
 	requireKeys(t, obj, topicKeys, "topic")
-	offs, ok := obj["offsets"].([]any)
-	require.True(t, ok, "offsets is an array: %v", obj["offsets"])
-	for _, o := range offs {
-		requireKeys(t, o.(map[string]any), offsetsKeys, "partition offsets")
-	}
+	requireArray(t, obj, "offsets", keysOf(offsetsKeys, "partition offsets"))
 }
 
 // putTopic PUTs the topic and requires the given status (201 or 200).
 func putTopic(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any, status int) topicJSON {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", tpath(name), body)
-	require.Equal(t, status, r.Status, "PUT %s: %s", name, r.Body)
-	requireTopicKeys(t, r.Map(t))
-	var tp topicJSON
-	r.JSON(t, &tp)
-	return tp
+	return call[topicJSON](t, env, "PUT", tpath(name), orNil(cfg), requireTopicKeys, status)
 }
 
 func getTopic(t testing.TB, env *ferrytest.Env, name string) topicJSON {
 	t.Helper()
-	r := env.Do("GET", tpath(name), nil)
-	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", name, r.Body)
-	requireTopicKeys(t, r.Map(t))
-	var tp topicJSON
-	r.JSON(t, &tp)
-	return tp
+	return call[topicJSON](t, env, "GET", tpath(name), nil, requireTopicKeys, http.StatusOK)
 }
 
 func listTopics(t testing.TB, env *ferrytest.Env) []topicJSON {
 	t.Helper()
-	r := env.Do("GET", "/v1/topics", nil)
-	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"topics", "next"}, "topic list")
-	list, ok := m["topics"].([]any)
-	require.True(t, ok, "topics is an array, never null: %s", r.Body)
-	for _, tp := range list {
-		requireTopicKeys(t, tp.(map[string]any))
-	}
-	var out struct {
+	return getPage[struct {
 		Topics []topicJSON `json:"topics"`
-	}
-	r.JSON(t, &out)
-	return out.Topics
+	}](t, env, "/v1/topics", []string{"topics", "next"}, requireTopicKeys).Topics
 }
 
 // evt builds one event of a publish batch.
 func evt(typ string, kv ...any) map[string]any {
-	m := map[string]any{"type": typ}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i].(string)] = kv[i+1]
-	}
-	return m
+	return withFields(map[string]any{"type": typ}, kv)
 }
 
 func publishEvents(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []publishedJSON {
 	t.Helper()
-	r := env.Do("POST", tpath(topic, "/events"), map[string]any{"events": events})
-	require.Equal(t, http.StatusCreated, r.Status, "publish: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"events"}, "publish answer")
-	for _, e := range m["events"].([]any) {
-		requireKeys(t, e.(map[string]any), publishedKeys, "publish result")
-	}
-	var out struct {
+	out := call[struct {
 		Events []publishedJSON `json:"events"`
-	}
-	r.JSON(t, &out)
+	}](t, env, "POST", tpath(topic, "/events"), map[string]any{"events": events}, func(t testing.TB, m map[string]any) {
+		t.Helper()
+		requireKeys(t, m, []string{"events"}, "publish answer")
+		requireArray(t, m, "events", keysOf(publishedKeys, "publish result"))
+	}, http.StatusCreated)
 	require.Len(t, out.Events, len(events))
 	for i, e := range events {
 		if id, ok := e["id"].(string); ok {
@@ -168,23 +130,14 @@ func decodePage(t testing.TB, body []byte) eventPageJSON {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
-	requireKeys(t, m, eventPageKeys, "event page")
-	evs, ok := m["events"].([]any)
-	require.True(t, ok, "events is an array, never null: %s", body)
-	for _, e := range evs {
-		requireKeys(t, e.(map[string]any), eventKeys, "event")
-	}
+	listKeys(eventPageKeys, keysOf(eventKeys, "event"))(t, m)
 	var page eventPageJSON
 	require.NoError(t, json.Unmarshal(body, &page))
 	return page
 }
 
 func pageOffsets(p eventPageJSON) []int64 {
-	out := []int64{}
-	for _, e := range p.Events {
-		out = append(out, e.Offset)
-	}
-	return out
+	return pluck(p.Events, func(e eventJSON) int64 { return e.Offset })
 }
 
 func offsetRange(from, to int64) []int64 {
@@ -197,21 +150,7 @@ func offsetRange(from, to int64) []int64 {
 
 // getAsync GETs path with the admin key through env's validating client,
 // without require (for goroutines).
-func getAsync(env *ferrytest.Env, path string) asyncResult {
-	start := time.Now()
-	req, err := http.NewRequest("GET", env.URL+path, nil)
-	if err != nil {
-		return asyncResult{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-	resp, err := env.Client.Do(req)
-	if err != nil {
-		return asyncResult{err: err, took: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return asyncResult{status: resp.StatusCode, body: b, err: err, took: time.Since(start)}
-}
+func getAsync(env *ferrytest.Env, path string) asyncResult { return doAsync(env, "GET", path, nil) }
 
 func TestTopicPutGetListDelete(t *testing.T) {
 	t.Parallel()
@@ -468,36 +407,39 @@ func withAppName(t testing.TB, dbURL, name string) string {
 	return u.String()
 }
 
+// pollingServers starts a server per application name on one new
+// database, each polling only every 30 s (so only a wake-up explains a
+// prompt answer), and returns the database's URL and the servers.
+func pollingServers(t testing.TB, apps ...string) (string, []*ferrytest.Env) {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	envs := make([]*ferrytest.Env, len(apps))
+	for i, app := range apps {
+		envs[i] = ferrytest.StartOn(t, withAppName(t, dbURL, app), withPoll(30*time.Second))
+	}
+	return dbURL, envs
+}
+
 // TestEventLongPollAcrossInstances: a read waiting on server A returns soon
 // after a publish through server B on the same database. Both poll only
 // every 30 s, so only the Postgres NOTIFY can explain a prompt return.
 func TestEventLongPollAcrossInstances(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	a := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"), withPoll(30*time.Second))
-	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-a", "ferry-b")
+	a, b := envs[0], envs[1]
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 
 	next := int64(0)
 	for round := range 3 {
-		since := dbNow(t, dbURL)
-		done := make(chan asyncResult, 1)
-		go func() {
-			done <- getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
-		}()
-		parkedQuery(t, dbURL, "ferry-a", since, `%"offset" >= $3%`)
-		select {
-		case res := <-done:
-			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)
-		default:
-		}
+		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%"offset" >= $3%`, func() asyncResult {
+			return getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
+		})
 		// A publish to the other partition does not answer this read.
 		publishEvents(t, b, "lp", evt("other", "key", keyFor(t, 0, 2)))
 		sent := publishEvents(t, b, "lp", evt("wake", "id", fmt.Sprintf("wake-%d", round), "key", keyFor(t, 1, 2)))
 		sentAt := time.Now()
 		res := <-done
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		requireOK(t, res)
 		page := decodePage(t, res.body)
 		require.Len(t, page.Events, 1, "round %d", round)
 		require.Equal(t, sent[0].ID, page.Events[0].ID)
@@ -509,8 +451,7 @@ func TestEventLongPollAcrossInstances(t *testing.T) {
 
 	// Nothing comes: empty after the whole wait, next_offset the position.
 	res := getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=1", next))
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	page := decodePage(t, res.body)
 	require.Empty(t, page.Events)
 	require.Equal(t, next, page.NextOffset)
@@ -578,19 +519,7 @@ func topicSnapshot(t testing.TB, env *ferrytest.Env) topicState {
 // was written.
 func runTopicBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			env := forTest(env, t)
-			before := topicSnapshot(t, env)
-			header := tc.header
-			if header == nil {
-				header = http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
-			}
-			r := env.DoWith(tc.method, tc.path, tc.body, header)
-			requireProblem(t, r, tc.status, tc.code)
-			require.Equal(t, before, topicSnapshot(t, env), "a refused request must write nothing")
-		})
-	}
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return topicSnapshot(t, env) })
 }
 
 func TestTopicBadRequests(t *testing.T) {
