@@ -41,26 +41,26 @@ type badCase struct {
 // written (the snapshot is unchanged).
 func runBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
-	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return snapshot(t, env) })
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return snapshot(t, env) }, func(header http.Header) http.Header {
+		if header == nil {
+			header = http.Header{}
+		}
+		if header.Get("Authorization") == "" {
+			header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
+		}
+		return header
+	})
 }
 
 // runBadCasesOn is runBadCases with what a refused request must leave
-// unchanged read by snap. A case without an Authorization header is sent
-// with the admin key.
-func runBadCasesOn(t *testing.T, env *ferrytest.Env, cases []badCase, snap func(testing.TB, *ferrytest.Env) any) {
+// unchanged read by snap, and each case's headers made by headers.
+func runBadCasesOn(t *testing.T, env *ferrytest.Env, cases []badCase, snap func(testing.TB, *ferrytest.Env) any, headers func(http.Header) http.Header) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := forTest(env, t)
 			before := snap(t, env)
-			header := tc.header
-			if header == nil {
-				header = http.Header{}
-			}
-			if header.Get("Authorization") == "" {
-				header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-			}
-			r := env.DoWith(tc.method, tc.path, tc.body, header)
+			r := env.DoWith(tc.method, tc.path, tc.body, headers(tc.header))
 			requireProblem(t, r, tc.status, tc.code)
 			require.Equal(t, before, snap(t, env), "a refused request must write nothing")
 		})

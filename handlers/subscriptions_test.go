@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/openapi"
+	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
 // The subscription shapes of API.md § Subscriptions, decoded.
@@ -1194,22 +1194,7 @@ func TestSubscriptionSpecSchemas(t *testing.T) {
 		{"SubscriptionDeadLetterPage", `{"messages": [{"id": "evt-771", "event": ` + event + `, "receive_count": 5, "dead_lettered_at": "2025-06-01T10:00:00Z"}], "next": null}`, false, false},
 	}
 	for _, tt := range tests {
-		var value any
-		dec := json.NewDecoder(strings.NewReader(tt.body))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&value), tt.body)
-		ref := doc.Components.Schemas[tt.schema]
-		require.NotNil(t, ref, tt.schema)
-		opt := openapi3.VisitAsResponse()
-		if tt.asRequest {
-			opt = openapi3.VisitAsRequest()
-		}
-		err := ref.Value.VisitJSON(value, opt)
-		if tt.ok {
-			require.NoError(t, err, "%s %s", tt.schema, tt.body)
-		} else {
-			require.Error(t, err, "%s %s", tt.schema, tt.body)
-		}
+		openapitest.CheckSchema(t, doc, tt.schema, tt.body, tt.asRequest, tt.ok)
 	}
 }
 

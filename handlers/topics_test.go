@@ -516,10 +516,16 @@ func topicSnapshot(t testing.TB, env *ferrytest.Env) topicState {
 }
 
 // runTopicBadCases sends each case and checks the problem and that nothing
-// was written.
+// was written; a case without headers is sent with the admin key, one
+// with headers exactly so.
 func runTopicBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
-	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return topicSnapshot(t, env) })
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return topicSnapshot(t, env) }, func(header http.Header) http.Header {
+		if header == nil {
+			header = http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
+		}
+		return header
+	})
 }
 
 func TestTopicBadRequests(t *testing.T) {

@@ -28,14 +28,22 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func setup(t *testing.T) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	cfg := &river.Config{
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return pool, runRiver(t, pool, log, jobs.Config{RetentionEvery: time.Hour})
+}
+
+// runRiver starts River with Ferry's workers (registered with cfg),
+// logging to log; it is stopped when the test ends.
+func runRiver(t *testing.T, pool *pgxpool.Pool, log *slog.Logger, cfg jobs.Config) *river.Client[pgx.Tx] {
+	t.Helper()
+	rcfg := &river.Config{
+		Logger:            log,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
 	}
-	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: time.Hour})
-	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	jobs.Register(rcfg, pool, cfg)
+	client, err := river.NewClient(riverpgxv5.New(pool), rcfg)
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
@@ -43,7 +51,25 @@ func setup(t *testing.T) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 		defer cancel()
 		_ = client.Stop(ctx)
 	})
-	return pool, client
+	return client
+}
+
+// runRetention inserts a retention job and waits until it has completed.
+func runRetention(t *testing.T, client *river.Client[pgx.Tx]) {
+	t.Helper()
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	_, err := client.Insert(context.Background(), jobs.RetentionArgs{}, nil)
+	require.NoError(t, err)
+	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
+}
+
+// queueWithRetention creates queue name with the retention in seconds.
+func queueWithRetention(t *testing.T, pool *pgxpool.Pool, name string, seconds int) store.Queue {
+	t.Helper()
+	q, _, err := store.QueueUpsert(context.Background(), pool, name, store.QueuePatch{RetentionSeconds: &seconds})
+	require.NoError(t, err)
+	return q
 }
 
 func send(t *testing.T, pool *pgxpool.Pool, queue string, n int) {
@@ -98,22 +124,16 @@ func TestRetentionAndDedupJobs(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
 	ctx := context.Background()
-	sixty := 60
-	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
-	require.NoError(t, err)
+	q := queueWithRetention(t, pool, "short", 60)
 	send(t, pool, "short", 50)
 	// The clock edge: half the messages were sent 61 s ago, just past retention.
-	_, err = pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '61 seconds' WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
+	_, err := pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '61 seconds' WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
 	require.NoError(t, err)
 	old := count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
 	_, err = pool.Exec(ctx, `UPDATE ferry.dedup SET expires_at = now() - interval '1 second' WHERE queue_id = $1 AND message_id % 2 = 0`, q.ID)
 	require.NoError(t, err)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
+	runRetention(t, client) // dedup ids too
 
 	require.Equal(t, 50-old, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID))
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND sent_at < now() - interval '60 seconds'`, q.ID))
@@ -233,11 +253,7 @@ func TestTopicRetentionAndDedupJobs(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second' WHERE topic_id = $1 AND "offset" % 2 = 0`, tp.ID)
 	require.NoError(t, err)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
+	runRetention(t, client) // dedup ids too
 
 	require.Equal(t, 30, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
 	require.Equal(t, 20, count(t, pool, `SELECT min("offset") FROM ferry.events WHERE topic_id = $1`, tp.ID), "oldest first")

@@ -2,10 +2,7 @@ package jobs_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -48,32 +45,10 @@ func (a *arrivals) list() []time.Time {
 // filled in).
 func pushSetup(t *testing.T, n int, cfg jobs.PushConfig) (*pgxpool.Pool, store.Queue, *arrivals) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	pool := pgtest.NewPool(t)
-	rc := &arrivals{}
-	srv := httptest.NewServer(rc.serve(50 * time.Millisecond))
-	one := 1
-	q, _, err := store.QueueUpsert(ctx, pool, "hooks", store.QueuePatch{Push: &store.PushPatch{
-		URL: &srv.URL, MaxInFlight: &one, NewSecret: jobs.NewSigningSecret(),
-	}})
-	require.NoError(t, err)
+	q, rc := pushTargetServing(t, pool, "hooks", 50*time.Millisecond)
 	send(t, pool, "hooks", n)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg.Notifier = store.NewNotifier(pool, 0, log)
-	cfg.Client = jobs.NewPushClient(true)
-	cfg.Log = log
-	stop := make(chan struct{})
-	cfg.Stop = stop
-	p := jobs.NewPusher(pool, cfg)
-	var wg sync.WaitGroup
-	wg.Go(func() { cfg.Notifier.Run(ctx) })
-	wg.Go(func() { p.Run(ctx) })
-	t.Cleanup(func() {
-		close(stop)
-		srv.Close()
-		cancel()
-		wg.Wait()
-	})
+	runPusher(t, pool, cfg)
 	return pool, q, rc
 }
 
@@ -136,30 +111,13 @@ func TestPushWorkerFencesItselfBeforeLeaseEnds(t *testing.T) {
 // instead of one only after the other's backlog is gone.
 func TestPushWorkersTakeTurns(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
 	pool := pgtest.NewPool(t)
-	rcs := map[string]*arrivals{"one": {}, "two": {}}
-	for name, rc := range rcs {
-		srv := httptest.NewServer(rc.serve(5 * time.Millisecond))
-		t.Cleanup(srv.Close)
-		one := 1
-		_, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{Push: &store.PushPatch{
-			URL: &srv.URL, MaxInFlight: &one, NewSecret: jobs.NewSigningSecret(),
-		}})
-		require.NoError(t, err)
+	rcs := map[string]*arrivals{}
+	for _, name := range []string{"one", "two"} {
+		_, rcs[name] = pushTargetServing(t, pool, name, 5*time.Millisecond)
 		send(t, pool, name, 600)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	notifier := store.NewNotifier(pool, 0, log)
-	stop := make(chan struct{})
-	p := jobs.NewPusher(pool, jobs.PushConfig{
-		Notifier: notifier, Client: jobs.NewPushClient(true), Log: log, Stop: stop,
-		Workers: 1, RunFor: 300 * time.Millisecond,
-	})
-	var wg sync.WaitGroup
-	wg.Go(func() { notifier.Run(ctx) })
-	wg.Go(func() { p.Run(ctx) })
-	t.Cleanup(func() { close(stop); cancel(); wg.Wait() })
+	runPusher(t, pool, jobs.PushConfig{Workers: 1, RunFor: 300 * time.Millisecond})
 
 	require.Eventually(t, func() bool { return len(rcs["one"].list()) > 0 && len(rcs["two"].list()) > 0 },
 		20*time.Second, 10*time.Millisecond, "both targets delivered")

@@ -24,8 +24,15 @@ const foreignOwner = "00000000-0000-4000-8000-0000000000ff"
 // pushTarget makes a push queue (max_in_flight 1) to a fast receiver.
 func pushTarget(t *testing.T, pool *pgxpool.Pool, name string) (store.Queue, *arrivals) {
 	t.Helper()
+	return pushTargetServing(t, pool, name, time.Millisecond)
+}
+
+// pushTargetServing makes a push queue (max_in_flight 1) to a receiver
+// that answers each request after delay.
+func pushTargetServing(t *testing.T, pool *pgxpool.Pool, name string, delay time.Duration) (store.Queue, *arrivals) {
+	t.Helper()
 	rc := &arrivals{}
-	srv := httptest.NewServer(rc.serve(time.Millisecond))
+	srv := httptest.NewServer(rc.serve(delay))
 	t.Cleanup(srv.Close)
 	one := 1
 	q, _, err := store.QueueUpsert(context.Background(), pool, name, store.QueuePatch{Push: &store.PushPatch{

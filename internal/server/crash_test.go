@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -31,11 +30,7 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "pg")
 	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Durable: true})
 	require.NoError(t, err)
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	admin.Close(ctx)
+	execAdmin(t, c, "CREATE DATABASE ferry")
 
 	env := ferrytest.StartOn(t, c.URL("ferry"))
 	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/queues/durable", nil).Status)

@@ -166,11 +166,7 @@ func syncPair(t *testing.T) (primary, standby *pgcluster.Cluster, url string) {
 			}
 		}
 	})
-	conn, err := pgx.Connect(ctx, primary.URL("postgres"))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
+	execAdmin(t, primary, "CREATE DATABASE ferry")
 	url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/ferry?sslmode=disable"+
 		"&target_session_attrs=read-write&connect_timeout=5", primary.Port(), standby.Port())
 	return primary, standby, url
@@ -595,8 +591,13 @@ func (l *ledger) consumeOnce(c *failoverClient, path string, acked *acks, wait i
 func (l *ledger) unavailableSince(at time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return countAfter(l.unavailableAt, at)
+}
+
+// countAfter is how many of ts are after at.
+func countAfter(ts []time.Time, at time.Time) int {
 	n := 0
-	for _, t := range l.unavailableAt {
+	for _, t := range ts {
 		if t.After(at) {
 			n++
 		}
@@ -620,13 +621,7 @@ func (l *ledger) successes() int {
 func (l *ledger) successesSince(at time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, t := range l.okAt {
-		if t.After(at) {
-			n++
-		}
-	}
-	return n
+	return countAfter(l.okAt, at)
 }
 
 // firstSendAfter is when the first send begun after at was answered 2xx.
@@ -802,14 +797,7 @@ func isClosed(ch <-chan struct{}) bool {
 func TestUnansweringHostIsPassedOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(t.TempDir(), "pg"), Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
+	c := startCluster(t, t.TempDir())
 	require.NoError(t, migrations.Up(ctx, c.URL("ferry")))
 
 	// The silent host accepts connections and never says a word.
