@@ -448,21 +448,21 @@ func (l *ledger) ok(what string, r failoverResponse) bool {
 // the queue and one of the subscription. The function it returns stops
 // them and waits until they have.
 func (l *ledger) start(c *failoverClient) (stop func()) {
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for g := range 2 {
-		wg.Go(func() { l.sendLoop(c, g, done) })
-		wg.Go(func() { l.consumeLoop(c, "/v1/queues/work", l.queue, done) })
+		wg.Go(func() { l.sendLoop(ctx, c, g) })
+		wg.Go(func() { l.consumeLoop(ctx, c, "/v1/queues/work", l.queue) })
 	}
-	wg.Go(func() { l.publishLoop(c, done) })
-	wg.Go(func() { l.consumeLoop(c, "/v1/topics/log/subscriptions/all", l.sub, done) })
-	return func() { close(done); wg.Wait() }
+	wg.Go(func() { l.publishLoop(ctx, c) })
+	wg.Go(func() { l.consumeLoop(ctx, c, "/v1/topics/log/subscriptions/all", l.sub) })
+	return func() { cancel(); wg.Wait() }
 }
 
-// sendLoop sends batches of three messages with dedup ids until stop,
-// retrying each batch with the same ids until it is answered 2xx.
-func (l *ledger) sendLoop(c *failoverClient, g int, stop <-chan struct{}) {
-	for i := 0; !isClosed(stop); i++ {
+// sendLoop sends batches of three messages with dedup ids until ctx is
+// done, retrying each batch with the same ids until it is answered 2xx.
+func (l *ledger) sendLoop(ctx context.Context, c *failoverClient, g int) {
+	for i := 0; ctx.Err() == nil; i++ {
 		var msgs []map[string]any
 		for j := range 3 {
 			msgs = append(msgs, map[string]any{"body": i, "dedup_id": fmt.Sprintf("s%d-%d-%d", g, i, j)})
@@ -510,10 +510,10 @@ func (l *ledger) recordSend(msgs []map[string]any, ids []struct {
 	l.sendOKAt = append(l.sendOKAt, [2]time.Time{begin, now})
 }
 
-// publishLoop publishes batches of three events until stop, retrying each
-// batch with the same event ids until it is answered 2xx.
-func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
-	for i := 0; !isClosed(stop); i++ {
+// publishLoop publishes batches of three events until ctx is done,
+// retrying each batch with the same event ids until it is answered 2xx.
+func (l *ledger) publishLoop(ctx context.Context, c *failoverClient) {
+	for i := 0; ctx.Err() == nil; i++ {
 		var evs []map[string]any
 		for j := range 3 {
 			evs = append(evs, map[string]any{"id": fmt.Sprintf("e-%d-%d", i, j), "type": "t", "key": fmt.Sprint(j)})
@@ -530,9 +530,9 @@ func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
 	}
 }
 
-// consumeLoop receives from path and acks what it got until stop.
-func (l *ledger) consumeLoop(c *failoverClient, path string, acked *acks, stop <-chan struct{}) {
-	for !isClosed(stop) {
+// consumeLoop receives from path and acks what it got until ctx is done.
+func (l *ledger) consumeLoop(ctx context.Context, c *failoverClient, path string, acked *acks) {
+	for ctx.Err() == nil {
 		if _, ok := l.consumeOnce(c, path, acked, 1); !ok {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -776,15 +776,6 @@ func (l *ledger) drain(t *testing.T, c *failoverClient, path string, acked *acks
 		}
 	}
 	t.Logf("%s: %d deliveries acked ok, %d gone by an ack whose answer was lost", path, len(acked.ok), lost)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // TestUnansweringHostIsPassedOver: a primary whose machine is gone
