@@ -87,10 +87,7 @@ func TestGroupLeave(t *testing.T) {
 func TestGroupLeaveLastMember(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	putTopic(t, env, "solo", map[string]any{"partitions": 2}, http.StatusCreated)
-	publishTo(t, env, "solo", 2, 2, 0, 1)
-	a := gpoll(t, env, "solo", "g", "a", map[string]any{"start": "earliest"})
-	require.Len(t, a.Events, 4)
+	a := pollFour(t, env, "solo")
 	gcommitOK(t, env, "solo", "g", "a", a.Generation, map[int]int64{0: 1})
 	gleave(t, env, "solo", "g", "a")
 	g := gdescribe(t, env, "solo", "g")

@@ -266,6 +266,17 @@ func publishTo(t testing.TB, env *ferrytest.Env, topic string, parts, n int, to 
 	return publishEvents(t, env, topic, evs...)
 }
 
+// pollFour makes topic with two partitions of two events each, and member
+// a of group g read all four from the earliest.
+func pollFour(t testing.TB, env *ferrytest.Env, topic string) consumerGroupPollJSON {
+	t.Helper()
+	putTopic(t, env, topic, map[string]any{"partitions": 2}, http.StatusCreated)
+	publishTo(t, env, topic, 2, 2, 0, 1)
+	a := gpoll(t, env, topic, "g", "a", map[string]any{"start": "earliest"})
+	require.Len(t, a.Events, 4)
+	return a
+}
+
 func allPartitions(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -1201,10 +1212,7 @@ func TestGroupPartitionsGrow(t *testing.T) {
 func TestGroupDelete(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	putTopic(t, env, "del", map[string]any{"partitions": 2}, http.StatusCreated)
-	publishTo(t, env, "del", 2, 2, 0, 1)
-	a := gpoll(t, env, "del", "g", "a", map[string]any{"start": "earliest"})
-	require.Len(t, a.Events, 4)
+	a := pollFour(t, env, "del")
 	gcommitOK(t, env, "del", "g", "a", a.Generation, map[int]int64{0: 0})
 
 	r := env.Do("DELETE", gpath("del", "g"), nil)

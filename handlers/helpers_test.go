@@ -487,8 +487,37 @@ func parked(t testing.TB, what, dbURL, app, pattern string, req func() asyncResu
 // requireOK requires an asynchronous request to have been answered 200.
 func requireOK(t testing.TB, res asyncResult) {
 	t.Helper()
+	requireStatus(t, res, http.StatusOK)
+}
+
+// requireStatus requires an asynchronous request to have been answered
+// with status.
+func requireStatus(t testing.TB, res asyncResult, status int) {
+	t.Helper()
 	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, status, res.status, "%s", res.body)
+}
+
+// decodeAsync requires an asynchronous request to have been answered with
+// status and decodes the body into a T.
+func decodeAsync[T any](t testing.TB, res asyncResult, status int) T {
+	t.Helper()
+	requireStatus(t, res, status)
+	var v T
+	require.NoError(t, json.Unmarshal(res.body, &v))
+	return v
+}
+
+// eventuallyNone waits until the count query (on the server's pool)
+// answers 0: the rows a cleanup job removes are gone.
+func eventuallyNone(t testing.TB, env *ferrytest.Env, query, what string) {
+	t.Helper()
+	pool := env.Server.Pool()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), query).Scan(&n)
+		return err == nil && n == 0
+	}, 20*time.Second, 20*time.Millisecond, what)
 }
 
 // dbNow reads the database's clock.

@@ -187,12 +187,9 @@ func TestDedup(t *testing.T) {
 	var winner string
 	fresh := 0
 	for _, res := range results {
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
-		var out struct {
+		out := decodeAsync[struct {
 			Messages []sentJSON `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(res.body, &out))
+		}](t, res, http.StatusCreated)
 		if winner == "" {
 			winner = out.Messages[0].ID
 		}
@@ -749,12 +746,9 @@ func TestConcurrentSettleOneWins(t *testing.T) {
 		wg.Wait()
 		var winners []int
 		for i, r := range results {
-			require.NoError(t, r.err)
-			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-			var out struct {
+			out := decodeAsync[struct {
 				Results []resultJSON `json:"results"`
-			}
-			require.NoError(t, json.Unmarshal(r.body, &out))
+			}](t, r, http.StatusOK)
 			require.Len(t, out.Results, 1)
 			if out.Results[0].Status == "ok" {
 				winners = append(winners, i)

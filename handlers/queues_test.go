@@ -99,10 +99,7 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	require.Equal(t, wantC, c)
 
 	// Update one field: 200, the others keep their (non-default) values.
-	r = env.Do("PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	var c2 queueJSON
-	r.JSON(t, &c2)
+	c2 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7}, nil, http.StatusOK)
 	wantC.MaxReceives = 7
 	wantC.UpdatedAt = c2.UpdatedAt
 	require.Equal(t, wantC, c2)
@@ -111,31 +108,20 @@ func TestQueuePutGetListDelete(t *testing.T) {
 
 	// An empty update changes nothing and is still 200; so is no body.
 	for _, body := range []any{map[string]any{}, nil} {
-		r = env.Do("PUT", "/v1/queues/charlie", body)
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		var c3 queueJSON
-		r.JSON(t, &c3)
+		c3 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", body, nil, http.StatusOK)
 		wantC.UpdatedAt = c3.UpdatedAt
 		require.Equal(t, wantC, c3)
 	}
 
 	// GET one.
-	r = env.Do("GET", "/v1/queues/charlie", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	requireKeys(t, r.Map(t), queueKeys, "queue")
-	var g queueJSON
-	r.JSON(t, &g)
+	g := call[queueJSON](t, env, "GET", "/v1/queues/charlie", nil, keysOf(queueKeys, "queue"), http.StatusOK)
 	wantC.UpdatedAt = g.UpdatedAt
 	require.Equal(t, wantC, g)
 
 	// GET all, sorted by name.
-	r = env.Do("GET", "/v1/queues", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	requireKeys(t, r.Map(t), []string{"queues", "next"}, "queue list")
-	var list struct {
+	list := getPage[struct {
 		Queues []queueJSON `json:"queues"`
-	}
-	r.JSON(t, &list)
+	}](t, env, "/v1/queues", []string{"queues", "next"}, nil)
 	names := []string{}
 	for _, q := range list.Queues {
 		names = append(names, q.Name)

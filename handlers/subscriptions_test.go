@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -949,8 +948,7 @@ func TestSubscriptionChangesDuringPublishes(t *testing.T) {
 	close(results)
 	t.Logf("%d publishes refused with 503 and retried", refused.Load())
 	for res := range results {
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusCreated, res.status, "publish: %s", res.body)
+		requireStatus(t, res, http.StatusCreated)
 	}
 
 	log := logEvents(t, env, "busy")
@@ -1129,14 +1127,9 @@ func TestSubscriptionsOfDeletedTopic(t *testing.T) {
 	require.Equal(t, statsJSON{}, fresh.Stats, "a new subscription, nothing of the old one")
 
 	// The deleted subscriptions' deliveries and dead letters are cleaned up.
-	pool := env.Server.Pool()
-	require.Eventually(t, func() bool {
-		var n int
-		err := pool.QueryRow(context.Background(), `
+	eventuallyNone(t, env, `
 			SELECT (SELECT count(*) FROM ferry.messages m WHERE NOT EXISTS (SELECT FROM ferry.queues q WHERE q.id = m.queue_id))
-			     + (SELECT count(*) FROM ferry.dead_letters d WHERE NOT EXISTS (SELECT FROM ferry.queues q WHERE q.id = d.queue_id))`).Scan(&n)
-		return err == nil && n == 0
-	}, 20*time.Second, 20*time.Millisecond, "the deleted subscriptions' deliveries and dead letters are removed")
+			     + (SELECT count(*) FROM ferry.dead_letters d WHERE NOT EXISTS (SELECT FROM ferry.queues q WHERE q.id = d.queue_id))`, "the deleted subscriptions' deliveries and dead letters are removed")
 }
 
 // TestSubscriptionAndQueueShareName: queue names and subscription names
@@ -1233,8 +1226,7 @@ func TestSubscriptionLongPoll(t *testing.T) {
 
 	// A long poll on a subscription that does not exist is a 404 at once.
 	res = doAsync(a, "POST", spath("lp", "ghost", "/receive"), map[string]any{"wait_seconds": 5})
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusNotFound, res.status, "%s", res.body)
+	requireStatus(t, res, http.StatusNotFound)
 	require.Less(t, res.took, 2500*time.Millisecond)
 }
 

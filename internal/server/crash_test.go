@@ -40,14 +40,8 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 		for j := range 10 {
 			msgs = append(msgs, map[string]any{"body": i*10 + j, "dedup_id": fmt.Sprintf("d-%d-%d", i, j)})
 		}
-		r := env.Do("POST", "/v1/queues/durable/messages", map[string]any{"messages": msgs})
-		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		var out struct {
-			Messages []struct{ ID string } `json:"messages"`
-		}
-		r.JSON(t, &out)
-		for _, m := range out.Messages {
-			sent[m.ID] = true
+		for _, id := range sendMessages(t, env, "durable", msgs) {
+			sent[id] = true
 		}
 	}
 	require.Len(t, sent, 200)

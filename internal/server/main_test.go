@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/internal/pgtest"
 )
@@ -36,4 +38,21 @@ func startCluster(t *testing.T, dir string) *pgcluster.Cluster {
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	execAdmin(t, c, "CREATE DATABASE ferry")
 	return c
+}
+
+// sendMessages sends msgs to the queue, requires a 201 and returns the ids
+// it answered.
+func sendMessages(t *testing.T, env *ferrytest.Env, queue string, msgs []map[string]any) []string {
+	t.Helper()
+	r := env.Do("POST", "/v1/queues/"+queue+"/messages", map[string]any{"messages": msgs})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var out struct {
+		Messages []struct{ ID string } `json:"messages"`
+	}
+	r.JSON(t, &out)
+	ids := make([]string, len(out.Messages))
+	for i, m := range out.Messages {
+		ids[i] = m.ID
+	}
+	return ids
 }
