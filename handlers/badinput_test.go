@@ -241,21 +241,37 @@ func TestBadRequests(t *testing.T) {
 	requireProblem(t, env.Do("GET", "/v1/queues/fresh", nil), http.StatusNotFound, "not_found")
 }
 
+// nameRoute is a request on a named queue or topic: the path after its
+// name, and the body.
+type nameRoute struct {
+	what, method, rest string
+	body               any
+}
+
+// badNameCases is, for every name no queue or topic may have (mark a
+// character of its kind's own), each route answered 400.
+func badNameCases(path func(string, ...string) string, mark string, routes []nameRoute) []badCase {
+	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", mark, "a%b", "a:b", "a@b", "a+b", "a*"}
+	var cases []badCase
+	for _, n := range names {
+		for _, r := range routes {
+			cases = append(cases, badCase{fmt.Sprintf("%s %q", r.what, n), r.method, path(n, r.rest), r.body, nil, http.StatusBadRequest, "invalid_request"})
+		}
+	}
+	return cases
+}
+
 func TestBadQueueNames(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putQueue(t, env, "ok", nil)
-	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", "q✓", "a%b", "a:b", "a@b", "a+b", "a*"}
-	var cases []badCase
-	for _, n := range names {
-		cases = append(cases,
-			badCase{fmt.Sprintf("put %q", n), "PUT", qpath(n), `{}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("get %q", n), "GET", qpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("send %q", n), "POST", qpath(n, "/messages"), `{"messages":[{"body":1}]}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("receive %q", n), "POST", qpath(n, "/receive"), `{}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("delete %q", n), "DELETE", qpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-		)
-	}
+	cases := badNameCases(qpath, "q✓", []nameRoute{
+		{"put", "PUT", "", `{}`},
+		{"get", "GET", "", nil},
+		{"send", "POST", "/messages", `{"messages":[{"body":1}]}`},
+		{"receive", "POST", "/receive", `{}`},
+		{"delete", "DELETE", "", nil},
+	})
 	runBadCases(t, env, cases)
 	require.Len(t, snapshot(t, env), 1)
 }
