@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -981,9 +980,7 @@ func TestGroupRetentionSkips(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
+	conn := dbConn(t, env.DatabaseURL)
 	tag, err := conn.Exec(ctx, `DELETE FROM ferry.events
 		WHERE topic_id = (SELECT id FROM ferry.topics WHERE name = $1) AND partition = 0 AND "offset" < 5`, "expire")
 	require.NoError(t, err)

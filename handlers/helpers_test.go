@@ -520,6 +520,15 @@ func eventuallyNone(t testing.TB, env *ferrytest.Env, query, what string) {
 	}, 20*time.Second, 20*time.Millisecond, what)
 }
 
+// dbConn connects to the database, closed when the test ends.
+func dbConn(t testing.TB, dbURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // dbNow reads the database's clock.
 func dbNow(t testing.TB, dbURL string) time.Time {
 	t.Helper()

@@ -98,11 +98,9 @@ func TestReadyzSchemaNotCurrent(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
+	conn := dbConn(t, env.DatabaseURL)
 
-	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET dirty = true`)
+	_, err := conn.Exec(ctx, `UPDATE ferry_schema_migrations SET dirty = true`)
 	require.NoError(t, err)
 	requireProblem(t, env.Do("GET", "/readyz", nil), http.StatusServiceUnavailable, "unavailable")
 	_, err = conn.Exec(ctx, `UPDATE ferry_schema_migrations SET dirty = false, version = version - 1`)
@@ -190,9 +188,7 @@ func TestMetricsDatabaseHealth(t *testing.T) {
 	// A transaction left open on Ferry's database, a second old before the
 	// first scrape (which reads the health gauges for the next minute).
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.DatabaseURL)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(ctx) }()
+	conn := dbConn(t, env.DatabaseURL)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -606,9 +605,7 @@ func TestPushRetryAfter(t *testing.T) {
 	as := waitAttempts(t, env, qpath("later"), 1)
 	require.Equal(t, http.StatusServiceUnavailable, statusOf(as[0]))
 	// The delay is the cap: one hour, not 100000 s.
-	conn, err := pgx.Connect(context.Background(), env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	conn := dbConn(t, env.DatabaseURL)
 	var secs float64
 	require.NoError(t, conn.QueryRow(context.Background(), `
 		SELECT extract(epoch FROM m.visible_at - now())::float8 FROM ferry.messages m
@@ -920,9 +917,7 @@ func TestPushSSRF(t *testing.T) {
 	// that resolves elsewhere now) is never connected to.
 	rc := newReceiver(t, nil)
 	putQueue(t, env, "rebound", map[string]any{"max_receives": 1})
-	conn, err := pgx.Connect(context.Background(), env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	conn := dbConn(t, env.DatabaseURL)
 	tag, err := conn.Exec(context.Background(),
 		`UPDATE ferry.queues SET push_url = $1, signing_secret = $2 WHERE name = 'rebound' AND topic_id IS NULL`,
 		rc.url(), jobs.NewSigningSecret())

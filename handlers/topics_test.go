@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -712,10 +711,8 @@ func TestTopicDeleteDuringPublish(t *testing.T) {
 	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 0, 3)))
 	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 1, 3)))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `ANALYZE ferry.topic_partitions`)
+	conn := dbConn(t, dbURL)
+	_, err := conn.Exec(ctx, `ANALYZE ferry.topic_partitions`)
 	require.NoError(t, err)
 
 	waiting := func(n int) {
