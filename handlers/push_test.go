@@ -148,13 +148,7 @@ func block(r *http.Request, h hookRequest, d time.Duration) {
 // eventually polls cond until it holds, failing the test after waitFor.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitFor, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ferrytest.WaitFor(t, waitFor, what, cond)
 }
 
 // stays checks that cond holds throughout d: for "nothing more happens".

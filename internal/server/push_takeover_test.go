@@ -251,13 +251,7 @@ func drained(t *testing.T, api *ferrytest.Env, path string) bool {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ferrytest.WaitFor(t, d, what, cond)
 }
 
 // takeoverReceiver is a slow webhook endpoint that records every delivery
