@@ -293,6 +293,28 @@ func failFirst(n, code int) func(w http.ResponseWriter, r *http.Request, h hookR
 	}
 }
 
+// failWhile answers code while fail holds, and 204 otherwise.
+func failWhile(fail func() bool, code int) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if fail() {
+			w.WriteHeader(code)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// firstThen answers the first request with first, the others with 204.
+func firstThen(first func(w http.ResponseWriter, r *http.Request, h hookRequest)) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if h.n == 1 {
+			first(w, r, h)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
 // pushOne creates topic "t" with push subscription "s" (cfg, retrying
 // fast), publishes one event with the id (and kv), and returns the
 // subscription's signing secret.
@@ -472,13 +494,7 @@ func TestPushDeadLetters(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
 	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-	})
+	rc := newReceiver(t, failWhile(func() bool { return !healthy.Load() }, http.StatusInternalServerError))
 	pushOne(t, env, map[string]any{"max_receives": 2, "push": map[string]any{"url": rc.url()}}, "evt-d")
 
 	dl := waitDeadLetters(t, env, func(n int) bool { return n > 0 })
@@ -513,13 +529,7 @@ func TestPushGoneDisables(t *testing.T) {
 	env := ferrytest.Start(t, allowPrivatePush)
 	var gone atomic.Bool
 	gone.Store(true)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if gone.Load() {
-			w.WriteHeader(http.StatusGone)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	rc := newReceiver(t, failWhile(gone.Load, http.StatusGone))
 	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-g1")
 	rc.wait(t, 1)
 
@@ -570,14 +580,10 @@ func TestPushGoneDisables(t *testing.T) {
 func TestPushRetryAfter(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	soon := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	soon := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
 	later := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
 		w.Header().Set("Retry-After", "100000")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -639,24 +645,18 @@ func TestPushRedirectIsFailure(t *testing.T) {
 func TestPushTimeouts(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	hang := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			block(r, h, 3*time.Second)
-		}
+	hang := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		block(r, h, 3*time.Second)
 		w.WriteHeader(http.StatusNoContent)
-	})
-	slowBody := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write([]byte(`{"ok":`))
-			w.(http.Flusher).Flush()
-			block(r, h, 3*time.Second)
-			_, _ = w.Write([]byte(`true}`))
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	}))
+	slowBody := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"ok":`))
+		w.(http.Flusher).Flush()
+		block(r, h, 3*time.Second)
+		_, _ = w.Write([]byte(`true}`))
+	}))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	newPushSub(t, env, "t", "hang", fast(map[string]any{"push": map[string]any{"url": hang.url(), "timeout_seconds": 1}}))
 	newPushSub(t, env, "t", "slow-body", fast(map[string]any{"push": map[string]any{"url": slowBody.url(), "timeout_seconds": 1}}))
@@ -683,20 +683,16 @@ func TestPushTimeouts(t *testing.T) {
 func TestPushConnectionReset(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				return
-			}
-			if tcp, ok := conn.(*net.TCPConn); ok {
-				_ = tcp.SetLinger(0) // RST, not FIN
-			}
-			_ = conn.Close()
+	rc := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0) // RST, not FIN
+		}
+		_ = conn.Close()
+	}))
 	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-rst")
 
 	waitDrained(t, env, "t", "s")
@@ -1119,13 +1115,7 @@ func TestPushDisabledAfterFailingTooLong(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush, func(c *server.Config) { c.PushDisableAfter = time.Second })
 	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-	})
+	rc := newReceiver(t, failWhile(func() bool { return !healthy.Load() }, http.StatusInternalServerError))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	newPushSub(t, env, "t", "s", map[string]any{
 		"max_receives": 1000, "retry_min_seconds": 1, "retry_max_seconds": 1, "push": map[string]any{"url": rc.url()},
