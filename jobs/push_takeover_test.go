@@ -42,6 +42,16 @@ func pushTargetServing(t *testing.T, pool *pgxpool.Pool, name string, delay time
 	return q, rc
 }
 
+// pushBacklog makes a new database with push queue name (see pushTarget)
+// holding three messages.
+func pushBacklog(t *testing.T, name string) (*pgxpool.Pool, store.Queue, *arrivals) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	q, rc := pushTarget(t, pool, name)
+	send(t, pool, q.Name, 3)
+	return pool, q, rc
+}
+
 // runPusher starts a Pusher (and its Notifier) with cfg, stopped at the
 // test's end.
 func runPusher(t *testing.T, pool *pgxpool.Pool, cfg jobs.PushConfig) *jobs.Pusher {
@@ -99,9 +109,7 @@ func TestPushHeldKickActsAtLeaseEnd(t *testing.T) {
 func TestPushAcquireRacingRenewalIsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, rc := pushTarget(t, pool, "raced")
-	send(t, pool, q.Name, 3)
+	pool, q, rc := pushBacklog(t, "raced")
 	_, err := pool.Exec(ctx, `INSERT INTO ferry.push_leases (queue_id, owner, expires_at)
 		VALUES ($1, $2, now() - interval '1 second')`, q.ID, foreignOwner)
 	require.NoError(t, err)
@@ -152,9 +160,7 @@ func (l *lockedBuffer) String() string {
 func TestPushAcquireFailuresBackOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, _ := pushTarget(t, pool, "failing")
-	send(t, pool, q.Name, 3)
+	pool, _, _ := pushBacklog(t, "failing")
 	_, err := pool.Exec(ctx, `
 		CREATE SEQUENCE acquire_attempts;
 		CREATE FUNCTION refuse_lease() RETURNS trigger LANGUAGE plpgsql AS $$

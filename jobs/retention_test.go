@@ -85,8 +85,7 @@ func TestRetentionCountsAndLogsExpiry(t *testing.T) {
 	send(t, pool, "short", 5)
 	send(t, pool, "kept", 3)
 	deadLetter(t, pool, q, 2)
-	tp, _, err := store.TopicUpsert(ctx, pool, "orders", store.TopicPatch{})
-	require.NoError(t, err)
+	tp := upsertTopic(t, pool, "orders", store.TopicPatch{})
 	sub, _, _, err := store.SubscriptionUpsert(ctx, pool, tp, "billing", store.SubscriptionPatch{Queue: store.QueuePatch{RetentionSeconds: &sixty}})
 	require.NoError(t, err)
 	for i := range 4 {
