@@ -276,13 +276,7 @@ func pollFour(t testing.TB, env *ferrytest.Env, topic string) consumerGroupPollJ
 	return a
 }
 
-func allPartitions(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
+func allPartitions(n int) []int { return between(0, n-1) }
 
 // TestGroupSingleMember: one member gets every partition, reads from the
 // earliest event in offset order, commits, and its fetch position moves

@@ -139,10 +139,13 @@ func pageOffsets(p eventPageJSON) []int64 {
 	return pluck(p.Events, func(e eventJSON) int64 { return e.Offset })
 }
 
-func offsetRange(from, to int64) []int64 {
-	out := []int64{}
-	for o := from; o <= to; o++ {
-		out = append(out, o)
+func offsetRange(from, to int64) []int64 { return between(from, to) }
+
+// between is from, from+1, ..., to: empty (not nil) when to < from.
+func between[T int | int64](from, to T) []T {
+	out := []T{}
+	for v := from; v <= to; v++ {
+		out = append(out, v)
 	}
 	return out
 }
