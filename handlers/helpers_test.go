@@ -293,6 +293,17 @@ func send(t testing.TB, env *ferrytest.Env, q string, msgs ...map[string]any) []
 	return out.Messages
 }
 
+// sendEach sends n messages (the i-th made by mk), one request each, and
+// returns their ids.
+func sendEach(t testing.TB, env *ferrytest.Env, q string, n int, mk func(i int) map[string]any) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = send(t, env, q, mk(i))[0].ID
+	}
+	return out
+}
+
 func ids(sent []sentJSON) []string { return pluck(sent, func(s sentJSON) string { return s.ID }) }
 
 func receive(t testing.TB, env *ferrytest.Env, q string, req map[string]any) []receivedJSON {

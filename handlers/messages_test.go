@@ -620,10 +620,7 @@ func TestGroupOrderAcrossSends(t *testing.T) {
 	env := ferrytest.Start(t)
 	putQueue(t, env, "seq", nil)
 	const n = 40
-	var sent []string
-	for i := range n {
-		sent = append(sent, send(t, env, "seq", msg(i, "group", "g"))[0].ID)
-	}
+	sent := sendEach(t, env, "seq", n, func(i int) map[string]any { return msg(i, "group", "g") })
 	var order []int
 	var gotIDs []string
 	for range n {
@@ -651,10 +648,7 @@ func TestDeadLettersInSendOrderAcrossSends(t *testing.T) {
 	env := ferrytest.Start(t)
 	putQueue(t, env, "dlo", nil)
 	const n = 30
-	var sent []string
-	for i := range n {
-		sent = append(sent, send(t, env, "dlo", msg(i))[0].ID)
-	}
+	sent := sendEach(t, env, "dlo", n, func(i int) map[string]any { return msg(i) })
 	got := receive(t, env, "dlo", map[string]any{"max_messages": 100})
 	require.Len(t, got, n)
 	require.Equal(t, repeat("ok", n), settle(t, env, "dlo", "nack", map[string]any{"receipts": receipts(got), "dead_letter": true}))

@@ -640,13 +640,9 @@ func TestBadTopicNames(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putTopic(t, env, "ok", nil, http.StatusCreated)
-	cases := badNameCases(tpath, "t✓", []nameRoute{
-		{"put", "PUT", "", `{}`},
-		{"get", "GET", "", nil},
-		{"delete", "DELETE", "", nil},
-		{"publish", "POST", "/events", `{"events":[{"type":"t"}]}`},
-		{"read", "GET", "/events", nil},
-	})
+	cases := badNameCases(tpath, "t✓",
+		nameRoute{"publish", "POST", "/events", `{"events":[{"type":"t"}]}`},
+		nameRoute{"read", "GET", "/events", nil})
 	runTopicBadCases(t, env, cases)
 	require.Len(t, listTopics(t, env), 1)
 }
