@@ -367,6 +367,20 @@ func deadLetters(t testing.TB, env *ferrytest.Env, q, query string) deadLetterPa
 	return page
 }
 
+// waitDeadLettered waits until the queue's one message, its last lease
+// over, is dead-lettered by a claim (which then finds nothing), and
+// returns the dead-letter page.
+func waitDeadLettered(t testing.TB, env *ferrytest.Env, q string) deadLetterPageJSON {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		require.Empty(t, receive(t, env, q, nil))
+		return len(deadLetters(t, env, q, "").Messages) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	page := deadLetters(t, env, q, "")
+	require.Len(t, page.Messages, 1)
+	return page
+}
+
 func repeat(s string, n int) []string { return slices.Repeat([]string{s}, n) }
 
 // rawDo sends a request with a plain client (for routes outside the spec,

@@ -360,12 +360,7 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 		}
 		// A 4th delivery would exceed max_receives: dead-lettered instead,
 		// by the first claim after the last lease ends.
-		require.Eventually(t, func() bool {
-			require.Empty(t, receive(t, env, "ex", nil))
-			return len(deadLetters(t, env, "ex", "").Messages) == 1
-		}, 10*time.Second, 50*time.Millisecond)
-		page := deadLetters(t, env, "ex", "")
-		require.Len(t, page.Messages, 1)
+		page := waitDeadLettered(t, env, "ex")
 		require.Equal(t, sent[0].ID, page.Messages[0].ID)
 		require.Equal(t, 3, page.Messages[0].ReceiveCount, "receive_count = max_receives")
 		require.Nil(t, page.Messages[0].LastError)
@@ -703,12 +698,7 @@ func TestLastErrorSurvivesExpiry(t *testing.T) {
 	settle(t, env, "le", "nack", map[string]any{"receipts": receipts(got), "delay_seconds": 0, "error": "upstream timed out"})
 	require.Len(t, receive(t, env, "le", map[string]any{"visibility_timeout_seconds": 1}), 1)
 	// The lease ends; the next claim dead-letters the message.
-	require.Eventually(t, func() bool {
-		require.Empty(t, receive(t, env, "le", nil))
-		return len(deadLetters(t, env, "le", "").Messages) == 1
-	}, 10*time.Second, 50*time.Millisecond)
-	page := deadLetters(t, env, "le", "")
-	require.Len(t, page.Messages, 1)
+	page := waitDeadLettered(t, env, "le")
 	require.Equal(t, 2, page.Messages[0].ReceiveCount)
 	require.NotNil(t, page.Messages[0].LastError)
 	require.Equal(t, "upstream timed out", *page.Messages[0].LastError)
