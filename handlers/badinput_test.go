@@ -18,12 +18,9 @@ import (
 // configuration and counts (the age, which moves by itself, left out).
 func snapshot(t testing.TB, env *ferrytest.Env) []queueJSON {
 	t.Helper()
-	r := env.Do("GET", "/v1/queues", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	var list struct {
+	list := call[struct {
 		Queues []queueJSON `json:"queues"`
-	}
-	r.JSON(t, &list)
+	}](t, env, "GET", "/v1/queues", nil, nil, http.StatusOK)
 	for i := range list.Queues {
 		list.Queues[i].Stats.OldestAgeSeconds = 0
 	}
@@ -44,20 +41,28 @@ type badCase struct {
 // written (the snapshot is unchanged).
 func runBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return snapshot(t, env) }, func(header http.Header) http.Header {
+		if header == nil {
+			header = http.Header{}
+		}
+		if header.Get("Authorization") == "" {
+			header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
+		}
+		return header
+	})
+}
+
+// runBadCasesOn is runBadCases with what a refused request must leave
+// unchanged read by snap, and each case's headers made by headers.
+func runBadCasesOn(t *testing.T, env *ferrytest.Env, cases []badCase, snap func(testing.TB, *ferrytest.Env) any, headers func(http.Header) http.Header) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := forTest(env, t)
-			before := snapshot(t, env)
-			header := tc.header
-			if header == nil {
-				header = http.Header{}
-			}
-			if header.Get("Authorization") == "" {
-				header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-			}
-			r := env.DoWith(tc.method, tc.path, tc.body, header)
+			before := snap(t, env)
+			r := env.DoWith(tc.method, tc.path, tc.body, headers(tc.header))
 			requireProblem(t, r, tc.status, tc.code)
-			require.Equal(t, before, snapshot(t, env), "a refused request must write nothing")
+			require.Equal(t, before, snap(t, env), "a refused request must write nothing")
 		})
 	}
 }
@@ -236,21 +241,35 @@ func TestBadRequests(t *testing.T) {
 	requireProblem(t, env.Do("GET", "/v1/queues/fresh", nil), http.StatusNotFound, "not_found")
 }
 
+// nameRoute is a request on a named queue or topic: the path after its
+// name, and the body.
+type nameRoute struct {
+	what, method, rest string
+	body               any
+}
+
+// badNameCases is, for every name no queue or topic may have (mark a
+// character of its kind's own), a 400 from PUT, GET and DELETE of the name
+// and from each of the kind's own routes.
+func badNameCases(path func(string, ...string) string, mark string, own ...nameRoute) []badCase {
+	routes := append([]nameRoute{{"put", "PUT", "", `{}`}, {"get", "GET", "", nil}, {"delete", "DELETE", "", nil}}, own...)
+	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", mark, "a%b", "a:b", "a@b", "a+b", "a*"}
+	var cases []badCase
+	for _, n := range names {
+		for _, r := range routes {
+			cases = append(cases, badCase{fmt.Sprintf("%s %q", r.what, n), r.method, path(n, r.rest), r.body, nil, http.StatusBadRequest, "invalid_request"})
+		}
+	}
+	return cases
+}
+
 func TestBadQueueNames(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putQueue(t, env, "ok", nil)
-	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", "q✓", "a%b", "a:b", "a@b", "a+b", "a*"}
-	var cases []badCase
-	for _, n := range names {
-		cases = append(cases,
-			badCase{fmt.Sprintf("put %q", n), "PUT", qpath(n), `{}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("get %q", n), "GET", qpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("send %q", n), "POST", qpath(n, "/messages"), `{"messages":[{"body":1}]}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("receive %q", n), "POST", qpath(n, "/receive"), `{}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("delete %q", n), "DELETE", qpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-		)
-	}
+	cases := badNameCases(qpath, "q✓",
+		nameRoute{"send", "POST", "/messages", `{"messages":[{"body":1}]}`},
+		nameRoute{"receive", "POST", "/receive", `{}`})
 	runBadCases(t, env, cases)
 	require.Len(t, snapshot(t, env), 1)
 }

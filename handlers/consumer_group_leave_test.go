@@ -8,15 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
 )
 
 // gleave makes consumer leave group and requires a 204 with no body.
 func gleave(t testing.TB, env *ferrytest.Env, topic, group, consumer string) {
 	t.Helper()
-	r := env.Do("POST", gpath(topic, group, "/leave"), map[string]any{"consumer": consumer})
-	require.Equal(t, http.StatusNoContent, r.Status, "leave %s: %s", consumer, r.Body)
-	require.Empty(t, r.Body)
+	requireNoContent(t, env.Do("POST", gpath(topic, group, "/leave"), map[string]any{"consumer": consumer}), "leave "+consumer)
 }
 
 // TestGroupLeave: members a (server 1) and b (server 2) share a topic; b
@@ -27,9 +24,8 @@ func gleave(t testing.TB, env *ferrytest.Env, topic, group, consumer string) {
 // of a rejoins it as a new member.
 func TestGroupLeave(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	s1 := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-l1"), withPoll(30*time.Second))
-	s2 := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-l2"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-l1", "ferry-l2")
+	s1, s2 := envs[0], envs[1]
 	putTopic(t, s1, "lv", map[string]any{"partitions": 4}, http.StatusCreated)
 	publishTo(t, s1, "lv", 4, 2, 0, 1, 2, 3)
 
@@ -43,18 +39,14 @@ func TestGroupLeave(t *testing.T) {
 	gcommitOK(t, s2, "lv", "g", "b", b.Generation, lastOffsets(b.Events))
 	gcommitOK(t, s1, "lv", "g", "a", a.Generation, map[int]int64{a.Partitions[0]: 0})
 
-	since := dbNow(t, dbURL)
-	done := make(chan asyncResult, 1)
-	go func() {
+	done := startParked(t, dbURL, "ferry-l2", `%from_offset%`, func() asyncResult {
 		_, res, _ := gpollAsync(s2, "lv", "g", "b", map[string]any{"wait_seconds": 10})
-		done <- res
-	}()
-	parkedQuery(t, dbURL, "ferry-l2", since, `%from_offset%`)
+		return res
+	})
 	left := time.Now()
 	gleave(t, s1, "lv", "g", "a")
 	res := <-done
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	t.Logf("b's long poll returned %v after a's leave", time.Since(left))
 	require.Less(t, time.Since(left), 5*time.Second, "the leave must end b's 10 s wait (through NOTIFY)")
 
@@ -95,10 +87,7 @@ func TestGroupLeave(t *testing.T) {
 func TestGroupLeaveLastMember(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	putTopic(t, env, "solo", map[string]any{"partitions": 2}, http.StatusCreated)
-	publishTo(t, env, "solo", 2, 2, 0, 1)
-	a := gpoll(t, env, "solo", "g", "a", map[string]any{"start": "earliest"})
-	require.Len(t, a.Events, 4)
+	a := pollFour(t, env, "solo")
 	gcommitOK(t, env, "solo", "g", "a", a.Generation, map[int]int64{0: 1})
 	gleave(t, env, "solo", "g", "a")
 	g := gdescribe(t, env, "solo", "g")

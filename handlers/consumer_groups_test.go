@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
 )
 
 // The consumer group shapes of API.md § Consumer groups, decoded.
@@ -167,9 +165,7 @@ func gcommit(t testing.TB, env *ferrytest.Env, topic, group, consumer string, ge
 
 func gcommitOK(t testing.TB, env *ferrytest.Env, topic, group, consumer string, gen int64, offsets map[int]int64) {
 	t.Helper()
-	r := gcommit(t, env, topic, group, consumer, gen, offsets)
-	require.Equal(t, http.StatusNoContent, r.Status, "commit %s gen %d %v: %s", consumer, gen, offsets, r.Body)
-	require.Empty(t, r.Body)
+	requireNoContent(t, gcommit(t, env, topic, group, consumer, gen, offsets), fmt.Sprintf("commit %s gen %d %v", consumer, gen, offsets))
 }
 
 func gfenced(t testing.TB, env *ferrytest.Env, topic, group, consumer string, gen int64, offsets map[int]int64) {
@@ -180,29 +176,19 @@ func gfenced(t testing.TB, env *ferrytest.Env, topic, group, consumer string, ge
 func requireGroupKeys(t testing.TB, obj map[string]any) {
 	t.Helper()
 	requireKeys(t, obj, groupKeys, "group")
-	members, ok := obj["members"].([]any)
-	require.True(t, ok, "members is an array, never null: %v", obj["members"])
-	for _, m := range members {
-		requireKeys(t, m.(map[string]any), groupMemberKeys, "group member")
-		_, ok := m.(map[string]any)["partitions"].([]any)
-		require.True(t, ok, "a member's partitions is an array, never null")
-	}
-	parts, ok := obj["partitions"].([]any)
-	require.True(t, ok, "partitions is an array, never null: %v", obj["partitions"])
-	for _, p := range parts {
-		requireKeys(t, p.(map[string]any), groupPartitionKeys, "group partition")
-	}
+	requireArray(t, obj, "members", func(t testing.TB, m map[string]any) {
+		t.Helper()
+		requireKeys(t, m, groupMemberKeys, "group member")
+		requireArray(t, m, "partitions", nil)
+	})
+	requireArray(t, obj, "partitions", keysOf(groupPartitionKeys, "group partition"))
 }
 
 // gdescribe GETs the group and checks its shape and consistency: members'
 // partitions are disjoint, agree with the owners, and lag is exact.
 func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) consumerGroupJSON {
 	t.Helper()
-	r := env.Do("GET", gpath(topic, group), nil)
-	require.Equal(t, http.StatusOK, r.Status, "describe %s: %s", group, r.Body)
-	requireGroupKeys(t, r.Map(t))
-	var g consumerGroupJSON
-	r.JSON(t, &g)
+	g := call[consumerGroupJSON](t, env, "GET", gpath(topic, group), nil, requireGroupKeys, http.StatusOK)
 	require.Equal(t, group, g.Name)
 	require.Equal(t, topic, g.Topic)
 	owner := map[int]string{}
@@ -229,18 +215,12 @@ func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) consumerGr
 
 func gseek(t testing.TB, env *ferrytest.Env, topic, group string, body map[string]any) {
 	t.Helper()
-	r := env.Do("POST", gpath(topic, group, "/seek"), body)
-	require.Equal(t, http.StatusNoContent, r.Status, "seek %v: %s", body, r.Body)
-	require.Empty(t, r.Body)
+	requireNoContent(t, env.Do("POST", gpath(topic, group, "/seek"), body), fmt.Sprintf("seek %v", body))
 }
 
 // committed is the describe's committed offset per partition.
 func committed(g consumerGroupJSON) []int64 {
-	out := make([]int64, len(g.Partitions))
-	for i, p := range g.Partitions {
-		out[i] = p.CommittedOffset
-	}
-	return out
+	return pluck(g.Partitions, func(p consumerGroupPartitionJSON) int64 { return p.CommittedOffset })
 }
 
 // owners maps each owned partition to its member.
@@ -285,13 +265,18 @@ func publishTo(t testing.TB, env *ferrytest.Env, topic string, parts, n int, to 
 	return publishEvents(t, env, topic, evs...)
 }
 
-func allPartitions(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
+// pollFour makes topic with two partitions of two events each, and member
+// a of group g read all four from the earliest.
+func pollFour(t testing.TB, env *ferrytest.Env, topic string) consumerGroupPollJSON {
+	t.Helper()
+	putTopic(t, env, topic, map[string]any{"partitions": 2}, http.StatusCreated)
+	publishTo(t, env, topic, 2, 2, 0, 1)
+	a := gpoll(t, env, topic, "g", "a", map[string]any{"start": "earliest"})
+	require.Len(t, a.Events, 4)
+	return a
 }
+
+func allPartitions(n int) []int { return between(0, n-1) }
 
 // TestGroupSingleMember: one member gets every partition, reads from the
 // earliest event in offset order, commits, and its fetch position moves
@@ -858,9 +843,8 @@ func TestGroupConcurrentMembers(t *testing.T) {
 // publish through the other (NOTIFY: both poll only every 30 s).
 func TestGroupTwoServers(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	s1 := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-g1"), withPoll(30*time.Second))
-	s2 := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-g2"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-g1", "ferry-g2")
+	s1, s2 := envs[0], envs[1]
 	putTopic(t, s1, "shared", map[string]any{"partitions": 4}, http.StatusCreated)
 
 	gpoll(t, s1, "shared", "g", "a", nil)
@@ -874,26 +858,17 @@ func TestGroupTwoServers(t *testing.T) {
 	require.Equal(t, owners(g1), owners(g2))
 	require.Equal(t, a.Generation, g2.Generation)
 
-	since := dbNow(t, dbURL)
-	done := make(chan asyncResult, 1)
-	go func() {
+	done := parked(t, "group poll", dbURL, "ferry-g2", `%from_offset%`, func() asyncResult {
 		_, res, _ := gpollAsync(s2, "shared", "g", "b", map[string]any{"wait_seconds": 10})
-		done <- res
-	}()
-	parkedQuery(t, dbURL, "ferry-g2", since, `%from_offset%`)
-	select {
-	case res := <-done:
-		t.Fatalf("the long poll returned before any publish: %d %s after %s", res.status, res.body, res.took)
-	default:
-	}
+		return res
+	})
 	// An event of a's partition wakes the poll, which finds nothing of b's
 	// and waits on.
 	publishTo(t, s1, "shared", 4, 1, a.Partitions[0])
 	sent := publishTo(t, s1, "shared", 4, 1, b.Partitions[1])
 	sentAt := time.Now()
 	res := <-done
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	r, err := decodeGroupPoll(res.body)
 	require.NoError(t, err)
 	require.Len(t, r.Events, 1, "the long poll returned without b's event after %s", res.took)
@@ -999,9 +974,7 @@ func TestGroupRetentionSkips(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
+	conn := dbConn(t, env.DatabaseURL)
 	tag, err := conn.Exec(ctx, `DELETE FROM ferry.events
 		WHERE topic_id = (SELECT id FROM ferry.topics WHERE name = $1) AND partition = 0 AND "offset" < 5`, "expire")
 	require.NoError(t, err)
@@ -1178,8 +1151,8 @@ func TestGroupBadInput(t *testing.T) {
 // promptly when an event of the member's partitions is published.
 func TestGroupLongPoll(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	env := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-lp"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-lp")
+	env := envs[0]
 	putTopic(t, env, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 	require.Empty(t, gpoll(t, env, "lp", "g", "a", nil).Events)
 
@@ -1188,23 +1161,14 @@ func TestGroupLongPoll(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.took, 900*time.Millisecond, "a long poll with nothing to read must wait")
 
-	since := dbNow(t, dbURL)
-	done := make(chan asyncResult, 1)
-	go func() {
+	done := parked(t, "group poll", dbURL, "ferry-lp", `%from_offset%`, func() asyncResult {
 		_, res, _ := gpollAsync(env, "lp", "g", "a", map[string]any{"wait_seconds": 5})
-		done <- res
-	}()
-	parkedQuery(t, dbURL, "ferry-lp", since, `%from_offset%`)
-	select {
-	case res := <-done:
-		t.Fatalf("the long poll returned before any publish: %d %s after %s", res.status, res.body, res.took)
-	default:
-	}
+		return res
+	})
 	sent := publishTo(t, env, "lp", 2, 1, 1)
 	sentAt := time.Now()
 	res = <-done
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	r, err := decodeGroupPoll(res.body)
 	require.NoError(t, err)
 	require.Len(t, r.Events, 1, "the long poll returned without the event after %s", res.took)
@@ -1239,10 +1203,7 @@ func TestGroupPartitionsGrow(t *testing.T) {
 func TestGroupDelete(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	putTopic(t, env, "del", map[string]any{"partitions": 2}, http.StatusCreated)
-	publishTo(t, env, "del", 2, 2, 0, 1)
-	a := gpoll(t, env, "del", "g", "a", map[string]any{"start": "earliest"})
-	require.Len(t, a.Events, 4)
+	a := pollFour(t, env, "del")
 	gcommitOK(t, env, "del", "g", "a", a.Generation, map[int]int64{0: 0})
 
 	r := env.Do("DELETE", gpath("del", "g"), nil)

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,19 +26,25 @@ import (
 // The shapes of API.md, decoded. Key sets are checked separately with
 // requireKeys, so these structs only carry values.
 
-type queueJSON struct {
-	Name                     string    `json:"name"`
+// deliveryJSON is what queues and subscriptions share: how they deliver,
+// when they were made and changed, and their counts.
+type deliveryJSON struct {
 	VisibilityTimeoutSeconds int       `json:"visibility_timeout_seconds"`
 	MaxReceives              int       `json:"max_receives"`
 	RetentionSeconds         int       `json:"retention_seconds"`
-	DelaySeconds             int       `json:"delay_seconds"`
-	DedupWindowSeconds       int       `json:"dedup_window_seconds"`
-	MaxDepth                 int64     `json:"max_depth"`
 	RetryMinSeconds          int       `json:"retry_min_seconds"`
 	RetryMaxSeconds          int       `json:"retry_max_seconds"`
 	CreatedAt                time.Time `json:"created_at"`
 	UpdatedAt                time.Time `json:"updated_at"`
 	Stats                    statsJSON `json:"stats"`
+}
+
+type queueJSON struct {
+	Name string `json:"name"`
+	deliveryJSON
+	DelaySeconds       int   `json:"delay_seconds"`
+	DedupWindowSeconds int   `json:"dedup_window_seconds"`
+	MaxDepth           int64 `json:"max_depth"`
 }
 
 type statsJSON struct {
@@ -53,15 +60,20 @@ type sentJSON struct {
 	Duplicate bool   `json:"duplicate"`
 }
 
-type receivedJSON struct {
+// messageJSON is what a received message and a dead letter share.
+type messageJSON struct {
 	ID           string            `json:"id"`
 	Body         json.RawMessage   `json:"body"`
 	Attributes   map[string]string `json:"attributes"`
 	Group        *string           `json:"group"`
-	DedupID      *string           `json:"dedup_id"`
-	Receipt      string            `json:"receipt"`
 	ReceiveCount int               `json:"receive_count"`
 	SentAt       time.Time         `json:"sent_at"`
+}
+
+type receivedJSON struct {
+	messageJSON
+	DedupID *string `json:"dedup_id"`
+	Receipt string  `json:"receipt"`
 }
 
 type resultJSON struct {
@@ -70,20 +82,18 @@ type resultJSON struct {
 }
 
 type deadLetterJSON struct {
-	ID             string            `json:"id"`
-	Body           json.RawMessage   `json:"body"`
-	Attributes     map[string]string `json:"attributes"`
-	Group          *string           `json:"group"`
-	ReceiveCount   int               `json:"receive_count"`
-	LastError      *string           `json:"last_error"`
-	SentAt         time.Time         `json:"sent_at"`
-	DeadLetteredAt time.Time         `json:"dead_lettered_at"`
+	messageJSON
+	LastError      *string   `json:"last_error"`
+	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-type deadLetterPageJSON struct {
-	Messages []deadLetterJSON `json:"messages"`
-	Next     *string          `json:"next"`
+// pageJSON is a page of dead letters.
+type pageJSON[T any] struct {
+	Messages []T     `json:"messages"`
+	Next     *string `json:"next"`
 }
+
+type deadLetterPageJSON = pageJSON[deadLetterJSON]
 
 // Key sets of the response objects (API.md; the spec may add members, which
 // these lists then name too).
@@ -159,26 +169,98 @@ func requireProblem(t testing.TB, r ferrytest.Response, status int, code string)
 	return p
 }
 
+// orNil is cfg as a request body: no body at all when cfg is nil.
+func orNil(cfg map[string]any) any {
+	if cfg == nil {
+		return nil
+	}
+	return cfg
+}
+
+// call sends the request, requires one of the statuses, runs check (if
+// any) on the decoded object, and decodes the body into a T.
+func call[T any](t testing.TB, env *ferrytest.Env, method, path string, body any, check func(testing.TB, map[string]any), statuses ...int) T {
+	t.Helper()
+	r := env.Do(method, path, body)
+	require.Contains(t, statuses, r.Status, "%s %s: %s", method, path, r.Body)
+	if check != nil {
+		check(t, r.Map(t))
+	}
+	var v T
+	r.JSON(t, &v)
+	return v
+}
+
+// requireArray requires obj[member] to be an array, never null, and runs
+// each (if any) on its objects.
+func requireArray(t testing.TB, obj map[string]any, member string, each func(testing.TB, map[string]any)) {
+	t.Helper()
+	list, ok := obj[member].([]any)
+	require.True(t, ok, "%s is an array, never null: %v", member, obj[member])
+	for _, x := range list {
+		if each != nil {
+			each(t, x.(map[string]any))
+		}
+	}
+}
+
+// keysOf is a check that an object has exactly keys.
+func keysOf(keys []string, what string) func(testing.TB, map[string]any) {
+	return func(t testing.TB, obj map[string]any) {
+		t.Helper()
+		requireKeys(t, obj, keys, what)
+	}
+}
+
+// listKeys is a check that an answer's members are keys, the first an
+// array whose objects each checks.
+func listKeys(keys []string, each func(testing.TB, map[string]any)) func(testing.TB, map[string]any) {
+	return func(t testing.TB, m map[string]any) {
+		t.Helper()
+		requireKeys(t, m, keys, keys[0]+" answer")
+		requireArray(t, m, keys[0], each)
+	}
+}
+
+// getPage GETs path and requires a 200 whose members are keys, the first
+// an array whose objects each checks; it decodes the answer into a P.
+func getPage[P any](t testing.TB, env *ferrytest.Env, path string, keys []string, each func(testing.TB, map[string]any)) P {
+	t.Helper()
+	return call[P](t, env, "GET", path, nil, listKeys(keys, each), http.StatusOK)
+}
+
+// requireNoContent requires a 204 without a body.
+func requireNoContent(t testing.TB, r ferrytest.Response, what string) {
+	t.Helper()
+	require.Equal(t, http.StatusNoContent, r.Status, "%s: %s", what, r.Body)
+	require.Empty(t, r.Body)
+}
+
+// pluck is f of each x.
+func pluck[T, V any](xs []T, f func(T) V) []V {
+	out := make([]V, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+// withFields is m with the name/value pairs kv added.
+func withFields(m map[string]any, kv []any) map[string]any {
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
 func putQueue(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any) queueJSON {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", qpath(name), body)
-	require.Contains(t, []int{http.StatusCreated, http.StatusOK}, r.Status, "PUT %s: %s", name, r.Body)
-	var q queueJSON
-	r.JSON(t, &q)
-	return q
+	return call[queueJSON](t, env, "PUT", qpath(name), orNil(cfg), nil, http.StatusCreated, http.StatusOK)
 }
 
 func getQueue(t testing.TB, env *ferrytest.Env, name string) queueJSON {
 	t.Helper()
-	r := env.Do("GET", qpath(name), nil)
-	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", name, r.Body)
-	var q queueJSON
-	r.JSON(t, &q)
-	return q
+	return call[queueJSON](t, env, "GET", qpath(name), nil, nil, http.StatusOK)
 }
 
 func stats(t testing.TB, env *ferrytest.Env, name string) statsJSON {
@@ -196,11 +278,7 @@ func counts(t testing.TB, env *ferrytest.Env, name string) statsJSON {
 
 // msg builds one message of a send batch.
 func msg(body any, kv ...any) map[string]any {
-	m := map[string]any{"body": body}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i].(string)] = kv[i+1]
-	}
-	return m
+	return withFields(map[string]any{"body": body}, kv)
 }
 
 func send(t testing.TB, env *ferrytest.Env, q string, msgs ...map[string]any) []sentJSON {
@@ -215,21 +293,22 @@ func send(t testing.TB, env *ferrytest.Env, q string, msgs ...map[string]any) []
 	return out.Messages
 }
 
-func ids(sent []sentJSON) []string {
-	out := make([]string, len(sent))
-	for i, s := range sent {
-		out[i] = s.ID
+// sendEach sends n messages (the i-th made by mk), one request each, and
+// returns their ids.
+func sendEach(t testing.TB, env *ferrytest.Env, q string, n int, mk func(i int) map[string]any) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = send(t, env, q, mk(i))[0].ID
 	}
 	return out
 }
 
+func ids(sent []sentJSON) []string { return pluck(sent, func(s sentJSON) string { return s.ID }) }
+
 func receive(t testing.TB, env *ferrytest.Env, q string, req map[string]any) []receivedJSON {
 	t.Helper()
-	var body any
-	if req != nil {
-		body = req
-	}
-	r := env.Do("POST", qpath(q, "/receive"), body)
+	r := env.Do("POST", qpath(q, "/receive"), orNil(req))
 	require.Equal(t, http.StatusOK, r.Status, "receive: %s", r.Body)
 	var out struct {
 		Messages []receivedJSON `json:"messages"`
@@ -240,26 +319,24 @@ func receive(t testing.TB, env *ferrytest.Env, q string, req map[string]any) []r
 }
 
 func receipts(ms []receivedJSON) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Receipt
-	}
-	return out
+	return pluck(ms, func(m receivedJSON) string { return m.Receipt })
 }
 
 func msgIDs(ms []receivedJSON) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.ID
-	}
-	return out
+	return pluck(ms, func(m receivedJSON) string { return m.ID })
 }
 
 // settle posts receipts to ack, nack or extend and returns the statuses, after
 // checking that each result names its receipt, in request order.
 func settle(t testing.TB, env *ferrytest.Env, q, action string, req map[string]any) []string {
 	t.Helper()
-	r := env.Do("POST", qpath(q, "/"+action), req)
+	return settleAt(t, env, qpath(q), action, req)
+}
+
+// settleAt is settle for the queue or subscription at path.
+func settleAt(t testing.TB, env *ferrytest.Env, path, action string, req map[string]any) []string {
+	t.Helper()
+	r := env.Do("POST", path+"/"+action, req)
 	require.Equal(t, http.StatusOK, r.Status, "%s: %s", action, r.Body)
 	var out struct {
 		Results []resultJSON `json:"results"`
@@ -290,13 +367,21 @@ func deadLetters(t testing.TB, env *ferrytest.Env, q, query string) deadLetterPa
 	return page
 }
 
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
+// waitDeadLettered waits until the queue's one message, its last lease
+// over, is dead-lettered by a claim (which then finds nothing), and
+// returns the dead-letter page.
+func waitDeadLettered(t testing.TB, env *ferrytest.Env, q string) deadLetterPageJSON {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		require.Empty(t, receive(t, env, q, nil))
+		return len(deadLetters(t, env, q, "").Messages) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	page := deadLetters(t, env, q, "")
+	require.Len(t, page.Messages, 1)
+	return page
 }
+
+func repeat(s string, n int) []string { return slices.Repeat([]string{s}, n) }
 
 // rawDo sends a request with a plain client (for routes outside the spec,
 // like a 405) and returns the response.
@@ -329,19 +414,26 @@ type asyncResult struct {
 }
 
 // doAsync sends a request with the admin key through env's validating
-// client without touching require, for use from a goroutine.
+// client without touching require, for use from a goroutine; a nil body
+// is no body at all.
 func doAsync(env *ferrytest.Env, method, path string, body any) asyncResult {
 	start := time.Now()
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return asyncResult{err: err}
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return asyncResult{err: err}
+		}
+		r = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, env.URL+path, bytes.NewReader(raw))
+	req, err := http.NewRequest(method, env.URL+path, r)
 	if err != nil {
 		return asyncResult{err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := env.Client.Do(req)
 	if err != nil {
 		return asyncResult{err: err, took: time.Since(start)}
@@ -389,6 +481,77 @@ func parkedQuery(t testing.TB, dbURL, app string, since time.Time, pattern strin
 				AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`, app, since, pattern).Scan(&n)
 		return err == nil && n > 0
 	}, 10*time.Second, time.Millisecond, "the server (%s) never ran a statement like %s", app, pattern)
+}
+
+// startParked starts req in a goroutine and waits until the server whose
+// connections carry application_name app has parked it: run a statement
+// like pattern and gone idle (see parkedQuery). Its answer comes on the
+// channel.
+func startParked(t testing.TB, dbURL, app, pattern string, req func() asyncResult) <-chan asyncResult {
+	t.Helper()
+	since := dbNow(t, dbURL)
+	done := make(chan asyncResult, 1)
+	go func() { done <- req() }()
+	parkedQuery(t, dbURL, app, since, pattern)
+	return done
+}
+
+// parked is startParked that also requires the request not to have been
+// answered yet (what names it in the failure).
+func parked(t testing.TB, what, dbURL, app, pattern string, req func() asyncResult) <-chan asyncResult {
+	t.Helper()
+	done := startParked(t, dbURL, app, pattern, req)
+	select {
+	case res := <-done:
+		t.Fatalf("%s: the long poll returned before any publish: %d %s after %s", what, res.status, res.body, res.took)
+	default:
+	}
+	return done
+}
+
+// requireOK requires an asynchronous request to have been answered 200.
+func requireOK(t testing.TB, res asyncResult) {
+	t.Helper()
+	requireStatus(t, res, http.StatusOK)
+}
+
+// requireStatus requires an asynchronous request to have been answered
+// with status.
+func requireStatus(t testing.TB, res asyncResult, status int) {
+	t.Helper()
+	require.NoError(t, res.err)
+	require.Equal(t, status, res.status, "%s", res.body)
+}
+
+// decodeAsync requires an asynchronous request to have been answered with
+// status and decodes the body into a T.
+func decodeAsync[T any](t testing.TB, res asyncResult, status int) T {
+	t.Helper()
+	requireStatus(t, res, status)
+	var v T
+	require.NoError(t, json.Unmarshal(res.body, &v))
+	return v
+}
+
+// eventuallyNone waits until the count query (on the server's pool)
+// answers 0: the rows a cleanup job removes are gone.
+func eventuallyNone(t testing.TB, env *ferrytest.Env, query, what string) {
+	t.Helper()
+	pool := env.Server.Pool()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), query).Scan(&n)
+		return err == nil && n == 0
+	}, 20*time.Second, 20*time.Millisecond, what)
+}
+
+// dbConn connects to the database, closed when the test ends.
+func dbConn(t testing.TB, dbURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
 
 // dbNow reads the database's clock.

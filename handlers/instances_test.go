@@ -188,8 +188,7 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	for range polls {
 		select {
 		case res := <-done:
-			require.NoError(t, res.err)
-			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			requireOK(t, res)
 			require.JSONEq(t, `{"messages":[]}`, string(res.body))
 			require.Less(t, res.took, 5*time.Second)
 		case <-time.After(10 * time.Second):

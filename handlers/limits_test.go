@@ -14,6 +14,14 @@ import (
 	"github.com/ferry-mq/ferry/internal/ferrytest"
 )
 
+// requireTooLarge requires r to be a 413 and the queues to be as before:
+// the refused request wrote nothing.
+func requireTooLarge(t testing.TB, env *ferrytest.Env, r ferrytest.Response, before []queueJSON) {
+	t.Helper()
+	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
+	require.Equal(t, before, snapshot(t, env))
+}
+
 // stringBody is a JSON string whose compact encoding, quotes included, is
 // exactly n bytes.
 func stringBody(n int) json.RawMessage {
@@ -55,16 +63,14 @@ func TestBodyLimit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			env := forTest(env, t)
 			r := env.Do("POST", "/v1/queues/lim/messages", map[string]any{"messages": []any{msg(body)}})
-			requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
-			require.Equal(t, before, snapshot(t, env))
+			requireTooLarge(t, env, r, before)
 		})
 	}
 
 	// One oversized message refuses the whole batch.
 	r := env.Do("POST", "/v1/queues/lim/messages", map[string]any{"messages": []any{
 		msg(1), msg(stringBody(limit)), msg(stringBody(limit + 1)), msg(2)}})
-	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
-	require.Equal(t, before, snapshot(t, env))
+	requireTooLarge(t, env, r, before)
 }
 
 func TestBodyLimitDefault256KiB(t *testing.T) {
@@ -147,8 +153,7 @@ func TestRequestLimit(t *testing.T) {
 			env := forTest(env, t)
 			require.Greater(t, len(tc.body), limit)
 			r := env.Do(tc.method, tc.path, tc.body)
-			requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
-			require.Equal(t, before, snapshot(t, env))
+			requireTooLarge(t, env, r, before)
 		})
 	}
 }

@@ -38,17 +38,10 @@ func TestSendReceiveShapes(t *testing.T) {
 	batch[1]["delay_seconds"] = 0
 
 	before := time.Now().Add(-5 * time.Second)
-	r := env.Do("POST", "/v1/queues/shapes/messages", map[string]any{"messages": batch})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	top := r.Map(t)
-	requireKeys(t, top, []string{"messages"}, "send response")
-	for _, m := range top["messages"].([]any) {
-		requireKeys(t, m.(map[string]any), []string{"id", "duplicate"}, "sent message")
-	}
-	var sent struct {
+	sent := call[struct {
 		Messages []sentJSON `json:"messages"`
-	}
-	r.JSON(t, &sent)
+	}](t, env, "POST", "/v1/queues/shapes/messages", map[string]any{"messages": batch},
+		listKeys([]string{"messages"}, keysOf([]string{"id", "duplicate"}, "sent message")), http.StatusCreated)
 	require.Len(t, sent.Messages, len(bodies))
 	seen := map[string]bool{}
 	for _, s := range sent.Messages {
@@ -59,17 +52,10 @@ func TestSendReceiveShapes(t *testing.T) {
 	}
 	require.Equal(t, statsJSON{Available: int64(len(bodies))}, counts(t, env, "shapes"))
 
-	r = env.Do("POST", "/v1/queues/shapes/receive", map[string]any{"max_messages": 100})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	top = r.Map(t)
-	requireKeys(t, top, []string{"messages"}, "receive response")
-	for _, m := range top["messages"].([]any) {
-		requireKeys(t, m.(map[string]any), receivedKeys, "received message")
-	}
-	var got struct {
+	got := call[struct {
 		Messages []receivedJSON `json:"messages"`
-	}
-	r.JSON(t, &got)
+	}](t, env, "POST", "/v1/queues/shapes/receive", map[string]any{"max_messages": 100},
+		listKeys([]string{"messages"}, keysOf(receivedKeys, "received message")), http.StatusOK)
 	require.Len(t, got.Messages, len(bodies))
 
 	// Each id carries the body sent at its position: ids are in request order.
@@ -201,12 +187,9 @@ func TestDedup(t *testing.T) {
 	var winner string
 	fresh := 0
 	for _, res := range results {
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
-		var out struct {
+		out := decodeAsync[struct {
 			Messages []sentJSON `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(res.body, &out))
+		}](t, res, http.StatusCreated)
 		if winner == "" {
 			winner = out.Messages[0].ID
 		}
@@ -322,16 +305,11 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 			map[string]any{"receipts": receipts(got), "error": "permanent: bad input", "dead_letter": true}))
 		require.Equal(t, []string{"stale"}, ack(t, env, "dl", got[0].Receipt))
 
-		r := env.Do("GET", "/v1/queues/dl/dead-letters", nil)
-		require.Equal(t, http.StatusOK, r.Status)
-		top := r.Map(t)
-		requireKeys(t, top, []string{"messages", "next"}, "dead-letter page")
-		require.Nil(t, top["next"])
-		for _, m := range top["messages"].([]any) {
-			requireKeys(t, m.(map[string]any), deadLetterKeys, "dead letter")
-		}
-		var page deadLetterPageJSON
-		r.JSON(t, &page)
+		page := call[deadLetterPageJSON](t, env, "GET", "/v1/queues/dl/dead-letters", nil, func(t testing.TB, top map[string]any) {
+			t.Helper()
+			listKeys([]string{"messages", "next"}, keysOf(deadLetterKeys, "dead letter"))(t, top)
+			require.Nil(t, top["next"])
+		}, http.StatusOK)
 		require.Len(t, page.Messages, 1)
 		d := page.Messages[0]
 		require.Equal(t, sent[0].ID, d.ID)
@@ -382,12 +360,7 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 		}
 		// A 4th delivery would exceed max_receives: dead-lettered instead,
 		// by the first claim after the last lease ends.
-		require.Eventually(t, func() bool {
-			require.Empty(t, receive(t, env, "ex", nil))
-			return len(deadLetters(t, env, "ex", "").Messages) == 1
-		}, 10*time.Second, 50*time.Millisecond)
-		page := deadLetters(t, env, "ex", "")
-		require.Len(t, page.Messages, 1)
+		page := waitDeadLettered(t, env, "ex")
 		require.Equal(t, sent[0].ID, page.Messages[0].ID)
 		require.Equal(t, 3, page.Messages[0].ReceiveCount, "receive_count = max_receives")
 		require.Nil(t, page.Messages[0].LastError)
@@ -642,10 +615,7 @@ func TestGroupOrderAcrossSends(t *testing.T) {
 	env := ferrytest.Start(t)
 	putQueue(t, env, "seq", nil)
 	const n = 40
-	var sent []string
-	for i := range n {
-		sent = append(sent, send(t, env, "seq", msg(i, "group", "g"))[0].ID)
-	}
+	sent := sendEach(t, env, "seq", n, func(i int) map[string]any { return msg(i, "group", "g") })
 	var order []int
 	var gotIDs []string
 	for range n {
@@ -673,10 +643,7 @@ func TestDeadLettersInSendOrderAcrossSends(t *testing.T) {
 	env := ferrytest.Start(t)
 	putQueue(t, env, "dlo", nil)
 	const n = 30
-	var sent []string
-	for i := range n {
-		sent = append(sent, send(t, env, "dlo", msg(i))[0].ID)
-	}
+	sent := sendEach(t, env, "dlo", n, func(i int) map[string]any { return msg(i) })
 	got := receive(t, env, "dlo", map[string]any{"max_messages": 100})
 	require.Len(t, got, n)
 	require.Equal(t, repeat("ok", n), settle(t, env, "dlo", "nack", map[string]any{"receipts": receipts(got), "dead_letter": true}))
@@ -731,12 +698,7 @@ func TestLastErrorSurvivesExpiry(t *testing.T) {
 	settle(t, env, "le", "nack", map[string]any{"receipts": receipts(got), "delay_seconds": 0, "error": "upstream timed out"})
 	require.Len(t, receive(t, env, "le", map[string]any{"visibility_timeout_seconds": 1}), 1)
 	// The lease ends; the next claim dead-letters the message.
-	require.Eventually(t, func() bool {
-		require.Empty(t, receive(t, env, "le", nil))
-		return len(deadLetters(t, env, "le", "").Messages) == 1
-	}, 10*time.Second, 50*time.Millisecond)
-	page := deadLetters(t, env, "le", "")
-	require.Len(t, page.Messages, 1)
+	page := waitDeadLettered(t, env, "le")
 	require.Equal(t, 2, page.Messages[0].ReceiveCount)
 	require.NotNil(t, page.Messages[0].LastError)
 	require.Equal(t, "upstream timed out", *page.Messages[0].LastError)
@@ -768,12 +730,9 @@ func TestConcurrentSettleOneWins(t *testing.T) {
 		wg.Wait()
 		var winners []int
 		for i, r := range results {
-			require.NoError(t, r.err)
-			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-			var out struct {
+			out := decodeAsync[struct {
 				Results []resultJSON `json:"results"`
-			}
-			require.NoError(t, json.Unmarshal(r.body, &out))
+			}](t, r, http.StatusOK)
 			require.Len(t, out.Results, 1)
 			if out.Results[0].Status == "ok" {
 				winners = append(winners, i)

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -149,13 +148,7 @@ func block(r *http.Request, h hookRequest, d time.Duration) {
 // eventually polls cond until it holds, failing the test after waitFor.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitFor, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ferrytest.WaitFor(t, waitFor, what, cond)
 }
 
 // stays checks that cond holds throughout d: for "nothing more happens".
@@ -182,11 +175,7 @@ func requireSecret(t testing.TB, s string) {
 // absent), with the push member.
 func putPush(t testing.TB, env *ferrytest.Env, path string, cfg map[string]any, status int, keys []string) (*pushJSON, string) {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", path, body)
+	r := env.Do("PUT", path, orNil(cfg))
 	require.Equal(t, status, r.Status, "PUT %s: %s", path, r.Body)
 	m := r.Map(t)
 	want := keys
@@ -246,20 +235,9 @@ func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*pushJSON, st
 // subscription's) with the query string.
 func attempts(t testing.TB, env *ferrytest.Env, path, query string) []attemptJSON {
 	t.Helper()
-	r := env.Do("GET", path+"/attempts"+query, nil)
-	require.Equal(t, http.StatusOK, r.Status, "attempts: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"attempts"}, "attempts answer")
-	list, ok := m["attempts"].([]any)
-	require.True(t, ok, "attempts is an array, never null: %s", r.Body)
-	for _, a := range list {
-		requireKeys(t, a.(map[string]any), attemptKeys, "attempt")
-	}
-	var out struct {
+	return getPage[struct {
 		Attempts []attemptJSON `json:"attempts"`
-	}
-	r.JSON(t, &out)
-	return out.Attempts
+	}](t, env, path+"/attempts"+query, []string{"attempts"}, keysOf(attemptKeys, "attempt")).Attempts
 }
 
 // waitAttempts waits until the target has recorded at least n attempts
@@ -302,6 +280,62 @@ func fast(cfg map[string]any) map[string]any {
 	cfg["retry_min_seconds"] = 0
 	cfg["retry_max_seconds"] = 1
 	return cfg
+}
+
+// failFirst answers the first n requests with code, the others with 204.
+func failFirst(n, code int) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if h.n <= n {
+			w.WriteHeader(code)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// failWhile answers code while fail holds, and 204 otherwise.
+func failWhile(fail func() bool, code int) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if fail() {
+			w.WriteHeader(code)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// firstThen answers the first request with first, the others with 204.
+func firstThen(first func(w http.ResponseWriter, r *http.Request, h hookRequest)) func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	return func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		if h.n == 1 {
+			first(w, r, h)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// pushOne creates topic "t" with push subscription "s" (cfg, retrying
+// fast), publishes one event with the id (and kv), and returns the
+// subscription's signing secret.
+func pushOne(t testing.TB, env *ferrytest.Env, cfg map[string]any, id string, kv ...any) string {
+	t.Helper()
+	putTopic(t, env, "t", nil, http.StatusCreated)
+	secret := newPushSub(t, env, "t", "s", fast(cfg))
+	publishEvents(t, env, "t", evt("e", append([]any{"id", id}, kv...)...))
+	return secret
+}
+
+// waitDeadLetters waits until done holds for the number of t/s's dead
+// letters and returns them.
+func waitDeadLetters(t testing.TB, env *ferrytest.Env, done func(n int) bool) subDeadLetterPageJSON {
+	t.Helper()
+	var dl subDeadLetterPageJSON
+	eventually(t, "the dead letters", func() bool {
+		dl = subDeadLetters(t, env, "t", "s", "")
+		return done(len(dl.Messages))
+	})
+	return dl
 }
 
 // TestPushSignedDelivery: a push subscription POSTs each event, signed per
@@ -413,16 +447,8 @@ func TestPushQueue(t *testing.T) {
 func TestPushRetriesKeepWebhookID(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n <= 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	secret := newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-r", "data", map[string]any{"x": 1}))
+	rc := newReceiver(t, failFirst(2, http.StatusInternalServerError))
+	secret := pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-r", "data", map[string]any{"x": 1})
 
 	reqs := rc.wait(t, 3)
 	for _, h := range reqs {
@@ -468,22 +494,10 @@ func TestPushDeadLetters(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
 	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"max_receives": 2, "push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-d"))
+	rc := newReceiver(t, failWhile(func() bool { return !healthy.Load() }, http.StatusInternalServerError))
+	pushOne(t, env, map[string]any{"max_receives": 2, "push": map[string]any{"url": rc.url()}}, "evt-d")
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letter", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) > 0
-	})
+	dl := waitDeadLetters(t, env, func(n int) bool { return n > 0 })
 	require.Len(t, dl.Messages, 1)
 	require.Equal(t, "evt-d", dl.Messages[0].ID)
 	require.Equal(t, 2, dl.Messages[0].ReceiveCount)
@@ -515,16 +529,8 @@ func TestPushGoneDisables(t *testing.T) {
 	env := ferrytest.Start(t, allowPrivatePush)
 	var gone atomic.Bool
 	gone.Store(true)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if gone.Load() {
-			w.WriteHeader(http.StatusGone)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-g1"))
+	rc := newReceiver(t, failWhile(gone.Load, http.StatusGone))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-g1")
 	rc.wait(t, 1)
 
 	var p *pushJSON
@@ -574,14 +580,10 @@ func TestPushGoneDisables(t *testing.T) {
 func TestPushRetryAfter(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	soon := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	soon := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
 	later := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
 		w.Header().Set("Retry-After", "100000")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -603,9 +605,7 @@ func TestPushRetryAfter(t *testing.T) {
 	as := waitAttempts(t, env, qpath("later"), 1)
 	require.Equal(t, http.StatusServiceUnavailable, statusOf(as[0]))
 	// The delay is the cap: one hour, not 100000 s.
-	conn, err := pgx.Connect(context.Background(), env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	conn := dbConn(t, env.DatabaseURL)
 	var secs float64
 	require.NoError(t, conn.QueryRow(context.Background(), `
 		SELECT extract(epoch FROM m.visible_at - now())::float8 FROM ferry.messages m
@@ -626,15 +626,9 @@ func TestPushRedirectIsFailure(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"max_receives": 1, "push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-302"))
+	pushOne(t, env, map[string]any{"max_receives": 1, "push": map[string]any{"url": rc.url()}}, "evt-302")
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letter", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) > 0
-	})
+	dl := waitDeadLetters(t, env, func(n int) bool { return n > 0 })
 	require.Contains(t, *dl.Messages[0].LastError, "redirect")
 	as := waitAttempts(t, env, spath("t", "s"), 1)
 	require.Len(t, as, 1)
@@ -651,24 +645,18 @@ func TestPushRedirectIsFailure(t *testing.T) {
 func TestPushTimeouts(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	hang := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			block(r, h, 3*time.Second)
-		}
+	hang := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		block(r, h, 3*time.Second)
 		w.WriteHeader(http.StatusNoContent)
-	})
-	slowBody := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write([]byte(`{"ok":`))
-			w.(http.Flusher).Flush()
-			block(r, h, 3*time.Second)
-			_, _ = w.Write([]byte(`true}`))
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	}))
+	slowBody := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"ok":`))
+		w.(http.Flusher).Flush()
+		block(r, h, 3*time.Second)
+		_, _ = w.Write([]byte(`true}`))
+	}))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	newPushSub(t, env, "t", "hang", fast(map[string]any{"push": map[string]any{"url": hang.url(), "timeout_seconds": 1}}))
 	newPushSub(t, env, "t", "slow-body", fast(map[string]any{"push": map[string]any{"url": slowBody.url(), "timeout_seconds": 1}}))
@@ -695,23 +683,17 @@ func TestPushTimeouts(t *testing.T) {
 func TestPushConnectionReset(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				return
-			}
-			if tcp, ok := conn.(*net.TCPConn); ok {
-				_ = tcp.SetLinger(0) // RST, not FIN
-			}
-			_ = conn.Close()
+	rc := newReceiver(t, firstThen(func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-rst"))
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0) // RST, not FIN
+		}
+		_ = conn.Close()
+	}))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-rst")
 
 	waitDrained(t, env, "t", "s")
 	as := waitAttempts(t, env, spath("t", "s"), 2)
@@ -925,9 +907,7 @@ func TestPushSSRF(t *testing.T) {
 	// that resolves elsewhere now) is never connected to.
 	rc := newReceiver(t, nil)
 	putQueue(t, env, "rebound", map[string]any{"max_receives": 1})
-	conn, err := pgx.Connect(context.Background(), env.DatabaseURL)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	conn := dbConn(t, env.DatabaseURL)
 	tag, err := conn.Exec(context.Background(),
 		`UPDATE ferry.queues SET push_url = $1, signing_secret = $2 WHERE name = 'rebound' AND topic_id IS NULL`,
 		rc.url(), jobs.NewSigningSecret())
@@ -1005,13 +985,7 @@ func TestPushRotateSecret(t *testing.T) {
 func TestPushAcrossRestart(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n <= 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	rc := newReceiver(t, failFirst(2, http.StatusInternalServerError))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	secret := newPushSub(t, env, "t", "s", map[string]any{
 		"retry_min_seconds": 1, "retry_max_seconds": 1, "push": map[string]any{"url": rc.url()},
@@ -1037,16 +1011,8 @@ func TestPushAcrossRestart(t *testing.T) {
 func TestPushMetrics(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if h.n == 1 {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	putTopic(t, env, "t", nil, http.StatusCreated)
-	newPushSub(t, env, "t", "s", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
-	publishEvents(t, env, "t", evt("e", "id", "evt-m"))
+	rc := newReceiver(t, failFirst(1, http.StatusBadGateway))
+	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-m")
 	waitDrained(t, env, "t", "s")
 	waitAttempts(t, env, spath("t", "s"), 2)
 
@@ -1149,13 +1115,7 @@ func TestPushDisabledAfterFailingTooLong(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush, func(c *server.Config) { c.PushDisableAfter = time.Second })
 	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-	})
+	rc := newReceiver(t, failWhile(func() bool { return !healthy.Load() }, http.StatusInternalServerError))
 	putTopic(t, env, "t", nil, http.StatusCreated)
 	newPushSub(t, env, "t", "s", map[string]any{
 		"max_receives": 1000, "retry_min_seconds": 1, "retry_max_seconds": 1, "push": map[string]any{"url": rc.url()},
@@ -1212,11 +1172,7 @@ func TestPushLastErrorPerMessage(t *testing.T) {
 	}
 	publishEvents(t, env, "t", events...)
 
-	var dl subDeadLetterPageJSON
-	eventually(t, "the dead letters", func() bool {
-		dl = subDeadLetters(t, env, "t", "s", "")
-		return len(dl.Messages) == n
-	})
+	dl := waitDeadLetters(t, env, func(got int) bool { return got == n })
 	as := waitAttempts(t, env, spath("t", "s"), n)
 	for _, a := range as {
 		require.Equal(t, strings.TrimPrefix(a.MessageID, "evt-"), fmt.Sprint(statusOf(a)), "attempts are right")

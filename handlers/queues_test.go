@@ -69,9 +69,10 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	var q queueJSON
 	r.JSON(t, &q)
 	require.Equal(t, queueJSON{
-		Name: "alpha", VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600,
-		DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, RetryMinSeconds: 1, RetryMaxSeconds: 300,
-		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		Name: "alpha", DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, deliveryJSON: deliveryJSON{
+			VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600, RetryMinSeconds: 1, RetryMaxSeconds: 300,
+			CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		},
 	}, q)
 	require.True(t, q.CreatedAt.After(before), "created_at %v", q.CreatedAt)
 	require.False(t, q.UpdatedAt.Before(q.CreatedAt))
@@ -90,17 +91,15 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	var c queueJSON
 	r.JSON(t, &c)
 	wantC := queueJSON{
-		Name: "charlie", VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, DelaySeconds: 2,
-		DedupWindowSeconds: 60, MaxDepth: 100, RetryMinSeconds: 2, RetryMaxSeconds: 20,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		Name: "charlie", DelaySeconds: 2, DedupWindowSeconds: 60, MaxDepth: 100, deliveryJSON: deliveryJSON{
+			VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, RetryMinSeconds: 2, RetryMaxSeconds: 20,
+			CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		},
 	}
 	require.Equal(t, wantC, c)
 
 	// Update one field: 200, the others keep their (non-default) values.
-	r = env.Do("PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	var c2 queueJSON
-	r.JSON(t, &c2)
+	c2 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7}, nil, http.StatusOK)
 	wantC.MaxReceives = 7
 	wantC.UpdatedAt = c2.UpdatedAt
 	require.Equal(t, wantC, c2)
@@ -109,31 +108,20 @@ func TestQueuePutGetListDelete(t *testing.T) {
 
 	// An empty update changes nothing and is still 200; so is no body.
 	for _, body := range []any{map[string]any{}, nil} {
-		r = env.Do("PUT", "/v1/queues/charlie", body)
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		var c3 queueJSON
-		r.JSON(t, &c3)
+		c3 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", body, nil, http.StatusOK)
 		wantC.UpdatedAt = c3.UpdatedAt
 		require.Equal(t, wantC, c3)
 	}
 
 	// GET one.
-	r = env.Do("GET", "/v1/queues/charlie", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	requireKeys(t, r.Map(t), queueKeys, "queue")
-	var g queueJSON
-	r.JSON(t, &g)
+	g := call[queueJSON](t, env, "GET", "/v1/queues/charlie", nil, keysOf(queueKeys, "queue"), http.StatusOK)
 	wantC.UpdatedAt = g.UpdatedAt
 	require.Equal(t, wantC, g)
 
 	// GET all, sorted by name.
-	r = env.Do("GET", "/v1/queues", nil)
-	require.Equal(t, http.StatusOK, r.Status)
-	requireKeys(t, r.Map(t), []string{"queues", "next"}, "queue list")
-	var list struct {
+	list := getPage[struct {
 		Queues []queueJSON `json:"queues"`
-	}
-	r.JSON(t, &list)
+	}](t, env, "/v1/queues", []string{"queues", "next"}, nil)
 	names := []string{}
 	for _, q := range list.Queues {
 		names = append(names, q.Name)
@@ -166,6 +154,32 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	require.Empty(t, receive(t, env, "charlie", nil))
 	require.Equal(t, []string{"stale"}, ack(t, env, "charlie", flying[0].Receipt),
 		"a receipt of the deleted queue is stale on its successor")
+}
+
+// TestMaxDepthDedupAndImpossibleBatch (API.md § Work queues): at
+// max_depth, a resent dedup_id is answered 201 with duplicate: true and
+// the first id (duplicates take no room); a batch with more new messages
+// than max_depth can never fit and is a 400, not a 429; a batch that fits
+// an emptier queue is a 429.
+func TestMaxDepthDedupAndImpossibleBatch(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putQueue(t, env, "md", map[string]any{"max_depth": 2})
+	first := send(t, env, "md", msg(1, "dedup_id", "a"), msg(2, "dedup_id", "b"))
+
+	again := send(t, env, "md", msg(1, "dedup_id", "a"))
+	require.Equal(t, []sentJSON{{ID: first[0].ID, Duplicate: true}}, again)
+
+	before := counts(t, env, "md")
+	r := env.Do("POST", qpath("md", "/messages"), map[string]any{"messages": []any{msg(3), msg(4), msg(5)}})
+	p := requireProblem(t, r, http.StatusBadRequest, "invalid_request")
+	require.Contains(t, p["detail"], "max_depth")
+	require.Empty(t, r.Header.Get("Retry-After"), "retrying cannot help")
+
+	r = env.Do("POST", qpath("md", "/messages"), map[string]any{"messages": []any{msg(3, "dedup_id", "a"), msg(4)}})
+	requireProblem(t, r, http.StatusTooManyRequests, "queue_full")
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	require.Equal(t, before, counts(t, env, "md"), "refused batches write nothing")
 }
 
 func TestQueueNames(t *testing.T) {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -75,78 +73,41 @@ func tpath(topic string, rest ...string) string {
 func requireTopicKeys(t testing.TB, obj map[string]any) {
 	t.Helper()
 	requireKeys(t, obj, topicKeys, "topic")
-	offs, ok := obj["offsets"].([]any)
-	require.True(t, ok, "offsets is an array: %v", obj["offsets"])
-	for _, o := range offs {
-		requireKeys(t, o.(map[string]any), offsetsKeys, "partition offsets")
-	}
+	requireArray(t, obj, "offsets", keysOf(offsetsKeys, "partition offsets"))
 }
 
 // putTopic PUTs the topic and requires the given status (201 or 200).
 func putTopic(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any, status int) topicJSON {
 	t.Helper()
-	var body any
-	if cfg != nil {
-		body = cfg
-	}
-	r := env.Do("PUT", tpath(name), body)
-	require.Equal(t, status, r.Status, "PUT %s: %s", name, r.Body)
-	requireTopicKeys(t, r.Map(t))
-	var tp topicJSON
-	r.JSON(t, &tp)
-	return tp
+	return call[topicJSON](t, env, "PUT", tpath(name), orNil(cfg), requireTopicKeys, status)
 }
 
 func getTopic(t testing.TB, env *ferrytest.Env, name string) topicJSON {
 	t.Helper()
-	r := env.Do("GET", tpath(name), nil)
-	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", name, r.Body)
-	requireTopicKeys(t, r.Map(t))
-	var tp topicJSON
-	r.JSON(t, &tp)
-	return tp
+	return call[topicJSON](t, env, "GET", tpath(name), nil, requireTopicKeys, http.StatusOK)
 }
 
 func listTopics(t testing.TB, env *ferrytest.Env) []topicJSON {
 	t.Helper()
-	r := env.Do("GET", "/v1/topics", nil)
-	require.Equal(t, http.StatusOK, r.Status, "list: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"topics", "next"}, "topic list")
-	list, ok := m["topics"].([]any)
-	require.True(t, ok, "topics is an array, never null: %s", r.Body)
-	for _, tp := range list {
-		requireTopicKeys(t, tp.(map[string]any))
-	}
-	var out struct {
+	return getPage[struct {
 		Topics []topicJSON `json:"topics"`
-	}
-	r.JSON(t, &out)
-	return out.Topics
+	}](t, env, "/v1/topics", []string{"topics", "next"}, requireTopicKeys).Topics
 }
 
 // evt builds one event of a publish batch.
 func evt(typ string, kv ...any) map[string]any {
-	m := map[string]any{"type": typ}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i].(string)] = kv[i+1]
-	}
-	return m
+	return withFields(map[string]any{"type": typ}, kv)
 }
 
 func publishEvents(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []publishedJSON {
 	t.Helper()
-	r := env.Do("POST", tpath(topic, "/events"), map[string]any{"events": events})
-	require.Equal(t, http.StatusCreated, r.Status, "publish: %s", r.Body)
-	m := r.Map(t)
-	requireKeys(t, m, []string{"events"}, "publish answer")
-	for _, e := range m["events"].([]any) {
-		requireKeys(t, e.(map[string]any), publishedKeys, "publish result")
-	}
-	var out struct {
+	out := call[struct {
 		Events []publishedJSON `json:"events"`
-	}
-	r.JSON(t, &out)
+	}](t, env, "POST", tpath(topic, "/events"), map[string]any{"events": events}, func(t testing.TB, m map[string]any) {
+		t.Helper()
+		requireKeys(t, m, []string{"events"}, "publish answer")
+		requireArray(t, m, "events", keysOf(publishedKeys, "publish result"))
+	}, http.StatusCreated)
 	require.Len(t, out.Events, len(events))
 	for i, e := range events {
 		if id, ok := e["id"].(string); ok {
@@ -168,50 +129,30 @@ func decodePage(t testing.TB, body []byte) eventPageJSON {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
-	requireKeys(t, m, eventPageKeys, "event page")
-	evs, ok := m["events"].([]any)
-	require.True(t, ok, "events is an array, never null: %s", body)
-	for _, e := range evs {
-		requireKeys(t, e.(map[string]any), eventKeys, "event")
-	}
+	listKeys(eventPageKeys, keysOf(eventKeys, "event"))(t, m)
 	var page eventPageJSON
 	require.NoError(t, json.Unmarshal(body, &page))
 	return page
 }
 
 func pageOffsets(p eventPageJSON) []int64 {
-	out := []int64{}
-	for _, e := range p.Events {
-		out = append(out, e.Offset)
-	}
-	return out
+	return pluck(p.Events, func(e eventJSON) int64 { return e.Offset })
 }
 
-func offsetRange(from, to int64) []int64 {
-	out := []int64{}
-	for o := from; o <= to; o++ {
-		out = append(out, o)
+func offsetRange(from, to int64) []int64 { return between(from, to) }
+
+// between is from, from+1, ..., to: empty (not nil) when to < from.
+func between[T int | int64](from, to T) []T {
+	out := []T{}
+	for v := from; v <= to; v++ {
+		out = append(out, v)
 	}
 	return out
 }
 
 // getAsync GETs path with the admin key through env's validating client,
 // without require (for goroutines).
-func getAsync(env *ferrytest.Env, path string) asyncResult {
-	start := time.Now()
-	req, err := http.NewRequest("GET", env.URL+path, nil)
-	if err != nil {
-		return asyncResult{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-	resp, err := env.Client.Do(req)
-	if err != nil {
-		return asyncResult{err: err, took: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return asyncResult{status: resp.StatusCode, body: b, err: err, took: time.Since(start)}
-}
+func getAsync(env *ferrytest.Env, path string) asyncResult { return doAsync(env, "GET", path, nil) }
 
 func TestTopicPutGetListDelete(t *testing.T) {
 	t.Parallel()
@@ -286,15 +227,10 @@ func TestTopicPutGetListDelete(t *testing.T) {
 	require.EqualValues(t, 0, res[0].Offset)
 
 	// The deleted topic's rows are cleaned up by the job it scheduled.
-	pool := env.Server.Pool()
-	require.Eventually(t, func() bool {
-		var n int
-		err := pool.QueryRow(context.Background(), `
+	eventuallyNone(t, env, `
 			SELECT (SELECT count(*) FROM ferry.events e WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = e.topic_id))
 			     + (SELECT count(*) FROM ferry.event_dedup d WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = d.topic_id))
-			     + (SELECT count(*) FROM ferry.topic_partitions p WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = p.topic_id))`).Scan(&n)
-		return err == nil && n == 0
-	}, 20*time.Second, 20*time.Millisecond, "the deleted topic's events, ids and partitions are removed")
+			     + (SELECT count(*) FROM ferry.topic_partitions p WHERE NOT EXISTS (SELECT FROM ferry.topics t WHERE t.id = p.topic_id))`, "the deleted topic's events, ids and partitions are removed")
 }
 
 func TestTopicNames(t *testing.T) {
@@ -468,36 +404,39 @@ func withAppName(t testing.TB, dbURL, name string) string {
 	return u.String()
 }
 
+// pollingServers starts a server per application name on one new
+// database, each polling only every 30 s (so only a wake-up explains a
+// prompt answer), and returns the database's URL and the servers.
+func pollingServers(t testing.TB, apps ...string) (string, []*ferrytest.Env) {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	envs := make([]*ferrytest.Env, len(apps))
+	for i, app := range apps {
+		envs[i] = ferrytest.StartOn(t, withAppName(t, dbURL, app), withPoll(30*time.Second))
+	}
+	return dbURL, envs
+}
+
 // TestEventLongPollAcrossInstances: a read waiting on server A returns soon
 // after a publish through server B on the same database. Both poll only
 // every 30 s, so only the Postgres NOTIFY can explain a prompt return.
 func TestEventLongPollAcrossInstances(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	a := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-a"), withPoll(30*time.Second))
-	b := ferrytest.StartOn(t, withAppName(t, dbURL, "ferry-b"), withPoll(30*time.Second))
+	dbURL, envs := pollingServers(t, "ferry-a", "ferry-b")
+	a, b := envs[0], envs[1]
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 
 	next := int64(0)
 	for round := range 3 {
-		since := dbNow(t, dbURL)
-		done := make(chan asyncResult, 1)
-		go func() {
-			done <- getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
-		}()
-		parkedQuery(t, dbURL, "ferry-a", since, `%"offset" >= $3%`)
-		select {
-		case res := <-done:
-			t.Fatalf("round %d: the long poll returned before any publish: %d %s", round, res.status, res.body)
-		default:
-		}
+		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%"offset" >= $3%`, func() asyncResult {
+			return getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
+		})
 		// A publish to the other partition does not answer this read.
 		publishEvents(t, b, "lp", evt("other", "key", keyFor(t, 0, 2)))
 		sent := publishEvents(t, b, "lp", evt("wake", "id", fmt.Sprintf("wake-%d", round), "key", keyFor(t, 1, 2)))
 		sentAt := time.Now()
 		res := <-done
-		require.NoError(t, res.err)
-		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		requireOK(t, res)
 		page := decodePage(t, res.body)
 		require.Len(t, page.Events, 1, "round %d", round)
 		require.Equal(t, sent[0].ID, page.Events[0].ID)
@@ -509,8 +448,7 @@ func TestEventLongPollAcrossInstances(t *testing.T) {
 
 	// Nothing comes: empty after the whole wait, next_offset the position.
 	res := getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=1", next))
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	requireOK(t, res)
 	page := decodePage(t, res.body)
 	require.Empty(t, page.Events)
 	require.Equal(t, next, page.NextOffset)
@@ -575,22 +513,16 @@ func topicSnapshot(t testing.TB, env *ferrytest.Env) topicState {
 }
 
 // runTopicBadCases sends each case and checks the problem and that nothing
-// was written.
+// was written; a case without headers is sent with the admin key, one
+// with headers exactly so.
 func runTopicBadCases(t *testing.T, env *ferrytest.Env, cases []badCase) {
 	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			env := forTest(env, t)
-			before := topicSnapshot(t, env)
-			header := tc.header
-			if header == nil {
-				header = http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
-			}
-			r := env.DoWith(tc.method, tc.path, tc.body, header)
-			requireProblem(t, r, tc.status, tc.code)
-			require.Equal(t, before, topicSnapshot(t, env), "a refused request must write nothing")
-		})
-	}
+	runBadCasesOn(t, env, cases, func(t testing.TB, env *ferrytest.Env) any { return topicSnapshot(t, env) }, func(header http.Header) http.Header {
+		if header == nil {
+			header = http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
+		}
+		return header
+	})
 }
 
 func TestTopicBadRequests(t *testing.T) {
@@ -708,17 +640,9 @@ func TestBadTopicNames(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putTopic(t, env, "ok", nil, http.StatusCreated)
-	names := []string{"a b", " a", ".hidden", "-dash", "_under", strings.Repeat("x", 129), "ünïcode", "t✓", "a%b", "a:b", "a@b", "a+b", "a*"}
-	var cases []badCase
-	for _, n := range names {
-		cases = append(cases,
-			badCase{fmt.Sprintf("put %q", n), "PUT", tpath(n), `{}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("get %q", n), "GET", tpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("delete %q", n), "DELETE", tpath(n), nil, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("publish %q", n), "POST", tpath(n, "/events"), `{"events":[{"type":"t"}]}`, nil, http.StatusBadRequest, "invalid_request"},
-			badCase{fmt.Sprintf("read %q", n), "GET", tpath(n, "/events"), nil, nil, http.StatusBadRequest, "invalid_request"},
-		)
-	}
+	cases := badNameCases(tpath, "t✓",
+		nameRoute{"publish", "POST", "/events", `{"events":[{"type":"t"}]}`},
+		nameRoute{"read", "GET", "/events", nil})
 	runTopicBadCases(t, env, cases)
 	require.Len(t, listTopics(t, env), 1)
 }
@@ -786,10 +710,8 @@ func TestTopicDeleteDuringPublish(t *testing.T) {
 	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 0, 3)))
 	publishEvents(t, env, "crossed", evt("t", "key", keyFor(t, 1, 3)))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `ANALYZE ferry.topic_partitions`)
+	conn := dbConn(t, dbURL)
+	_, err := conn.Exec(ctx, `ANALYZE ferry.topic_partitions`)
 	require.NoError(t, err)
 
 	waiting := func(n int) {
@@ -822,8 +744,7 @@ func TestTopicDeleteDuringPublish(t *testing.T) {
 
 	pub, del := <-published, <-deleted
 	require.NoError(t, pub.err)
-	require.NoError(t, del.err)
-	require.Equal(t, http.StatusNoContent, del.status, "DELETE: %s", del.body)
+	requireStatus(t, del, http.StatusNoContent)
 	require.Contains(t, []int{http.StatusCreated, http.StatusNotFound}, pub.status, "publish: %s", pub.body)
 	requireProblem(t, env.Do("GET", tpath("crossed"), nil), http.StatusNotFound, "not_found")
 }

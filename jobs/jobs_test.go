@@ -28,14 +28,22 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func setup(t *testing.T) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	cfg := &river.Config{
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return pool, runRiver(t, pool, log, jobs.Config{RetentionEvery: time.Hour})
+}
+
+// runRiver starts River with Ferry's workers (registered with cfg),
+// logging to log; it is stopped when the test ends.
+func runRiver(t *testing.T, pool *pgxpool.Pool, log *slog.Logger, cfg jobs.Config) *river.Client[pgx.Tx] {
+	t.Helper()
+	rcfg := &river.Config{
+		Logger:            log,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
 	}
-	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: time.Hour})
-	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	jobs.Register(rcfg, pool, cfg)
+	client, err := river.NewClient(riverpgxv5.New(pool), rcfg)
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
@@ -43,7 +51,41 @@ func setup(t *testing.T) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 		defer cancel()
 		_ = client.Stop(ctx)
 	})
-	return pool, client
+	return client
+}
+
+// awaitJob runs do and waits until a job of kind has completed.
+func awaitJob(t *testing.T, client *river.Client[pgx.Tx], kind string, do func() error) {
+	t.Helper()
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	require.NoError(t, do())
+	waitFor(t, events, kind)
+}
+
+// runRetention inserts a retention job and waits until it has completed.
+func runRetention(t *testing.T, client *river.Client[pgx.Tx]) {
+	t.Helper()
+	awaitJob(t, client, (jobs.RetentionArgs{}).Kind(), func() error {
+		_, err := client.Insert(context.Background(), jobs.RetentionArgs{}, nil)
+		return err
+	})
+}
+
+// upsertTopic creates the topic with patch.
+func upsertTopic(t *testing.T, pool *pgxpool.Pool, name string, patch store.TopicPatch) store.Topic {
+	t.Helper()
+	tp, _, err := store.TopicUpsert(context.Background(), pool, name, patch)
+	require.NoError(t, err)
+	return tp
+}
+
+// queueWithRetention creates queue name with the retention in seconds.
+func queueWithRetention(t *testing.T, pool *pgxpool.Pool, name string, seconds int) store.Queue {
+	t.Helper()
+	q, _, err := store.QueueUpsert(context.Background(), pool, name, store.QueuePatch{RetentionSeconds: &seconds})
+	require.NoError(t, err)
+	return q
 }
 
 func send(t *testing.T, pool *pgxpool.Pool, queue string, n int) {
@@ -75,16 +117,15 @@ func TestQueueCleanupJob(t *testing.T) {
 	require.NoError(t, err)
 	send(t, pool, "doomed", 300)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		id, err := store.QueueDelete(ctx, tx, "doomed")
-		if err != nil {
-			return err
-		}
-		return jobs.InsertQueueCleanup(ctx, client, tx, id)
-	}))
-	waitFor(t, events, (jobs.QueueCleanupArgs{}).Kind())
+	awaitJob(t, client, (jobs.QueueCleanupArgs{}).Kind(), func() error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			id, err := store.QueueDelete(ctx, tx, "doomed")
+			if err != nil {
+				return err
+			}
+			return jobs.InsertQueueCleanup(ctx, client, tx, id)
+		})
+	})
 
 	for _, table := range []string{"ferry.messages", "ferry.dead_letters", "ferry.dedup", "ferry.queue_counts"} {
 		require.Zero(t, count(t, pool, `SELECT count(*) FROM `+table+` WHERE queue_id = $1`, q.ID), table)
@@ -98,22 +139,16 @@ func TestRetentionAndDedupJobs(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
 	ctx := context.Background()
-	sixty := 60
-	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
-	require.NoError(t, err)
+	q := queueWithRetention(t, pool, "short", 60)
 	send(t, pool, "short", 50)
 	// The clock edge: half the messages were sent 61 s ago, just past retention.
-	_, err = pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '61 seconds' WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
+	_, err := pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '61 seconds' WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
 	require.NoError(t, err)
 	old := count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
 	_, err = pool.Exec(ctx, `UPDATE ferry.dedup SET expires_at = now() - interval '1 second' WHERE queue_id = $1 AND message_id % 2 = 0`, q.ID)
 	require.NoError(t, err)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
+	runRetention(t, client) // dedup ids too
 
 	require.Equal(t, 50-old, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID))
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND sent_at < now() - interval '60 seconds'`, q.ID))
@@ -158,23 +193,20 @@ func TestTopicCleanupJob(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
 	ctx := context.Background()
-	tp, _, err := store.TopicUpsert(ctx, pool, "doomed", store.TopicPatch{})
-	require.NoError(t, err)
-	other, _, err := store.TopicUpsert(ctx, pool, "other", store.TopicPatch{})
-	require.NoError(t, err)
+	tp := upsertTopic(t, pool, "doomed", store.TopicPatch{})
+	other := upsertTopic(t, pool, "other", store.TopicPatch{})
 	publishN(t, pool, tp, "e", 6200)
 	publishN(t, pool, other, "e", 10)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		id, _, err := store.TopicDelete(ctx, tx, "doomed")
-		if err != nil {
-			return err
-		}
-		return jobs.InsertTopicCleanup(ctx, client, tx, id)
-	}))
-	waitFor(t, events, (jobs.TopicCleanupArgs{}).Kind())
+	awaitJob(t, client, (jobs.TopicCleanupArgs{}).Kind(), func() error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			id, _, err := store.TopicDelete(ctx, tx, "doomed")
+			if err != nil {
+				return err
+			}
+			return jobs.InsertTopicCleanup(ctx, client, tx, id)
+		})
+	})
 
 	for _, table := range []string{"ferry.events", "ferry.event_dedup", "ferry.topic_partitions"} {
 		require.Zero(t, count(t, pool, `SELECT count(*) FROM `+table+` WHERE topic_id = $1`, tp.ID), table)
@@ -190,11 +222,10 @@ func TestTopicCleanupJobRolledBack(t *testing.T) {
 	t.Parallel()
 	pool, client := setup(t)
 	ctx := context.Background()
-	tp, _, err := store.TopicUpsert(ctx, pool, "kept", store.TopicPatch{})
-	require.NoError(t, err)
+	tp := upsertTopic(t, pool, "kept", store.TopicPatch{})
 	publishN(t, pool, tp, "e", 20)
 	errRollback := errors.New("roll back")
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		id, _, err := store.TopicDelete(ctx, tx, "kept")
 		if err != nil {
 			return err
@@ -218,26 +249,20 @@ func TestTopicRetentionAndDedupJobs(t *testing.T) {
 	pool, client := setup(t)
 	ctx := context.Background()
 	sixty, one := 60, 1
-	tp, _, err := store.TopicUpsert(ctx, pool, "short", store.TopicPatch{RetentionSeconds: &sixty, Partitions: &one})
-	require.NoError(t, err)
-	long, _, err := store.TopicUpsert(ctx, pool, "long", store.TopicPatch{Partitions: &one})
-	require.NoError(t, err)
+	tp := upsertTopic(t, pool, "short", store.TopicPatch{RetentionSeconds: &sixty, Partitions: &one})
+	long := upsertTopic(t, pool, "long", store.TopicPatch{Partitions: &one})
 	publishN(t, pool, tp, "s", 50)
 	publishN(t, pool, long, "l", 10)
 	// The clock edge: offsets 0-19 were published 61 s ago, just past
 	// retention; the other topic's events are as old, within its 7 days.
-	_, err = pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1 AND "offset" < 20`, tp.ID)
+	_, err := pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1 AND "offset" < 20`, tp.ID)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1`, long.ID)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second' WHERE topic_id = $1 AND "offset" % 2 = 0`, tp.ID)
 	require.NoError(t, err)
 
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind()) // dedup ids too
+	runRetention(t, client) // dedup ids too
 
 	require.Equal(t, 30, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
 	require.Equal(t, 20, count(t, pool, `SELECT min("offset") FROM ferry.events WHERE topic_id = $1`, tp.ID), "oldest first")

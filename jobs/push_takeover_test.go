@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -21,11 +22,43 @@ import (
 // foreignOwner is another instance's lease owner id.
 const foreignOwner = "00000000-0000-4000-8000-0000000000ff"
 
+// arrivals is a slow receiver that records when each request arrived.
+type arrivals struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *arrivals) serve(delay time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.at = append(a.at, time.Now())
+		a.mu.Unlock()
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (a *arrivals) list() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.at...)
+}
+
 // pushTarget makes a push queue (max_in_flight 1) to a fast receiver.
 func pushTarget(t *testing.T, pool *pgxpool.Pool, name string) (store.Queue, *arrivals) {
 	t.Helper()
+	return pushTargetServing(t, pool, name, time.Millisecond)
+}
+
+// pushTargetServing makes a push queue (max_in_flight 1) to a receiver
+// that answers each request after delay.
+func pushTargetServing(t *testing.T, pool *pgxpool.Pool, name string, delay time.Duration) (store.Queue, *arrivals) {
+	t.Helper()
 	rc := &arrivals{}
-	srv := httptest.NewServer(rc.serve(time.Millisecond))
+	srv := httptest.NewServer(rc.serve(delay))
 	t.Cleanup(srv.Close)
 	one := 1
 	q, _, err := store.QueueUpsert(context.Background(), pool, name, store.QueuePatch{Push: &store.PushPatch{
@@ -33,6 +66,16 @@ func pushTarget(t *testing.T, pool *pgxpool.Pool, name string) (store.Queue, *ar
 	}})
 	require.NoError(t, err)
 	return q, rc
+}
+
+// pushBacklog makes a new database with push queue name (see pushTarget)
+// holding three messages.
+func pushBacklog(t *testing.T, name string) (*pgxpool.Pool, store.Queue, *arrivals) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	q, rc := pushTarget(t, pool, name)
+	send(t, pool, q.Name, 3)
+	return pool, q, rc
 }
 
 // runPusher starts a Pusher (and its Notifier) with cfg, stopped at the
@@ -53,6 +96,92 @@ func runPusher(t *testing.T, pool *pgxpool.Pool, cfg jobs.PushConfig) *jobs.Push
 	wg.Go(func() { p.Run(ctx) })
 	t.Cleanup(func() { close(stop); cancel(); wg.Wait() })
 	return p
+}
+
+// pushSetup makes a push queue with a backlog of n messages to a slow
+// receiver and a running Pusher with cfg (Notifier, Client, Stop and Log
+// filled in).
+func pushSetup(t *testing.T, n int, cfg jobs.PushConfig) (*pgxpool.Pool, store.Queue, *arrivals) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	q, rc := pushTargetServing(t, pool, "hooks", 50*time.Millisecond)
+	send(t, pool, "hooks", n)
+	runPusher(t, pool, cfg)
+	return pool, q, rc
+}
+
+// A worker whose lease was taken over stops claiming at once: its next
+// claim finds the lease gone (the claim is fenced by the lease row), and
+// no request starts after the request in flight.
+func TestPushLeaseLostStopsClaims(t *testing.T) {
+	t.Parallel()
+	pool, q, rc := pushSetup(t, 200, jobs.PushConfig{})
+	ctx := context.Background()
+	require.Eventually(t, func() bool { return len(rc.list()) >= 5 }, 20*time.Second, 10*time.Millisecond)
+	_, err := pool.Exec(ctx, `UPDATE ferry.push_leases SET owner = '00000000-0000-4000-8000-0000000000ff', expires_at = now() + interval '1 minute'
+		WHERE queue_id = $1`, q.ID)
+	require.NoError(t, err)
+	takenOver := time.Now()
+	n := len(rc.list())
+	time.Sleep(2 * time.Second) // the thing measured: that nothing more comes
+	after := rc.list()[n:]
+	// The one request in flight at the takeover may be followed by none.
+	require.LessOrEqual(t, len(after), 1, "requests after the takeover: %v", after)
+	for _, at := range after {
+		require.Less(t, at.Sub(takenOver), 100*time.Millisecond, "a request started well after the takeover")
+	}
+}
+
+// Self-fencing: a worker that cannot renew its lease stops claiming
+// before the lease ends (by LeaseTTL - 1 s after the acquire was sent),
+// so no other instance that takes the lease over at its end ever
+// delivers beside it. (Heartbeats are turned off here: an hour apart.)
+func TestPushWorkerFencesItselfBeforeLeaseEnds(t *testing.T) {
+	t.Parallel()
+	pool, q, rc := pushSetup(t, 500, jobs.PushConfig{LeaseTTL: 3 * time.Second, Heartbeat: time.Hour, IdleFor: time.Hour})
+	ctx := context.Background()
+	var expires time.Time
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(ctx, `SELECT expires_at FROM ferry.push_leases WHERE queue_id = $1`, q.ID).Scan(&expires)
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "the lease")
+	require.Eventually(t, func() bool { return time.Now().After(expires.Add(200 * time.Millisecond)) }, 10*time.Second, 10*time.Millisecond)
+	var first, last time.Time
+	for _, at := range rc.list() {
+		if !at.Before(expires) {
+			continue
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	require.False(t, last.IsZero(), "delivered while the lease held")
+	t.Logf("lease ends %s after the first delivery; the last request started %s before it",
+		expires.Sub(first).Round(time.Millisecond), expires.Sub(last).Round(time.Millisecond))
+	require.Greater(t, expires.Sub(last), 800*time.Millisecond, "claims stop a margin before the lease ends")
+}
+
+// With fewer workers than busy targets, a worker past its run budget
+// yields to a waiting target: both targets are delivered, taking turns,
+// instead of one only after the other's backlog is gone.
+func TestPushWorkersTakeTurns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rcs := map[string]*arrivals{}
+	for _, name := range []string{"one", "two"} {
+		_, rcs[name] = pushTargetServing(t, pool, name, 5*time.Millisecond)
+		send(t, pool, name, 600)
+	}
+	runPusher(t, pool, jobs.PushConfig{Workers: 1, RunFor: 300 * time.Millisecond})
+
+	require.Eventually(t, func() bool { return len(rcs["one"].list()) > 0 && len(rcs["two"].list()) > 0 },
+		20*time.Second, 10*time.Millisecond, "both targets delivered")
+	n1, n2 := len(rcs["one"].list()), len(rcs["two"].list())
+	t.Logf("when both had deliveries: %d and %d of 600", n1, n2)
+	require.Less(t, max(n1, n2), 600, "the second started before the first was drained")
 }
 
 // A kick for a target whose lease another instance holds is acted on when
@@ -92,9 +221,7 @@ func TestPushHeldKickActsAtLeaseEnd(t *testing.T) {
 func TestPushAcquireRacingRenewalIsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, rc := pushTarget(t, pool, "raced")
-	send(t, pool, q.Name, 3)
+	pool, q, rc := pushBacklog(t, "raced")
 	_, err := pool.Exec(ctx, `INSERT INTO ferry.push_leases (queue_id, owner, expires_at)
 		VALUES ($1, $2, now() - interval '1 second')`, q.ID, foreignOwner)
 	require.NoError(t, err)
@@ -145,9 +272,7 @@ func (l *lockedBuffer) String() string {
 func TestPushAcquireFailuresBackOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, _ := pushTarget(t, pool, "failing")
-	send(t, pool, q.Name, 3)
+	pool, _, _ := pushBacklog(t, "failing")
 	_, err := pool.Exec(ctx, `
 		CREATE SEQUENCE acquire_attempts;
 		CREATE FUNCTION refuse_lease() RETURNS trigger LANGUAGE plpgsql AS $$

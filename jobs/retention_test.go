@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/pgtest"
@@ -67,22 +66,7 @@ func (l *logRecorder) messages() []string {
 // observations into observed.
 func startRiver(t *testing.T, pool *pgxpool.Pool, every time.Duration, rec *logRecorder, observe func(store.Expiry)) *river.Client[pgx.Tx] {
 	t.Helper()
-	cfg := &river.Config{
-		Logger:            slog.New(rec),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-	}
-	jobs.Register(cfg, pool, jobs.Config{RetentionEvery: every, Log: slog.New(rec), ObserveExpired: observe})
-	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = client.Stop(ctx)
-	})
-	return client
+	return runRiver(t, pool, slog.New(rec), jobs.Config{RetentionEvery: every, Log: slog.New(rec), ObserveExpired: observe})
 }
 
 // Issue 9, item 4: expiry is never silent. Messages of a queue, deliveries
@@ -95,15 +79,13 @@ func TestRetentionCountsAndLogsExpiry(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	sixty := 60
-	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
-	require.NoError(t, err)
+	q := queueWithRetention(t, pool, "short", sixty)
 	kept, _, err := store.QueueUpsert(ctx, pool, "kept", store.QueuePatch{})
 	require.NoError(t, err)
 	send(t, pool, "short", 5)
 	send(t, pool, "kept", 3)
 	deadLetter(t, pool, q, 2)
-	tp, _, err := store.TopicUpsert(ctx, pool, "orders", store.TopicPatch{})
-	require.NoError(t, err)
+	tp := upsertTopic(t, pool, "orders", store.TopicPatch{})
 	sub, _, _, err := store.SubscriptionUpsert(ctx, pool, tp, "billing", store.SubscriptionPatch{Queue: store.QueuePatch{RetentionSeconds: &sixty}})
 	require.NoError(t, err)
 	for i := range 4 {
@@ -133,11 +115,7 @@ func TestRetentionCountsAndLogsExpiry(t *testing.T) {
 		o.DeadLetters += x.DeadLetters
 		observed[x.QueueID] = o
 	})
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, jobs.RetentionArgs{}, nil)
-	require.NoError(t, err)
-	waitFor(t, events, (jobs.RetentionArgs{}).Kind())
+	runRetention(t, client)
 
 	mu.Lock()
 	require.Equal(t, map[int64]store.Expiry{
@@ -174,9 +152,7 @@ func TestRetentionInsertsNoJobWhenNothingIsDue(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
-	sixty := 60
-	q, _, err := store.QueueUpsert(ctx, pool, "short", store.QueuePatch{RetentionSeconds: &sixty})
-	require.NoError(t, err)
+	q := queueWithRetention(t, pool, "short", 60)
 	send(t, pool, "short", 2) // young: nothing due
 	rec := &logRecorder{}
 	startRiver(t, pool, 100*time.Millisecond, rec, nil)
@@ -187,7 +163,7 @@ func TestRetentionInsertsNoJobWhenNothingIsDue(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "%v", rec.messages())
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM river_job WHERE kind = $1`, (jobs.RetentionArgs{}).Kind()))
 
-	_, err = pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '2 minutes' WHERE queue_id = $1`, q.ID)
+	_, err := pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '2 minutes' WHERE queue_id = $1`, q.ID)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID) == 0

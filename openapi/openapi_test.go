@@ -3,7 +3,6 @@ package openapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/openapi"
+	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
 func TestLoad(t *testing.T) {
@@ -312,18 +312,7 @@ func TestRequestSchemas(t *testing.T) {
 		{"PublishRequest", `{"events": [` + strings.Repeat(`{"type": "t"}, `, 1000) + `{"type": "t"}]}`, false},
 	}
 	for _, tt := range tests {
-		var value any
-		dec := json.NewDecoder(strings.NewReader(tt.body))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&value), tt.body)
-		ref := doc.Components.Schemas[tt.schema]
-		require.NotNil(t, ref, tt.schema)
-		err := ref.Value.VisitJSON(value, openapi3.VisitAsRequest())
-		if tt.ok {
-			require.NoError(t, err, "%s %s", tt.schema, tt.body)
-		} else {
-			require.Error(t, err, "%s %s", tt.schema, tt.body)
-		}
+		openapitest.CheckSchema(t, doc, tt.schema, tt.body, true, tt.ok)
 	}
 }
 
@@ -419,16 +408,7 @@ func TestResponseSchemas(t *testing.T) {
 		{"Ready", `{"status": "ready"}`, true},
 	}
 	for _, tt := range tests {
-		var value any
-		dec := json.NewDecoder(strings.NewReader(tt.body))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&value), tt.body)
-		err := doc.Components.Schemas[tt.schema].Value.VisitJSON(value, openapi3.VisitAsResponse())
-		if tt.ok {
-			require.NoError(t, err, "%s %s", tt.schema, tt.body)
-		} else {
-			require.Error(t, err, "%s %s", tt.schema, tt.body)
-		}
+		openapitest.CheckSchema(t, doc, tt.schema, tt.body, false, tt.ok)
 	}
 
 	// A queue or topic response carries every config field, required, with

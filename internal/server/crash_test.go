@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -31,11 +30,7 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "pg")
 	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Durable: true})
 	require.NoError(t, err)
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	admin.Close(ctx)
+	execAdmin(t, c, "CREATE DATABASE ferry")
 
 	env := ferrytest.StartOn(t, c.URL("ferry"))
 	require.Equal(t, http.StatusCreated, env.Do("PUT", "/v1/queues/durable", nil).Status)
@@ -45,14 +40,8 @@ func TestAcknowledgedSendsSurvivePostgresCrash(t *testing.T) {
 		for j := range 10 {
 			msgs = append(msgs, map[string]any{"body": i*10 + j, "dedup_id": fmt.Sprintf("d-%d-%d", i, j)})
 		}
-		r := env.Do("POST", "/v1/queues/durable/messages", map[string]any{"messages": msgs})
-		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		var out struct {
-			Messages []struct{ ID string } `json:"messages"`
-		}
-		r.JSON(t, &out)
-		for _, m := range out.Messages {
-			sent[m.ID] = true
+		for _, id := range sendMessages(t, env, "durable", msgs) {
+			sent[id] = true
 		}
 	}
 	require.Len(t, sent, 200)

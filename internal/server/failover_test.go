@@ -166,11 +166,7 @@ func syncPair(t *testing.T) (primary, standby *pgcluster.Cluster, url string) {
 			}
 		}
 	})
-	conn, err := pgx.Connect(ctx, primary.URL("postgres"))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
+	execAdmin(t, primary, "CREATE DATABASE ferry")
 	url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/ferry?sslmode=disable"+
 		"&target_session_attrs=read-write&connect_timeout=5", primary.Port(), standby.Port())
 	return primary, standby, url
@@ -452,21 +448,21 @@ func (l *ledger) ok(what string, r failoverResponse) bool {
 // the queue and one of the subscription. The function it returns stops
 // them and waits until they have.
 func (l *ledger) start(c *failoverClient) (stop func()) {
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for g := range 2 {
-		wg.Go(func() { l.sendLoop(c, g, done) })
-		wg.Go(func() { l.consumeLoop(c, "/v1/queues/work", l.queue, done) })
+		wg.Go(func() { l.sendLoop(ctx, c, g) })
+		wg.Go(func() { l.consumeLoop(ctx, c, "/v1/queues/work", l.queue) })
 	}
-	wg.Go(func() { l.publishLoop(c, done) })
-	wg.Go(func() { l.consumeLoop(c, "/v1/topics/log/subscriptions/all", l.sub, done) })
-	return func() { close(done); wg.Wait() }
+	wg.Go(func() { l.publishLoop(ctx, c) })
+	wg.Go(func() { l.consumeLoop(ctx, c, "/v1/topics/log/subscriptions/all", l.sub) })
+	return func() { cancel(); wg.Wait() }
 }
 
-// sendLoop sends batches of three messages with dedup ids until stop,
-// retrying each batch with the same ids until it is answered 2xx.
-func (l *ledger) sendLoop(c *failoverClient, g int, stop <-chan struct{}) {
-	for i := 0; !store.IsClosed(stop); i++ {
+// sendLoop sends batches of three messages with dedup ids until ctx is
+// done, retrying each batch with the same ids until it is answered 2xx.
+func (l *ledger) sendLoop(ctx context.Context, c *failoverClient, g int) {
+	for i := 0; ctx.Err() == nil; i++ {
 		var msgs []map[string]any
 		for j := range 3 {
 			msgs = append(msgs, map[string]any{"body": i, "dedup_id": fmt.Sprintf("s%d-%d-%d", g, i, j)})
@@ -514,10 +510,10 @@ func (l *ledger) recordSend(msgs []map[string]any, ids []struct {
 	l.sendOKAt = append(l.sendOKAt, [2]time.Time{begin, now})
 }
 
-// publishLoop publishes batches of three events until stop, retrying each
-// batch with the same event ids until it is answered 2xx.
-func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
-	for i := 0; !store.IsClosed(stop); i++ {
+// publishLoop publishes batches of three events until ctx is done,
+// retrying each batch with the same event ids until it is answered 2xx.
+func (l *ledger) publishLoop(ctx context.Context, c *failoverClient) {
+	for i := 0; ctx.Err() == nil; i++ {
 		var evs []map[string]any
 		for j := range 3 {
 			evs = append(evs, map[string]any{"id": fmt.Sprintf("e-%d-%d", i, j), "type": "t", "key": fmt.Sprint(j)})
@@ -534,9 +530,9 @@ func (l *ledger) publishLoop(c *failoverClient, stop <-chan struct{}) {
 	}
 }
 
-// consumeLoop receives from path and acks what it got until stop.
-func (l *ledger) consumeLoop(c *failoverClient, path string, acked *acks, stop <-chan struct{}) {
-	for !store.IsClosed(stop) {
+// consumeLoop receives from path and acks what it got until ctx is done.
+func (l *ledger) consumeLoop(ctx context.Context, c *failoverClient, path string, acked *acks) {
+	for ctx.Err() == nil {
 		if _, ok := l.consumeOnce(c, path, acked, 1); !ok {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -595,8 +591,13 @@ func (l *ledger) consumeOnce(c *failoverClient, path string, acked *acks, wait i
 func (l *ledger) unavailableSince(at time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return countAfter(l.unavailableAt, at)
+}
+
+// countAfter is how many of ts are after at.
+func countAfter(ts []time.Time, at time.Time) int {
 	n := 0
-	for _, t := range l.unavailableAt {
+	for _, t := range ts {
 		if t.After(at) {
 			n++
 		}
@@ -620,13 +621,7 @@ func (l *ledger) successes() int {
 func (l *ledger) successesSince(at time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, t := range l.okAt {
-		if t.After(at) {
-			n++
-		}
-	}
-	return n
+	return countAfter(l.okAt, at)
 }
 
 // firstSendAfter is when the first send begun after at was answered 2xx.
@@ -793,14 +788,7 @@ func (l *ledger) drain(t *testing.T, c *failoverClient, path string, acked *acks
 func TestUnansweringHostIsPassedOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(t.TempDir(), "pg"), Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
+	c := startCluster(t, t.TempDir())
 	require.NoError(t, migrations.Up(ctx, c.URL("ferry")))
 
 	// The silent host accepts connections and never says a word.

@@ -161,16 +161,16 @@ func idleLogStatements(t *testing.T, admin *pgx.Conn) {
 		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 		WHERE d.datname = 'ferry' ORDER BY s.calls DESC, s.wal_bytes DESC`)
 	require.NoError(t, err)
-	var b strings.Builder
-	for rows.Next() {
-		var (
-			calls int64
-			wal   float64
-			query string
-		)
-		require.NoError(t, rows.Scan(&calls, &wal, &query))
-		fmt.Fprintf(&b, "\n%6d calls %8.0f WAL bytes  %s", calls, wal, query)
+	type statement struct {
+		Calls int64
+		WAL   float64
+		Query string
 	}
-	require.NoError(t, rows.Err())
+	stmts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[statement])
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, s := range stmts {
+		fmt.Fprintf(&b, "\n%6d calls %8.0f WAL bytes  %s", s.Calls, s.WAL, s.Query)
+	}
 	t.Logf("statements of the idle minute:%s", b.String())
 }

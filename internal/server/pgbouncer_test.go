@@ -45,14 +45,7 @@ func startBehindBouncer(t *testing.T, poolSize int) behindBouncer {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "pg"), Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE ferry")
-	require.NoError(t, err)
-	require.NoError(t, admin.Close(ctx))
+	c := startCluster(t, dir)
 
 	b, err := pgcluster.StartBouncer(ctx, pgcluster.BouncerOptions{
 		Dir: filepath.Join(dir, "bouncer"), Upstream: c, PoolMode: "transaction", PoolSize: poolSize,

@@ -30,13 +30,7 @@ func TestPushKicksOnTwoInstancesOneDeliverer(t *testing.T) {
 	var ids []string
 	for i := range 40 {
 		env := []*ferrytest.Env{a, b}[i%2]
-		r := env.Do("POST", "/v1/queues/jobs/messages", map[string]any{"messages": []map[string]any{{"body": i}}})
-		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		var out struct {
-			Messages []struct{ ID string } `json:"messages"`
-		}
-		r.JSON(t, &out)
-		ids = append(ids, out.Messages[0].ID)
+		ids = append(ids, sendMessages(t, env, "jobs", []map[string]any{{"body": i}})[0])
 		if i%4 == 3 {
 			time.Sleep(15 * time.Millisecond) // let kicks land while a delivery is in flight
 		}

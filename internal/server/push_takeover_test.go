@@ -189,15 +189,7 @@ func sendBacklog(t *testing.T, api *ferrytest.Env, n int) []string {
 		for j := i; j < min(n, i+20); j++ {
 			msgs = append(msgs, map[string]any{"body": map[string]any{"n": j}})
 		}
-		r := api.Do("POST", "/v1/queues/jobs/messages", map[string]any{"messages": msgs})
-		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		var out struct {
-			Messages []struct{ ID string } `json:"messages"`
-		}
-		r.JSON(t, &out)
-		for _, m := range out.Messages {
-			ids = append(ids, m.ID)
-		}
+		ids = append(ids, sendMessages(t, api, "jobs", msgs)...)
 	}
 	require.Len(t, ids, n)
 	return ids
@@ -259,13 +251,7 @@ func drained(t *testing.T, api *ferrytest.Env, path string) bool {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ferrytest.WaitFor(t, d, what, cond)
 }
 
 // takeoverReceiver is a slow webhook endpoint that records every delivery

@@ -32,6 +32,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -39,6 +40,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/openapi"
 )
@@ -266,4 +268,27 @@ func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	c.v.Check(c.t, req, resp.StatusCode, resp.Header, body)
 	return resp, nil
+}
+
+// CheckSchema requires body (JSON, its numbers kept exact) to match the
+// spec's schema of that name, read as a request or as a response, when ok,
+// and not to match it otherwise: for tables of example bodies.
+func CheckSchema(t testing.TB, doc *openapi3.T, schema, body string, asRequest, ok bool) {
+	t.Helper()
+	var value any
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&value), body)
+	ref := doc.Components.Schemas[schema]
+	require.NotNil(t, ref, schema)
+	opt := openapi3.VisitAsResponse()
+	if asRequest {
+		opt = openapi3.VisitAsRequest()
+	}
+	err := ref.Value.VisitJSON(value, opt)
+	if ok {
+		require.NoError(t, err, "%s %s", schema, body)
+	} else {
+		require.Error(t, err, "%s %s", schema, body)
+	}
 }
