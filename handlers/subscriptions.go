@@ -90,36 +90,9 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	if err := h.decode(c, &req, true); err != nil {
 		return err
 	}
-	var cs checks
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
-	cs.intRange("max_receives", req.MaxReceives, 1, maxReceivesLimit)
-	cs.intRange("retention_seconds", req.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
-	cs.intRange("retry_min_seconds", req.RetryMinSeconds, 0, maxVisibilitySeconds)
-	cs.intRange("retry_max_seconds", req.RetryMaxSeconds, 0, maxVisibilitySeconds)
-	if err := cs.err(); err != nil {
+	p, err := req.patch()
+	if err != nil {
 		return err
-	}
-	p := store.SubscriptionPatch{
-		Queue: store.QueuePatch{
-			VisibilityTimeoutSeconds: req.VisibilityTimeoutSeconds,
-			MaxReceives:              req.MaxReceives,
-			RetentionSeconds:         req.RetentionSeconds,
-			RetryMinSeconds:          req.RetryMinSeconds,
-			RetryMaxSeconds:          req.RetryMaxSeconds,
-		},
-		Ordered: req.Ordered,
-	}
-	if req.Filter != nil {
-		if p.Filter, err = store.ParseFilter([]byte(req.Filter)); err != nil {
-			return err
-		}
-	}
-	if req.Start != nil {
-		// Honoured on creation only: a repeated PUT of the same body (as
-		// declarative tools send) must not fail or rewind.
-		if p.Start, err = parseStart("start", *req.Start); err != nil {
-			return err
-		}
 	}
 	ctx := c.Request().Context()
 	if p.Queue.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
@@ -129,30 +102,49 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, created, _, err := store.SubscriptionUpsert(ctx, h.Pool, t, ref.sub, p)
+	s, created, backfilled, err := store.SubscriptionUpsert(ctx, h.Pool, t, ref.sub, p)
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {
 		return err
 	}
-	if p.Queue.Push != nil {
-		h.pushChanged(s.ID)
-		if h.Pusher != nil {
-			h.Pusher.Forget()
-			h.kickPush(ctx, s.Queue)
-		}
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{s.ID})
+	h.upserted(ctx, s.Queue, p.Wakes(s, created, backfilled))
+	out, err := subscriptionView(t.Name).one(ctx, h.Pool, s)
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		if stats[s.ID].Available > 0 {
-			h.Notifier.Published([]int64{s.ID}) // backfilled
+	return secretReply(c, putStatus(created), out, s.IssuedSecret)
+}
+
+// patch checks the request and makes the store's patch of it (push
+// aside: see pushPatch).
+func (r subscriptionRequest) patch() (store.SubscriptionPatch, error) {
+	p := store.SubscriptionPatch{
+		Queue: store.QueuePatch{
+			VisibilityTimeoutSeconds: r.VisibilityTimeoutSeconds,
+			MaxReceives:              r.MaxReceives,
+			RetentionSeconds:         r.RetentionSeconds,
+			RetryMinSeconds:          r.RetryMinSeconds,
+			RetryMaxSeconds:          r.RetryMaxSeconds,
+		},
+		Ordered: r.Ordered,
+	}
+	if err := checkQueueSettings(p.Queue); err != nil {
+		return p, err
+	}
+	var err error
+	if r.Filter != nil {
+		if p.Filter, err = store.ParseFilter([]byte(r.Filter)); err != nil {
+			return p, err
 		}
 	}
-	return secretReply(c, status, toSubscriptionResponse(t.Name, s, stats[s.ID]), s.IssuedSecret)
+	if r.Start != nil {
+		// Honoured on creation only: a repeated PUT of the same body (as
+		// declarative tools send) must not fail or rewind.
+		if p.Start, err = parseStart("start", *r.Start); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 func (h *handler) subscriptionGet(c echo.Context) error {
@@ -165,11 +157,11 @@ func (h *handler) subscriptionGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{s.ID})
+	out, err := subscriptionView(ref.topic).one(ctx, h.Pool, s)
 	if err != nil {
 		return err
 	}
-	return reply(c, http.StatusOK, toSubscriptionResponse(ref.topic, s, stats[s.ID]))
+	return reply(c, http.StatusOK, out)
 }
 
 // subscriptionList answers one page of the topic's subscriptions; stats
@@ -193,21 +185,11 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ids := make([]int64, len(subs))
-	for i, s := range subs {
-		ids[i] = s.ID
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, ids)
+	out, last, err := subscriptionView(t.Name).page(ctx, h.Pool, subs)
 	if err != nil {
 		return err
 	}
-	out := make([]subscriptionResponse, len(subs))
-	var last string
-	for i, s := range subs {
-		out[i] = toSubscriptionResponse(t.Name, s, stats[s.ID])
-		last = s.Name
-	}
-	return reply(c, http.StatusOK, map[string]any{"subscriptions": out, "next": page.next(more, last)})
+	return page.reply(c, out, more, last)
 }
 
 // subscriptionDelete removes the subscription at once; its deliveries and

@@ -81,15 +81,11 @@ func (h *handler) topicPut(c echo.Context) error {
 		}
 		return err
 	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
+	out, err := topicView().one(ctx, h.Pool, t)
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return reply(c, status, toTopicResponse(t, offs[t.ID]))
+	return reply(c, putStatus(created), out)
 }
 
 func (h *handler) topicGet(c echo.Context) error {
@@ -102,11 +98,11 @@ func (h *handler) topicGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
+	out, err := topicView().one(ctx, h.Pool, t)
 	if err != nil {
 		return err
 	}
-	return reply(c, http.StatusOK, toTopicResponse(t, offs[t.ID]))
+	return reply(c, http.StatusOK, out)
 }
 
 // topicList answers one page of topics, with the offsets of that page's
@@ -121,21 +117,11 @@ func (h *handler) topicList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ids := make([]int64, len(topics))
-	for i, t := range topics {
-		ids[i] = t.ID
-	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, ids)
+	out, last, err := topicView().page(ctx, h.Pool, topics)
 	if err != nil {
 		return err
 	}
-	out := make([]topicResponse, len(topics))
-	var last string
-	for i, t := range topics {
-		out[i] = toTopicResponse(t, offs[t.ID])
-		last = t.Name
-	}
-	return reply(c, http.StatusOK, map[string]any{"topics": out, "next": page.next(more, last)})
+	return page.reply(c, out, more, last)
 }
 
 func (h *handler) topicDelete(c echo.Context) error {

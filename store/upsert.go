@@ -86,3 +86,38 @@ func upsertError(op string, err error) error {
 	}
 	return interpretError(op, err)
 }
+
+// UpsertWakes is what a committed upsert of a queue or a subscription asks
+// to wake; the store decides it (QueuePatch.Wakes, SubscriptionPatch.Wakes),
+// the caller passes it on.
+type UpsertWakes struct {
+	// PushChanged: the PUT gave push settings. The target's push workers,
+	// on every instance, read them again (a NOTIFY of its
+	// PushConfigWakeKey), and this instance's push delivery its set of
+	// targets.
+	PushChanged bool
+	// PushKick: start pushing the target's messages now rather than at the
+	// next sweep (push is on and not disabled).
+	PushKick bool
+	// Claimable: the upsert made messages claimable (a subscription's
+	// backfill on creation): wake the target's long polls.
+	Claimable bool
+}
+
+// Wakes returns what an upsert with the patch, which answered q, asks to
+// wake.
+func (p QueuePatch) Wakes(q Queue) UpsertWakes {
+	if p.Push == nil {
+		return UpsertWakes{}
+	}
+	return UpsertWakes{PushChanged: true, PushKick: q.Push != nil && q.DisabledAt == nil}
+}
+
+// Wakes returns what a SubscriptionUpsert with the patch, which answered
+// s, created and backfilled, asks to wake: what its queue settings ask,
+// and the long polls when its creation backfilled events.
+func (p SubscriptionPatch) Wakes(s Subscription, created bool, backfilled int64) UpsertWakes {
+	w := p.Queue.Wakes(s.Queue)
+	w.Claimable = created && backfilled > 0
+	return w
+}
