@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -165,39 +164,15 @@ func (h *handler) upserted(ctx context.Context, q store.Queue, w store.UpsertWak
 }
 
 func (h *handler) queueGet(c echo.Context) error {
-	n, err := name(c, "queue")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	out, err := queueView().one(ctx, h.Pool, q)
-	if err != nil {
-		return err
-	}
-	return reply(c, http.StatusOK, out)
+	return queueView().getNamed(c, h.Pool, "queue", store.QueueGet)
 }
 
 // queueList answers one page of queues; stats are computed for that page
 // only.
 func (h *handler) queueList(c echo.Context) error {
-	page, err := pageOf(c, "queues")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	queues, more, err := store.QueueList(ctx, h.Pool, store.QueueListParams{After: page.after, Limit: page.limit})
-	if err != nil {
-		return err
-	}
-	out, last, err := queueView().page(ctx, h.Pool, queues)
-	if err != nil {
-		return err
-	}
-	return page.reply(c, out, more, last)
+	return queueView().list(c, h.Pool, "queues", func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
+		return store.QueueList(ctx, h.Pool, store.QueueListParams{After: p.after, Limit: p.limit})
+	})
 }
 
 // queueDelete removes the queue at once; its content is deleted in bounded
@@ -208,12 +183,9 @@ func (h *handler) queueDelete(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
 		id, err := store.QueueDelete(ctx, tx, n)
-		if err != nil {
-			return err
-		}
-		return jobs.InsertQueueCleanup(ctx, h.River, tx, id)
+		return []int64{id}, 0, err
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -8,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -152,16 +152,9 @@ func (h *handler) subscriptionGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	s, err := h.subscription(ctx, ref.topic, ref.sub, false)
-	if err != nil {
-		return err
-	}
-	out, err := subscriptionView(ref.topic).one(ctx, h.Pool, s)
-	if err != nil {
-		return err
-	}
-	return reply(c, http.StatusOK, out)
+	return subscriptionView(ref.topic).get(c, h.Pool, func(ctx context.Context) (store.Subscription, error) {
+		return h.subscription(ctx, ref.topic, ref.sub, false)
+	})
 }
 
 // subscriptionList answers one page of the topic's subscriptions; stats
@@ -171,25 +164,13 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := pageOf(c, "subscriptions")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	subs, more, err := store.SubscriptionList(ctx, h.Pool,
-		store.SubscriptionListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
-	if err != nil {
-		return err
-	}
-	out, last, err := subscriptionView(t.Name).page(ctx, h.Pool, subs)
-	if err != nil {
-		return err
-	}
-	return page.reply(c, out, more, last)
+	return subscriptionView(topic).list(c, h.Pool, "subscriptions", func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
+		t, err := store.TopicGet(ctx, h.Pool, topic)
+		if err != nil {
+			return nil, false, err
+		}
+		return store.SubscriptionList(ctx, h.Pool, store.SubscriptionListParams{TopicID: t.ID, After: p.after, Limit: p.limit})
+	})
 }
 
 // subscriptionDelete removes the subscription at once; its deliveries and
@@ -205,12 +186,9 @@ func (h *handler) subscriptionDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
 		id, err := store.SubscriptionDelete(ctx, tx, t.ID, ref.sub)
-		if err != nil {
-			return err
-		}
-		return jobs.InsertQueueCleanup(ctx, h.River, tx, id)
+		return []int64{id}, 0, err
 	})
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {

@@ -213,10 +213,7 @@ func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
 }
 
 // QueueListParams selects one page of QueueList.
-type QueueListParams struct {
-	After string // only queues named after this one ("" = from the first)
-	Limit int    // at most this many; 0 = every queue (internal callers only)
-}
+type QueueListParams = PageParams
 
 // QueueList returns the queues named after p.After, by name, at most
 // p.Limit of them, and whether more follow. It reads queues_name_idx from
@@ -226,15 +223,7 @@ func QueueList(ctx context.Context, db DBTX, p QueueListParams) ([]Queue, bool, 
 	rows, err := db.Query(ctx, `
 		SELECT `+queueColumns+` FROM ferry.queues
 		WHERE topic_id IS NULL AND name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
-	if err != nil {
-		return nil, false, interpretError("queue list", err)
-	}
-	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
-	if err != nil {
-		return nil, false, interpretError("queue list", err)
-	}
-	queues, more := pageCut(queues, p.Limit)
-	return queues, more, nil
+	return pageCollect(rows, err, "queue list", p.Limit, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
 }
 
 // QueueDelete deletes the named queue and returns its id; db must be a

@@ -136,10 +136,7 @@ func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
 }
 
 // TopicListParams selects one page of TopicList.
-type TopicListParams struct {
-	After string // only topics named after this one ("" = from the first)
-	Limit int    // at most this many; 0 = every topic (internal callers only)
-}
+type TopicListParams = PageParams
 
 // TopicList returns the topics named after p.After, by name, at most
 // p.Limit of them, and whether more follow: a keyset page read from the
@@ -147,15 +144,7 @@ type TopicListParams struct {
 func TopicList(ctx context.Context, db DBTX, p TopicListParams) ([]Topic, bool, error) {
 	rows, err := db.Query(ctx, `
 		SELECT `+topicColumns+` FROM ferry.topics WHERE name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
-	if err != nil {
-		return nil, false, interpretError("topic list", err)
-	}
-	topics, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
-	if err != nil {
-		return nil, false, interpretError("topic list", err)
-	}
-	topics, more := pageCut(topics, p.Limit)
-	return topics, more, nil
+	return pageCollect(rows, err, "topic list", p.Limit, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
 }
 
 // TopicOffsets returns the head and oldest retained offset of every

@@ -4,10 +4,17 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
+
+// The handlers of queues, topics and subscriptions share what this file
+// holds: how a resource is answered with its stats or offsets (view), a
+// PUT's status, and a delete that schedules the cleanup of what it
+// deleted.
 
 // view answers resources of one kind (queues, subscriptions, topics) with
 // what one statement reads for them by id (their stats, their offsets):
@@ -47,6 +54,49 @@ func subscriptionView(topic string) view[store.Subscription, store.QueueStats, s
 			return toSubscriptionResponse(topic, s, st)
 		},
 	}
+}
+
+// get answers GET of the resource find returns.
+func (v view[T, V, R]) get(c echo.Context, db store.DBTX, find func(context.Context) (T, error)) error {
+	ctx := c.Request().Context()
+	x, err := find(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := v.one(ctx, db, x)
+	if err != nil {
+		return err
+	}
+	return reply(c, http.StatusOK, out)
+}
+
+// getNamed answers GET of the resource named by the route's param (a
+// queue, a topic), found by find.
+func (v view[T, V, R]) getNamed(c echo.Context, db store.DBTX, param string, find func(context.Context, store.DBTX, string) (T, error)) error {
+	n, err := name(c, param)
+	if err != nil {
+		return err
+	}
+	return v.get(c, db, func(ctx context.Context) (T, error) { return find(ctx, db, n) })
+}
+
+// list answers the page of a list of the given kind that list reads
+// (see pageOf).
+func (v view[T, V, R]) list(c echo.Context, db store.DBTX, kind string, list func(context.Context, listPage) ([]T, bool, error)) error {
+	page, err := pageOf(c, kind)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	xs, more, err := list(ctx, page)
+	if err != nil {
+		return err
+	}
+	out, last, err := v.page(ctx, db, xs)
+	if err != nil {
+		return err
+	}
+	return page.reply(c, out, more, last)
 }
 
 // one answers x.
@@ -97,4 +147,26 @@ func putStatus(created bool) int {
 		return http.StatusCreated
 	}
 	return http.StatusOK
+}
+
+// deleteAndClean runs del in a transaction and schedules there the
+// cleanup of what it deleted: the content of the queues (or
+// subscriptions) it returns, then the topic's events if it returns one
+// (0: none).
+func (h *handler) deleteAndClean(ctx context.Context, del func(tx pgx.Tx) (queueIDs []int64, topicID int64, err error)) error {
+	return pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+		queueIDs, topicID, err := del(tx)
+		if err != nil {
+			return err
+		}
+		for _, id := range queueIDs {
+			if err := jobs.InsertQueueCleanup(ctx, h.River, tx, id); err != nil {
+				return err
+			}
+		}
+		if topicID == 0 {
+			return nil
+		}
+		return jobs.InsertTopicCleanup(ctx, h.River, tx, topicID)
+	})
 }
