@@ -113,8 +113,8 @@ func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string
 }
 
 // subscriptionUpsert is one SubscriptionUpsert: what it was asked, and
-// what its attempts that wrote planned (backfilled and fence are set by
-// every attempt that writes).
+// what its last attempt planned (backfilled and fence: set by an attempt
+// that writes, cleared at the start of each).
 type subscriptionUpsert struct {
 	topic Topic
 	name  string
@@ -134,9 +134,12 @@ type subscriptionSettings struct {
 	ordered bool
 }
 
-// lock locks the topic against publishes, then reads the subscription
-// FOR UPDATE (pgx.ErrNoRows: it is to be created).
+// lock starts an attempt: it drops what an earlier attempt planned (an
+// attempt that changes nothing must not backfill after the commit what a
+// rolled-back one planned), locks the topic against publishes, then reads
+// the subscription FOR UPDATE (pgx.ErrNoRows: it is to be created).
 func (u *subscriptionUpsert) lock(ctx context.Context, tx pgx.Tx) (Subscription, error) {
+	u.backfilled, u.fence = 0, nil
 	if err := lockTopicForSubscriptions(ctx, tx, u.topic.ID); err != nil {
 		return Subscription{}, err
 	}
@@ -203,7 +206,6 @@ func (u *subscriptionUpsert) write(ctx context.Context, tx pgx.Tx, next subscrip
 // one here, an unordered one after the commit, up to the heads it notes.
 func (u *subscriptionUpsert) planBackfill(ctx context.Context, tx pgx.Tx, s Subscription, ordered, created bool) error {
 	var err error
-	u.backfilled, u.fence = 0, nil
 	switch start := u.patch.Start; {
 	case !created || (!start.Earliest && start.Time == nil):
 	case ordered:
