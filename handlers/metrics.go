@@ -272,11 +272,7 @@ func (r *gaugeRead) queues(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("list queues: %w", err)
 	}
-	ids := make([]int64, len(queues))
-	for i, q := range queues {
-		ids[i] = q.ID
-	}
-	stats, err := store.QueueStatsGet(ctx, pool, ids)
+	stats, err := store.QueueStatsGet(ctx, pool, idsOf(queues, func(q store.Queue) int64 { return q.ID }))
 	if err != nil {
 		return fmt.Errorf("queue stats: %w", err)
 	}
@@ -293,11 +289,7 @@ func (r *gaugeRead) topicOffsets(ctx context.Context, pool *pgxpool.Pool) error 
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
-	tids := make([]int64, len(topics))
-	for i, t := range topics {
-		tids[i] = t.ID
-	}
-	offs, err := store.TopicOffsets(ctx, pool, tids)
+	offs, err := store.TopicOffsets(ctx, pool, idsOf(topics, func(t store.Topic) int64 { return t.ID }))
 	if err != nil {
 		return fmt.Errorf("topic offsets: %w", err)
 	}
@@ -318,11 +310,7 @@ func (r *gaugeRead) subscriptions(ctx context.Context, pool *pgxpool.Pool) error
 	if err != nil {
 		return fmt.Errorf("list subscriptions: %w", err)
 	}
-	sids := make([]int64, len(subs))
-	for i, s := range subs {
-		sids[i] = s.ID
-	}
-	stats, err := store.QueueStatsGet(ctx, pool, sids)
+	stats, err := store.QueueStatsGet(ctx, pool, idsOf(subs, func(s store.Subscription) int64 { return s.ID }))
 	if err != nil {
 		return fmt.Errorf("subscription stats: %w", err)
 	}

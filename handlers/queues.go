@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -8,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -37,18 +37,39 @@ const (
 	maxDepthLimit        = 1_000_000_000_000
 )
 
-func (r queueRequest) validate() error {
+// patch is the store's patch of the request's queue settings (push
+// aside: see pushPatch).
+func (r queueRequest) patch() store.QueuePatch {
+	return store.QueuePatch{
+		VisibilityTimeoutSeconds: r.VisibilityTimeoutSeconds,
+		MaxReceives:              r.MaxReceives,
+		RetentionSeconds:         r.RetentionSeconds,
+		DelaySeconds:             r.DelaySeconds,
+		DedupWindowSeconds:       r.DedupWindowSeconds,
+		MaxDepth:                 r.MaxDepth,
+		RetryMinSeconds:          r.RetryMinSeconds,
+		RetryMaxSeconds:          r.RetryMaxSeconds,
+	}
+}
+
+// validate checks the request's settings (see checkQueueSettings).
+func (r queueRequest) validate() error { return checkQueueSettings(r.patch()) }
+
+// checkQueueSettings checks the bounds of the settings a PUT of a queue or
+// of a subscription gives (a subscription's request has no delay, dedup
+// window or max depth), in the order of the fields.
+func checkQueueSettings(p store.QueuePatch) error {
 	var cs checks
-	cs.intRange("visibility_timeout_seconds", r.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
-	cs.intRange("max_receives", r.MaxReceives, 1, maxReceivesLimit)
-	cs.intRange("retention_seconds", r.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
-	cs.intRange("delay_seconds", r.DelaySeconds, 0, maxDelaySeconds)
-	cs.intRange("dedup_window_seconds", r.DedupWindowSeconds, 0, maxDedupSeconds)
-	if r.MaxDepth != nil && (*r.MaxDepth < 0 || *r.MaxDepth > maxDepthLimit) {
+	cs.intRange("visibility_timeout_seconds", p.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
+	cs.intRange("max_receives", p.MaxReceives, 1, maxReceivesLimit)
+	cs.intRange("retention_seconds", p.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
+	cs.intRange("delay_seconds", p.DelaySeconds, 0, maxDelaySeconds)
+	cs.intRange("dedup_window_seconds", p.DedupWindowSeconds, 0, maxDedupSeconds)
+	if p.MaxDepth != nil && (*p.MaxDepth < 0 || *p.MaxDepth > maxDepthLimit) {
 		cs.add("max_depth", "must be between 0 and %d", int64(maxDepthLimit))
 	}
-	cs.intRange("retry_min_seconds", r.RetryMinSeconds, 0, maxVisibilitySeconds)
-	cs.intRange("retry_max_seconds", r.RetryMaxSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("retry_min_seconds", p.RetryMinSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("retry_max_seconds", p.RetryMaxSeconds, 0, maxVisibilitySeconds)
 	return cs.err()
 }
 
@@ -107,88 +128,51 @@ func (h *handler) queuePut(c echo.Context) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
+	p := req.patch()
 	ctx := c.Request().Context()
-	push, err := h.pushPatch(ctx, json.RawMessage(req.Push))
-	if err != nil {
+	if p.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
 		return err
 	}
-	q, created, err := store.QueueUpsert(ctx, h.Pool, n, store.QueuePatch{
-		VisibilityTimeoutSeconds: req.VisibilityTimeoutSeconds,
-		MaxReceives:              req.MaxReceives,
-		RetentionSeconds:         req.RetentionSeconds,
-		DelaySeconds:             req.DelaySeconds,
-		DedupWindowSeconds:       req.DedupWindowSeconds,
-		MaxDepth:                 req.MaxDepth,
-		RetryMinSeconds:          req.RetryMinSeconds,
-		RetryMaxSeconds:          req.RetryMaxSeconds,
-		Push:                     push,
-	})
+	q, created, err := store.QueueUpsert(ctx, h.Pool, n, p)
 	if err != nil {
 		return err
 	}
 	h.queues.Forget(n)
-	if push != nil {
+	h.upserted(ctx, q, p.Wakes(q))
+	out, err := queueView().one(ctx, h.Pool, q)
+	if err != nil {
+		return err
+	}
+	return secretReply(c, putStatus(created), out, q.IssuedSecret)
+}
+
+// upserted passes on what a committed upsert of the queue (or
+// subscription) q asks to wake.
+func (h *handler) upserted(ctx context.Context, q store.Queue, w store.UpsertWakes) {
+	if w.PushChanged {
 		h.pushChanged(q.ID)
 		if h.Pusher != nil {
 			h.Pusher.Forget()
-			h.kickPush(ctx, q)
 		}
 	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{q.ID})
-	if err != nil {
-		return err
+	if w.PushKick && h.Pusher != nil {
+		h.Pusher.Kick(ctx, []int64{q.ID})
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
+	if w.Claimable {
+		h.Notifier.Published([]int64{q.ID})
 	}
-	return secretReply(c, status, toQueueResponse(q, stats[q.ID]), q.IssuedSecret)
 }
 
 func (h *handler) queueGet(c echo.Context) error {
-	n, err := name(c, "queue")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{q.ID})
-	if err != nil {
-		return err
-	}
-	return reply(c, http.StatusOK, toQueueResponse(q, stats[q.ID]))
+	return queueView().getNamed(c, h.Pool, "queue", store.QueueGet)
 }
 
 // queueList answers one page of queues; stats are computed for that page
 // only.
 func (h *handler) queueList(c echo.Context) error {
-	page, err := pageOf(c, "queues")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	queues, more, err := store.QueueList(ctx, h.Pool, store.QueueListParams{After: page.after, Limit: page.limit})
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, len(queues))
-	for i, q := range queues {
-		ids[i] = q.ID
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, ids)
-	if err != nil {
-		return err
-	}
-	out := make([]queueResponse, len(queues))
-	var last string
-	for i, q := range queues {
-		out[i] = toQueueResponse(q, stats[q.ID])
-		last = q.Name
-	}
-	return reply(c, http.StatusOK, map[string]any{"queues": out, "next": page.next(more, last)})
+	return queueView().list(c, h.Pool, "queues", func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
+		return store.QueueList(ctx, h.Pool, store.QueueListParams{After: p.after, Limit: p.limit})
+	})
 }
 
 // queueDelete removes the queue at once; its content is deleted in bounded
@@ -199,12 +183,9 @@ func (h *handler) queueDelete(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
 		id, err := store.QueueDelete(ctx, tx, n)
-		if err != nil {
-			return err
-		}
-		return jobs.InsertQueueCleanup(ctx, h.River, tx, id)
+		return []int64{id}, 0, err
 	})
 	if err != nil {
 		return err

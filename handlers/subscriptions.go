@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -8,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -90,36 +90,9 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	if err := h.decode(c, &req, true); err != nil {
 		return err
 	}
-	var cs checks
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
-	cs.intRange("max_receives", req.MaxReceives, 1, maxReceivesLimit)
-	cs.intRange("retention_seconds", req.RetentionSeconds, minRetentionSeconds, maxRetentionSeconds)
-	cs.intRange("retry_min_seconds", req.RetryMinSeconds, 0, maxVisibilitySeconds)
-	cs.intRange("retry_max_seconds", req.RetryMaxSeconds, 0, maxVisibilitySeconds)
-	if err := cs.err(); err != nil {
+	p, err := req.patch()
+	if err != nil {
 		return err
-	}
-	p := store.SubscriptionPatch{
-		Queue: store.QueuePatch{
-			VisibilityTimeoutSeconds: req.VisibilityTimeoutSeconds,
-			MaxReceives:              req.MaxReceives,
-			RetentionSeconds:         req.RetentionSeconds,
-			RetryMinSeconds:          req.RetryMinSeconds,
-			RetryMaxSeconds:          req.RetryMaxSeconds,
-		},
-		Ordered: req.Ordered,
-	}
-	if req.Filter != nil {
-		if p.Filter, err = store.ParseFilter([]byte(req.Filter)); err != nil {
-			return err
-		}
-	}
-	if req.Start != nil {
-		// Honoured on creation only: a repeated PUT of the same body (as
-		// declarative tools send) must not fail or rewind.
-		if p.Start, err = parseStart("start", *req.Start); err != nil {
-			return err
-		}
 	}
 	ctx := c.Request().Context()
 	if p.Queue.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
@@ -129,30 +102,49 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, created, _, err := store.SubscriptionUpsert(ctx, h.Pool, t, ref.sub, p)
+	s, created, backfilled, err := store.SubscriptionUpsert(ctx, h.Pool, t, ref.sub, p)
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {
 		return err
 	}
-	if p.Queue.Push != nil {
-		h.pushChanged(s.ID)
-		if h.Pusher != nil {
-			h.Pusher.Forget()
-			h.kickPush(ctx, s.Queue)
-		}
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{s.ID})
+	h.upserted(ctx, s.Queue, p.Wakes(s, created, backfilled))
+	out, err := subscriptionView(t.Name).one(ctx, h.Pool, s)
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		if stats[s.ID].Available > 0 {
-			h.Notifier.Published([]int64{s.ID}) // backfilled
+	return secretReply(c, putStatus(created), out, s.IssuedSecret)
+}
+
+// patch checks the request and makes the store's patch of it (push
+// aside: see pushPatch).
+func (r subscriptionRequest) patch() (store.SubscriptionPatch, error) {
+	p := store.SubscriptionPatch{
+		Queue: store.QueuePatch{
+			VisibilityTimeoutSeconds: r.VisibilityTimeoutSeconds,
+			MaxReceives:              r.MaxReceives,
+			RetentionSeconds:         r.RetentionSeconds,
+			RetryMinSeconds:          r.RetryMinSeconds,
+			RetryMaxSeconds:          r.RetryMaxSeconds,
+		},
+		Ordered: r.Ordered,
+	}
+	if err := checkQueueSettings(p.Queue); err != nil {
+		return p, err
+	}
+	var err error
+	if r.Filter != nil {
+		if p.Filter, err = store.ParseFilter([]byte(r.Filter)); err != nil {
+			return p, err
 		}
 	}
-	return secretReply(c, status, toSubscriptionResponse(t.Name, s, stats[s.ID]), s.IssuedSecret)
+	if r.Start != nil {
+		// Honoured on creation only: a repeated PUT of the same body (as
+		// declarative tools send) must not fail or rewind.
+		if p.Start, err = parseStart("start", *r.Start); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 func (h *handler) subscriptionGet(c echo.Context) error {
@@ -160,16 +152,9 @@ func (h *handler) subscriptionGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	s, err := h.subscription(ctx, ref.topic, ref.sub, false)
-	if err != nil {
-		return err
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, []int64{s.ID})
-	if err != nil {
-		return err
-	}
-	return reply(c, http.StatusOK, toSubscriptionResponse(ref.topic, s, stats[s.ID]))
+	return subscriptionView(ref.topic).get(c, h.Pool, func(ctx context.Context) (store.Subscription, error) {
+		return h.subscription(ctx, ref.topic, ref.sub, false)
+	})
 }
 
 // subscriptionList answers one page of the topic's subscriptions; stats
@@ -179,35 +164,13 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := pageOf(c, "subscriptions")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	subs, more, err := store.SubscriptionList(ctx, h.Pool,
-		store.SubscriptionListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, len(subs))
-	for i, s := range subs {
-		ids[i] = s.ID
-	}
-	stats, err := store.QueueStatsGet(ctx, h.Pool, ids)
-	if err != nil {
-		return err
-	}
-	out := make([]subscriptionResponse, len(subs))
-	var last string
-	for i, s := range subs {
-		out[i] = toSubscriptionResponse(t.Name, s, stats[s.ID])
-		last = s.Name
-	}
-	return reply(c, http.StatusOK, map[string]any{"subscriptions": out, "next": page.next(more, last)})
+	return subscriptionView(topic).list(c, h.Pool, "subscriptions", func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
+		t, err := store.TopicGet(ctx, h.Pool, topic)
+		if err != nil {
+			return nil, false, err
+		}
+		return store.SubscriptionList(ctx, h.Pool, store.SubscriptionListParams{TopicID: t.ID, After: p.after, Limit: p.limit})
+	})
 }
 
 // subscriptionDelete removes the subscription at once; its deliveries and
@@ -223,12 +186,9 @@ func (h *handler) subscriptionDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
 		id, err := store.SubscriptionDelete(ctx, tx, t.ID, ref.sub)
-		if err != nil {
-			return err
-		}
-		return jobs.InsertQueueCleanup(ctx, h.River, tx, id)
+		return []int64{id}, 0, err
 	})
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 
 	"github.com/labstack/echo/v4"
 
@@ -59,46 +58,30 @@ func (h *handler) resolve(ctx context.Context, r targetRef, cached bool) (store.
 
 // subscription finds the named subscription. A cached topic or
 // subscription may be stale (deleted and created again elsewhere): a miss
-// is checked once more without the caches.
+// is checked once more with both read afresh (see store.NameCache.With).
 func (h *handler) subscription(ctx context.Context, topic, sub string, cached bool) (store.Subscription, error) {
-	if cached {
-		t, err := h.topics.Get(ctx, h.Pool, topic)
-		if err == nil {
-			s, err := h.subs.Get(ctx, h.Pool, store.SubscriptionKey(t.ID, sub))
-			if err == nil {
-				return s, nil
-			}
-			h.subs.Forget(store.SubscriptionKey(t.ID, sub))
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if !cached {
+		t, err := store.TopicGet(ctx, h.Pool, topic)
+		if err != nil {
 			return store.Subscription{}, err
 		}
-		h.topics.Forget(topic)
+		return store.SubscriptionGet(ctx, h.Pool, t.ID, sub)
 	}
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return store.Subscription{}, err
-	}
-	return store.SubscriptionGet(ctx, h.Pool, t.ID, sub)
+	var s store.Subscription
+	err := h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+		key := store.SubscriptionKey(t.ID, sub)
+		var err error
+		if s, err = h.subs.Get(ctx, h.Pool, key); err != nil {
+			h.subs.Forget(key)
+		}
+		return err != nil, err
+	})
+	return s, err
 }
 
-// withTopic runs fn with the named topic from the cache. A cached topic
-// may be stale (deleted and created again, or grown, through another
-// instance): when fn reports ErrNotFound or stale, the topic is looked up
-// afresh and fn runs once more.
+// withTopic runs fn with the named topic from the cache, once more with
+// the topic read afresh when fn reports ErrNotFound or stale (it may have
+// been deleted and created again, or grown, through another instance).
 func (h *handler) withTopic(ctx context.Context, name string, fn func(t store.Topic) (stale bool, err error)) error {
-	t, err := h.topics.Get(ctx, h.Pool, name)
-	if err != nil {
-		return err
-	}
-	stale, err := fn(t)
-	if !stale && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	h.topics.Forget(name)
-	if t, err = h.topics.Get(ctx, h.Pool, name); err != nil {
-		return err
-	}
-	_, err = fn(t)
-	return err
+	return h.topics.With(ctx, h.Pool, name, fn)
 }

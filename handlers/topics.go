@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -81,61 +81,23 @@ func (h *handler) topicPut(c echo.Context) error {
 		}
 		return err
 	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
+	out, err := topicView().one(ctx, h.Pool, t)
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return reply(c, status, toTopicResponse(t, offs[t.ID]))
+	return reply(c, putStatus(created), out)
 }
 
 func (h *handler) topicGet(c echo.Context) error {
-	n, err := name(c, "topic")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, []int64{t.ID})
-	if err != nil {
-		return err
-	}
-	return reply(c, http.StatusOK, toTopicResponse(t, offs[t.ID]))
+	return topicView().getNamed(c, h.Pool, "topic", store.TopicGet)
 }
 
 // topicList answers one page of topics, with the offsets of that page's
 // topics only.
 func (h *handler) topicList(c echo.Context) error {
-	page, err := pageOf(c, "topics")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	topics, more, err := store.TopicList(ctx, h.Pool, store.TopicListParams{After: page.after, Limit: page.limit})
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, len(topics))
-	for i, t := range topics {
-		ids[i] = t.ID
-	}
-	offs, err := store.TopicOffsets(ctx, h.Pool, ids)
-	if err != nil {
-		return err
-	}
-	out := make([]topicResponse, len(topics))
-	var last string
-	for i, t := range topics {
-		out[i] = toTopicResponse(t, offs[t.ID])
-		last = t.Name
-	}
-	return reply(c, http.StatusOK, map[string]any{"topics": out, "next": page.next(more, last)})
+	return topicView().list(c, h.Pool, "topics", func(ctx context.Context, p listPage) ([]store.Topic, bool, error) {
+		return store.TopicList(ctx, h.Pool, store.TopicListParams{After: p.after, Limit: p.limit})
+	})
 }
 
 func (h *handler) topicDelete(c echo.Context) error {
@@ -144,17 +106,9 @@ func (h *handler) topicDelete(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
 		id, subs, err := store.TopicDelete(ctx, tx, n)
-		if err != nil {
-			return err
-		}
-		for _, sub := range subs {
-			if err := jobs.InsertQueueCleanup(ctx, h.River, tx, sub); err != nil {
-				return err
-			}
-		}
-		return jobs.InsertTopicCleanup(ctx, h.River, tx, id)
+		return subs, id, err
 	})
 	h.topics.Forget(n)
 	if err != nil {

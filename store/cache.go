@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,6 +62,27 @@ func (c *NameCache[T]) Get(ctx context.Context, db DBTX, name string) (T, error)
 	c.m[name] = cached[T]{v: v, at: time.Now()}
 	c.mu.Unlock()
 	return v, nil
+}
+
+// With runs fn with the named resource from the cache. A cached resource
+// may be stale (deleted and created again, or changed, through another
+// instance): when fn reports ErrNotFound or stale, the resource is
+// forgotten, read afresh, and fn runs once more with it.
+func (c *NameCache[T]) With(ctx context.Context, db DBTX, name string, fn func(v T) (stale bool, err error)) error {
+	v, err := c.Get(ctx, db, name)
+	if err != nil {
+		return err
+	}
+	stale, err := fn(v)
+	if !stale && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	c.Forget(name)
+	if v, err = c.Get(ctx, db, name); err != nil {
+		return err
+	}
+	_, err = fn(v)
+	return err
 }
 
 // Forget drops the named resource from the cache.

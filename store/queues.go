@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,69 +132,78 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 // QueueUpsert creates the named queue, or changes the given fields of an
 // existing one. It reports whether the queue was created.
 func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
-	var (
-		q       Queue
-		created bool
-	)
-	err := retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			existing, err := scanQueue(tx.QueryRow(ctx,
+	q, created, err := upsert[Queue, queueSettings]{
+		lock: func(ctx context.Context, tx pgx.Tx) (Queue, error) {
+			return scanQueue(tx.QueryRow(ctx,
 				`SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL FOR UPDATE`, name))
-			created = errors.Is(err, pgx.ErrNoRows)
-			if err != nil && !created {
-				return err
-			}
-			cfg := DefaultQueueConfig()
+		},
+		merge: func(existing Queue, created bool) (queueSettings, error) {
+			base := DefaultQueueConfig()
 			if !created {
-				cfg = existing.QueueConfig
+				base = existing.QueueConfig
 			}
-			cfg = patch.apply(cfg)
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			push, err := patch.Push.apply(existing.Push)
-			if err != nil {
-				return err
-			}
-			if !created && cfg == existing.QueueConfig && push.equal(existing.Push) {
-				q = existing // nothing changes: updated_at stays
-				return nil
-			}
-			q, err = scanQueue(tx.QueryRow(ctx, `
-				INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
-					delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-				ON CONFLICT (name) WHERE topic_id IS NULL DO UPDATE SET
-					visibility_timeout_seconds = excluded.visibility_timeout_seconds,
-					max_receives = excluded.max_receives,
-					retention_seconds = excluded.retention_seconds,
-					delay_seconds = excluded.delay_seconds,
-					dedup_window_seconds = excluded.dedup_window_seconds,
-					max_depth = excluded.max_depth,
-					retry_min_seconds = excluded.retry_min_seconds,
-					retry_max_seconds = excluded.retry_max_seconds,
-					updated_at = now()
-				WHERE NOT $10 -- creating, and another request created it first: run again as an update
-				RETURNING `+queueColumns,
-				name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds, cfg.DelaySeconds,
-				cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds, created))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errCreateRaced
-			}
-			if err != nil {
-				return err
-			}
-			return pushSet(ctx, tx, &q, push, patch.Push)
-		})
-	})
+			return patch.merge(base, existing.Push)
+		},
+		same: func(next queueSettings, existing Queue) bool { return next.same(existing) },
+		write: func(ctx context.Context, tx pgx.Tx, next queueSettings, created bool) (Queue, error) {
+			return queueWrite(ctx, tx, name, next, patch.Push, created)
+		},
+	}.run(ctx, db)
 	if err != nil {
-		var verr *ValidationError
-		if errors.As(err, &verr) {
-			return Queue{}, false, verr
-		}
-		return Queue{}, false, interpretError("queue upsert", err)
+		return Queue{}, false, upsertError("queue upsert", err)
 	}
 	return q, created, nil
+}
+
+// queueSettings is what a queue (or a subscription's queue) is to be: its
+// current settings (or the defaults) with a patch applied.
+type queueSettings struct {
+	cfg  QueueConfig
+	push *PushConfig
+}
+
+// merge applies the patch to the settings base and push, and validates
+// the result.
+func (p QueuePatch) merge(base QueueConfig, push *PushConfig) (queueSettings, error) {
+	cfg := p.apply(base)
+	if err := cfg.Validate(); err != nil {
+		return queueSettings{}, err
+	}
+	push, err := p.Push.apply(push)
+	if err != nil {
+		return queueSettings{}, err
+	}
+	return queueSettings{cfg: cfg, push: push}, nil
+}
+
+// same reports whether the settings are those q has.
+func (n queueSettings) same(q Queue) bool { return n.cfg == q.QueueConfig && n.push.equal(q.Push) }
+
+// queueWrite inserts or updates the queue's row and its push settings.
+func queueWrite(ctx context.Context, tx pgx.Tx, name string, next queueSettings, push *PushPatch, created bool) (Queue, error) {
+	cfg := next.cfg
+	q, err := scanQueue(tx.QueryRow(ctx, `
+		INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
+			delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (name) WHERE topic_id IS NULL DO UPDATE SET
+			visibility_timeout_seconds = excluded.visibility_timeout_seconds,
+			max_receives = excluded.max_receives,
+			retention_seconds = excluded.retention_seconds,
+			delay_seconds = excluded.delay_seconds,
+			dedup_window_seconds = excluded.dedup_window_seconds,
+			max_depth = excluded.max_depth,
+			retry_min_seconds = excluded.retry_min_seconds,
+			retry_max_seconds = excluded.retry_max_seconds,
+			updated_at = now()
+		WHERE NOT $10 -- creating, and another request created it first: run again as an update
+		RETURNING `+queueColumns,
+		name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds, cfg.DelaySeconds,
+		cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds, created))
+	if err != nil {
+		return Queue{}, createRaced(err)
+	}
+	return q, pushSet(ctx, tx, &q, next.push, push)
 }
 
 // QueueGet returns the named queue.
@@ -205,10 +213,7 @@ func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
 }
 
 // QueueListParams selects one page of QueueList.
-type QueueListParams struct {
-	After string // only queues named after this one ("" = from the first)
-	Limit int    // at most this many; 0 = every queue (internal callers only)
-}
+type QueueListParams = PageParams
 
 // QueueList returns the queues named after p.After, by name, at most
 // p.Limit of them, and whether more follow. It reads queues_name_idx from
@@ -218,15 +223,7 @@ func QueueList(ctx context.Context, db DBTX, p QueueListParams) ([]Queue, bool, 
 	rows, err := db.Query(ctx, `
 		SELECT `+queueColumns+` FROM ferry.queues
 		WHERE topic_id IS NULL AND name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
-	if err != nil {
-		return nil, false, interpretError("queue list", err)
-	}
-	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
-	if err != nil {
-		return nil, false, interpretError("queue list", err)
-	}
-	queues, more := pageCut(queues, p.Limit)
-	return queues, more, nil
+	return pageCollect(rows, err, "queue list", p.Limit, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
 }
 
 // QueueDelete deletes the named queue and returns its id; db must be a

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,32 +100,26 @@ func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) er
 // fans out with the old configuration, every later one with the new.
 func SubscriptionUpsert(ctx context.Context, db TxBeginner, t Topic, name string, p SubscriptionPatch) (Subscription, bool, int64, error) {
 	u := &subscriptionUpsert{topic: t, name: name, patch: p}
-	err := retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, u.attempt(ctx))
-	})
+	s, created, err := upsert[Subscription, subscriptionSettings]{
+		lock: u.lock, merge: u.merge, same: subscriptionSettings.same, write: u.write,
+	}.run(ctx, db)
 	if err == nil && u.fence != nil {
-		u.backfilled, err = subscriptionBackfillBatches(ctx, db, u.s, p.Start, u.fence)
+		u.backfilled, err = subscriptionBackfillBatches(ctx, db, s, p.Start, u.fence)
 	}
 	if err != nil {
-		var verr *ValidationError
-		if errors.As(err, &verr) {
-			return Subscription{}, false, 0, verr
-		}
-		return Subscription{}, false, 0, interpretError("subscription upsert", err)
+		return Subscription{}, false, 0, upsertError("subscription upsert", err)
 	}
-	return u.s, u.created, u.backfilled, nil
+	return s, created, u.backfilled, nil
 }
 
 // subscriptionUpsert is one SubscriptionUpsert: what it was asked, and
-// what its transaction found and did (s and created are set by every
-// attempt, backfilled and fence by every attempt that writes).
+// what its last attempt planned (backfilled and fence: set by an attempt
+// that writes, cleared at the start of each).
 type subscriptionUpsert struct {
 	topic Topic
 	name  string
 	patch SubscriptionPatch
 
-	s          Subscription
-	created    bool
 	backfilled int64
 	// fence is where an unordered subscription's backfill stops (partition
 	// → head), to run after the commit; nil: no backfill after the commit.
@@ -136,119 +129,89 @@ type subscriptionUpsert struct {
 // subscriptionSettings is what a subscription is to be: its current
 // settings (or the defaults) with the patch applied.
 type subscriptionSettings struct {
-	cfg     QueueConfig
+	queueSettings
 	filter  *Filter
 	ordered bool
-	push    *PushConfig
 }
 
-// attempt returns one attempt of the upsert, in its own transaction: lock
-// the topic against publishes, lock (or miss) the subscription, merge the
-// patch, and, unless nothing changes, write it and plan its backfill.
-func (u *subscriptionUpsert) attempt(ctx context.Context) func(pgx.Tx) error {
-	return func(tx pgx.Tx) error {
-		if err := lockTopicForSubscriptions(ctx, tx, u.topic.ID); err != nil {
-			return err
-		}
-		existing, err := u.lock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		next, err := u.merge(existing)
-		if err != nil {
-			return err
-		}
-		if !u.created && next.same(existing) {
-			u.s = existing // nothing changes: updated_at stays
-			return nil
-		}
-		if err := u.write(ctx, tx, next); err != nil {
-			return err
-		}
-		return u.planBackfill(ctx, tx, next.ordered)
-	}
-}
-
-// lock reads the subscription FOR UPDATE and notes whether it is to be
-// created (it does not exist: the zero Subscription is returned).
+// lock starts an attempt: it drops what an earlier attempt planned (an
+// attempt that changes nothing must not backfill after the commit what a
+// rolled-back one planned), locks the topic against publishes, then reads
+// the subscription FOR UPDATE (pgx.ErrNoRows: it is to be created).
 func (u *subscriptionUpsert) lock(ctx context.Context, tx pgx.Tx) (Subscription, error) {
-	existing, err := scanSubscription(tx.QueryRow(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2 FOR UPDATE`, u.topic.ID, u.name))
-	u.created = errors.Is(err, pgx.ErrNoRows)
-	if err != nil && !u.created {
+	u.backfilled, u.fence = 0, nil
+	if err := lockTopicForSubscriptions(ctx, tx, u.topic.ID); err != nil {
 		return Subscription{}, err
 	}
-	return existing, nil
+	return scanSubscription(tx.QueryRow(ctx,
+		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2 FOR UPDATE`, u.topic.ID, u.name))
 }
 
 // merge applies the patch to the existing subscription's settings (the
 // defaults on creation) and validates the result.
-func (u *subscriptionUpsert) merge(existing Subscription) (subscriptionSettings, error) {
-	next := subscriptionSettings{cfg: DefaultSubscriptionConfig(), filter: &Filter{}}
-	if !u.created {
-		next.cfg, next.filter, next.ordered = existing.QueueConfig, existing.Filter, existing.Ordered
+func (u *subscriptionUpsert) merge(existing Subscription, created bool) (subscriptionSettings, error) {
+	base, filter, ordered := DefaultSubscriptionConfig(), &Filter{}, false
+	if !created {
+		base, filter, ordered = existing.QueueConfig, existing.Filter, existing.Ordered
 	}
-	next.cfg = u.patch.Queue.apply(next.cfg)
-	if err := next.cfg.Validate(); err != nil {
-		return subscriptionSettings{}, err
-	}
-	if u.patch.Filter != nil {
-		next.filter = u.patch.Filter
-	}
-	if u.patch.Ordered != nil {
-		next.ordered = *u.patch.Ordered
-	}
-	push, err := u.patch.Queue.Push.apply(existing.Push)
+	q, err := u.patch.Queue.merge(base, existing.Push)
 	if err != nil {
 		return subscriptionSettings{}, err
 	}
-	next.push = push
-	return next, nil
+	if u.patch.Filter != nil {
+		filter = u.patch.Filter
+	}
+	if u.patch.Ordered != nil {
+		ordered = *u.patch.Ordered
+	}
+	return subscriptionSettings{queueSettings: q, filter: filter, ordered: ordered}, nil
 }
 
 // same reports whether the settings are those the subscription has.
 func (n subscriptionSettings) same(s Subscription) bool {
-	return n.cfg == s.QueueConfig && n.ordered == s.Ordered &&
-		string(n.filter.JSON()) == string(s.Filter.JSON()) && n.push.equal(s.Push)
+	return n.queueSettings.same(s.Queue) && n.ordered == s.Ordered &&
+		string(n.filter.JSON()) == string(s.Filter.JSON())
 }
 
-// write inserts or updates the subscription's row and its push settings.
-func (u *subscriptionUpsert) write(ctx context.Context, tx pgx.Tx, next subscriptionSettings) error {
+// write inserts or updates the subscription's row and its push settings,
+// and plans its backfill.
+func (u *subscriptionUpsert) write(ctx context.Context, tx pgx.Tx, next subscriptionSettings, created bool) (Subscription, error) {
 	cfg := next.cfg
-	var err error
-	u.s, err = scanSubscription(tx.QueryRow(ctx, `
-				INSERT INTO ferry.queues AS q (topic_id, name, visibility_timeout_seconds, max_receives,
-					retention_seconds, retry_min_seconds, retry_max_seconds, filter, ordered)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-				ON CONFLICT (topic_id, name) WHERE topic_id IS NOT NULL DO UPDATE SET
-					visibility_timeout_seconds = excluded.visibility_timeout_seconds,
-					max_receives = excluded.max_receives,
-					retention_seconds = excluded.retention_seconds,
-					retry_min_seconds = excluded.retry_min_seconds,
-					retry_max_seconds = excluded.retry_max_seconds,
-					filter = excluded.filter,
-					ordered = excluded.ordered,
-					updated_at = now()
-				RETURNING `+subscriptionColumns,
+	s, err := scanSubscription(tx.QueryRow(ctx, `
+		INSERT INTO ferry.queues AS q (topic_id, name, visibility_timeout_seconds, max_receives,
+			retention_seconds, retry_min_seconds, retry_max_seconds, filter, ordered)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (topic_id, name) WHERE topic_id IS NOT NULL DO UPDATE SET
+			visibility_timeout_seconds = excluded.visibility_timeout_seconds,
+			max_receives = excluded.max_receives,
+			retention_seconds = excluded.retention_seconds,
+			retry_min_seconds = excluded.retry_min_seconds,
+			retry_max_seconds = excluded.retry_max_seconds,
+			filter = excluded.filter,
+			ordered = excluded.ordered,
+			updated_at = now()
+		RETURNING `+subscriptionColumns,
 		u.topic.ID, u.name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds,
 		cfg.RetryMinSeconds, cfg.RetryMaxSeconds, next.filter.JSON(), next.ordered))
 	if err != nil {
-		return err
+		return Subscription{}, err
 	}
-	return pushSet(ctx, tx, &u.s.Queue, next.push, u.patch.Queue.Push)
+	if err := pushSet(ctx, tx, &s.Queue, next.push, u.patch.Queue.Push); err != nil {
+		return Subscription{}, err
+	}
+	return s, u.planBackfill(ctx, tx, s, next.ordered, created)
 }
 
 // planBackfill backfills a subscription created with a Start: an ordered
 // one here, an unordered one after the commit, up to the heads it notes.
-func (u *subscriptionUpsert) planBackfill(ctx context.Context, tx pgx.Tx, ordered bool) error {
+func (u *subscriptionUpsert) planBackfill(ctx context.Context, tx pgx.Tx, s Subscription, ordered, created bool) error {
 	var err error
-	u.backfilled, u.fence = 0, nil
 	switch start := u.patch.Start; {
-	case !u.created || (!start.Earliest && start.Time == nil):
+	case !created || (!start.Earliest && start.Time == nil):
 	case ordered:
 		// In offset order per key, before any later event: under the
 		// partition locks, window after window in this transaction.
-		u.backfilled, err = subscriptionBackfillLocked(ctx, tx, u.s, start)
+		u.backfilled, err = subscriptionBackfillLocked(ctx, tx, s, start)
 	default:
 		// After the commit, in bounded batches, up to the heads as they
 		// are now (later events are fanned out by their publishes):

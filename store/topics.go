@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -68,69 +67,66 @@ func scanTopic(row pgx.Row) (Topic, error) {
 // existing one, adding partitions when they grow. It reports whether the
 // topic was created.
 func TopicUpsert(ctx context.Context, db TxBeginner, name string, patch TopicPatch) (Topic, bool, error) {
-	var (
-		t       Topic
-		created bool
-	)
-	err := retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			existing, err := scanTopic(tx.QueryRow(ctx,
-				`SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1 FOR UPDATE`, name))
-			created = errors.Is(err, pgx.ErrNoRows)
-			if err != nil && !created {
-				return err
+	t, created, err := upsert[Topic, TopicConfig]{
+		lock: func(ctx context.Context, tx pgx.Tx) (Topic, error) {
+			return scanTopic(tx.QueryRow(ctx, `SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1 FOR UPDATE`, name))
+		},
+		merge: func(existing Topic, created bool) (TopicConfig, error) {
+			if created {
+				return patch.apply(DefaultTopicConfig(), false)
 			}
-			cfg := DefaultTopicConfig()
-			if !created {
-				cfg = existing.TopicConfig
-			}
-			if patch.Partitions != nil {
-				if !created && *patch.Partitions < cfg.Partitions {
-					return &ShrinkError{From: cfg.Partitions, To: *patch.Partitions}
-				}
-				cfg.Partitions = *patch.Partitions
-			}
-			if patch.RetentionSeconds != nil {
-				cfg.RetentionSeconds = *patch.RetentionSeconds
-			}
-			if patch.DedupWindowSeconds != nil {
-				cfg.DedupWindowSeconds = *patch.DedupWindowSeconds
-			}
-			if !created && cfg == existing.TopicConfig {
-				t = existing
-				return nil
-			}
-			t, err = scanTopic(tx.QueryRow(ctx, `
-				INSERT INTO ferry.topics AS t (name, partitions, retention_seconds, dedup_window_seconds)
-				VALUES ($1, $2, $3, $4)
-				ON CONFLICT (name) DO UPDATE SET
-					partitions = excluded.partitions,
-					retention_seconds = excluded.retention_seconds,
-					dedup_window_seconds = excluded.dedup_window_seconds,
-					updated_at = now()
-				WHERE NOT $5 -- creating, and another request created it first: run again as an update
-				RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds, created))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errCreateRaced
-			}
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, `
-				INSERT INTO ferry.topic_partitions (topic_id, partition)
-				SELECT $1, p FROM generate_series(0, $2 - 1) AS p
-				ON CONFLICT DO NOTHING`, t.ID, t.Partitions)
-			return err
-		})
-	})
+			return patch.apply(existing.TopicConfig, true)
+		},
+		same: func(next TopicConfig, existing Topic) bool { return next == existing.TopicConfig },
+		write: func(ctx context.Context, tx pgx.Tx, next TopicConfig, created bool) (Topic, error) {
+			return topicWrite(ctx, tx, name, next, created)
+		},
+	}.run(ctx, db)
 	if err != nil {
-		var shrink *ShrinkError
-		if errors.As(err, &shrink) {
-			return Topic{}, false, shrink
-		}
-		return Topic{}, false, interpretError("topic upsert", err)
+		return Topic{}, false, upsertError("topic upsert", err)
 	}
 	return t, created, nil
+}
+
+// apply returns cfg with the patch applied; partitions of an existing
+// topic only grow.
+func (p TopicPatch) apply(cfg TopicConfig, exists bool) (TopicConfig, error) {
+	if p.Partitions != nil {
+		if exists && *p.Partitions < cfg.Partitions {
+			return TopicConfig{}, &ShrinkError{From: cfg.Partitions, To: *p.Partitions}
+		}
+		cfg.Partitions = *p.Partitions
+	}
+	if p.RetentionSeconds != nil {
+		cfg.RetentionSeconds = *p.RetentionSeconds
+	}
+	if p.DedupWindowSeconds != nil {
+		cfg.DedupWindowSeconds = *p.DedupWindowSeconds
+	}
+	return cfg, nil
+}
+
+// topicWrite inserts or updates the topic's row and adds the partitions
+// it lacks.
+func topicWrite(ctx context.Context, tx pgx.Tx, name string, cfg TopicConfig, created bool) (Topic, error) {
+	t, err := scanTopic(tx.QueryRow(ctx, `
+		INSERT INTO ferry.topics AS t (name, partitions, retention_seconds, dedup_window_seconds)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (name) DO UPDATE SET
+			partitions = excluded.partitions,
+			retention_seconds = excluded.retention_seconds,
+			dedup_window_seconds = excluded.dedup_window_seconds,
+			updated_at = now()
+		WHERE NOT $5 -- creating, and another request created it first: run again as an update
+		RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds, created))
+	if err != nil {
+		return Topic{}, createRaced(err)
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO ferry.topic_partitions (topic_id, partition)
+		SELECT $1, p FROM generate_series(0, $2 - 1) AS p
+		ON CONFLICT DO NOTHING`, t.ID, t.Partitions)
+	return t, err
 }
 
 // TopicGet returns the named topic.
@@ -140,10 +136,7 @@ func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
 }
 
 // TopicListParams selects one page of TopicList.
-type TopicListParams struct {
-	After string // only topics named after this one ("" = from the first)
-	Limit int    // at most this many; 0 = every topic (internal callers only)
-}
+type TopicListParams = PageParams
 
 // TopicList returns the topics named after p.After, by name, at most
 // p.Limit of them, and whether more follow: a keyset page read from the
@@ -151,15 +144,7 @@ type TopicListParams struct {
 func TopicList(ctx context.Context, db DBTX, p TopicListParams) ([]Topic, bool, error) {
 	rows, err := db.Query(ctx, `
 		SELECT `+topicColumns+` FROM ferry.topics WHERE name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
-	if err != nil {
-		return nil, false, interpretError("topic list", err)
-	}
-	topics, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
-	if err != nil {
-		return nil, false, interpretError("topic list", err)
-	}
-	topics, more := pageCut(topics, p.Limit)
-	return topics, more, nil
+	return pageCollect(rows, err, "topic list", p.Limit, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
 }
 
 // TopicOffsets returns the head and oldest retained offset of every
