@@ -754,8 +754,8 @@ func (f *memberFetch) keep() []Event {
 // asyncCommit and syncCommit set, for the rest of the transaction,
 // whether its commit waits for the WAL flush.
 const (
-	asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
-	syncCommit  = `SELECT set_config('synchronous_commit', 'on', true)`
+	asyncCommit = `/* ferry:consumer_group_commit_async */ SELECT set_config('synchronous_commit', 'off', true)`
+	syncCommit  = `/* ferry:consumer_group_commit_sync */ SELECT set_config('synchronous_commit', 'on', true)`
 )
 
 // shareOut divides max among the partitions (in order) by what each has

@@ -148,7 +148,7 @@ func redriveBatchOf(ctx context.Context, db TxBeginner, queueID int64, ids []int
 			// is not under way), the targets, then their groups' locks: a
 			// redriven message joins its group behind a head that cannot
 			// change.
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, queueID); err != nil {
+			if _, err := tx.Exec(ctx, `/* ferry:dead_letter_redrive_queue_lock */ SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, queueID); err != nil {
 				return err
 			}
 			var targets []int64

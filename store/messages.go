@@ -675,7 +675,7 @@ func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
 
 func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) error {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
+	b.Queue(`/* ferry:message_purge_lock */ SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
 	b.Queue(`/* ferry:message_purge_fence */
 		SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, queueID)
 	var fence int64

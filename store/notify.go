@@ -146,7 +146,7 @@ func (n *Notifier) announce(ctx context.Context) {
 		// Payloads must stay under 8000 bytes.
 		for len(ids) > 0 {
 			k := min(len(ids), 500)
-			if _, err := n.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, strings.Join(ids[:k], ",")); err != nil && ctx.Err() == nil {
+			if _, err := n.pool.Exec(ctx, `/* ferry:notify */ SELECT pg_notify($1, $2)`, notifyChannel, strings.Join(ids[:k], ",")); err != nil && ctx.Err() == nil {
 				n.log.Warn("notify failed; waiters fall back to polling", "error", err)
 			}
 			ids = ids[k:]

@@ -208,7 +208,7 @@ func queueWrite(ctx context.Context, tx pgx.Tx, name string, next queueSettings,
 
 // QueueGet returns the named queue.
 func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
-	q, err := scanQueue(db.QueryRow(ctx, `SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL`, name))
+	q, err := scanQueue(db.QueryRow(ctx, `/* ferry:queue_get */ SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL`, name))
 	return q, interpretError("queue get", err)
 }
 
@@ -270,7 +270,7 @@ func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) 
 		}
 	}
 	if n == 0 {
-		_, err := db.Exec(ctx, `DELETE FROM ferry.queue_counts WHERE queue_id = $1`, queueID)
+		_, err := db.Exec(ctx, `/* ferry:queue_counts_delete */ DELETE FROM ferry.queue_counts WHERE queue_id = $1`, queueID)
 		return 0, interpretError("queue delete content", err)
 	}
 	return n, nil

@@ -215,7 +215,7 @@ func (b *sendBatch) write(ctx context.Context, db DBTX) (bool, error) {
 	slices.Sort(b.written)
 	batch := &pgx.Batch{}
 	if b.lockTimeout != "" {
-		batch.Queue(`SELECT set_config('lock_timeout', $1, true)`, b.lockTimeout)
+		batch.Queue(`/* ferry:message_send_lock_timeout */ SELECT set_config('lock_timeout', $1, true)`, b.lockTimeout)
 	}
 	for _, id := range b.written {
 		w := b.byQueue[id]
@@ -303,7 +303,7 @@ func admitByDepth(q Queue, reqs []*sendRequest, depth int64, live map[string]boo
 // it: a message counted as a duplicate is never written.
 func queueDepthsLocked(ctx context.Context, db DBTX, ids []int64, dedups map[int64][]string) (map[int64]int64, map[int64]map[string]bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id)`, ids)
+	b.Queue(`/* ferry:message_send_depth_lock */ SELECT count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id)`, ids)
 	depths := make(map[int64]int64, len(ids))
 	b.Queue(`/* ferry:queue_depth */
 		SELECT q.id, c.depth FROM unnest($1::bigint[]) AS q(id)

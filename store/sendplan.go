@@ -113,7 +113,7 @@ func (p *sendPlan) columns() sendColumns {
 // writes nothing if the queue no longer exists (see finish).
 func (p *sendPlan) addStatements(b *pgx.Batch) {
 	c := p.columns()
-	b.Queue(`SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
+	b.Queue(`/* ferry:message_send_queue_lock */ SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
 	if len(c.groupNames) > 0 {
 		b.Queue(lockGroupsNamed, p.q.ID, c.groupNames)
 	}

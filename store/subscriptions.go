@@ -283,7 +283,7 @@ func subscriptionBackfillLocked(ctx context.Context, tx pgx.Tx, s Subscription, 
 // SubscriptionGet returns the named subscription of the topic.
 func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (Subscription, error) {
 	s, err := scanSubscription(db.QueryRow(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2`, topicID, name))
+		`/* ferry:subscription_get */ SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2`, topicID, name))
 	return s, interpretError("subscription get", err)
 }
 

@@ -131,7 +131,7 @@ func topicWrite(ctx context.Context, tx pgx.Tx, name string, cfg TopicConfig, cr
 
 // TopicGet returns the named topic.
 func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
-	t, err := scanTopic(db.QueryRow(ctx, `SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1`, name))
+	t, err := scanTopic(db.QueryRow(ctx, `/* ferry:topic_get */ SELECT `+topicColumns+` FROM ferry.topics WHERE name = $1`, name))
 	return t, interpretError("topic get", err)
 }
 

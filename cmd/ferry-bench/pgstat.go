@@ -65,10 +65,13 @@ func (s stmtStat) isTxControl() bool {
 }
 
 // isNotify says whether a statement is the notifier's NOTIFY
-// (store/notify.go), which carries no tag.
+// (store/notify.go, ferry:notify).
 func (s stmtStat) isNotify() bool {
-	return s.tag == untagged && strings.Contains(s.query, "pg_notify(")
+	return s.tag == notifyTag
 }
+
+// notifyTag is the tag of the notifier's NOTIFY.
+const notifyTag = "ferry:notify"
 
 // stmtList is the statements of a phase, most calls first.
 type stmtList []stmtStat

@@ -37,7 +37,7 @@ func TestStatementClassesFollowTagsNotText(t *testing.T) {
 		{query: "/* ferry:consumer_group_fetch */ SELECT ...", tag: "ferry:consumer_group_fetch", calls: 5, rows: 4000, execMs: 2},
 		{query: "BEGIN", tag: untagged, calls: 3},
 		{query: "begin", tag: untagged, calls: 4},
-		{query: "SELECT pg_notify($1, $2)", tag: untagged, calls: 2},
+		{query: "/* ferry:notify */ SELECT pg_notify($1, $2)", tag: notifyTag, calls: 2},
 		{query: "SELECT * FROM river_job WHERE ...", tag: untagged, calls: 9},
 	}
 	group, publishing := splitPublishing(stmts)
@@ -46,7 +46,7 @@ func TestStatementClassesFollowTagsNotText(t *testing.T) {
 	require.EqualValues(t, 4000, stmts.tagged(groupFetchTag).rows())
 	require.EqualValues(t, 10, stmts.tagged(publishClaimTag).calls())
 	require.EqualValues(t, 9, stmts.where(stmtStat.isRiver).calls())
-	require.EqualValues(t, 3+4+2+9, stmts.tagged(untagged).calls())
+	require.EqualValues(t, 3+4+9, stmts.tagged(untagged).calls())
 	require.InDelta(t, 2.0, stmts.execMs(), 1e-9)
 	require.InDelta(t, 800.0, rowsPer(stmts.tagged(groupFetchTag), 5), 1e-9)
 }
