@@ -138,12 +138,9 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 			p.IDs, p.EventIDs = nil, req.IDs
 		}
 	}
-	redriven, err := store.DeadLetterRedrive(ctx, h.Pool, p)
+	redriven, err := store.DeadLetterRedriveAndWake(ctx, h.Pool, h.Notifier, p)
 	if err != nil {
 		return err
-	}
-	if redriven > 0 {
-		h.Notifier.Published([]int64{q.ID})
 	}
 	return reply(c, http.StatusOK, map[string]int{"redriven": redriven})
 }

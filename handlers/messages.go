@@ -298,15 +298,11 @@ func (h *handler) messageAck(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	results, promoted, err := store.MessageAck(ctx, h.Pool, q.ID, receipts)
+	results, err := store.MessageAckAndWake(ctx, h.Pool, h.Notifier, q.ID, receipts)
 	if err != nil {
 		return err
 	}
 	h.Metrics.acked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
-	if promoted {
-		// The next message of a group is visible now.
-		h.Notifier.Published([]int64{q.ID})
-	}
 	return receiptReply(c, req.Receipts, results)
 }
 
@@ -341,17 +337,11 @@ func (h *handler) messageNack(c echo.Context) error {
 		d := time.Duration(*req.DelaySeconds) * time.Second
 		p.Delay = &d
 	}
-	results, dead, err := store.MessageNack(ctx, h.Pool, p)
+	results, dead, err := store.MessageNackAndWake(ctx, h.Pool, h.Notifier, p)
 	if err != nil {
 		return err
 	}
-	ok := countOK(results)
-	h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(ok))
-	if ok > 0 && (dead > 0 || (req.DelaySeconds != nil && *req.DelaySeconds == 0)) {
-		// A nack without delay, or a dead-lettered group head, may make a
-		// message visible now.
-		h.Notifier.Published([]int64{q.ID})
-	}
+	h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
 	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
 	return receiptReply(c, req.Receipts, results)
 }

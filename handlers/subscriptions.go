@@ -263,13 +263,8 @@ func (h *handler) subscriptionSeek(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := store.SubscriptionSeek(ctx, h.SessionPool, s, start)
-	if err != nil {
+	if _, err := store.SubscriptionSeekAndWake(ctx, h.SessionPool, h.Notifier, s, start); err != nil {
 		return err
-	}
-	if n > 0 {
-		h.Notifier.Published([]int64{s.ID})
-		h.kickPush(ctx, s.Queue)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
