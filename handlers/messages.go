@@ -132,18 +132,31 @@ type receiveRequest struct {
 	WaitSeconds              *int `json:"wait_seconds"`
 }
 
-type receivedMessage struct {
-	ID           string          `json:"id"`
-	Body         json.RawMessage `json:"body"`
-	Attributes   json.RawMessage `json:"attributes"`
-	Group        *string         `json:"group"`
-	DedupID      *string         `json:"dedup_id"`
-	Receipt      string          `json:"receipt"`
-	ReceiveCount int             `json:"receive_count"`
-	SentAt       time.Time       `json:"sent_at"`
+// messageHead is what a queue's message shows first, received or dead.
+type messageHead struct {
+	ID         string          `json:"id"`
+	Body       json.RawMessage `json:"body"`
+	Attributes json.RawMessage `json:"attributes"`
+	Group      *string         `json:"group"`
+	DedupID    *string         `json:"dedup_id"`
 }
 
 var emptyObject = json.RawMessage(`{}`)
+
+// headOf is a queue message's head; attributes never set show as {}.
+func headOf(id int64, body, attrs json.RawMessage, group, dedupID *string) messageHead {
+	if attrs == nil {
+		attrs = emptyObject
+	}
+	return messageHead{ID: store.FormatMessageID(id), Body: body, Attributes: attrs, Group: group, DedupID: dedupID}
+}
+
+type receivedMessage struct {
+	messageHead
+	Receipt      string    `json:"receipt"`
+	ReceiveCount int       `json:"receive_count"`
+	SentAt       time.Time `json:"sent_at"`
+}
 
 // subscriptionMessage is a subscription's delivery as a consumer receives
 // it: its id is the event's id.
@@ -202,16 +215,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	out := make([]receivedMessage, len(msgs))
 	for i, m := range msgs {
-		attrs := m.Attributes
-		if attrs == nil {
-			attrs = emptyObject
-		}
 		out[i] = receivedMessage{
-			ID:           store.FormatMessageID(m.ID),
-			Body:         m.Body,
-			Attributes:   attrs,
-			Group:        m.Group,
-			DedupID:      m.DedupID,
+			messageHead:  headOf(m.ID, m.Body, m.Attributes, m.Group, m.DedupID),
 			Receipt:      m.Receipt.String(),
 			ReceiveCount: m.ReceiveCount,
 			SentAt:       m.SentAt.UTC(),
@@ -380,17 +385,5 @@ func (h *handler) messageExtend(c echo.Context) error {
 }
 
 func (h *handler) messagePurge(c echo.Context) error {
-	n, err := name(c, "queue")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	if err := store.MessagePurge(ctx, h.Pool, q.ID); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	return h.purge(c, func(ctx context.Context, q store.Queue) error { return store.MessagePurge(ctx, h.Pool, q.ID) })
 }
