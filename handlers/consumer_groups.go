@@ -292,22 +292,28 @@ func toConsumerGroupReply(topic string, g store.ConsumerGroup) consumerGroupRepl
 	return out
 }
 
-func (h *handler) consumerGroupGet(c echo.Context) error {
+// consumerGroupTopic validates the route's topic and group names and
+// finds the topic (not from the cache).
+func (h *handler) consumerGroupTopic(c echo.Context) (store.Topic, string, error) {
 	topic, group, err := consumerGroupRef(c)
 	if err != nil {
-		return err
+		return store.Topic{}, "", err
 	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
+	t, err := store.TopicGet(c.Request().Context(), h.Pool, topic)
+	return t, group, err
+}
+
+func (h *handler) consumerGroupGet(c echo.Context) error {
+	t, group, err := h.consumerGroupTopic(c)
 	if err != nil {
 		return err
 	}
-	g, err := store.ConsumerGroupDescribe(ctx, h.Pool, t, group)
+	g, err := store.ConsumerGroupDescribe(c.Request().Context(), h.Pool, t, group)
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, g.Refresh)
-	return reply(c, http.StatusOK, toConsumerGroupReply(topic, g))
+	h.Metrics.observeGroup(t.Name, group, g.Refresh)
+	return reply(c, http.StatusOK, toConsumerGroupReply(t.Name, g))
 }
 
 // consumerGroupList answers one page of the topic's groups, each described (and
@@ -351,16 +357,11 @@ func (h *handler) consumerGroupList(c echo.Context) error {
 }
 
 func (h *handler) consumerGroupDelete(c echo.Context) error {
-	topic, group, err := consumerGroupRef(c)
+	t, group, err := h.consumerGroupTopic(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	if err := store.ConsumerGroupDelete(ctx, h.Pool, t, group); err != nil {
+	if err := store.ConsumerGroupDelete(c.Request().Context(), h.Pool, t, group); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

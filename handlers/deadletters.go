@@ -145,16 +145,11 @@ func (h *handler) deadLetterPurge(c echo.Context) error {
 // purge serves a DELETE of what the route's target holds (its messages,
 // its dead letters): it resolves the target afresh, runs do, answers 204.
 func (h *handler) purge(c echo.Context, do func(ctx context.Context, q store.Queue) error) error {
-	ref, err := targetOf(c)
+	_, q, err := h.target(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, false)
-	if err != nil {
-		return err
-	}
-	if err := do(ctx, q); err != nil {
+	if err := do(c.Request().Context(), q); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

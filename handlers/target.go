@@ -57,6 +57,18 @@ func (h *handler) resolve(ctx context.Context, r targetRef, cached bool) (store.
 	return s.Queue, err
 }
 
+// target validates the route's names and resolves its target from the
+// database (not the caches): the start of a route that reads or changes
+// the target itself rather than its messages' hot path.
+func (h *handler) target(c echo.Context) (targetRef, store.Queue, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return ref, store.Queue{}, err
+	}
+	q, err := h.resolve(c.Request().Context(), ref, false)
+	return ref, q, err
+}
+
 // subscription finds the named subscription. A cached topic or
 // subscription may be stale (deleted and created again elsewhere): a miss
 // is checked once more without the caches.
