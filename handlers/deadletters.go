@@ -87,12 +87,9 @@ type redriveRequest struct {
 }
 
 func (h *handler) deadLetterRedrive(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req redriveRequest
-	if err := h.decode(c, &req, false); err != nil {
+	ref, err := h.targetBody(c, &req, false)
+	if err != nil {
 		return err
 	}
 	switch {

@@ -168,12 +168,9 @@ type subscriptionMessage struct {
 }
 
 func (h *handler) messageReceive(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req receiveRequest
-	if err := h.decode(c, &req, true); err != nil {
+	ref, err := h.targetBody(c, &req, true)
+	if err != nil {
 		return err
 	}
 	var cs checks
@@ -305,11 +302,8 @@ func (h *handler) parseReceipts(raw []string) ([]store.Receipt, error) {
 // and answers one result per receipt, in request order.
 func (h *handler) settle(c echo.Context, req settleRequest,
 	do func(ctx context.Context, ref targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error)) error {
-	ref, err := targetOf(c)
+	ref, err := h.targetBody(c, req, false)
 	if err != nil {
-		return err
-	}
-	if err := h.decode(c, req, false); err != nil {
 		return err
 	}
 	receipts, err := h.parseReceipts(req.receiptList())

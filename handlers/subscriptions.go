@@ -243,12 +243,9 @@ type seekRequest struct {
 
 // subscriptionSeek redelivers (or skips) retained events from a point.
 func (h *handler) subscriptionSeek(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req seekRequest
-	if err := h.decode(c, &req, false); err != nil {
+	ref, err := h.targetBody(c, &req, false)
+	if err != nil {
 		return err
 	}
 	if req.To == nil {

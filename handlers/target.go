@@ -69,6 +69,16 @@ func (h *handler) target(c echo.Context) (targetRef, store.Queue, error) {
 	return ref, q, err
 }
 
+// targetBody validates the route's names, then decodes the body into req
+// (a missing body is allowed when optional).
+func (h *handler) targetBody(c echo.Context, req any, optional bool) (targetRef, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return ref, err
+	}
+	return ref, h.decode(c, req, optional)
+}
+
 // subscription finds the named subscription. A cached topic or
 // subscription may be stale (deleted and created again elsewhere): a miss
 // is checked once more without the caches.
