@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -362,7 +361,7 @@ func TestSettleWakesLongPoll(t *testing.T) {
 			since := dbNow(t, dbURL)
 			done := make(chan asyncResult, 1)
 			go func() { done <- doAsync(env, "POST", path, map[string]any{"wait_seconds": 10, "max_messages": 10}) }()
-			if !claimSeen(t, dbURL, "ferry-wake", since, 2*time.Second) {
+			if !parkedWithin(t, dbURL, "ferry-wake", since, `%receive_count >= $3 AS exhausted%`, 2*time.Second) {
 				require.Less(t, attempt, 3, "the receive's claim was never seen parked")
 				<-done
 				continue
@@ -430,25 +429,4 @@ func TestSettleWakesLongPoll(t *testing.T) {
 		again := parked(t, spath("w-topic", "s", "/receive"), func() { seekSub(t, env, "w-topic", "s", "earliest") })
 		require.Equal(t, []string{sent[0].ID}, again)
 	})
-}
-
-// claimSeen reports whether, within d, a session of the server whose
-// connections carry application_name app is idle after running a claim
-// that started after since: a long poll found nothing and now waits.
-func claimSeen(t testing.TB, dbURL, app string, since time.Time, d time.Duration) bool {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		var n int
-		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()
-				AND query LIKE '%receive_count >= $3 AS exhausted%' AND query_start >= $2 AND state = 'idle'`, app, since).Scan(&n))
-		if n > 0 {
-			return true
-		}
-	}
-	return false
 }
