@@ -146,7 +146,7 @@ var emptyObject = json.RawMessage(`{}`)
 // headOf is a queue message's head; attributes never set show as {}.
 func headOf(id int64, body, attrs json.RawMessage, group, dedupID *string) messageHead {
 	if attrs == nil {
-		attrs = emptyObject
+		attrs = json.RawMessage(emptyObject)
 	}
 	return messageHead{ID: store.FormatMessageID(id), Body: body, Attributes: attrs, Group: group, DedupID: dedupID}
 }
