@@ -53,16 +53,30 @@ func consumerName(v *string) (string, error) {
 	return *v, nil
 }
 
+// member is the consumer a poll, commit or leave speaks for.
+type member struct{ topic, group, consumer string }
+
+// memberOf validates the route's topic and group, decodes req and checks
+// its consumer (*consumer, once decoded): what a member's poll, commit and
+// leave begin with.
+func (h *handler) memberOf(c echo.Context, req any, consumer **string) (member, error) {
+	var (
+		m   member
+		err error
+	)
+	if m.topic, m.group, err = consumerGroupRef(c); err != nil {
+		return m, err
+	}
+	if err := h.decode(c, req, false); err != nil {
+		return m, err
+	}
+	m.consumer, err = consumerName(*consumer)
+	return m, err
+}
+
 func (h *handler) consumerGroupPoll(c echo.Context) error {
-	topic, group, err := consumerGroupRef(c)
-	if err != nil {
-		return err
-	}
 	var req pollRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	consumer, err := consumerName(req.Consumer)
+	m, err := h.memberOf(c, &req, &req.Consumer)
 	if err != nil {
 		return err
 	}
@@ -88,9 +102,9 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	var res store.ConsumerGroupPollResult
-	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+	err = h.withTopic(ctx, m.topic, func(t store.Topic) (bool, error) {
 		res, err = store.ConsumerGroupPoll(ctx, h.Pool, h.Notifier, store.ConsumerGroupPollParams{
-			Topic: t, Group: group, Consumer: consumer,
+			Topic: t, Group: m.group, Consumer: m.consumer,
 			SessionTimeout: time.Duration(session) * time.Second,
 			Start:          start,
 			Max:            deref(req.MaxEvents, 100),
@@ -103,7 +117,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, res.ConsumerGroupRefresh)
+	h.Metrics.observeGroup(m.topic, m.group, res.ConsumerGroupRefresh)
 	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
 	for i, e := range res.Events {
 		out.Events[i] = toEventReply(e)
@@ -144,15 +158,8 @@ func partitionOffsets(field string, raw map[string]int64, t store.Topic, min int
 }
 
 func (h *handler) consumerGroupCommit(c echo.Context) error {
-	topic, group, err := consumerGroupRef(c)
-	if err != nil {
-		return err
-	}
 	var req commitRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	consumer, err := consumerName(req.Consumer)
+	m, err := h.memberOf(c, &req, &req.Consumer)
 	if err != nil {
 		return err
 	}
@@ -165,17 +172,17 @@ func (h *handler) consumerGroupCommit(c echo.Context) error {
 	ctx := c.Request().Context()
 	// The hot path of a consumer: the topic comes from the cache, looked
 	// up afresh if it does not know a partition named (it may have grown).
-	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
+	err = h.withTopic(ctx, m.topic, func(t store.Topic) (bool, error) {
 		offsets, err := partitionOffsets("offsets", req.Offsets, t, 0)
 		if err != nil {
 			return true, err
 		}
 		return false, store.ConsumerGroupCommit(ctx, h.Pool, store.ConsumerGroupCommitParams{
-			Topic: t, Group: group, Consumer: consumer, Generation: *req.Generation, Offsets: offsets,
+			Topic: t, Group: m.group, Consumer: m.consumer, Generation: *req.Generation, Offsets: offsets,
 		})
 	})
 	if errors.Is(err, store.ErrFenced) {
-		h.Metrics.fencedCommits.WithLabelValues(topic, group).Inc()
+		h.Metrics.fencedCommits.WithLabelValues(m.topic, m.group).Inc()
 		return problem(http.StatusConflict, codeConflict,
 			"the consumer does not own every partition named in that generation (it was rebalanced away); poll again, nothing was committed")
 	}
@@ -193,28 +200,21 @@ type leaveRequest struct {
 // is not a member answers 204 as well: a leave is idempotent, so a retried
 // leave, or one after the session timed out, does not fail the shutdown.
 func (h *handler) consumerGroupLeave(c echo.Context) error {
-	topic, group, err := consumerGroupRef(c)
-	if err != nil {
-		return err
-	}
 	var req leaveRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	consumer, err := consumerName(req.Consumer)
+	m, err := h.memberOf(c, &req, &req.Consumer)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	var res store.ConsumerGroupLeaveResult
-	err = h.withTopic(ctx, topic, func(t store.Topic) (bool, error) {
-		res, err = store.ConsumerGroupLeave(ctx, h.Pool, h.Notifier, store.ConsumerGroupLeaveParams{Topic: t, Group: group, Consumer: consumer})
+	err = h.withTopic(ctx, m.topic, func(t store.Topic) (bool, error) {
+		res, err = store.ConsumerGroupLeave(ctx, h.Pool, h.Notifier, store.ConsumerGroupLeaveParams{Topic: t, Group: m.group, Consumer: m.consumer})
 		return false, err
 	})
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, res.ConsumerGroupRefresh)
+	h.Metrics.observeGroup(m.topic, m.group, res.ConsumerGroupRefresh)
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -292,22 +292,28 @@ func toConsumerGroupReply(topic string, g store.ConsumerGroup) consumerGroupRepl
 	return out
 }
 
-func (h *handler) consumerGroupGet(c echo.Context) error {
+// consumerGroupTopic validates the route's topic and group names and
+// finds the topic (not from the cache).
+func (h *handler) consumerGroupTopic(c echo.Context) (store.Topic, string, error) {
 	topic, group, err := consumerGroupRef(c)
 	if err != nil {
-		return err
+		return store.Topic{}, "", err
 	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
+	t, err := store.TopicGet(c.Request().Context(), h.Pool, topic)
+	return t, group, err
+}
+
+func (h *handler) consumerGroupGet(c echo.Context) error {
+	t, group, err := h.consumerGroupTopic(c)
 	if err != nil {
 		return err
 	}
-	g, err := store.ConsumerGroupDescribe(ctx, h.Pool, t, group)
+	g, err := store.ConsumerGroupDescribe(c.Request().Context(), h.Pool, t, group)
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(topic, group, g.Refresh)
-	return reply(c, http.StatusOK, toConsumerGroupReply(topic, g))
+	h.Metrics.observeGroup(t.Name, group, g.Refresh)
+	return reply(c, http.StatusOK, toConsumerGroupReply(t.Name, g))
 }
 
 // consumerGroupList answers one page of the topic's groups, each described (and
@@ -351,16 +357,11 @@ func (h *handler) consumerGroupList(c echo.Context) error {
 }
 
 func (h *handler) consumerGroupDelete(c echo.Context) error {
-	topic, group, err := consumerGroupRef(c)
+	t, group, err := h.consumerGroupTopic(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	t, err := store.TopicGet(ctx, h.Pool, topic)
-	if err != nil {
-		return err
-	}
-	if err := store.ConsumerGroupDelete(ctx, h.Pool, t, group); err != nil {
+	if err := store.ConsumerGroupDelete(c.Request().Context(), h.Pool, t, group); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

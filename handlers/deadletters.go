@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,15 +13,11 @@ import (
 )
 
 type deadLetterReply struct {
-	ID             string          `json:"id"`
-	Body           json.RawMessage `json:"body"`
-	Attributes     json.RawMessage `json:"attributes"`
-	Group          *string         `json:"group"`
-	DedupID        *string         `json:"dedup_id"`
-	ReceiveCount   int             `json:"receive_count"`
-	LastError      *string         `json:"last_error"`
-	SentAt         time.Time       `json:"sent_at"`
-	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
+	messageHead
+	ReceiveCount   int       `json:"receive_count"`
+	LastError      *string   `json:"last_error"`
+	SentAt         time.Time `json:"sent_at"`
+	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
 // subscriptionDeadLetter is a subscription's dead letter: its id is the
@@ -76,12 +73,8 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	}
 	out := make([]deadLetterReply, len(dls))
 	for i, d := range dls {
-		attrs := d.Attributes
-		if attrs == nil {
-			attrs = json.RawMessage(emptyObject)
-		}
 		out[i] = deadLetterReply{
-			ID: store.FormatMessageID(d.ID), Body: d.Body, Attributes: attrs, Group: d.Group, DedupID: d.DedupID,
+			messageHead:  headOf(d.ID, d.Body, d.Attributes, d.Group, d.DedupID),
 			ReceiveCount: d.ReceiveCount, LastError: d.LastError, SentAt: d.SentAt.UTC(), DeadLetteredAt: d.DeadLetteredAt.UTC(),
 		}
 	}
@@ -94,12 +87,9 @@ type redriveRequest struct {
 }
 
 func (h *handler) deadLetterRedrive(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req redriveRequest
-	if err := h.decode(c, &req, false); err != nil {
+	ref, err := h.targetBody(c, &req, false)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -138,27 +128,25 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 			p.IDs, p.EventIDs = nil, req.IDs
 		}
 	}
-	redriven, err := store.DeadLetterRedrive(ctx, h.Pool, p)
+	redriven, err := store.DeadLetterRedriveAndWake(ctx, h.Pool, h.Notifier, p)
 	if err != nil {
 		return err
-	}
-	if redriven > 0 {
-		h.Notifier.Published([]int64{q.ID})
 	}
 	return reply(c, http.StatusOK, map[string]int{"redriven": redriven})
 }
 
 func (h *handler) deadLetterPurge(c echo.Context) error {
-	ref, err := targetOf(c)
+	return h.purge(c, func(ctx context.Context, q store.Queue) error { return store.DeadLetterPurge(ctx, h.Pool, q.ID) })
+}
+
+// purge serves a DELETE of what the route's target holds (its messages,
+// its dead letters): it resolves the target afresh, runs do, answers 204.
+func (h *handler) purge(c echo.Context, do func(ctx context.Context, q store.Queue) error) error {
+	_, q, err := h.target(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, false)
-	if err != nil {
-		return err
-	}
-	if err := store.DeadLetterPurge(ctx, h.Pool, q.ID); err != nil {
+	if err := do(c.Request().Context(), q); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

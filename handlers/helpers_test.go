@@ -469,18 +469,28 @@ func decodeReceived(a asyncResult) ([]receivedJSON, error) {
 // nothing and now waits, so what happens next must wake it.
 func parkedQuery(t testing.TB, dbURL, app string, since time.Time, pattern string) {
 	t.Helper()
+	require.True(t, parkedWithin(t, dbURL, app, since, pattern, 10*time.Second),
+		"the server (%s) never ran a statement like %s", app, pattern)
+}
+
+// parkedWithin is parkedQuery's wait, at most d: whether it saw the park.
+func parkedWithin(t testing.TB, dbURL, app string, since time.Time, pattern string, d time.Duration) bool {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	require.Eventually(t, func() bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		var n int
 		err := conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()
 				AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`, app, since, pattern).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the server (%s) never ran a statement like %s", app, pattern)
+		if err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // startParked starts req in a goroutine and waits until the server whose

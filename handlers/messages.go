@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,16 +34,25 @@ type sendResult struct {
 	Duplicate bool   `json:"duplicate"`
 }
 
+// checkBatch checks a request's batch member field (messages, events,
+// receipts) of n items, nil when absent: required, not empty, at most
+// MaxBatch.
+func (h *handler) checkBatch(field string, isNil bool, n int) error {
+	switch {
+	case isNil:
+		return invalid(field, "is required")
+	case n == 0:
+		return invalid(field, "must not be empty")
+	case n > h.limits.MaxBatch:
+		return tooLarge("a batch holds at most %d %s, not %d", h.limits.MaxBatch, field, n)
+	}
+	return nil
+}
+
 // toSendMessages validates a send batch and converts it for the store.
 func (h *handler) toSendMessages(items []sendItem) ([]store.SendMessage, error) {
-	if items == nil {
-		return nil, invalid("messages", "is required")
-	}
-	if len(items) == 0 {
-		return nil, invalid("messages", "must not be empty")
-	}
-	if len(items) > h.limits.MaxBatch {
-		return nil, tooLarge("a batch holds at most %d messages, not %d", h.limits.MaxBatch, len(items))
+	if err := h.checkBatch("messages", items == nil, len(items)); err != nil {
+		return nil, err
 	}
 	var cs checks
 	out := make([]store.SendMessage, len(items))
@@ -122,15 +132,13 @@ type receiveRequest struct {
 	WaitSeconds              *int `json:"wait_seconds"`
 }
 
-type receivedMessage struct {
-	ID           string          `json:"id"`
-	Body         json.RawMessage `json:"body"`
-	Attributes   json.RawMessage `json:"attributes"`
-	Group        *string         `json:"group"`
-	DedupID      *string         `json:"dedup_id"`
-	Receipt      string          `json:"receipt"`
-	ReceiveCount int             `json:"receive_count"`
-	SentAt       time.Time       `json:"sent_at"`
+// messageHead is what a queue's message shows first, received or dead.
+type messageHead struct {
+	ID         string          `json:"id"`
+	Body       json.RawMessage `json:"body"`
+	Attributes json.RawMessage `json:"attributes"`
+	Group      *string         `json:"group"`
+	DedupID    *string         `json:"dedup_id"`
 }
 
 // emptyObject and jsonNull stand for absent attributes and data in
@@ -139,6 +147,21 @@ const (
 	emptyObject = `{}`
 	jsonNull    = `null`
 )
+
+// headOf is a queue message's head; attributes never set show as {}.
+func headOf(id int64, body, attrs json.RawMessage, group, dedupID *string) messageHead {
+	if attrs == nil {
+		attrs = json.RawMessage(emptyObject)
+	}
+	return messageHead{ID: store.FormatMessageID(id), Body: body, Attributes: attrs, Group: group, DedupID: dedupID}
+}
+
+type receivedMessage struct {
+	messageHead
+	Receipt      string    `json:"receipt"`
+	ReceiveCount int       `json:"receive_count"`
+	SentAt       time.Time `json:"sent_at"`
+}
 
 // subscriptionMessage is a subscription's delivery as a consumer receives
 // it: its id is the event's id.
@@ -150,12 +173,9 @@ type subscriptionMessage struct {
 }
 
 func (h *handler) messageReceive(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req receiveRequest
-	if err := h.decode(c, &req, true); err != nil {
+	ref, err := h.targetBody(c, &req, true)
+	if err != nil {
 		return err
 	}
 	var cs checks
@@ -197,16 +217,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	out := make([]receivedMessage, len(msgs))
 	for i, m := range msgs {
-		attrs := m.Attributes
-		if attrs == nil {
-			attrs = json.RawMessage(emptyObject)
-		}
 		out[i] = receivedMessage{
-			ID:           store.FormatMessageID(m.ID),
-			Body:         m.Body,
-			Attributes:   attrs,
-			Group:        m.Group,
-			DedupID:      m.DedupID,
+			messageHead:  headOf(m.ID, m.Body, m.Attributes, m.Group, m.DedupID),
 			Receipt:      m.Receipt.String(),
 			ReceiveCount: m.ReceiveCount,
 			SentAt:       m.SentAt.UTC(),
@@ -222,9 +234,19 @@ func deref[T any](p *T, def T) T {
 	return *p
 }
 
+// settleRequest is the body of an ack, nack or extend: receipts, and the
+// checks of the request's other members.
+type settleRequest interface {
+	receiptList() []string
+	check() error
+}
+
 type receiptsRequest struct {
 	Receipts []string `json:"receipts"`
 }
+
+func (r *receiptsRequest) receiptList() []string { return r.Receipts }
+func (r *receiptsRequest) check() error          { return nil }
 
 type nackRequest struct {
 	Receipts     []string `json:"receipts"`
@@ -233,9 +255,31 @@ type nackRequest struct {
 	DeadLetter   bool     `json:"dead_letter"`
 }
 
+func (r *nackRequest) receiptList() []string { return r.Receipts }
+
+func (r *nackRequest) check() error {
+	var cs checks
+	cs.intRange("delay_seconds", r.DelaySeconds, 0, maxVisibilitySeconds)
+	if r.Error != nil && (len(*r.Error) > 4096 || !safeText(*r.Error)) {
+		cs.add("error", "must be at most 4096 bytes of text")
+	}
+	return cs.err()
+}
+
 type extendRequest struct {
 	Receipts                 []string `json:"receipts"`
 	VisibilityTimeoutSeconds *int     `json:"visibility_timeout_seconds"`
+}
+
+func (r *extendRequest) receiptList() []string { return r.Receipts }
+
+func (r *extendRequest) check() error {
+	if r.VisibilityTimeoutSeconds == nil {
+		return invalid("visibility_timeout_seconds", "is required")
+	}
+	var cs checks
+	cs.intRange("visibility_timeout_seconds", r.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
+	return cs.err()
 }
 
 type receiptResult struct {
@@ -244,14 +288,8 @@ type receiptResult struct {
 }
 
 func (h *handler) parseReceipts(raw []string) ([]store.Receipt, error) {
-	if raw == nil {
-		return nil, invalid("receipts", "is required")
-	}
-	if len(raw) == 0 {
-		return nil, invalid("receipts", "must not be empty")
-	}
-	if len(raw) > h.limits.MaxBatch {
-		return nil, tooLarge("a batch holds at most %d receipts, not %d", h.limits.MaxBatch, len(raw))
+	if err := h.checkBatch("receipts", raw == nil, len(raw)); err != nil {
+		return nil, err
 	}
 	out := make([]store.Receipt, len(raw))
 	for i, s := range raw {
@@ -264,7 +302,32 @@ func (h *handler) parseReceipts(raw []string) ([]store.Receipt, error) {
 	return out, nil
 }
 
-func receiptReply(c echo.Context, raw []string, results []store.ReceiptResult) error {
+// settle serves an ack, nack or extend: it validates the route and req
+// (its receipts, then its other members), resolves the target, runs do
+// and answers one result per receipt, in request order.
+func (h *handler) settle(c echo.Context, req settleRequest,
+	do func(ctx context.Context, ref targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error)) error {
+	ref, err := h.targetBody(c, req, false)
+	if err != nil {
+		return err
+	}
+	receipts, err := h.parseReceipts(req.receiptList())
+	if err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := h.resolve(ctx, ref, true)
+	if err != nil {
+		return err
+	}
+	results, err := do(ctx, ref, q, receipts)
+	if err != nil {
+		return err
+	}
+	raw := req.receiptList()
 	out := make([]receiptResult, len(results))
 	for i, r := range results {
 		status := "stale"
@@ -286,126 +349,40 @@ func countOK(results []store.ReceiptResult) (n int) {
 }
 
 func (h *handler) messageAck(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req receiptsRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	receipts, err := h.parseReceipts(req.Receipts)
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, true)
-	if err != nil {
-		return err
-	}
-	results, promoted, err := store.MessageAck(ctx, h.Pool, q.ID, receipts)
-	if err != nil {
-		return err
-	}
-	h.Metrics.acked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
-	if promoted {
-		// The next message of a group is visible now.
-		h.Notifier.Published([]int64{q.ID})
-	}
-	return receiptReply(c, req.Receipts, results)
+	return h.settle(c, &req, func(ctx context.Context, ref targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error) {
+		results, err := store.MessageAckAndWake(ctx, h.Pool, h.Notifier, q.ID, receipts)
+		if err == nil {
+			h.Metrics.acked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
+		}
+		return results, err
+	})
 }
 
 func (h *handler) messageNack(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req nackRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	receipts, err := h.parseReceipts(req.Receipts)
-	if err != nil {
-		return err
-	}
-	var cs checks
-	cs.intRange("delay_seconds", req.DelaySeconds, 0, maxVisibilitySeconds)
-	if req.Error != nil && (len(*req.Error) > 4096 || !safeText(*req.Error)) {
-		cs.add("error", "must be at most 4096 bytes of text")
-	}
-	if err := cs.err(); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, true)
-	if err != nil {
-		return err
-	}
-	p := store.NackParams{Queue: q, Receipts: receipts, Error: req.Error, DeadLetter: req.DeadLetter}
-	if req.DelaySeconds != nil {
-		d := time.Duration(*req.DelaySeconds) * time.Second
-		p.Delay = &d
-	}
-	results, dead, err := store.MessageNack(ctx, h.Pool, p)
-	if err != nil {
-		return err
-	}
-	ok := countOK(results)
-	h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(ok))
-	if ok > 0 && (dead > 0 || (req.DelaySeconds != nil && *req.DelaySeconds == 0)) {
-		// A nack without delay, or a dead-lettered group head, may make a
-		// message visible now.
-		h.Notifier.Published([]int64{q.ID})
-	}
-	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
-	return receiptReply(c, req.Receipts, results)
+	return h.settle(c, &req, func(ctx context.Context, ref targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error) {
+		p := store.NackParams{Queue: q, Receipts: receipts, Error: req.Error, DeadLetter: req.DeadLetter}
+		if req.DelaySeconds != nil {
+			d := time.Duration(*req.DelaySeconds) * time.Second
+			p.Delay = &d
+		}
+		results, dead, err := store.MessageNackAndWake(ctx, h.Pool, h.Notifier, p)
+		if err == nil {
+			h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
+			h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
+		}
+		return results, err
+	})
 }
 
 func (h *handler) messageExtend(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req extendRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	receipts, err := h.parseReceipts(req.Receipts)
-	if err != nil {
-		return err
-	}
-	if req.VisibilityTimeoutSeconds == nil {
-		return invalid("visibility_timeout_seconds", "is required")
-	}
-	var cs checks
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
-	if err := cs.err(); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := h.resolve(ctx, ref, true)
-	if err != nil {
-		return err
-	}
-	results, err := store.MessageExtend(ctx, h.Pool, q.ID, receipts, time.Duration(*req.VisibilityTimeoutSeconds)*time.Second)
-	if err != nil {
-		return err
-	}
-	return receiptReply(c, req.Receipts, results)
+	return h.settle(c, &req, func(ctx context.Context, _ targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error) {
+		return store.MessageExtend(ctx, h.Pool, q.ID, receipts, time.Duration(*req.VisibilityTimeoutSeconds)*time.Second)
+	})
 }
 
 func (h *handler) messagePurge(c echo.Context) error {
-	n, err := name(c, "queue")
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	q, err := store.QueueGet(ctx, h.Pool, n)
-	if err != nil {
-		return err
-	}
-	if err := store.MessagePurge(ctx, h.Pool, q.ID); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	return h.purge(c, func(ctx context.Context, q store.Queue) error { return store.MessagePurge(ctx, h.Pool, q.ID) })
 }

@@ -139,11 +139,7 @@ func (h *handler) kickPush(ctx context.Context, q store.Queue) {
 // pushTarget resolves the route's queue or subscription, which must have
 // push configured (409 otherwise).
 func (h *handler) pushTarget(c echo.Context) (targetRef, store.Queue, error) {
-	ref, err := targetOf(c)
-	if err != nil {
-		return ref, store.Queue{}, err
-	}
-	q, err := h.resolve(c.Request().Context(), ref, false)
+	ref, q, err := h.target(c)
 	if err != nil {
 		return ref, q, err
 	}

@@ -203,12 +203,9 @@ type seekRequest struct {
 
 // subscriptionSeek redelivers (or skips) retained events from a point.
 func (h *handler) subscriptionSeek(c echo.Context) error {
-	ref, err := targetOf(c)
-	if err != nil {
-		return err
-	}
 	var req seekRequest
-	if err := h.decode(c, &req, false); err != nil {
+	ref, err := h.targetBody(c, &req, false)
+	if err != nil {
 		return err
 	}
 	if req.To == nil {
@@ -223,13 +220,8 @@ func (h *handler) subscriptionSeek(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := store.SubscriptionSeek(ctx, h.SessionPool, s, start)
-	if err != nil {
+	if _, err := store.SubscriptionSeekAndWake(ctx, h.SessionPool, h.Notifier, s, start); err != nil {
 		return err
-	}
-	if n > 0 {
-		h.Notifier.Published([]int64{s.ID})
-		h.kickPush(ctx, s.Queue)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

@@ -56,6 +56,28 @@ func (h *handler) resolve(ctx context.Context, r targetRef, cached bool) (store.
 	return s.Queue, err
 }
 
+// target validates the route's names and resolves its target from the
+// database (not the caches): the start of a route that reads or changes
+// the target itself rather than its messages' hot path.
+func (h *handler) target(c echo.Context) (targetRef, store.Queue, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return ref, store.Queue{}, err
+	}
+	q, err := h.resolve(c.Request().Context(), ref, false)
+	return ref, q, err
+}
+
+// targetBody validates the route's names, then decodes the body into req
+// (a missing body is allowed when optional).
+func (h *handler) targetBody(c echo.Context, req any, optional bool) (targetRef, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return ref, err
+	}
+	return ref, h.decode(c, req, optional)
+}
+
 // subscription finds the named subscription. A cached topic or
 // subscription may be stale (deleted and created again elsewhere): a miss
 // is checked once more with both read afresh (see store.NameCache.With).

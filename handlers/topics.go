@@ -137,14 +137,8 @@ type publishResult struct {
 }
 
 func (h *handler) toPublishEvents(items []publishItem) ([]store.PublishEvent, error) {
-	if items == nil {
-		return nil, invalid("events", "is required")
-	}
-	if len(items) == 0 {
-		return nil, invalid("events", "must not be empty")
-	}
-	if len(items) > h.limits.MaxBatch {
-		return nil, tooLarge("a batch holds at most %d events, not %d", h.limits.MaxBatch, len(items))
+	if err := h.checkBatch("events", items == nil, len(items)); err != nil {
+		return nil, err
 	}
 	var cs checks
 	out := make([]store.PublishEvent, len(items))

@@ -188,6 +188,9 @@ func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
 	}
 	if cfg.Notifier != nil {
 		cfg.Notifier.OnNotify(p.heard)
+		// A write that made a target's messages claimable (an ack, nack,
+		// redrive or seek: store.Notifier.Claimable) kicks it here at once.
+		cfg.Notifier.OnClaimable(func(ids []int64) { p.Kick(context.Background(), ids) })
 	}
 	return p
 }

@@ -92,18 +92,14 @@ func (r *targetRun) tally(results []pushResult) settlement {
 }
 
 // ack acks the successes; an ack that promoted the next message of a
-// group wakes the target's waiters.
+// group wakes the target's waiters (store.MessageAckAndWake decides).
 func (r *targetRun) ack(ctx context.Context, s settlement) {
 	if len(s.acks) == 0 {
 		return
 	}
 	var err error
 	if s.grouped {
-		var promoted bool
-		_, promoted, err = store.MessageAck(ctx, r.p.pool, r.t.ID, s.acks)
-		if promoted {
-			r.p.cfg.Notifier.Published([]int64{r.t.ID})
-		}
+		_, err = store.MessageAckAndWake(ctx, r.p.pool, r.p.cfg.Notifier, r.t.ID, s.acks)
 	} else {
 		_, err = store.MessageAckUngrouped(ctx, r.p.pool, r.t.ID, s.acks)
 	}
@@ -113,7 +109,8 @@ func (r *targetRun) ack(ctx context.Context, s settlement) {
 }
 
 // nack releases the failures: one nack per (delay, error), so each
-// message keeps its own error.
+// message keeps its own error; a nack that made a message claimable at
+// once wakes the target's waiters (store.MessageNackAndWake decides).
 func (r *targetRun) nack(ctx context.Context, s settlement) {
 	for k, receipts := range s.nacks {
 		p := store.NackParams{Queue: r.t.Queue, Receipts: receipts}
@@ -123,7 +120,7 @@ func (r *targetRun) nack(ctx context.Context, s settlement) {
 			d := k.delay
 			p.Delay = &d
 		}
-		if _, _, err := store.MessageNack(ctx, r.p.pool, p); err != nil {
+		if _, _, err := store.MessageNackAndWake(ctx, r.p.pool, r.p.cfg.Notifier, p); err != nil {
 			r.log.Warn("push nack failed", "error", err)
 		}
 	}

@@ -30,6 +30,18 @@
 // group locks) a transaction, so that no redrive can exhaust the server's
 // lock table.
 //
+// # Wakes
+//
+// Long polls and push workers wait on a Notifier and also poll on their
+// own. Which write wakes them is decided here, not by its callers: a send
+// or publish returns the queues to wake (the Sender's and Publisher's
+// callbacks, MessageSendTx's Wake); an ack that promoted a group's next
+// message, a nack with no delay or that dead-lettered a message, a
+// redrive and a subscription seek that delivered events wake through
+// Notifier.Claimable, which the ...AndWake functions (store/wake.go) call
+// after their commit. The Pusher registers its kick there, so a target
+// this instance delivers starts at once; other instances hear the NOTIFY.
+//
 // # Plans
 //
 // Every hot statement does work proportional to its batch whatever the

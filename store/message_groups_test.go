@@ -733,8 +733,8 @@ func TestGroupLockSendHeld(t *testing.T) {
 	})
 }
 
-// An ack that promotes a group's next message says so (the handler wakes
-// long polls on it); an ack that promotes nothing does not.
+// An ack that promotes a group's next message says so (MessageAckAndWake
+// wakes long polls on it); an ack that promotes nothing does not.
 func TestAckReportsPromotion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

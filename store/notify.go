@@ -34,7 +34,8 @@ type Notifier struct {
 	window time.Duration
 	log    *slog.Logger
 
-	heard func(ids []int64) // see OnNotify
+	heard   func(ids []int64) // see OnNotify
+	claimed func(ids []int64) // see OnClaimable
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
