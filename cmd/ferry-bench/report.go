@@ -184,8 +184,8 @@ func fmtRateOf(perSecond float64, u unit) string {
 type unit struct{ one, many string }
 
 var (
-	messages = unit{"message", "msgs"}
-	events   = unit{"event", "events"}
+	messages = unit{"message", "msgs"} //nolint:gochecknoglobals // a read-only unit name, like a constant
+	events   = unit{"event", "events"} //nolint:gochecknoglobals // a read-only unit name, like a constant
 )
 
 // fmtMs renders a duration in milliseconds with useful precision.
