@@ -20,11 +20,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // env is one test's database and the store objects most tests need.
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	dbURL  string
+	t     *testing.T
+	ctx   context.Context
+	dbURL string
+	// db is what the helpers run on: pool, or for newTxEnv the test's
+	// transaction.
+	db store.TxBeginner
+	// pool and sender are nil in a newTxEnv, tx in a newEnv.
 	pool   *pgxpool.Pool
 	sender *store.Sender
+	tx     pgx.Tx
 }
 
 // newEnv gives the test a fresh database, a pool big enough for the
@@ -35,8 +40,30 @@ func newEnv(t *testing.T) *env {
 	dbURL := pgtest.NewDatabase(t)
 	e := &env{t: t, ctx: context.Background(), dbURL: dbURL}
 	e.pool = e.newPool(24)
+	e.db = e.pool
 	e.sender = e.newSender(store.SenderConfig{})
 	return e
+}
+
+// newTxEnv is the fast path for a test that needs no commit: its helpers
+// run in one transaction on the database the package's tests share
+// (pgtest.NewTx), rolled back at cleanup. It has no pool and no Sender
+// (send uses MessageSendTx, publish EventPublishTx), so it suits tests
+// that see only their own writes, within one transaction: no other
+// session, no NOTIFY, no concurrency, and no time passing between
+// statements (now() stands still). Names must be the test's own (see
+// e.name): an insert waits for another test's uncommitted row with the
+// same unique key.
+func newTxEnv(t *testing.T) *env {
+	t.Helper()
+	tx := pgtest.NewTx(t)
+	return &env{t: t, ctx: context.Background(), db: tx, tx: tx}
+}
+
+// name returns base made unique to the test, for the names of things a
+// newTxEnv creates on the shared database.
+func (e *env) name(base string) string {
+	return e.t.Name() + "." + base
 }
 
 // newPool opens another pool on the test's database, closed at cleanup.
@@ -74,15 +101,22 @@ func (e *env) newSenderOn(pool *pgxpool.Pool, cfg store.SenderConfig) *store.Sen
 // queue creates a queue with the given configuration changes.
 func (e *env) queue(name string, patch store.QueuePatch) store.Queue {
 	e.t.Helper()
-	q, created, err := store.QueueUpsert(e.ctx, e.pool, name, patch)
+	q, created, err := store.QueueUpsert(e.ctx, e.db, name, patch)
 	require.NoError(e.t, err)
 	require.True(e.t, created)
 	return q
 }
 
-// send sends msgs with the env's Sender and requires success.
+// send sends msgs with the env's Sender (in a newTxEnv, MessageSendTx)
+// and requires success.
 func (e *env) send(q store.Queue, msgs ...store.SendMessage) []store.SendResult {
 	e.t.Helper()
+	if e.tx != nil {
+		out, err := store.MessageSendTx(e.ctx, e.tx, q, msgs)
+		require.NoError(e.t, err)
+		require.Len(e.t, out.Results, len(msgs))
+		return out.Results
+	}
 	res, qid, err := e.sender.Send(e.ctx, q.Name, msgs)
 	require.NoError(e.t, err)
 	require.Equal(e.t, q.ID, qid)
@@ -93,7 +127,7 @@ func (e *env) send(q store.Queue, msgs ...store.SendMessage) []store.SendResult 
 // claim claims up to max messages with the given lease.
 func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message {
 	e.t.Helper()
-	msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
+	msgs, _, err := store.MessageClaim(e.ctx, e.db, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
 	require.NoError(e.t, err)
 	return msgs
 }
@@ -101,7 +135,7 @@ func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message
 // ack acks receipts and returns the ok flags in order.
 func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 	e.t.Helper()
-	res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts)
+	res, _, err := store.MessageAck(e.ctx, e.db, q.ID, receipts)
 	require.NoError(e.t, err)
 	return oks(res)
 }
@@ -110,7 +144,7 @@ func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 // dead-lettered.
 func (e *env) nack(p store.NackParams) ([]bool, int) {
 	e.t.Helper()
-	res, dead, err := store.MessageNack(e.ctx, e.pool, p)
+	res, dead, err := store.MessageNack(e.ctx, e.db, p)
 	require.NoError(e.t, err)
 	return oks(res), dead
 }
@@ -118,7 +152,7 @@ func (e *env) nack(p store.NackParams) ([]bool, int) {
 // extend extends receipts' leases and returns the ok flags.
 func (e *env) extend(q store.Queue, timeout time.Duration, receipts ...store.Receipt) []bool {
 	e.t.Helper()
-	res, err := store.MessageExtend(e.ctx, e.pool, q.ID, receipts, timeout)
+	res, err := store.MessageExtend(e.ctx, e.db, q.ID, receipts, timeout)
 	require.NoError(e.t, err)
 	return oks(res)
 }
@@ -127,14 +161,14 @@ func (e *env) extend(q store.Queue, timeout time.Duration, receipts ...store.Rec
 func (e *env) count(sql string, args ...any) int64 {
 	e.t.Helper()
 	var n int64
-	require.NoError(e.t, e.pool.QueryRow(e.ctx, sql, args...).Scan(&n))
+	require.NoError(e.t, e.db.QueryRow(e.ctx, sql, args...).Scan(&n))
 	return n
 }
 
 // int64s runs a query of one bigint column and returns its values.
 func (e *env) int64s(sql string, args ...any) []int64 {
 	e.t.Helper()
-	rows, err := e.pool.Query(e.ctx, sql, args...)
+	rows, err := e.db.Query(e.ctx, sql, args...)
 	require.NoError(e.t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(e.t, err)
@@ -156,7 +190,7 @@ func (e *env) deadLetters(q store.Queue) int64 {
 // stats returns the queue's stats.
 func (e *env) stats(q store.Queue) store.QueueStats {
 	e.t.Helper()
-	st, err := store.QueueStatsGet(e.ctx, e.pool, []int64{q.ID})
+	st, err := store.QueueStatsGet(e.ctx, e.db, []int64{q.ID})
 	require.NoError(e.t, err)
 	s, ok := st[q.ID]
 	require.True(e.t, ok)

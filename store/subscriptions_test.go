@@ -27,7 +27,7 @@ func (e *env) subscribe(tp store.Topic, name, filter string, p store.Subscriptio
 	f, err := store.ParseFilter([]byte(filter))
 	require.NoError(e.t, err)
 	p.Filter = f
-	s, created, backfilled, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, name, p)
+	s, created, backfilled, err := store.SubscriptionUpsert(e.ctx, e.db, tp, name, p)
 	require.NoError(e.t, err)
 	require.True(e.t, created, "subscription %s already existed", name)
 	return s, backfilled
@@ -38,7 +38,7 @@ func (e *env) setFilter(tp store.Topic, name, filter string) store.Subscription 
 	e.t.Helper()
 	f, err := store.ParseFilter([]byte(filter))
 	require.NoError(e.t, err)
-	s, created, _, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, name, store.SubscriptionPatch{Filter: f})
+	s, created, _, err := store.SubscriptionUpsert(e.ctx, e.db, tp, name, store.SubscriptionPatch{Filter: f})
 	require.NoError(e.t, err)
 	require.False(e.t, created)
 	return s

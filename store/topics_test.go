@@ -24,15 +24,22 @@ import (
 // topic creates a topic with the given configuration changes.
 func (e *env) topic(name string, patch store.TopicPatch) store.Topic {
 	e.t.Helper()
-	tp, created, err := store.TopicUpsert(e.ctx, e.pool, name, patch)
+	tp, created, err := store.TopicUpsert(e.ctx, e.db, name, patch)
 	require.NoError(e.t, err)
 	require.True(e.t, created, "topic %s already existed", name)
 	return tp
 }
 
-// publish publishes events with EventPublish and requires success.
+// publish publishes events with EventPublish (in a newTxEnv,
+// EventPublishTx) and requires success.
 func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.PublishResult {
 	e.t.Helper()
+	if e.tx != nil {
+		out, err := store.EventPublishTx(e.ctx, e.tx, store.PublishParams{Topic: tp, Events: events})
+		require.NoError(e.t, err)
+		require.Len(e.t, out.Results, len(events))
+		return out.Results
+	}
 	res, _, err := store.EventPublish(e.ctx, e.pool, tp, events)
 	require.NoError(e.t, err)
 	require.Len(e.t, res, len(events))
@@ -42,7 +49,7 @@ func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.Publ
 // offsets returns the topic's partition offsets.
 func (e *env) offsets(tp store.Topic) []store.PartitionOffsets {
 	e.t.Helper()
-	offs, err := store.TopicOffsets(e.ctx, e.pool, []int64{tp.ID})
+	offs, err := store.TopicOffsets(e.ctx, e.db, []int64{tp.ID})
 	require.NoError(e.t, err)
 	return offs[tp.ID]
 }
@@ -53,7 +60,7 @@ func (e *env) read(p store.ReadParams) ([]store.Event, int64) {
 	if p.Limit == 0 {
 		p.Limit = 1000
 	}
-	evs, next, err := store.EventRead(e.ctx, e.pool, nil, p)
+	evs, next, err := store.EventRead(e.ctx, e.db, nil, p)
 	require.NoError(e.t, err)
 	return evs, next
 }
@@ -579,7 +586,7 @@ func TestEventKeys(t *testing.T) {
 
 	t.Run("SameKeySamePartition", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newTxEnv(t)
 		tp := e.topic("k", store.TopicPatch{Partitions: ptr(8)})
 		keys := []string{"ORD-9912", "a", "customer/42", "ü-key", "z"}
 		var batch []store.PublishEvent
@@ -616,7 +623,7 @@ func TestEventKeys(t *testing.T) {
 
 	t.Run("KeylessSpread", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newTxEnv(t)
 		// EventPublish spreads each publish's keyless events from a random
 		// partition, with no state shared between tests; an id no
 		// parallel test uses all the same (topic ids start at 1 in every
@@ -661,6 +668,12 @@ func TestEventKeys(t *testing.T) {
 // TestPublisherSpread).
 func (e *env) uniqueTopicIDs() {
 	e.t.Helper()
+	if e.tx != nil {
+		// The shared database of a newTxEnv has one sequence for every
+		// test of the binary, and altering it would lock the table until
+		// the test ends.
+		return
+	}
 	_, err := e.pool.Exec(e.ctx, fmt.Sprintf(`ALTER TABLE ferry.topics ALTER COLUMN id RESTART WITH %d`, 1_000_000+rand.IntN(1_000_000_000)))
 	require.NoError(e.t, err)
 }
@@ -668,9 +681,10 @@ func (e *env) uniqueTopicIDs() {
 // Partitions only grow; a PUT without change keeps updated_at.
 func TestTopicPartitionsOnlyGrow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newTxEnv(t)
+	name := e.name("g")
 	e.uniqueTopicIDs()
-	tp := e.topic("g", store.TopicPatch{})
+	tp := e.topic(name, store.TopicPatch{})
 	require.Equal(t, store.DefaultTopicConfig(), tp.TopicConfig)
 	require.Equal(t, store.TopicConfig{Partitions: 4, RetentionSeconds: 604800, DedupWindowSeconds: 300}, tp.TopicConfig)
 	offs := e.offsets(tp)
@@ -687,28 +701,28 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 
 	// Shrinking is a conflict and changes nothing.
 	for _, n := range []int{3, 1} {
-		_, _, err := store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(n), RetentionSeconds: ptr(60)})
+		_, _, err := store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(n), RetentionSeconds: ptr(60)})
 		require.Error(t, err)
 		require.True(t, errors.Is(err, store.ErrConflict), "shrink error %v wraps ErrConflict", err)
 		var shrink *store.ShrinkError
 		require.True(t, errors.As(err, &shrink), "shrink error %T is a *ShrinkError", err)
 		require.Equal(t, store.ShrinkError{From: 4, To: n}, *shrink)
 	}
-	got, err := store.TopicGet(e.ctx, e.pool, "g")
+	got, err := store.TopicGet(e.ctx, e.db, name)
 	require.NoError(t, err)
 	require.Equal(t, tp, got, "a refused shrink changed nothing, not even retention")
 	require.EqualValues(t, 4, e.count(`SELECT count(*) FROM ferry.topic_partitions WHERE topic_id = $1`, tp.ID))
 
 	// The same count, or an empty patch, is no change: updated_at stays.
 	for _, patch := range []store.TopicPatch{{}, {Partitions: ptr(4)}, {Partitions: ptr(4), RetentionSeconds: ptr(604800), DedupWindowSeconds: ptr(300)}} {
-		same, created, err := store.TopicUpsert(e.ctx, e.pool, "g", patch)
+		same, created, err := store.TopicUpsert(e.ctx, e.db, name, patch)
 		require.NoError(t, err)
 		require.False(t, created)
 		require.Equal(t, tp, same, "patch %+v", patch)
 	}
 
 	// Growing adds empty partitions and keeps the old ones' logs.
-	grown, created, err := store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(6)})
+	grown, created, err := store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(6)})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, 6, grown.Partitions)
@@ -744,7 +758,7 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 	require.Equal(t, store.PartitionForKey(keys[1], 4), old.Partition)
 
 	// Growing by 1 and to the maximum.
-	_, _, err = store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(256)})
+	_, _, err = store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(256)})
 	require.NoError(t, err)
 	require.Len(t, e.offsets(grown), 256)
 }
@@ -754,8 +768,9 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 // next_offset the head + 1.
 func TestEventReadFromTime(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("tm", store.TopicPatch{Partitions: ptr(2)})
+	e := newTxEnv(t)
+	name := e.name("tm")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(2)})
 	keys := keysFor(2)
 	var batch []store.PublishEvent
 	for i := range 10 {
@@ -763,12 +778,12 @@ func TestEventReadFromTime(t *testing.T) {
 	}
 	e.publish(tp, batch...)
 	// Offsets 0-4 are an hour old, a second apart.
-	_, err := e.pool.Exec(e.ctx, `
+	_, err := e.db.Exec(e.ctx, `
 		UPDATE ferry.events SET published_at = now() - interval '1 hour' + "offset" * interval '1 second'
 		WHERE topic_id = $1 AND partition = 0 AND "offset" < 5`, tp.ID)
 	require.NoError(t, err)
 	at := map[int64]time.Time{}
-	rows, err := e.pool.Query(e.ctx, `SELECT "offset", published_at FROM ferry.events WHERE topic_id = $1`, tp.ID)
+	rows, err := e.db.Query(e.ctx, `SELECT "offset", published_at FROM ferry.events WHERE topic_id = $1`, tp.ID)
 	require.NoError(t, err)
 	for rows.Next() {
 		var (
@@ -1274,8 +1289,9 @@ func TestEventPublishBatchAtomicity(t *testing.T) {
 // Events read back carry what was published.
 func TestEventRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("rt", store.TopicPatch{Partitions: ptr(1)})
+	e := newTxEnv(t)
+	name := e.name("rt")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(1)})
 	before := time.Now()
 	e.publish(tp,
 		store.PublishEvent{ID: "full", Type: "order.created", Key: ptr("ORD-1"), Data: json.RawMessage(`{"b": [1, 2], "a": "x"}`), Attributes: json.RawMessage(`{"region":"eu"}`)},
