@@ -1002,9 +1002,11 @@ func TestEventReadLongPoll(t *testing.T) {
 // ids are forgotten only after their window.
 func TestEventRetention(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("r", store.TopicPatch{Partitions: ptr(3), RetentionSeconds: ptr(60)})
-	keep := e.topic("keep", store.TopicPatch{Partitions: ptr(1)}) // default retention: 7 days
+	e := newTxEnv(t)
+	name := e.name("r")
+	keepName := e.name("keep")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(3), RetentionSeconds: ptr(60)})
+	keep := e.topic(keepName, store.TopicPatch{Partitions: ptr(1)}) // default retention: 7 days
 	keys := keysFor(3)
 	for p := range 3 {
 		var batch []store.PublishEvent
@@ -1021,7 +1023,7 @@ func TestEventRetention(t *testing.T) {
 
 	backdate := func(topicID int64, partition int, below int64, age string) {
 		t.Helper()
-		_, err := e.pool.Exec(e.ctx, `UPDATE ferry.events SET published_at = now() - $4::interval + "offset" * interval '1 millisecond'
+		_, err := e.db.Exec(e.ctx, `UPDATE ferry.events SET published_at = now() - $4::interval + "offset" * interval '1 millisecond'
 			WHERE topic_id = $1 AND partition = $2 AND "offset" < $3`, topicID, partition, below, age)
 		require.NoError(t, err)
 	}
@@ -1032,7 +1034,7 @@ func TestEventRetention(t *testing.T) {
 
 	expire := func(limit int) int64 {
 		t.Helper()
-		n, err := store.EventExpire(e.ctx, e.pool, limit)
+		n, err := store.EventExpire(e.ctx, e.db, limit)
 		require.NoError(t, err)
 		return n
 	}
@@ -1070,16 +1072,16 @@ func TestEventRetention(t *testing.T) {
 	// events does not forget ids still in their window.
 	dupe := e.publish(tp, eventWithKey("p1-2", keys[1]))[0]
 	require.True(t, dupe.Duplicate, "an id within its window stays a duplicate after its event expired")
-	_, err := e.pool.Exec(e.ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second'
+	_, err := e.db.Exec(e.ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second'
 		WHERE topic_id = $1 AND event_id IN ('p0-0', 'p0-1', 'p2-5')`, tp.ID)
 	require.NoError(t, err)
 	before := e.count(`SELECT count(*) FROM ferry.event_dedup`)
-	n, err := store.EventDedupExpire(e.ctx, e.pool, 1000)
+	n, err := store.EventDedupExpire(e.ctx, e.db, 1000)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 	require.Equal(t, before-3, e.count(`SELECT count(*) FROM ferry.event_dedup`))
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.event_dedup WHERE event_id IN ('p0-0', 'p0-1', 'p2-5')`))
-	n, err = store.EventDedupExpire(e.ctx, e.pool, 1000)
+	n, err = store.EventDedupExpire(e.ctx, e.db, 1000)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	// A forgotten id is new again; a remembered one is not.
