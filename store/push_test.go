@@ -13,6 +13,18 @@ func pushPatch(url, secret string) *store.PushPatch {
 	return &store.PushPatch{URL: &url, NewSecret: secret}
 }
 
+// pushTarget creates or changes queue name to push to
+// https://a.example/h with the given new secret.
+func (e *env) pushTarget(name, secret string) store.Queue {
+	e.t.Helper()
+	q, _, err := store.QueueUpsert(e.ctx, e.db, name, store.QueuePatch{Push: pushPatch("https://a.example/h", secret)})
+	require.NoError(e.t, err)
+	return q
+}
+
+// pushQueue is a push target with secret whsec_x.
+func (e *env) pushQueue(name string) store.Queue { return e.pushTarget(name, "whsec_x") }
+
 // A push configuration is set, merged, shown once with its secret, and
 // removed; changing the URL clears the failure state.
 func TestPushConfigLifecycle(t *testing.T) {
@@ -73,8 +85,7 @@ func TestPushConfigLifecycle(t *testing.T) {
 func TestPushOutcomeDisables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
+	q := e.pushQueue("hooks")
 	get := func() store.Queue {
 		q, err := store.QueueGet(e.ctx, e.pool, "hooks")
 		require.NoError(t, err)
@@ -129,9 +140,7 @@ func TestPushOutcomeDisables(t *testing.T) {
 func TestSecretRotateOverlap(t *testing.T) {
 	t.Parallel()
 	e := newTxEnv(t)
-	hooks := e.name("hooks")
-	q, _, err := store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_old")})
-	require.NoError(t, err)
+	q := e.pushTarget(e.name("hooks"), "whsec_old")
 	require.NoError(t, store.SecretRotate(e.ctx, e.db, q.ID, "whsec_new", time.Hour))
 	tgt, err := store.PushTargetGet(e.ctx, e.db, q.ID)
 	require.NoError(t, err)
@@ -151,9 +160,7 @@ func TestSecretRotateOverlap(t *testing.T) {
 func TestPushAttempts(t *testing.T) {
 	t.Parallel()
 	e := newTxEnv(t)
-	hooks := e.name("hooks")
-	q, _, err := store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
+	q := e.pushQueue(e.name("hooks"))
 	code500, code204 := 500, 204
 	msg := "HTTP 500"
 	now := time.Now()

@@ -19,13 +19,6 @@ const (
 	ownerB = "00000000-0000-4000-8000-00000000000b"
 )
 
-func (e *env) pushQueue(name string) store.Queue {
-	e.t.Helper()
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, name, store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(e.t, err)
-	return q
-}
-
 // expireLease makes a lease end in the past, as a killed owner's does.
 func (e *env) expireLease(q store.Queue) {
 	e.t.Helper()
