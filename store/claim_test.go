@@ -34,10 +34,7 @@ func (e *env) claimState(q store.Queue, id int64) claimState {
 // Invariant 3: an ack, nack or extend with a stale receipt changes nothing.
 func TestStaleReceipts(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("stale", store.QueuePatch{MaxReceives: ptr(100)})
-	}
+	setup := queueSetup("stale", store.QueuePatch{MaxReceives: ptr(100)})
 	// requireAllStale tries every operation with r and checks that the
 	// message row did not change.
 	requireAllStale := func(t *testing.T, e *env, q store.Queue, r store.Receipt) {

@@ -117,19 +117,11 @@ func byPartition(evs []store.Event) map[int][]int64 {
 }
 
 func publishedIDs(res []store.PublishResult) []string {
-	out := make([]string, len(res))
-	for i, r := range res {
-		out[i] = r.ID
-	}
-	return out
+	return each(res, func(r store.PublishResult) string { return r.ID })
 }
 
 func eventIDs(evs []store.Event) []string {
-	out := make([]string, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.ID
-	}
-	return out
+	return each(evs, func(ev store.Event) string { return ev.ID })
 }
 
 func requireValidation(t *testing.T, err error, field string) {

@@ -21,10 +21,7 @@ func (e *env) deadLetter(q store.Queue, got []store.Message, errText string) {
 
 func TestDeadLetterRedrive(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newTxEnv(t)
-		return e, e.queue(e.name("dlq"), store.QueuePatch{MaxReceives: ptr(3)})
-	}
+	setup := txQueueSetup("dlq", store.QueuePatch{MaxReceives: ptr(3)})
 
 	t.Run("ListAndRedriveInSendOrder", func(t *testing.T) {
 		t.Parallel()

@@ -60,6 +60,31 @@ func newTxEnv(t *testing.T) *env {
 	return &env{t: t, ctx: context.Background(), db: tx, tx: tx}
 }
 
+// queueSetup is the setup of tests whose subtests each want a database
+// and a queue of their own: a newEnv with queue name.
+func queueSetup(name string, patch store.QueuePatch) func(t *testing.T) (*env, store.Queue) {
+	return func(t *testing.T) (*env, store.Queue) {
+		e := newEnv(t)
+		return e, e.queue(name, patch)
+	}
+}
+
+// patchedQueueSetup is queueSetup with the queue's patch given by each
+// subtest.
+func patchedQueueSetup(name string) func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
+	return func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
+		return queueSetup(name, patch)(t)
+	}
+}
+
+// txQueueSetup is queueSetup on a newTxEnv, the queue named e.name(base).
+func txQueueSetup(base string, patch store.QueuePatch) func(t *testing.T) (*env, store.Queue) {
+	return func(t *testing.T) (*env, store.Queue) {
+		e := newTxEnv(t)
+		return e, e.queue(e.name(base), patch)
+	}
+}
+
 // name returns base made unique to the test, for the names of things a
 // newTxEnv creates on the shared database.
 func (e *env) name(base string) string {
@@ -233,36 +258,29 @@ func (e *env) claimEventually(q store.Queue, max int, lease time.Duration) []sto
 	return got
 }
 
-func oks(res []store.ReceiptResult) []bool {
-	out := make([]bool, len(res))
-	for i, r := range res {
-		out[i] = r.OK
+// each maps in through f, into a slice of the same length (never nil).
+func each[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
 	}
 	return out
+}
+
+func oks(res []store.ReceiptResult) []bool {
+	return each(res, func(r store.ReceiptResult) bool { return r.OK })
 }
 
 func receipts(msgs []store.Message) []store.Receipt {
-	out := make([]store.Receipt, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Receipt
-	}
-	return out
+	return each(msgs, func(m store.Message) store.Receipt { return m.Receipt })
 }
 
 func ids(msgs []store.Message) []int64 {
-	out := make([]int64, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
-	}
-	return out
+	return each(msgs, func(m store.Message) int64 { return m.ID })
 }
 
 func resultIDs(res []store.SendResult) []int64 {
-	out := make([]int64, len(res))
-	for i, r := range res {
-		out[i] = r.ID
-	}
-	return out
+	return each(res, func(r store.SendResult) int64 { return r.ID })
 }
 
 // payload is the body most tests send: which producer/group and a sequence
@@ -347,6 +365,28 @@ func (e *env) holdSends() (release func()) {
 	}
 	e.t.Cleanup(release)
 	return release
+}
+
+// heldSend is the outcome of a send started by startHeldSend.
+type heldSend struct {
+	res []store.SendResult
+	err error
+}
+
+// startHeldSend sends m to q on a Sender of its own (one worker, sessions
+// named "held-sender") and returns once the send waits in the hold
+// trigger (holdSends must be in force); its outcome comes on the channel
+// after the release.
+func (e *env) startHeldSend(q store.Queue, m store.SendMessage) <-chan heldSend {
+	e.t.Helper()
+	sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
+	done := make(chan heldSend, 1)
+	go func() {
+		res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
+		done <- heldSend{res, err}
+	}()
+	e.activityWaitingEventually("held-sender")
+	return done
 }
 
 // lockWaiters counts the sessions named appName that wait for a lock.

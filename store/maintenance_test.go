@@ -55,10 +55,7 @@ func (e *env) drainGroup(q store.Queue, grp string) []int {
 
 func TestMessageExpire(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("retained", store.QueuePatch{RetentionSeconds: ptr(60)})
-	}
+	setup := queueSetup("retained", store.QueuePatch{RetentionSeconds: ptr(60)})
 
 	t.Run("Ungrouped", func(t *testing.T) {
 		t.Parallel()

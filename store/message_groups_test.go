@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -75,10 +74,7 @@ func seqs(n int) []int {
 // group only until it is dead-lettered.
 func TestGroupOrdering(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("groups", patch)
-	}
+	setup := patchedQueueSetup("groups")
 
 	t.Run("ConcurrentConsumers", func(t *testing.T) {
 		t.Parallel()
@@ -483,10 +479,7 @@ func (e *env) requireOneHead(q store.Queue, grp string) {
 // message joins it (redrive), made to happen deterministically.
 func TestGroupLockRaces(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("races", store.QueuePatch{RetentionSeconds: ptr(60)})
-	}
+	setup := queueSetup("races", store.QueuePatch{RetentionSeconds: ptr(60)})
 
 	t.Run("SendWhileAck", func(t *testing.T) {
 		t.Parallel()
@@ -576,17 +569,7 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 	release := e.holdSends()
 	defer release()
 
-	sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
-	type sent struct {
-		res []store.SendResult
-		err error
-	}
-	sendDone := make(chan sent, 1)
-	go func() {
-		res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
-		sendDone <- sent{res, err}
-	}()
-	e.activityWaitingEventually("held-sender")
+	sendDone := e.startHeldSend(q, m)
 
 	opPool := e.newNamedPool(4, "op")
 	opDone := make(chan error, 1)
@@ -623,10 +606,7 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 // has no head (or two).
 func TestGroupLockSendHeld(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("held", patch)
-	}
+	setup := patchedQueueSetup("held")
 
 	t.Run("AckWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
@@ -737,13 +717,11 @@ func TestGroupLockSendHeld(t *testing.T) {
 // long polls on it); an ack that promotes nothing does not.
 func TestAckReportsPromotion(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, _, err := store.QueueUpsert(ctx, pool, "promo", store.QueuePatch{})
-	require.NoError(t, err)
-	s := store.NewSender(pool, store.SenderConfig{Workers: 1})
-	defer s.Close()
-	_, _, err = s.Send(ctx, "promo", []store.SendMessage{
+	e := newEnv(t)
+	ctx, pool := e.ctx, e.pool
+	q := e.queue("promo", store.QueuePatch{})
+	s := e.newSender(store.SenderConfig{Workers: 1})
+	_, _, err := s.Send(ctx, "promo", []store.SendMessage{
 		{Body: json.RawMessage(`1`), Group: "g"}, {Body: json.RawMessage(`2`), Group: "g"}, {Body: json.RawMessage(`3`)},
 	})
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -20,8 +18,8 @@ import (
 // the others it was merged with.
 func TestPublisherGroupCommit(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
+	e := newEnv(t)
+	ctx, pool := e.ctx, e.pool
 	one := 1
 	topic, _, err := store.TopicUpsert(ctx, pool, "pub", store.TopicPatch{Partitions: &one})
 	require.NoError(t, err)

@@ -68,10 +68,7 @@ func requireOneOriginal(t *testing.T, e *env, q store.Queue, dedupID string, res
 // identical sends race.
 func TestDedupConcurrent(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("dedup", store.QueuePatch{})
-	}
+	setup := queueSetup("dedup", store.QueuePatch{})
 	m := store.SendMessage{Body: json.RawMessage(`{"n":1}`), DedupID: "evt-1"}
 
 	t.Run("OneSender", func(t *testing.T) {
@@ -499,10 +496,7 @@ func TestSendGroupCommit(t *testing.T) {
 // Edge inputs are stored and returned byte for byte.
 func TestSendEdgeInputs(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("edge", store.QueuePatch{})
-	}
+	setup := queueSetup("edge", store.QueuePatch{})
 
 	t.Run("Bodies", func(t *testing.T) {
 		t.Parallel()
@@ -695,19 +689,9 @@ func TestDedupAnswerAtWindowEnd(t *testing.T) {
 			first := e.send(q, m)
 
 			release := e.holdSends()
-			sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
-			type sent struct {
-				res []store.SendResult
-				err error
-			}
-			sendDone := make(chan sent, 1)
-			go func() {
-				res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
-				sendDone <- sent{res, err}
-			}()
 			// The duplicate was detected (the INSERT ran) and the send waits
 			// in the hold trigger.
-			e.activityWaitingEventually("held-sender")
+			sendDone := e.startHeldSend(q, m)
 
 			locker, err := e.newNamedPool(1, "locker").Begin(e.ctx)
 			require.NoError(t, err)

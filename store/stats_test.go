@@ -14,10 +14,7 @@ import (
 
 func TestQueueStats(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("stats", store.QueuePatch{MaxReceives: ptr(100)})
-	}
+	setup := queueSetup("stats", store.QueuePatch{MaxReceives: ptr(100)})
 
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()

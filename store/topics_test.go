@@ -67,11 +67,7 @@ func (e *env) read(p store.ReadParams) ([]store.Event, int64) {
 
 // eventOffsets lists the offsets of events.
 func eventOffsets(evs []store.Event) []int64 {
-	out := make([]int64, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.Offset
-	}
-	return out
+	return each(evs, func(ev store.Event) int64 { return ev.Offset })
 }
 
 // span is the offsets from..to, inclusive.
