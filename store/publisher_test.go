@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -18,8 +20,8 @@ import (
 // the others it was merged with.
 func TestPublisherGroupCommit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx, pool := e.ctx, e.pool
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
 	one := 1
 	topic, _, err := store.TopicUpsert(ctx, pool, "pub", store.TopicPatch{Partitions: &one})
 	require.NoError(t, err)

@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -15,10 +17,12 @@ import (
 // group afterwards is its head and can be received.
 func TestPurgeInBatches(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx, pool := e.ctx, e.pool
-	q := e.queue("big", store.QueuePatch{})
-	s := e.newSender(store.SenderConfig{Workers: 2})
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	q, _, err := store.QueueUpsert(ctx, pool, "big", store.QueuePatch{})
+	require.NoError(t, err)
+	s := store.NewSender(pool, store.SenderConfig{Workers: 2})
+	defer s.Close()
 	batch := make([]store.SendMessage, 1000)
 	for i := range batch {
 		batch[i] = store.SendMessage{Body: json.RawMessage(`1`)}
@@ -58,11 +62,14 @@ func TestPurgeInBatches(t *testing.T) {
 // timeout with ErrBusy, instead of holding up sends to other queues.
 func TestSendLockTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx, pool := e.ctx, e.pool
-	a := e.queue("held", store.QueuePatch{})
-	e.queue("free", store.QueuePatch{})
-	s := e.newSender(store.SenderConfig{Workers: 2})
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	a, _, err := store.QueueUpsert(ctx, pool, "held", store.QueuePatch{})
+	require.NoError(t, err)
+	_, _, err = store.QueueUpsert(ctx, pool, "free", store.QueuePatch{})
+	require.NoError(t, err)
+	s := store.NewSender(pool, store.SenderConfig{Workers: 2})
+	defer s.Close()
 
 	// Another session holds queue "held" exclusively (as a purge does).
 	tx, err := pool.Begin(ctx)

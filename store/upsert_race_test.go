@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -14,8 +16,8 @@ import (
 // ends up with fewer partitions than a PUT asked for.
 func TestUpsertCreationRace(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx, pool := e.ctx, e.pool
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
 	for round := range 10 {
 		name := "race-" + string(rune('a'+round))
 		eight, sixty, ten := 8, 60, 10
