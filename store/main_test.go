@@ -367,6 +367,21 @@ func (e *env) holdSends() (release func()) {
 	return release
 }
 
+// atOnce runs f(0) .. f(n-1), each in a goroutine of its own, all let go
+// at the same moment, and returns when every one has.
+func atOnce(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // heldSend is the outcome of a send started by startHeldSend.
 type heldSend struct {
 	res []store.SendResult

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,19 +67,12 @@ func TestMaxDepthConcurrentDuplicates(t *testing.T) {
 		id := fmt.Sprintf("same-%d", round)
 		const n = 16
 		var (
-			wg      sync.WaitGroup
 			results [n][]store.SendResult
 			errs    [n]error
 		)
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], _, errs[i] = e.sender.Send(context.Background(), q.Name, []store.SendMessage{deduped(id, i)})
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(n, func(i int) {
+			results[i], _, errs[i] = e.sender.Send(context.Background(), q.Name, []store.SendMessage{deduped(id, i)})
+		})
 		created := 0
 		for i := range n {
 			require.NoError(t, errs[i], "round %d send %d", round, i)

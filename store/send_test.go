@@ -19,26 +19,14 @@ import (
 // through senders[i % len(senders)], and returns every answer.
 func sendAtOnce(t *testing.T, senders []*store.Sender, queue string, n int, m store.SendMessage) []store.SendResult {
 	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([]store.SendResult, n)
-		errs    = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, _, err := senders[i%len(senders)].Send(context.Background(), queue, []store.SendMessage{m})
-			errs[i] = err
-			if err == nil && len(res) == 1 {
-				results[i] = res[0]
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results, errs := make([]store.SendResult, n), make([]error, n)
+	atOnce(n, func(i int) {
+		res, _, err := senders[i%len(senders)].Send(context.Background(), queue, []store.SendMessage{m})
+		errs[i] = err
+		if err == nil && len(res) == 1 {
+			results[i] = res[0]
+		}
+	})
 	for i, err := range errs {
 		require.NoError(t, err, "send %d", i)
 	}
@@ -278,31 +266,22 @@ func TestSendBatchAtomicity(t *testing.T) {
 			senders[i] = e.newSender(store.SenderConfig{Workers: 2})
 		}
 		var (
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
 			mu       sync.Mutex
 			accepted int
 		)
-		for i := range 48 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, _, err := senders[i%len(senders)].Send(context.Background(), q.Name, []store.SendMessage{msg(i), msg(i), msg(i)})
-				var full *store.QueueFullError
-				switch {
-				case err == nil:
-					mu.Lock()
-					accepted++
-					mu.Unlock()
-				case errors.As(err, &full):
-				default:
-					t.Errorf("send %d: %v", i, err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		atOnce(48, func(i int) {
+			_, _, err := senders[i%len(senders)].Send(context.Background(), q.Name, []store.SendMessage{msg(i), msg(i), msg(i)})
+			var full *store.QueueFullError
+			switch {
+			case err == nil:
+				mu.Lock()
+				accepted++
+				mu.Unlock()
+			case errors.As(err, &full):
+			default:
+				t.Errorf("send %d: %v", i, err)
+			}
+		})
 		require.Equal(t, 6, accepted)
 		require.EqualValues(t, 18, e.live(q))
 		e.requireCountersExact(q)
@@ -434,47 +413,35 @@ func TestSendGroupCommit(t *testing.T) {
 	reader := e.newPool(4)
 
 	const n = 64
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		got   = make([]int64, n)
-		errs  = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			target := q
-			if i%4 == 3 {
-				target = other
-			}
-			res, qid, err := sender.Send(context.Background(), target.Name, []store.SendMessage{msg(i)})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			if qid != target.ID || len(res) != 1 || res[0].Duplicate {
-				errs[i] = fmt.Errorf("send %d: queue %d, results %+v", i, qid, res)
-				return
-			}
-			got[i] = res[0].ID
-			// Immediately after the answer, another connection sees the
-			// message with the body that was sent.
-			var seq int
-			err = reader.QueryRow(context.Background(),
-				`SELECT (body->>'seq')::int FROM ferry.messages WHERE queue_id = $1 AND id = $2`, target.ID, res[0].ID).Scan(&seq)
-			if err != nil {
-				errs[i] = fmt.Errorf("send %d: message %d not readable after Send returned: %w", i, res[0].ID, err)
-				return
-			}
-			if seq != i {
-				errs[i] = fmt.Errorf("send %d: message %d holds seq %d", i, res[0].ID, seq)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	got, errs := make([]int64, n), make([]error, n)
+	atOnce(n, func(i int) {
+		target := q
+		if i%4 == 3 {
+			target = other
+		}
+		res, qid, err := sender.Send(context.Background(), target.Name, []store.SendMessage{msg(i)})
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		if qid != target.ID || len(res) != 1 || res[0].Duplicate {
+			errs[i] = fmt.Errorf("send %d: queue %d, results %+v", i, qid, res)
+			return
+		}
+		got[i] = res[0].ID
+		// Immediately after the answer, another connection sees the
+		// message with the body that was sent.
+		var seq int
+		err = reader.QueryRow(context.Background(),
+			`SELECT (body->>'seq')::int FROM ferry.messages WHERE queue_id = $1 AND id = $2`, target.ID, res[0].ID).Scan(&seq)
+		if err != nil {
+			errs[i] = fmt.Errorf("send %d: message %d not readable after Send returned: %w", i, res[0].ID, err)
+			return
+		}
+		if seq != i {
+			errs[i] = fmt.Errorf("send %d: message %d holds seq %d", i, res[0].ID, seq)
+		}
+	})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}

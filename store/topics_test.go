@@ -336,22 +336,10 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 // returns every answer.
 func publishAtOnce(t *testing.T, e *env, tp store.Topic, n int, batch ...store.PublishEvent) [][]store.PublishResult {
 	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([][]store.PublishResult, n)
-		errs    = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], _, errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results, errs := make([][]store.PublishResult, n), make([]error, n)
+	atOnce(n, func(i int) {
+		results[i], _, errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
+	})
 	for i, err := range errs {
 		require.NoError(t, err, "publish %d", i)
 		require.Len(t, results[i], len(batch))
@@ -406,29 +394,19 @@ func TestEventDedup(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		tp := e.topic("d", store.TopicPatch{})
-		var (
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-			errs  = make([]error, 12)
-			res   = make([][]store.PublishResult, 12)
-		)
-		for i := range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				batch := []store.PublishEvent{
-					eventWithKey("x", fmt.Sprintf("k%d", i)), eventWithID(fmt.Sprintf("own-%d", i)),
-					eventWithKey("y", fmt.Sprintf("j%d", i)), eventWithID("z"),
-				}
-				if i%2 == 1 {
-					slices.Reverse(batch)
-				}
-				<-start
-				res[i], _, errs[i] = store.EventPublish(e.ctx, e.pool, tp, batch)
-			}()
+		errs, res, batches := make([]error, 12), make([][]store.PublishResult, 12), make([][]store.PublishEvent, 12)
+		for i := range batches {
+			batches[i] = []store.PublishEvent{
+				eventWithKey("x", fmt.Sprintf("k%d", i)), eventWithID(fmt.Sprintf("own-%d", i)),
+				eventWithKey("y", fmt.Sprintf("j%d", i)), eventWithID("z"),
+			}
+			if i%2 == 1 {
+				slices.Reverse(batches[i])
+			}
 		}
-		close(start)
-		wg.Wait()
+		atOnce(12, func(i int) {
+			res[i], _, errs[i] = store.EventPublish(e.ctx, e.pool, tp, batches[i])
+		})
 		where := map[string][2]int64{}
 		originals := map[string]int{}
 		for i := range 12 {
