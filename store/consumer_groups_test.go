@@ -367,23 +367,11 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 			Topic: tp, Group: "g", Consumer: "a", Generation: a.Generation, Offsets: map[int]int64{0: 4, 1: 4},
 		})
 	}()
-	var commitErr error
-	done := false
-	require.Eventually(t, func() bool {
-		select {
-		case commitErr = <-commitOut:
-			done = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("committer")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "a's commit neither ended nor waited")
+	outcome := doneOrWaiting(t, commitOut, func() (int, error) { return e.lockWaiters("committer") },
+		"a's commit neither ended nor waited")
 	release()
 	b := <-bOut
-	if !done {
-		commitErr = <-commitOut
-	}
+	commitErr := outcome()
 	if commitErr != nil {
 		require.ErrorIs(t, commitErr, store.ErrFenced)
 	}

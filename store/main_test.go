@@ -382,6 +382,58 @@ func atOnce(n int, f func(i int)) {
 	wg.Wait()
 }
 
+// doneOrWaiting waits until the operation whose outcome comes on done has
+// finished, or waiters (sessions waiting for a lock) is positive, failing
+// with msg after 10 seconds. The returned function gives the outcome:
+// the one already received, or the one still to come (after the caller
+// let go of the lock).
+func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, error), msg string) (outcome func() T) {
+	t.Helper()
+	var (
+		got      T
+		finished bool
+	)
+	require.Eventually(t, func() bool {
+		select {
+		case got = <-done:
+			finished = true
+			return true
+		default:
+		}
+		n, err := waiters()
+		return err == nil && n > 0
+	}, 10*time.Second, time.Millisecond, msg)
+	return func() T {
+		if !finished {
+			got = <-done
+		}
+		return got
+	}
+}
+
+// heldGroups is the part of groupTracker and keyTracker that knows which
+// message of each group (an ordered subscription's key) is in flight.
+// Its mutex also guards the trackers' own records.
+type heldGroups struct {
+	mu   sync.Mutex
+	held map[string]int64 // group → id of the message in flight
+}
+
+func newHeldGroups() heldGroups { return heldGroups{held: map[string]int64{}} }
+
+// releasing records that msgs are about to be acked or dead-lettered. It
+// must be called before the ack: the group's next message may legitimately
+// be claimed as soon as the ack commits.
+func (h *heldGroups) releasing(msgs []store.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range msgs {
+		if m.Group != nil && h.held[*m.Group] == m.ID {
+			delete(h.held, *m.Group)
+		}
+	}
+}
+
 // heldSend is the outcome of a send started by startHeldSend.
 type heldSend struct {
 	res []store.SendResult

@@ -19,15 +19,14 @@ import (
 // when a message of a group is claimed while another of the same group is
 // held, and records each group's delivery order.
 type groupTracker struct {
-	t         *testing.T
-	mu        sync.Mutex
-	held      map[string]int64 // group → id of the message in flight
+	t *testing.T
+	heldGroups
 	order     map[string][]int // group → seqs in delivery order
 	delivered map[int64]int    // id → deliveries
 }
 
 func newGroupTracker(t *testing.T) *groupTracker {
-	return &groupTracker{t: t, held: map[string]int64{}, order: map[string][]int{}, delivered: map[int64]int{}}
+	return &groupTracker{t: t, heldGroups: newHeldGroups(), order: map[string][]int{}, delivered: map[int64]int{}}
 }
 
 // claimed records a claim. It must be called as soon as the claim returns.
@@ -45,19 +44,6 @@ func (g *groupTracker) claimed(msgs []store.Message) {
 		}
 		g.held[grp] = m.ID
 		g.order[grp] = append(g.order[grp], decode(g.t, m.Body).Seq)
-	}
-}
-
-// releasing records that msgs are about to be acked or dead-lettered. It
-// must be called before the ack: the group's next message may legitimately
-// be claimed as soon as the ack commits.
-func (g *groupTracker) releasing(msgs []store.Message) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, m := range msgs {
-		if m.Group != nil && g.held[*m.Group] == m.ID {
-			delete(g.held, *m.Group)
-		}
 	}
 }
 
@@ -440,24 +426,9 @@ func (e *env) whileHeld(q store.Queue, hold func(tx pgx.Tx), m store.SendMessage
 		res, _, err := e.sender.Send(context.Background(), q.Name, []store.SendMessage{m})
 		done <- sent{res, err}
 	}()
-	var (
-		s        sent
-		finished bool
-	)
-	require.Eventually(e.t, func() bool {
-		select {
-		case s = <-done:
-			finished = true
-			return true
-		default:
-		}
-		n, err := e.advisoryWaiters()
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the send neither finished nor waited for a lock")
+	outcome := doneOrWaiting(e.t, done, e.advisoryWaiters, "the send neither finished nor waited for a lock")
 	require.NoError(e.t, tx.Commit(e.ctx))
-	if !finished {
-		s = <-done
-	}
+	s := outcome()
 	require.NoError(e.t, s.err)
 	return s.res[0]
 }
@@ -574,26 +545,12 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 	opPool := e.newNamedPool(4, "op")
 	opDone := make(chan error, 1)
 	go func() { opDone <- op(opPool) }()
-	var (
-		opErr    error
-		finished bool
-	)
-	require.Eventually(e.t, func() bool {
-		select {
-		case opErr = <-opDone:
-			finished = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("op")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the operation neither finished nor waited for a lock")
+	outcome := doneOrWaiting(e.t, opDone, func() (int, error) { return e.lockWaiters("op") },
+		"the operation neither finished nor waited for a lock")
 
 	release()
 	s := <-sendDone
-	if !finished {
-		opErr = <-opDone
-	}
+	opErr := outcome()
 	require.NoError(e.t, s.err)
 	require.NoError(e.t, opErr)
 	return s.res[0]

@@ -590,9 +590,8 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 // the test when a key's delivery is claimed while another of the key is
 // held, and records each key's delivery order (offsets).
 type keyTracker struct {
-	t     *testing.T
-	mu    sync.Mutex
-	held  map[string]int64
+	t *testing.T
+	heldGroups
 	order map[string][]int64
 	acked int
 }
@@ -621,18 +620,6 @@ func (k *keyTracker) claimed(msgs []store.Message) {
 		}
 		k.held[*ev.Key] = m.ID
 		k.order[*ev.Key] = append(k.order[*ev.Key], ev.Offset)
-	}
-}
-
-// releasing must be called before the ack: the key's next delivery may
-// be claimed as soon as the ack commits.
-func (k *keyTracker) releasing(msgs []store.Message) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, m := range msgs {
-		if m.Group != nil && k.held[*m.Group] == m.ID {
-			delete(k.held, *m.Group)
-		}
 	}
 }
 
@@ -698,7 +685,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 		pubsDone.Store(true)
 	}()
 
-	tracker := &keyTracker{t: t, held: map[string]int64{}, order: map[string][]int64{}}
+	tracker := &keyTracker{t: t, heldGroups: newHeldGroups(), order: map[string][]int64{}}
 	var acked atomic.Int64
 	deadline := time.Now().Add(30 * time.Second)
 	for range 4 {
