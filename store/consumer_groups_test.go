@@ -836,15 +836,13 @@ func TestGroupPollLongPoll(t *testing.T) {
 		pollPool := e.newNamedPool(1, "grouppoll")
 		first := e.gpoll(tp, "g", "a", 10) // joins: a owns both partitions
 		require.Equal(t, []int{0, 1}, first.Partitions)
-		out := make(chan outcome, 1)
-		go func() {
-			start := time.Now()
+		out := inBackground(func(start time.Time) outcome {
 			res, err := store.ConsumerGroupPoll(e.ctx, pollPool, n, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Max: 10,
 				Wait: wait, FallbackPoll: fallback,
 			})
-			out <- outcome{res, err, time.Since(start)}
-		}()
+			return outcome{res, err, time.Since(start)}
+		})
 		return e, tp, n, first, out
 	}
 

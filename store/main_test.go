@@ -411,6 +411,15 @@ func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, erro
 	}
 }
 
+// inBackground runs f in a goroutine, given the time it was started, and
+// returns where its result will arrive.
+func inBackground[T any](f func(start time.Time) T) <-chan T {
+	out := make(chan T, 1)
+	start := time.Now()
+	go func() { out <- f(start) }()
+	return out
+}
+
 // heldGroups is the part of groupTracker and keyTracker that knows which
 // message of each group (an ordered subscription's key) is in flight.
 // Its mutex also guards the trackers' own records.

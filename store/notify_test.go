@@ -45,13 +45,10 @@ type received struct {
 // receiveAsync starts a MessageReceive and returns where its outcome will
 // arrive.
 func receiveAsync(ctx context.Context, db store.DBTX, n *store.Notifier, p store.ReceiveParams) <-chan received {
-	out := make(chan received, 1)
-	go func() {
-		start := time.Now()
+	return inBackground(func(start time.Time) received {
 		msgs, _, err := store.MessageReceive(ctx, db, n, p)
-		out <- received{msgs, err, time.Since(start)}
-	}()
-	return out
+		return received{msgs, err, time.Since(start)}
+	})
 }
 
 func TestReceiveLongPoll(t *testing.T) {

@@ -883,13 +883,10 @@ type receivedEvents struct {
 }
 
 func readAsync(ctx context.Context, db store.DBTX, n *store.Notifier, p store.ReadParams) <-chan receivedEvents {
-	out := make(chan receivedEvents, 1)
-	go func() {
-		start := time.Now()
+	return inBackground(func(start time.Time) receivedEvents {
 		evs, next, err := store.EventRead(ctx, db, n, p)
-		out <- receivedEvents{evs, next, err, time.Since(start)}
-	}()
-	return out
+		return receivedEvents{evs, next, err, time.Since(start)}
+	})
 }
 
 // runNotifierWindow is runNotifier with a given window.
