@@ -27,10 +27,7 @@ func (e *env) gleave(tp store.Topic, g, c string) store.ConsumerGroupLeaveResult
 func TestGroupLeave(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
-	for p := range 4 {
-		e.publishTo(tp, p, 3)
-	}
+	tp := e.filledTopic("log", 4, 3)
 	a := e.gpoll(tp, "g", "a", 100)
 	require.Equal(t, []int{0, 1, 2, 3}, a.Partitions)
 	b := e.gpoll(tp, "g", "b", 100) // the rebalance gives b two of a's

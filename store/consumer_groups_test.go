@@ -107,6 +107,17 @@ func (e *env) publishTo(tp store.Topic, p, n int) []store.PublishResult {
 	return res
 }
 
+// filledTopic creates a topic of the given partitions and publishes
+// perPartition events to each.
+func (e *env) filledTopic(name string, partitions, perPartition int) store.Topic {
+	e.t.Helper()
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(partitions)})
+	for p := range partitions {
+		e.publishTo(tp, p, perPartition)
+	}
+	return tp
+}
+
 // byPartition groups events' offsets by partition, in the order returned.
 func byPartition(evs []store.Event) map[int][]int64 {
 	out := map[int][]int64{}
@@ -140,10 +151,7 @@ func requireValidation(t *testing.T, err error, field string) {
 func TestGroupCommitFencing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
-	for p := range 4 {
-		e.publishTo(tp, p, 5) // offsets 0..4
-	}
+	tp := e.filledTopic("log", 4, 5) // offsets 0..4
 	none := []int64{-1, -1, -1, -1}
 
 	a1 := e.gpoll(tp, "g", "a", 100)
@@ -548,10 +556,7 @@ func TestGroupSeek(t *testing.T) {
 	t.Run("Offsets", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(3)})
-		for p := range 3 {
-			e.publishTo(tp, p, 5)
-		}
+		tp := e.filledTopic("log", 3, 5)
 		a := e.gpoll(tp, "g", "a", 100)
 		require.Len(t, a.Events, 15)
 		require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 3, 1: 4, 2: 4}))
