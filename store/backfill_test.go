@@ -19,8 +19,7 @@ import (
 // order.
 func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	keys := keysFor(2)
 	const before = 11_000 // more than two windows per partition
 	for b := range before / 1000 {
@@ -103,8 +102,7 @@ func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 // none doubled), and receipts from before the seek are stale.
 func TestSeekInBatchesWhilePublishing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	s, _, _, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{})
 	require.NoError(t, err)
 	keys := keysFor(2)

@@ -102,8 +102,7 @@ func TestGroupLeave(t *testing.T) {
 // member with no partition waiting does too.
 func TestGroupLeaveEndsLongPolls(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	leaver, waiter := e.runNotifier(e.pool), e.runNotifier(e.newPool(4))
 	e.gpoll(tp, "g", "a", 10)
 	e.gpoll(tp, "g", "b", 10)
@@ -170,8 +169,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 // generation it had before the leave is fenced.
 func TestGroupLeaveRace(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "log", 4)
 	type answer struct {
 		consumer string
 		store.ConsumerGroupPollResult

@@ -280,8 +280,7 @@ func (e *env) heldPool(match string) (*pgxpool.Pool, *holdTracer, func()) {
 func TestGroupFetchFenced(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T) (*env, store.Topic, <-chan store.ConsumerGroupPollResult, func()) {
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 3)
 		pool, h, release := e.heldPool("advanced AS")
@@ -342,8 +341,7 @@ func TestGroupFetchFenced(t *testing.T) {
 // the group already committed.
 func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 5)
 	e.publishTo(tp, 1, 5)
 	a := e.gpoll(tp, "g", "a", 100)
@@ -398,8 +396,7 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 // what it committed is not.
 func TestGroupResumeAfterRebalance(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	res := e.publishTo(tp, 0, 10)
 
 	a := e.gpoll(tp, "g", "a", 100)
@@ -429,8 +426,7 @@ func TestGroupResumeAfterRebalance(t *testing.T) {
 // read before it, and the members' next fetch starts there.
 func TestGroupCommitMonotonicAndSeekEarliest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	e.publishTo(tp, 0, 10)
 
 	a := e.gpoll(tp, "g", "a", 100)
@@ -477,8 +473,7 @@ func TestGroupSeek(t *testing.T) {
 	// the new events.
 	t.Run("Latest", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 4)
 		// The group is read halfway: nothing committed, a batch pending.
@@ -508,8 +503,7 @@ func TestGroupSeek(t *testing.T) {
 	// time after every event is the next offset.
 	t.Run("Time", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		// Three publishes (three publish times), of different sizes per
 		// partition.
 		for i := range 3 {
@@ -588,8 +582,7 @@ func TestGroupSeek(t *testing.T) {
 // on from where each partition stopped.
 func TestGroupPollMax(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "log", 4)
 	for p, n := range []int{5, 1, 0, 9} {
 		if n > 0 {
 			e.publishTo(tp, p, n)
@@ -617,8 +610,7 @@ func TestGroupPollMax(t *testing.T) {
 // published at or after a time; later polls' starts change nothing.
 func TestGroupStartPositions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	for range 3 { // three batches, each a publish to 0 then one to 1
 		e.publishTo(tp, 0, 2)
 		e.publishTo(tp, 1, 1)
@@ -653,8 +645,7 @@ func TestGroupStartPositions(t *testing.T) {
 // expired_skipped), and reads on from the oldest retained event.
 func TestGroupRetentionFixUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	a := e.gpoll(tp, "g", "a", 100) // creates the group at -1
 	require.Empty(t, a.Events)
 	r0 := e.publishTo(tp, 0, 10)
@@ -688,8 +679,7 @@ func TestGroupRetentionFixUp(t *testing.T) {
 // kept.
 func TestGroupRetentionFixUpKeepsConcurrentCommit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	e.gpoll(tp, "g", "a", 100) // creates the group at -1
 	e.publishTo(tp, 0, 10)
 	a := e.gpoll(tp, "g", "a", 100)
@@ -729,8 +719,7 @@ func TestGroupRetentionFixUpKeepsConcurrentCommit(t *testing.T) {
 // assignment covers them.
 func TestGroupTopicGrows(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 2)
 	e.publishTo(tp, 1, 2)
 	a := e.gpollStart(tp, "g", "a", store.StartPosition{}, 100) // at the latest
@@ -770,8 +759,7 @@ func TestGroupTopicGrows(t *testing.T) {
 // group's; other groups keep theirs.
 func TestGroupDeleteRows(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("del", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "del", 3)
 	other := e.topic("other", store.TopicPatch{Partitions: ptr(2)})
 	e.publishTo(tp, 0, 3)
 	rows := func(gid int64) []int64 {
@@ -835,8 +823,7 @@ func TestGroupPollLongPoll(t *testing.T) {
 		elapsed time.Duration
 	}
 	setup := func(t *testing.T, wait, fallback time.Duration) (*env, store.Topic, *store.Notifier, store.ConsumerGroupPollResult, <-chan outcome) {
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		n := e.runNotifier(e.pool)
 		pollPool := e.newNamedPool(1, "grouppoll")
 		first := e.gpoll(tp, "g", "a", 10) // joins: a owns both partitions
@@ -898,8 +885,7 @@ func (e *env) fetchedEventually(appName string) {
 // evicts it).
 func TestGroupLags(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 5)
 	e.publishTo(tp, 1, 3)
 	a := e.gpoll(tp, "g", "a", 100)

@@ -63,10 +63,14 @@ func newTxEnv(t *testing.T) *env {
 // queueSetup is the setup of tests whose subtests each want a database
 // and a queue of their own: a newEnv with queue name.
 func queueSetup(name string, patch store.QueuePatch) func(t *testing.T) (*env, store.Queue) {
-	return func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue(name, patch)
-	}
+	return func(t *testing.T) (*env, store.Queue) { return newQueueEnv(t, name, patch) }
+}
+
+// newQueueEnv is a newEnv and a queue in it.
+func newQueueEnv(t *testing.T, name string, patch store.QueuePatch) (*env, store.Queue) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.queue(name, patch)
 }
 
 // patchedQueueSetup is queueSetup with the queue's patch given by each

@@ -187,8 +187,7 @@ func TestMessageExpire(t *testing.T) {
 
 func TestQueueDelete(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("doomed", store.QueuePatch{})
+	e, q := newQueueEnv(t, "doomed", store.QueuePatch{})
 	keep := e.queue("kept", store.QueuePatch{})
 
 	var batch []store.SendMessage

@@ -484,8 +484,7 @@ func TestGroupLockRaces(t *testing.T) {
 
 	t.Run("SendWhileExhaustedHeadDeadLettered", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("races", store.QueuePatch{MaxReceives: ptr(1)})
+		e, q := newQueueEnv(t, "races", store.QueuePatch{MaxReceives: ptr(1)})
 		e.send(q, grouped("g", 0))
 		head := e.claim(q, 1, lease)
 		require.Len(t, head, 1)
@@ -637,8 +636,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 
 	t.Run("ExpireWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("held", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "held", store.QueuePatch{RetentionSeconds: ptr(60)})
 		e.backdate(q, resultIDs(e.send(q, grouped("g", 0)))...)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			n, err := store.MessageExpire(e.ctx, opPool, 100)

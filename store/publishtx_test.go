@@ -170,8 +170,7 @@ func (b *batchTags) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 // trip.
 func TestEventPublishStatements(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("stmts", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "stmts", 2)
 	e.subscribe(tp, "ordered", `{"types": ["order.#"]}`, store.SubscriptionPatch{Ordered: ptr(true)})
 	tags := &batchTags{}
 	cfg, err := pgxpool.ParseConfig(e.dbURL)

@@ -272,8 +272,7 @@ func TestReceiptBatchRetries(t *testing.T) {
 	for _, op := range []string{"ack", "nack"} {
 		t.Run(op, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			q := e.queue("retried", store.QueuePatch{})
+			e, q := newQueueEnv(t, "retried", store.QueuePatch{})
 			e.send(q, store.SendMessage{Body: []byte(`1`)})
 			m := e.claim(q, 1, time.Minute)
 			require.Len(t, m, 1)

@@ -141,8 +141,7 @@ func TestDedupConcurrent(t *testing.T) {
 
 	t.Run("WindowZero", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("nodedup", store.QueuePatch{DedupWindowSeconds: ptr(0)})
+		e, q := newQueueEnv(t, "nodedup", store.QueuePatch{DedupWindowSeconds: ptr(0)})
 		first := e.send(q, m)
 		second := e.send(q, m)
 		require.False(t, first[0].Duplicate)
@@ -215,8 +214,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 
 	t.Run("MaxDepth", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](10), RetentionSeconds: ptr(3600)})
+		e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](10), RetentionSeconds: ptr(3600)})
 		batch := func(n int) []store.SendMessage {
 			out := make([]store.SendMessage, n)
 			for i := range out {
@@ -259,8 +257,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 		// pass the limit together with another. Batches of 3 against a
 		// limit of 20 with no consumer: the depth must end at exactly 18.
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](20)})
+		e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](20)})
 		senders := make([]*store.Sender, 8)
 		for i := range senders {
 			senders[i] = e.newSender(store.SenderConfig{Workers: 2})
@@ -289,8 +286,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 
 	t.Run("InvalidItem", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("short", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "short", store.QueuePatch{RetentionSeconds: ptr(60)})
 		e.send(q, msg(0))
 
 		for name, bad := range map[string]store.SendMessage{
@@ -325,8 +321,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 		// with good ones, which must all be written, while the refused
 		// ones write nothing.
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("mixed", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "mixed", store.QueuePatch{RetentionSeconds: ptr(60)})
 		full := e.queue("full", store.QueuePatch{MaxDepth: ptr[int64](1)})
 		e.send(full, msg(0))
 
@@ -650,8 +645,7 @@ func TestDedupAnswerAtWindowEnd(t *testing.T) {
 	for _, takeover := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Swept", true: "TakenOver"}[takeover], func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			q := e.queue("window", store.QueuePatch{})
+			e, q := newQueueEnv(t, "window", store.QueuePatch{})
 			m := store.SendMessage{Body: json.RawMessage(`{}`), DedupID: "x"}
 			first := e.send(q, m)
 

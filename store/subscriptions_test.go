@@ -223,8 +223,7 @@ var (
 // subscription.
 func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("fan", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "fan", 4)
 
 	stable := []fanSub{
 		{name: "all", filter: ``, match: func(fanEvent) bool { return true }},
@@ -521,8 +520,7 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 
 	t.Run("sequential", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("seq", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "seq", 2)
 		s, _ := e.subscribe(tp, "s", `{"types":["a.*"]}`, store.SubscriptionPatch{})
 		pub := func(id, typ string) { e.publish(tp, store.PublishEvent{ID: id, Type: typ}) }
 
@@ -545,8 +543,7 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 
 	t.Run("publish read the old filter", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("race", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "race", 1)
 		s, _ := e.subscribe(tp, "s", `{"types":["old"]}`, store.SubscriptionPatch{})
 
 		// Hold the topic's only partition, so that the filter change waits
@@ -627,8 +624,7 @@ func (k *keyTracker) claimed(msgs []store.Message) {
 // offset (= publish) order, while publishers and consumers run at once.
 func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("ordered", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "ordered", 4)
 	sub, _ := e.subscribe(tp, "o", `{"types":["#.tick"]}`, store.SubscriptionPatch{Ordered: ptr(true)})
 
 	const (
@@ -741,8 +737,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 // nothing.
 func TestSubscriptionBackfillAndSeek(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("bf", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "bf", 3)
 	var batch []store.PublishEvent
 	for i := range 30 {
 		typ := "a.x"
@@ -880,8 +875,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 // before the delete and waited for it.
 func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("del", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "del", 2)
 	sub, _ := e.subscribe(tp, "doomed", ``, store.SubscriptionPatch{})
 	keep, _ := e.subscribe(tp, "kept", ``, store.SubscriptionPatch{})
 
@@ -945,8 +939,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 // intact, after the event left the topic's log.
 func TestSubscriptionDeliverySurvivesEventRetention(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("ret", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "ret", 2)
 	plain, _ := e.subscribe(tp, "plain", ``, store.SubscriptionPatch{})
 	ordered, _ := e.subscribe(tp, "ordered", ``, store.SubscriptionPatch{Ordered: ptr(true)})
 	e.publish(tp,

@@ -30,6 +30,13 @@ func (e *env) topic(name string, patch store.TopicPatch) store.Topic {
 	return tp
 }
 
+// newTopicEnv is a newEnv and a topic of the given partitions in it.
+func newTopicEnv(t *testing.T, name string, partitions int) (*env, store.Topic) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.topic(name, store.TopicPatch{Partitions: ptr(partitions)})
+}
+
 // publish publishes events with EventPublish (in a newTxEnv,
 // EventPublishTx) and requires success.
 func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.PublishResult {
@@ -454,8 +461,7 @@ func TestEventDedup(t *testing.T) {
 		// A batch mixing a duplicate of an earlier publish with new events:
 		// the new ones get the next dense offsets, the duplicate the old one.
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("d", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "d", 1)
 		e.publish(tp, eventWithID("old"), eventWithID("other"))
 		res := e.publish(tp, eventWithID("n1"), eventWithID("old"), event("t"), eventWithID("n1"))
 		require.Equal(t, store.PublishResult{ID: "n1", Partition: 0, Offset: 2}, res[0])
@@ -501,8 +507,7 @@ func TestEventDedup(t *testing.T) {
 
 	t.Run("DuplicateAnswersOriginalPartition", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("d", store.TopicPatch{Partitions: ptr(4)})
+		e, tp := newTopicEnv(t, "d", 4)
 		keys := keysFor(4)
 		e.publish(tp, eventWithKey("filler", keys[2]))
 		orig := e.publish(tp, eventWithKey("id-1", keys[2]))[0]
@@ -828,8 +833,7 @@ func TestEventReadFromTime(t *testing.T) {
 // earlier (and B's must not be later than A's if its offset is lower).
 func TestEventReadFromTimeCommitOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("co", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "co", 2)
 	keys := keysFor(2)
 	aPool := e.newNamedPool(2, "publisher-a")
 
@@ -907,8 +911,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("WokenByNotify", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "lp", 1)
 		other := e.topic("other", store.TopicPatch{Partitions: ptr(1)})
 		e.publish(tp, event("t"), event("t")) // the wait starts at offset 2
 		readerPool := e.newNamedPool(4, "reader")
@@ -940,8 +943,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("EmptyAfterWait", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "lp", 2)
 		e.publish(tp, eventWithKey("x", keysFor(2)[0]))
 		n := e.runNotifierWindow(e.pool, 5*time.Millisecond)
 		for _, from := range []int64{0, 1, 7} {
@@ -957,8 +959,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("NoWaitWhenEventsExist", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "lp", 1)
 		e.publish(tp, event("t"))
 		n := e.runNotifierWindow(e.pool, 5*time.Millisecond)
 		r := <-readAsync(e.ctx, e.pool, n, store.ReadParams{Topic: tp, Limit: 10, Wait: 5 * time.Second, FallbackPoll: 10 * time.Second})
@@ -1225,8 +1226,7 @@ func TestTopicDelete(t *testing.T) {
 // dedup id, no offset consumed.
 func TestEventPublishBatchAtomicity(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("atomic", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "atomic", 2)
 	keys := keysFor(2)
 	e.publish(tp, eventWithKey("a", keys[0]), eventWithKey("b", keys[1]), eventWithKey("c", keys[0]))
 
@@ -1307,8 +1307,7 @@ func TestEventRoundTrip(t *testing.T) {
 // partition 2 (the delete's).
 func TestTopicDeleteMeetsWaitingPublish(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("crossed", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "crossed", 3)
 	keys := keysFor(3)
 	e.publish(tp, eventWithKey("p0", keys[0]))
 	e.publish(tp, eventWithKey("p1", keys[1]))
