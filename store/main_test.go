@@ -161,6 +161,15 @@ func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message
 	return msgs
 }
 
+// claimOne claims one message with the given lease and requires that
+// there was one.
+func (e *env) claimOne(q store.Queue, lease time.Duration) []store.Message {
+	e.t.Helper()
+	msgs := e.claim(q, 1, lease)
+	require.Len(e.t, msgs, 1)
+	return msgs
+}
+
 // ack acks receipts and returns the ok flags in order.
 func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 	e.t.Helper()

@@ -456,8 +456,7 @@ func TestGroupLockRaces(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, time.Minute)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			res, _, err := store.MessageAck(e.ctx, tx, q.ID, receipts(head))
 			require.NoError(t, err)
@@ -471,8 +470,7 @@ func TestGroupLockRaces(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, time.Minute)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			_, dead, err := store.MessageNack(e.ctx, tx, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			require.NoError(t, err)
@@ -486,8 +484,7 @@ func TestGroupLockRaces(t *testing.T) {
 		t.Parallel()
 		e, q := newQueueEnv(t, "races", store.QueuePatch{MaxReceives: ptr(1)})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, lease)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, lease)
 		e.waitVisible(q, head[0].ID)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			msgs, dead, err := store.MessageClaim(e.ctx, tx, store.ClaimParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
@@ -568,8 +565,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, time.Minute)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			res, _, err := store.MessageAck(e.ctx, opPool, q.ID, receipts(head))
 			if err == nil && !res[0].OK {
@@ -585,8 +581,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, time.Minute)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			_, dead, err := store.MessageNack(e.ctx, opPool, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			if err == nil && dead != 1 {
@@ -602,8 +597,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{MaxReceives: ptr(1)})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, lease)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, lease)
 		e.waitVisible(q, head[0].ID)
 		var delivered []int
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {

@@ -503,8 +503,7 @@ func TestSendEdgeInputs(t *testing.T) {
 		e, q := setup(t)
 		b := `{"s": "\u0000🚢", "n": 1.50}`
 		e.send(q, store.SendMessage{Body: json.RawMessage(b), Attributes: json.RawMessage(`{"a" : "b"}`)})
-		got := e.claim(q, 1, time.Minute)
-		require.Len(t, got, 1)
+		got := e.claimOne(q, time.Minute)
 		_, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), DeadLetter: true})
 		require.Equal(t, 1, dead)
 		dls, _, err := store.DeadLetterList(e.ctx, e.pool, q.ID, 0, 10)
