@@ -21,6 +21,24 @@ func (e *env) backdate(q store.Queue, ids ...int64) {
 	require.EqualValues(e.t, len(ids), tag.RowsAffected())
 }
 
+// backdateAndExpire backdates messages ids and requires that an expiry
+// sweep removes just them.
+func (e *env) backdateAndExpire(q store.Queue, ids ...int64) {
+	e.t.Helper()
+	e.backdate(q, ids...)
+	require.EqualValues(e.t, len(ids), e.expire(100))
+}
+
+// sendGroup sends messages 0 .. n-1 of group grp and returns their ids.
+func (e *env) sendGroup(q store.Queue, grp string, n int) []int64 {
+	e.t.Helper()
+	msgs := make([]store.SendMessage, n)
+	for i := range msgs {
+		msgs[i] = grouped(grp, i)
+	}
+	return resultIDs(e.send(q, msgs...))
+}
+
 func (e *env) expire(limit int) int64 {
 	e.t.Helper()
 	n, err := store.MessageExpire(e.ctx, e.pool, limit)
@@ -96,9 +114,8 @@ func TestMessageExpire(t *testing.T) {
 	t.Run("HeadExpires", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2)))
-		e.backdate(q, sent[0])
-		require.EqualValues(t, 1, e.expire(100))
+		sent := e.sendGroup(q, "g", 3)
+		e.backdateAndExpire(q, sent[0])
 		require.Equal(t, []int{1, 2}, e.drainGroup(q, "g"), "the successor of an expired head is promoted")
 		e.requireCountersExact(q)
 	})
@@ -108,9 +125,8 @@ func TestMessageExpire(t *testing.T) {
 		// only head.
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2)))
-		e.backdate(q, sent[1])
-		require.EqualValues(t, 1, e.expire(100))
+		sent := e.sendGroup(q, "g", 3)
+		e.backdateAndExpire(q, sent[1])
 		require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND NOT waiting`, q.ID))
 		require.Equal(t, []int{0, 2}, e.drainGroup(q, "g"))
 	})
@@ -121,9 +137,8 @@ func TestMessageExpire(t *testing.T) {
 		// the first survivor must become the head.
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2), grouped("g", 3)))
-		e.backdate(q, sent[0], sent[1])
-		require.EqualValues(t, 2, e.expire(100))
+		sent := e.sendGroup(q, "g", 4)
+		e.backdateAndExpire(q, sent[0], sent[1])
 		require.EqualValues(t, 2, e.live(q))
 		e.requireCountersExact(q)
 		require.Equal(t, []int{2, 3}, e.drainGroup(q, "g"))
@@ -132,11 +147,10 @@ func TestMessageExpire(t *testing.T) {
 	t.Run("HeadInFlightExpires", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1)))
+		sent := e.sendGroup(q, "g", 2)
 		got := e.claim(q, 10, time.Minute)
 		require.Equal(t, sent[:1], ids(got))
-		e.backdate(q, sent[0])
-		require.EqualValues(t, 1, e.expire(100))
+		e.backdateAndExpire(q, sent[0])
 		require.Equal(t, []bool{false}, e.ack(q, got[0].Receipt))
 		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
 	})
