@@ -213,9 +213,7 @@ func TestStaleReceipts(t *testing.T) {
 			oks = map[int64]int{}
 		)
 		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(got))
 				if !assertNoError(t, err) {
 					return
@@ -227,7 +225,7 @@ func TestStaleReceipts(t *testing.T) {
 						oks[r.Receipt.MessageID]++
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.Len(t, oks, 20)
@@ -401,9 +399,7 @@ func TestLeaseExpiryAndMaxReceives(t *testing.T) {
 			deadline = time.Now().Add(20 * time.Second)
 		)
 		for range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for time.Now().Before(deadline) {
 					msgs, d, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 4, VisibilityTimeout: 50 * time.Millisecond})
 					if !assertNoError(t, err) {
@@ -423,7 +419,7 @@ func TestLeaseExpiryAndMaxReceives(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.Equal(t, n, dead)

@@ -131,9 +131,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 			continue
 		}
 		pool := e.newNamedPool(1, "leave-waiter-"+m)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_, err := store.ConsumerGroupPoll(e.ctx, pool, waiter, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: m, SessionTimeout: groupSession, Max: 10,
 				Wait: 20 * time.Second, FallbackPoll: time.Minute,
@@ -142,7 +140,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 			mu.Lock()
 			back[m] = time.Now()
 			mu.Unlock()
-		}()
+		})
 		// Waiting: past its refresh, its first fetch (or generation
 		// check) found nothing.
 		e.fetchedEventually("leave-waiter-" + m)

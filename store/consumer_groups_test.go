@@ -966,9 +966,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 	closeLate := func() { lateOnce.Do(func() { close(late) }) }
 
 	for w := range publishers {
-		pubWG.Add(1)
-		go func() {
-			defer pubWG.Done()
+		pubWG.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			// Until enough is published and the bouncing member came back
 			// a few times (or time is up).
@@ -993,7 +991,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 					closeLate()
 				}
 			}
-		}()
+		})
 	}
 
 	// evict makes member name time out and has it evicted (by a describe,
@@ -1015,9 +1013,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 	}
 
 	for i := range members {
-		memberWG.Add(1)
-		go func() {
-			defer memberWG.Done()
+		memberWG.Go(func() {
 			name := fmt.Sprintf("m%d", i)
 			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
 			if i >= 4 { // late joiners
@@ -1087,7 +1083,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 				}
 				pause(time.Duration(rng.IntN(2)) * time.Millisecond)
 			}
-		}()
+		})
 	}
 
 	pubWG.Wait()

@@ -223,9 +223,7 @@ func TestQueueDelete(t *testing.T) {
 	var wg sync.WaitGroup
 	stopped := make(chan error, 4)
 	for p := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				m := grouped(fmt.Sprint("p", p%2), i)
 				m.DedupID = fmt.Sprint("late-", p, "-", i)
@@ -235,7 +233,7 @@ func TestQueueDelete(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	// Let the senders get going: wait until some of their messages landed.
 	require.Eventually(t, func() bool {

@@ -90,9 +90,7 @@ func TestGroupOrdering(t *testing.T) {
 			deadline = time.Now().Add(30 * time.Second)
 		)
 		for c := range consumers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for time.Now().Before(deadline) && !t.Failed() {
 					msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 1 + c%5, VisibilityTimeout: time.Minute})
 					if !assertNoError(t, err) {
@@ -123,7 +121,7 @@ func TestGroupOrdering(t *testing.T) {
 					acked += len(res)
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.False(t, t.Failed())
@@ -260,9 +258,7 @@ func TestGroupOrdering(t *testing.T) {
 			sendsDone = make(chan struct{})
 		)
 		for p := range producers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for seq := range perProducer {
 					// Each send returns after its commit, so a producer's
 					// sends have a definite order.
@@ -273,7 +269,7 @@ func TestGroupOrdering(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		go func() { wg.Wait(); close(sendsDone) }()
 
@@ -287,9 +283,7 @@ func TestGroupOrdering(t *testing.T) {
 			deadline     = time.Now().Add(30 * time.Second)
 		)
 		for c := range consumers {
-			cwg.Add(1)
-			go func() {
-				defer cwg.Done()
+			cwg.Go(func() {
 				for time.Now().Before(deadline) && !t.Failed() {
 					msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute})
 					if !assertNoError(t, err) {
@@ -345,7 +339,7 @@ func TestGroupOrdering(t *testing.T) {
 					finished++
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		cwg.Wait()
 		<-sendsDone

@@ -97,9 +97,7 @@ func TestQueueStats(t *testing.T) {
 		)
 		producing.Store(producers)
 		for p := range producers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer producing.Add(-1)
 				for i := range sendsEach {
 					batch := []store.SendMessage{msg(i)}
@@ -112,12 +110,10 @@ func TestQueueStats(t *testing.T) {
 					}
 					sent.Add(int64(len(batch)))
 				}
-			}()
+			})
 		}
 		for c := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for round := 0; producing.Load() > 0 || round < 5; round++ {
 					// Every other claim's lease runs out while the test runs.
 					vt := time.Minute
@@ -150,7 +146,7 @@ func TestQueueStats(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.False(t, t.Failed())

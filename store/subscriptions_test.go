@@ -259,9 +259,7 @@ func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	for g := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 8))
 			for b := range batches {
 				n := 1 + rng.IntN(20)
@@ -315,7 +313,7 @@ func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 				mu.Unlock()
 				progress <- struct{}{}
 			}
-		}()
+		})
 	}
 
 	// The churner: between two of its cycles (two changes each) a few
@@ -640,9 +638,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 		consumerWG sync.WaitGroup
 	)
 	for g := range publishers {
-		pubWG.Add(1)
-		go func() {
-			defer pubWG.Done()
+		pubWG.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for r := range requests {
 				var batch []store.PublishEvent
@@ -674,7 +670,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	go func() {
 		pubWG.Wait()
@@ -685,9 +681,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 	var acked atomic.Int64
 	deadline := time.Now().Add(30 * time.Second)
 	for range 4 {
-		consumerWG.Add(1)
-		go func() {
-			defer consumerWG.Done()
+		consumerWG.Go(func() {
 			for {
 				done := pubsDone.Load() // before the claim: all published
 				msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: sub.Queue, Max: 5, VisibilityTimeout: time.Minute})
@@ -718,7 +712,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 				}
 				acked.Add(int64(len(msgs)))
 			}
-		}()
+		})
 	}
 	consumerWG.Wait()
 	require.False(t, t.Failed())
@@ -887,9 +881,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 		started   = make(chan struct{}, 4)
 	)
 	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			after := 0 // publishes started after the delete committed
 			for i := 0; after < 20; i++ {
 				if deleted.Load() {
@@ -906,7 +898,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 					started <- struct{}{}
 				}
 			}
-		}()
+		})
 	}
 	for range 4 {
 		<-started

@@ -174,9 +174,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 				deadline  = time.Now().Add(maxTime)
 			)
 			for w := range publishers {
-				pubWG.Add(1)
-				go func() {
-					defer pubWG.Done()
+				pubWG.Go(func() {
 					rng := rand.New(rand.NewPCG(seed, uint64(w)))
 					<-startLine
 					for seq := 0; total.Load() < maxEvents && time.Now().Before(deadline); seq++ {
@@ -208,7 +206,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 						}
 						total.Add(int64(n))
 					}
-				}()
+				})
 			}
 
 			// One tail reader per partition.
@@ -224,9 +222,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 				readFails = make([][]string, tc.partitions)
 			)
 			for p := range tc.partitions {
-				readWG.Add(1)
-				go func() {
-					defer readWG.Done()
+				readWG.Go(func() {
 					fail := func(format string, args ...any) {
 						readFails[p] = append(readFails[p], fmt.Sprintf(format, args...))
 					}
@@ -267,7 +263,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 							pause(time.Millisecond) // pacing an empty tail, not synchronisation
 						}
 					}
-				}()
+				})
 			}
 
 			close(startLine)
@@ -1144,9 +1140,7 @@ func TestTopicDelete(t *testing.T) {
 			outcomes = make([][]outcome, 6)
 		)
 		for w := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for seq := 0; ; seq++ {
 					batch := make([]store.PublishEvent, 5)
 					for i := range batch {
@@ -1162,7 +1156,7 @@ func TestTopicDelete(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		require.Eventually(t, func() bool {
 			var n int
