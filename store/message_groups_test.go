@@ -427,6 +427,22 @@ func (e *env) whileHeld(q store.Queue, hold func(tx pgx.Tx), m store.SendMessage
 	return s.res[0]
 }
 
+// requireOneHeadThenDrains checks that group grp has exactly one head,
+// its oldest message, and then that it drains in the order of seqs.
+func (e *env) requireOneHeadThenDrains(q store.Queue, grp string, seqs []int, msgAndArgs ...any) {
+	e.t.Helper()
+	e.requireOneHead(q, grp)
+	require.Equal(e.t, seqs, e.drainGroup(q, grp), msgAndArgs...)
+}
+
+// sendHead sends message 0 of group "g" and claims it for a minute: the
+// group's head, in flight.
+func (e *env) sendHead(q store.Queue) []store.Message {
+	e.t.Helper()
+	e.send(q, grouped("g", 0))
+	return e.claimOne(q, time.Minute)
+}
+
 // requireOneHead checks that the group has exactly one head, its oldest
 // message.
 func (e *env) requireOneHead(q store.Queue, grp string) {
@@ -449,29 +465,25 @@ func TestGroupLockRaces(t *testing.T) {
 	t.Run("SendWhileAck", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, grouped("g", 0))
-		head := e.claimOne(q, time.Minute)
+		head := e.sendHead(q)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			res, _, err := store.MessageAck(e.ctx, tx, q.ID, receipts(head))
 			require.NoError(t, err)
 			require.True(t, res[0].OK)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileDeadLetter", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, grouped("g", 0))
-		head := e.claimOne(q, time.Minute)
+		head := e.sendHead(q)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			_, dead, err := store.MessageNack(e.ctx, tx, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			require.NoError(t, err)
 			require.Equal(t, 1, dead)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileExhaustedHeadDeadLettered", func(t *testing.T) {
@@ -486,8 +498,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.Empty(t, msgs)
 			require.Equal(t, 1, dead)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileExpire", func(t *testing.T) {
@@ -499,8 +510,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n.Total())
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileRedrive", func(t *testing.T) {
@@ -515,8 +525,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{0, 1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{0, 1})
 	})
 }
 
@@ -558,8 +567,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 	t.Run("AckWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
-		e.send(q, grouped("g", 0))
-		head := e.claimOne(q, time.Minute)
+		head := e.sendHead(q)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			res, _, err := store.MessageAck(e.ctx, opPool, q.ID, receipts(head))
 			if err == nil && !res[0].OK {
@@ -567,15 +575,13 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("DeadLetterWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
-		e.send(q, grouped("g", 0))
-		head := e.claimOne(q, time.Minute)
+		head := e.sendHead(q)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			_, dead, err := store.MessageNack(e.ctx, opPool, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			if err == nil && dead != 1 {
@@ -583,8 +589,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("ExhaustedWhileSendHeld", func(t *testing.T) {
@@ -633,8 +638,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileSendHeld", func(t *testing.T) {
@@ -651,8 +655,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 			return err
 		})
 		require.Len(t, second, 1)
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{0, 1}, e.drainGroup(q, "g"), "ids %d, %d", first.ID, second[0].ID)
+		e.requireOneHeadThenDrains(q, "g", []int{0, 1}, "ids %d, %d", first.ID, second[0].ID)
 	})
 }
 
