@@ -55,8 +55,7 @@ func TestStaleReceipts(t *testing.T) {
 	t.Run("ExpiredAndReclaimed", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		first := e.claimOne(q, lease)
+		first := e.sendClaimed(q, msg(1), lease)
 		second := e.claimEventually(q, 1, time.Minute)
 		require.Equal(t, first[0].ID, second[0].ID)
 		require.Equal(t, 2, second[0].ReceiveCount)
@@ -82,8 +81,7 @@ func TestStaleReceipts(t *testing.T) {
 		// visible to others.
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claimOne(q, lease)
+		got := e.sendClaimed(q, msg(1), lease)
 		e.waitVisible(q, got[0].ID)
 		requireAllStale(t, e, q, got[0].Receipt)
 		again := e.claimOne(q, time.Minute)
@@ -93,8 +91,7 @@ func TestStaleReceipts(t *testing.T) {
 	t.Run("Nack", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claimOne(q, time.Minute)
+		got := e.sendClaimed(q, msg(1), time.Minute)
 		res, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), Delay: ptr(time.Hour), Error: ptr("first")})
 		require.Equal(t, []bool{true}, res)
 		require.Zero(t, dead)
@@ -144,8 +141,7 @@ func TestStaleReceipts(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
 		other := e.queue("other", store.QueuePatch{})
-		e.send(q, msg(1))
-		got := e.claimOne(q, time.Minute)
+		got := e.sendClaimed(q, msg(1), time.Minute)
 		r := got[0].Receipt
 
 		before := e.claimState(q, r.MessageID)
@@ -189,8 +185,7 @@ func TestStaleReceipts(t *testing.T) {
 	t.Run("ExtendKeepsLease", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claimOne(q, lease)
+		got := e.sendClaimed(q, msg(1), lease)
 		require.Equal(t, []bool{true}, e.extend(q, time.Hour, got[0].Receipt))
 		require.Greater(t, time.Until(e.claimState(q, got[0].ID).VisibleAt), 50*time.Minute)
 		require.Empty(t, e.claim(q, 1, time.Minute), "an extended lease hides the message")

@@ -170,6 +170,14 @@ func (e *env) claimOne(q store.Queue, lease time.Duration) []store.Message {
 	return msgs
 }
 
+// sendClaimed sends m and claims one message with the given lease: m,
+// when the queue held nothing else claimable.
+func (e *env) sendClaimed(q store.Queue, m store.SendMessage, lease time.Duration) []store.Message {
+	e.t.Helper()
+	e.send(q, m)
+	return e.claimOne(q, lease)
+}
+
 // ack acks receipts and returns the ok flags in order.
 func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 	e.t.Helper()

@@ -439,8 +439,7 @@ func (e *env) requireOneHeadThenDrains(q store.Queue, grp string, seqs []int, ms
 // group's head, in flight.
 func (e *env) sendHead(q store.Queue) []store.Message {
 	e.t.Helper()
-	e.send(q, grouped("g", 0))
-	return e.claimOne(q, time.Minute)
+	return e.sendClaimed(q, grouped("g", 0), time.Minute)
 }
 
 // requireOneHead checks that the group has exactly one head, its oldest
