@@ -411,7 +411,7 @@ func (s *server) sharedPool() (*pgxpool.Pool, error) {
 		// One connection per open transaction: parallel tests and their
 		// parallel subtests, each holding one until it ends.
 		cfg.MaxConns = 64
-		s.shared.pool, s.shared.err = pgxpool.NewWithConfig(ctx, cfg)
+		s.shared.pool, s.shared.err = pgxpool.NewWithConfig(context.Background(), cfg)
 	})
 	return s.shared.pool, s.shared.err
 }
