@@ -19,54 +19,31 @@ import (
 // order.
 func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	keys := keysFor(2)
 	const before = 11_000 // more than two windows per partition
-	for b := range before / 1000 {
-		batch := make([]store.PublishEvent, 1000)
-		for i := range batch {
-			n := b*1000 + i
-			batch[i] = eventWithKey(fmt.Sprintf("old-%05d", n), keys[n%2])
-		}
-		e.publish(tp, batch...)
-	}
+	publishBacklog(e, tp, keys, before)
 
 	// Publishers run while the subscription is created and backfills.
-	stop := make(chan struct{})
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex
 		later []string
 	)
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("new-%d-%05d", w, i)
-				_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(id, keys[i%2])})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				later = append(later, id)
-				mu.Unlock()
-			}
-		}()
-	}
+	stop := publishing(t, 2, func(w, i int) error {
+		id := fmt.Sprintf("new-%d-%05d", w, i)
+		_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(id, keys[i%2])})
+		if err == nil {
+			mu.Lock()
+			later = append(later, id)
+			mu.Unlock()
+		}
+		return err
+	})
 	time.Sleep(20 * time.Millisecond) // let some publishes land before the creation (not a synchronisation)
 	s, created, n, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{Start: store.StartPosition{Earliest: true}})
 	require.NoError(t, err)
 	require.True(t, created)
-	close(stop)
-	wg.Wait()
+	stop()
 	require.GreaterOrEqual(t, n, int64(before), "at least the events published before the publishers started")
 
 	// Every event of the log, exactly once.
@@ -103,45 +80,22 @@ func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 // none doubled), and receipts from before the seek are stale.
 func TestSeekInBatchesWhilePublishing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	s, _, _, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{})
 	require.NoError(t, err)
 	keys := keysFor(2)
 	const before = 11_000
-	for b := range before / 1000 {
-		batch := make([]store.PublishEvent, 1000)
-		for i := range batch {
-			n := b*1000 + i
-			batch[i] = eventWithKey(fmt.Sprintf("old-%05d", n), keys[n%2])
-		}
-		e.publish(tp, batch...)
-	}
+	publishBacklog(e, tp, keys, before)
 	claimed := e.claim(s.Queue, 10, time.Minute)
 	require.Len(t, claimed, 10)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(fmt.Sprintf("new-%05d", i), keys[i%2])})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	stop := publishing(t, 1, func(_, i int) error {
+		_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(fmt.Sprintf("new-%05d", i), keys[i%2])})
+		return err
+	})
 	_, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Earliest: true})
 	require.NoError(t, err)
-	close(stop)
-	wg.Wait()
+	stop()
 
 	var total, distinct, logged int64
 	require.NoError(t, e.pool.QueryRow(e.ctx, `
@@ -155,5 +109,46 @@ func TestSeekInBatchesWhilePublishing(t *testing.T) {
 	}
 	for _, ok := range e.ack(s.Queue, receipts...) {
 		require.False(t, ok, "a receipt from before the seek is stale")
+	}
+}
+
+// publishBacklog publishes n events, old-00000 on, keyed by keys in turn,
+// in publishes of 1,000.
+func publishBacklog(e *env, tp store.Topic, keys []string, n int) {
+	e.t.Helper()
+	for b := range n / 1000 {
+		batch := make([]store.PublishEvent, 1000)
+		for i := range batch {
+			n := b*1000 + i
+			batch[i] = eventWithKey(fmt.Sprintf("old-%05d", n), keys[n%2])
+		}
+		e.publish(tp, batch...)
+	}
+}
+
+// publishing runs workers goroutines, worker w calling publish(w, i) for
+// i = 0, 1, ... until stop is called or a publish fails (failing the
+// test); stop returns once they have all ended.
+func publishing(t *testing.T, workers int, publish func(w, i int) error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := publish(w, i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }

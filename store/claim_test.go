@@ -34,10 +34,7 @@ func (e *env) claimState(q store.Queue, id int64) claimState {
 // Invariant 3: an ack, nack or extend with a stale receipt changes nothing.
 func TestStaleReceipts(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("stale", store.QueuePatch{MaxReceives: ptr(100)})
-	}
+	setup := queueSetup("stale", store.QueuePatch{MaxReceives: ptr(100)})
 	// requireAllStale tries every operation with r and checks that the
 	// message row did not change.
 	requireAllStale := func(t *testing.T, e *env, q store.Queue, r store.Receipt) {
@@ -58,9 +55,7 @@ func TestStaleReceipts(t *testing.T) {
 	t.Run("ExpiredAndReclaimed", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		first := e.claim(q, 1, lease)
-		require.Len(t, first, 1)
+		first := e.sendClaimed(q, msg(1), lease)
 		second := e.claimEventually(q, 1, time.Minute)
 		require.Equal(t, first[0].ID, second[0].ID)
 		require.Equal(t, 2, second[0].ReceiveCount)
@@ -86,22 +81,17 @@ func TestStaleReceipts(t *testing.T) {
 		// visible to others.
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claim(q, 1, lease)
-		require.Len(t, got, 1)
+		got := e.sendClaimed(q, msg(1), lease)
 		e.waitVisible(q, got[0].ID)
 		requireAllStale(t, e, q, got[0].Receipt)
-		again := e.claim(q, 1, time.Minute)
-		require.Len(t, again, 1)
+		again := e.claimOne(q, time.Minute)
 		require.Equal(t, 2, again[0].ReceiveCount)
 	})
 
 	t.Run("Nack", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claim(q, 1, time.Minute)
-		require.Len(t, got, 1)
+		got := e.sendClaimed(q, msg(1), time.Minute)
 		res, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), Delay: ptr(time.Hour), Error: ptr("first")})
 		require.Equal(t, []bool{true}, res)
 		require.Zero(t, dead)
@@ -119,8 +109,7 @@ func TestStaleReceipts(t *testing.T) {
 		first := e.claim(q, 1, time.Minute)
 		res, _ := e.nack(store.NackParams{Queue: q, Receipts: receipts(first), Delay: ptr(time.Duration(0))})
 		require.Equal(t, []bool{true}, res)
-		second := e.claim(q, 1, time.Minute)
-		require.Len(t, second, 1)
+		second := e.claimOne(q, time.Minute)
 		requireAllStale(t, e, q, first[0].Receipt)
 		require.Equal(t, []bool{true}, e.ack(q, second[0].Receipt))
 	})
@@ -152,9 +141,7 @@ func TestStaleReceipts(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
 		other := e.queue("other", store.QueuePatch{})
-		e.send(q, msg(1))
-		got := e.claim(q, 1, time.Minute)
-		require.Len(t, got, 1)
+		got := e.sendClaimed(q, msg(1), time.Minute)
 		r := got[0].Receipt
 
 		before := e.claimState(q, r.MessageID)
@@ -198,9 +185,7 @@ func TestStaleReceipts(t *testing.T) {
 	t.Run("ExtendKeepsLease", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, msg(1))
-		got := e.claim(q, 1, lease)
-		require.Len(t, got, 1)
+		got := e.sendClaimed(q, msg(1), lease)
 		require.Equal(t, []bool{true}, e.extend(q, time.Hour, got[0].Receipt))
 		require.Greater(t, time.Until(e.claimState(q, got[0].ID).VisibleAt), 50*time.Minute)
 		require.Empty(t, e.claim(q, 1, time.Minute), "an extended lease hides the message")
@@ -223,9 +208,7 @@ func TestStaleReceipts(t *testing.T) {
 			oks = map[int64]int{}
 		)
 		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts(got))
 				if !assertNoError(t, err) {
 					return
@@ -237,7 +220,7 @@ func TestStaleReceipts(t *testing.T) {
 						oks[r.Receipt.MessageID]++
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.Len(t, oks, 20)
@@ -411,9 +394,7 @@ func TestLeaseExpiryAndMaxReceives(t *testing.T) {
 			deadline = time.Now().Add(20 * time.Second)
 		)
 		for range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for time.Now().Before(deadline) {
 					msgs, d, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 4, VisibilityTimeout: 50 * time.Millisecond})
 					if !assertNoError(t, err) {
@@ -433,7 +414,7 @@ func TestLeaseExpiryAndMaxReceives(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.Equal(t, n, dead)

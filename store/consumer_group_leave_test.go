@@ -27,10 +27,7 @@ func (e *env) gleave(tp store.Topic, g, c string) store.ConsumerGroupLeaveResult
 func TestGroupLeave(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
-	for p := range 4 {
-		e.publishTo(tp, p, 3)
-	}
+	tp := e.filledTopic("log", 4, 3)
 	a := e.gpoll(tp, "g", "a", 100)
 	require.Equal(t, []int{0, 1, 2, 3}, a.Partitions)
 	b := e.gpoll(tp, "g", "b", 100) // the rebalance gives b two of a's
@@ -105,8 +102,7 @@ func TestGroupLeave(t *testing.T) {
 // member with no partition waiting does too.
 func TestGroupLeaveEndsLongPolls(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	leaver, waiter := e.runNotifier(e.pool), e.runNotifier(e.newPool(4))
 	e.gpoll(tp, "g", "a", 10)
 	e.gpoll(tp, "g", "b", 10)
@@ -135,9 +131,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 			continue
 		}
 		pool := e.newNamedPool(1, "leave-waiter-"+m)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_, err := store.ConsumerGroupPoll(e.ctx, pool, waiter, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: m, SessionTimeout: groupSession, Max: 10,
 				Wait: 20 * time.Second, FallbackPoll: time.Minute,
@@ -146,7 +140,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 			mu.Lock()
 			back[m] = time.Now()
 			mu.Unlock()
-		}()
+		})
 		// Waiting: past its refresh, its first fetch (or generation
 		// check) found nothing.
 		e.fetchedEventually("leave-waiter-" + m)
@@ -173,8 +167,7 @@ func TestGroupLeaveEndsLongPolls(t *testing.T) {
 // generation it had before the leave is fenced.
 func TestGroupLeaveRace(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "log", 4)
 	type answer struct {
 		consumer string
 		store.ConsumerGroupPollResult

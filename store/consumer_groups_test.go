@@ -107,6 +107,17 @@ func (e *env) publishTo(tp store.Topic, p, n int) []store.PublishResult {
 	return res
 }
 
+// filledTopic creates a topic of the given partitions and publishes
+// perPartition events to each.
+func (e *env) filledTopic(name string, partitions, perPartition int) store.Topic {
+	e.t.Helper()
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(partitions)})
+	for p := range partitions {
+		e.publishTo(tp, p, perPartition)
+	}
+	return tp
+}
+
 // byPartition groups events' offsets by partition, in the order returned.
 func byPartition(evs []store.Event) map[int][]int64 {
 	out := map[int][]int64{}
@@ -117,19 +128,11 @@ func byPartition(evs []store.Event) map[int][]int64 {
 }
 
 func publishedIDs(res []store.PublishResult) []string {
-	out := make([]string, len(res))
-	for i, r := range res {
-		out[i] = r.ID
-	}
-	return out
+	return each(res, func(r store.PublishResult) string { return r.ID })
 }
 
 func eventIDs(evs []store.Event) []string {
-	out := make([]string, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.ID
-	}
-	return out
+	return each(evs, func(ev store.Event) string { return ev.ID })
 }
 
 func requireValidation(t *testing.T, err error, field string) {
@@ -148,10 +151,7 @@ func requireValidation(t *testing.T, err error, field string) {
 func TestGroupCommitFencing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
-	for p := range 4 {
-		e.publishTo(tp, p, 5) // offsets 0..4
-	}
+	tp := e.filledTopic("log", 4, 5) // offsets 0..4
 	none := []int64{-1, -1, -1, -1}
 
 	a1 := e.gpoll(tp, "g", "a", 100)
@@ -280,8 +280,7 @@ func (e *env) heldPool(match string) (*pgxpool.Pool, *holdTracer, func()) {
 func TestGroupFetchFenced(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T) (*env, store.Topic, <-chan store.ConsumerGroupPollResult, func()) {
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 3)
 		pool, h, release := e.heldPool("advanced AS")
@@ -342,8 +341,7 @@ func TestGroupFetchFenced(t *testing.T) {
 // the group already committed.
 func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 5)
 	e.publishTo(tp, 1, 5)
 	a := e.gpoll(tp, "g", "a", 100)
@@ -375,23 +373,11 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 			Topic: tp, Group: "g", Consumer: "a", Generation: a.Generation, Offsets: map[int]int64{0: 4, 1: 4},
 		})
 	}()
-	var commitErr error
-	done := false
-	require.Eventually(t, func() bool {
-		select {
-		case commitErr = <-commitOut:
-			done = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("committer")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "a's commit neither ended nor waited")
+	outcome := doneOrWaiting(t, commitOut, func() (int, error) { return e.lockWaiters("committer") },
+		"a's commit neither ended nor waited")
 	release()
 	b := <-bOut
-	if !done {
-		commitErr = <-commitOut
-	}
+	commitErr := outcome()
 	if commitErr != nil {
 		require.ErrorIs(t, commitErr, store.ErrFenced)
 	}
@@ -410,8 +396,7 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 // what it committed is not.
 func TestGroupResumeAfterRebalance(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	res := e.publishTo(tp, 0, 10)
 
 	a := e.gpoll(tp, "g", "a", 100)
@@ -441,8 +426,7 @@ func TestGroupResumeAfterRebalance(t *testing.T) {
 // read before it, and the members' next fetch starts there.
 func TestGroupCommitMonotonicAndSeekEarliest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	e.publishTo(tp, 0, 10)
 
 	a := e.gpoll(tp, "g", "a", 100)
@@ -489,8 +473,7 @@ func TestGroupSeek(t *testing.T) {
 	// the new events.
 	t.Run("Latest", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 4)
 		// The group is read halfway: nothing committed, a batch pending.
@@ -520,8 +503,7 @@ func TestGroupSeek(t *testing.T) {
 	// time after every event is the next offset.
 	t.Run("Time", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		// Three publishes (three publish times), of different sizes per
 		// partition.
 		for i := range 3 {
@@ -568,10 +550,7 @@ func TestGroupSeek(t *testing.T) {
 	t.Run("Offsets", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(3)})
-		for p := range 3 {
-			e.publishTo(tp, p, 5)
-		}
+		tp := e.filledTopic("log", 3, 5)
 		a := e.gpoll(tp, "g", "a", 100)
 		require.Len(t, a.Events, 15)
 		require.NoError(t, e.gcommit(tp, "g", "a", a.Generation, map[int]int64{0: 3, 1: 4, 2: 4}))
@@ -603,8 +582,7 @@ func TestGroupSeek(t *testing.T) {
 // on from where each partition stopped.
 func TestGroupPollMax(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "log", 4)
 	for p, n := range []int{5, 1, 0, 9} {
 		if n > 0 {
 			e.publishTo(tp, p, n)
@@ -632,8 +610,7 @@ func TestGroupPollMax(t *testing.T) {
 // published at or after a time; later polls' starts change nothing.
 func TestGroupStartPositions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	for range 3 { // three batches, each a publish to 0 then one to 1
 		e.publishTo(tp, 0, 2)
 		e.publishTo(tp, 1, 1)
@@ -668,8 +645,7 @@ func TestGroupStartPositions(t *testing.T) {
 // expired_skipped), and reads on from the oldest retained event.
 func TestGroupRetentionFixUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	a := e.gpoll(tp, "g", "a", 100) // creates the group at -1
 	require.Empty(t, a.Events)
 	r0 := e.publishTo(tp, 0, 10)
@@ -703,8 +679,7 @@ func TestGroupRetentionFixUp(t *testing.T) {
 // kept.
 func TestGroupRetentionFixUpKeepsConcurrentCommit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "log", 1)
 	e.gpoll(tp, "g", "a", 100) // creates the group at -1
 	e.publishTo(tp, 0, 10)
 	a := e.gpoll(tp, "g", "a", 100)
@@ -744,8 +719,7 @@ func TestGroupRetentionFixUpKeepsConcurrentCommit(t *testing.T) {
 // assignment covers them.
 func TestGroupTopicGrows(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 2)
 	e.publishTo(tp, 1, 2)
 	a := e.gpollStart(tp, "g", "a", store.StartPosition{}, 100) // at the latest
@@ -785,8 +759,7 @@ func TestGroupTopicGrows(t *testing.T) {
 // group's; other groups keep theirs.
 func TestGroupDeleteRows(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("del", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "del", 3)
 	other := e.topic("other", store.TopicPatch{Partitions: ptr(2)})
 	e.publishTo(tp, 0, 3)
 	rows := func(gid int64) []int64 {
@@ -850,21 +823,18 @@ func TestGroupPollLongPoll(t *testing.T) {
 		elapsed time.Duration
 	}
 	setup := func(t *testing.T, wait, fallback time.Duration) (*env, store.Topic, *store.Notifier, store.ConsumerGroupPollResult, <-chan outcome) {
-		e := newEnv(t)
-		tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "log", 2)
 		n := e.runNotifier(e.pool)
 		pollPool := e.newNamedPool(1, "grouppoll")
 		first := e.gpoll(tp, "g", "a", 10) // joins: a owns both partitions
 		require.Equal(t, []int{0, 1}, first.Partitions)
-		out := make(chan outcome, 1)
-		go func() {
-			start := time.Now()
+		out := inBackground(func(start time.Time) outcome {
 			res, err := store.ConsumerGroupPoll(e.ctx, pollPool, n, store.ConsumerGroupPollParams{
 				Topic: tp, Group: "g", Consumer: "a", SessionTimeout: groupSession, Max: 10,
 				Wait: wait, FallbackPoll: fallback,
 			})
-			out <- outcome{res, err, time.Since(start)}
-		}()
+			return outcome{res, err, time.Since(start)}
+		})
 		return e, tp, n, first, out
 	}
 
@@ -915,8 +885,7 @@ func (e *env) fetchedEventually(appName string) {
 // evicts it).
 func TestGroupLags(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("log", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "log", 2)
 	e.publishTo(tp, 0, 5)
 	e.publishTo(tp, 1, 3)
 	a := e.gpoll(tp, "g", "a", 100)
@@ -997,9 +966,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 	closeLate := func() { lateOnce.Do(func() { close(late) }) }
 
 	for w := range publishers {
-		pubWG.Add(1)
-		go func() {
-			defer pubWG.Done()
+		pubWG.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			// Until enough is published and the bouncing member came back
 			// a few times (or time is up).
@@ -1024,7 +991,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 					closeLate()
 				}
 			}
-		}()
+		})
 	}
 
 	// evict makes member name time out and has it evicted (by a describe,
@@ -1046,9 +1013,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 	}
 
 	for i := range members {
-		memberWG.Add(1)
-		go func() {
-			defer memberWG.Done()
+		memberWG.Go(func() {
 			name := fmt.Sprintf("m%d", i)
 			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
 			if i >= 4 { // late joiners
@@ -1118,7 +1083,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 				}
 				pause(time.Duration(rng.IntN(2)) * time.Millisecond)
 			}
-		}()
+		})
 	}
 
 	pubWG.Wait()

@@ -21,10 +21,7 @@ func (e *env) deadLetter(q store.Queue, got []store.Message, errText string) {
 
 func TestDeadLetterRedrive(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("dlq", store.QueuePatch{MaxReceives: ptr(3)})
-	}
+	setup := txQueueSetup("dlq", store.QueuePatch{MaxReceives: ptr(3)})
 
 	t.Run("ListAndRedriveInSendOrder", func(t *testing.T) {
 		t.Parallel()
@@ -47,7 +44,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		var listed []int64
 		after := int64(0)
 		for {
-			dls, more, err := store.DeadLetterList(e.ctx, e.pool, q.ID, after, 4)
+			dls, more, err := store.DeadLetterList(e.ctx, e.db, q.ID, after, 4)
 			require.NoError(t, err)
 			for _, d := range dls {
 				listed = append(listed, d.ID)
@@ -58,7 +55,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 			}
 		}
 		require.Equal(t, sent, listed)
-		dls, _, err := store.DeadLetterList(e.ctx, e.pool, q.ID, 0, 10)
+		dls, _, err := store.DeadLetterList(e.ctx, e.db, q.ID, 0, 10)
 		require.NoError(t, err)
 		for _, d := range dls {
 			if d.ID == sent[0] {
@@ -73,7 +70,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		require.Equal(t, store.QueueStats{DeadLetters: 6}, e.counts(q))
 
 		// By ids (one unknown, one repeated): only those, in send order.
-		n, err := store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[4], sent[1], 999999, sent[4]}})
+		n, err := store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[4], sent[1], 999999, sent[4]}})
 		require.NoError(t, err)
 		require.Equal(t, 2, n)
 		require.Equal(t, store.QueueStats{Available: 2, DeadLetters: 4}, e.counts(q))
@@ -85,7 +82,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		require.Equal(t, []bool{true, true}, e.ack(q, receipts(back)...))
 
 		// By limit: the oldest first.
-		n, err = store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, Limit: 3})
+		n, err = store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, Limit: 3})
 		require.NoError(t, err)
 		require.Equal(t, 3, n)
 		back = e.claim(q, 10, time.Minute)
@@ -95,7 +92,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		// A redriven message keeps its last_error until a new one replaces
 		// it, and gets its full max_receives again.
 		e.deadLetter(q, back[:1], "again")
-		n, err = store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[0]}})
+		n, err = store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[0]}})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		for rc := 1; rc <= 3; rc++ {
@@ -105,17 +102,17 @@ func TestDeadLetterRedrive(t *testing.T) {
 			_, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), Delay: ptr(time.Duration(0))})
 			require.Equal(t, map[bool]int{true: 1, false: 0}[rc == 3], dead)
 		}
-		dls, _, err = store.DeadLetterList(e.ctx, e.pool, q.ID, 0, 10)
+		dls, _, err = store.DeadLetterList(e.ctx, e.db, q.ID, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, dls, 2)
 		require.Equal(t, sent[0], dls[0].ID)
 		require.Equal(t, "again", *dls[0].LastError)
 		e.requireCountersExact(q)
 
-		require.NoError(t, store.DeadLetterPurge(e.ctx, e.pool, q.ID))
+		require.NoError(t, store.DeadLetterPurge(e.ctx, e.db, q.ID))
 		require.Zero(t, e.deadLetters(q))
 		e.requireCountersExact(q)
-		n, err = store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, Limit: 10})
+		n, err = store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, Limit: 10})
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -137,7 +134,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		head := e.claim(q, 10, time.Minute)
 		require.Equal(t, []int64{sent[1]}, ids(head))
 
-		n, err := store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[0]}})
+		n, err := store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, IDs: []int64{sent[0]}})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Empty(t, e.claim(q, 10, time.Minute), "the redriven message waits behind the group's head")
@@ -166,7 +163,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 			require.Len(t, got, 1)
 			e.deadLetter(q, got, "x")
 		}
-		n, err := store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, Limit: 10})
+		n, err := store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, Limit: 10})
 		require.NoError(t, err)
 		require.Equal(t, 3, n)
 		require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND NOT waiting`, q.ID))

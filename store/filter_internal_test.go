@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/pgtest"
@@ -253,7 +252,7 @@ func TestFilterDataAndAttributeMatching(t *testing.T) {
 // sqlMatches evaluates the filter as backfills and seeks do: the types in
 // Go (matchType), and sqlMatch for one event given as a row with the
 // columns of ferry.events.
-func sqlMatches(ctx context.Context, pool *pgxpool.Pool, f *Filter, ev filterEvent) (bool, error) {
+func sqlMatches(ctx context.Context, db DBTX, f *Filter, ev filterEvent) (bool, error) {
 	if !f.matchType(ev.typ) {
 		return false, nil
 	}
@@ -268,7 +267,7 @@ func sqlMatches(ctx context.Context, pool *pgxpool.Pool, f *Filter, ev filterEve
 		filter = nullable(string(j))
 	}
 	var ok bool
-	err := pool.QueryRow(ctx, `
+	err := db.QueryRow(ctx, `
 		SELECT EXISTS (
 			SELECT 1 FROM (VALUES ($2::text, $3::jsonb, $4::jsonb)) e(type, attributes, data),
 				(SELECT $1::jsonb AS filter) q
@@ -284,19 +283,19 @@ type filterCase struct {
 
 // requireGoAndSQLAgree checks, for each case, that the publish path's
 // matcher (Go) and the backfill's (SQL) give the same answer.
-func requireGoAndSQLAgree(t *testing.T, pool *pgxpool.Pool, cases []filterCase) {
+func requireGoAndSQLAgree(t *testing.T, db DBTX, cases []filterCase) {
 	t.Helper()
 	ctx := context.Background()
 	var filters filterCache
 	for _, c := range cases {
 		f := mustParseFilter(t, c.filter)
 		goSays := f.match(c.ev.match())
-		sqlSays, err := sqlMatches(ctx, pool, f, c.ev)
+		sqlSays, err := sqlMatches(ctx, db, f, c.ev)
 		require.NoError(t, err, "filter %s, event %s", c.filter, c.ev)
 		// The filter as stored (jsonb text) and read back must agree too.
 		var stored *string
 		if j := f.JSON(); j != nil {
-			require.NoError(t, pool.QueryRow(ctx, `SELECT $1::jsonb::text`, string(j)).Scan(&stored))
+			require.NoError(t, db.QueryRow(ctx, `SELECT $1::jsonb::text`, string(j)).Scan(&stored))
 		}
 		storedSays := filters.get(stored).match(c.ev.match())
 		if goSays != sqlSays {
@@ -313,9 +312,9 @@ func requireGoAndSQLAgree(t *testing.T, pool *pgxpool.Pool, cases []filterCase) 
 // reached it.
 func TestFilterGoAndSQLAgree(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	items := `{"items":[{"sku":"s1","qty":2},{"sku":"s2","qty":1.0}],"n":1,"s":"1","b":true,"z":null,"o":{"k":"v"}}`
-	requireGoAndSQLAgree(t, pool, []filterCase{
+	requireGoAndSQLAgree(t, tx, []filterCase{
 		{`null`, filterEvent{typ: "a"}},
 		{`{"types":["order.*"]}`, filterEvent{typ: "order.created"}},
 		{`{"types":["order.*"]}`, filterEvent{typ: "order"}},
@@ -379,7 +378,7 @@ func TestFilterGoAndSQLAgree(t *testing.T) {
 // events that a publish of the same event does not.
 func TestFilterGoAndSQLAgreeOnArrayIndexSpelling(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	data := `{"items":["a","x"],"o":{"-1":"x","01":"x"}}`
 	var agree []filterCase
 	for _, raw := range []string{
@@ -401,7 +400,7 @@ func TestFilterGoAndSQLAgreeOnArrayIndexSpelling(t *testing.T) {
 		agree = append(agree, filterCase{raw, filterEvent{typ: "t", data: data}})
 	}
 	require.NotEmpty(t, agree)
-	requireGoAndSQLAgree(t, pool, agree)
+	requireGoAndSQLAgree(t, tx, agree)
 }
 
 // A filter ParseFilter accepts must be storable: attribute values and data
@@ -412,9 +411,9 @@ func TestFilterGoAndSQLAgreeOnArrayIndexSpelling(t *testing.T) {
 // reason (handlers: safeText, jsonbRefuses).
 func TestParseFilterRefusesUnstorableValues(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	tp, _, err := TopicUpsert(ctx, pool, "nul", TopicPatch{})
+	tp, _, err := TopicUpsert(ctx, tx, t.Name()+".nul", TopicPatch{})
 	require.NoError(t, err)
 	for i, raw := range []string{
 		`{"attributes":{"region":["e\u0000u"]}}`,
@@ -426,7 +425,7 @@ func TestParseFilterRefusesUnstorableValues(t *testing.T) {
 			require.True(t, errors.As(err, &verr), "filter %s: %v", raw, err)
 			continue
 		}
-		_, _, _, err = SubscriptionUpsert(ctx, pool, tp, fmt.Sprintf("s%d", i), SubscriptionPatch{Filter: f})
+		_, _, _, err = SubscriptionUpsert(ctx, tx, tp, fmt.Sprintf("s%d", i), SubscriptionPatch{Filter: f})
 		if err != nil {
 			t.Errorf("filter %s passed ParseFilter but cannot be stored: %v", raw, err)
 		}

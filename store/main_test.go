@@ -20,11 +20,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // env is one test's database and the store objects most tests need.
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	dbURL  string
+	t     *testing.T
+	ctx   context.Context
+	dbURL string
+	// db is what the helpers run on: pool, or for newTxEnv the test's
+	// transaction.
+	db store.TxBeginner
+	// pool and sender are nil in a newTxEnv, tx in a newEnv.
 	pool   *pgxpool.Pool
 	sender *store.Sender
+	tx     pgx.Tx
 }
 
 // newEnv gives the test a fresh database, a pool big enough for the
@@ -35,8 +40,59 @@ func newEnv(t *testing.T) *env {
 	dbURL := pgtest.NewDatabase(t)
 	e := &env{t: t, ctx: context.Background(), dbURL: dbURL}
 	e.pool = e.newPool(24)
+	e.db = e.pool
 	e.sender = e.newSender(store.SenderConfig{})
 	return e
+}
+
+// newTxEnv is the fast path for a test that needs no commit: its helpers
+// run in one transaction on the database the package's tests share
+// (pgtest.NewTx), rolled back at cleanup. It has no pool and no Sender
+// (send uses MessageSendTx, publish EventPublishTx), so it suits tests
+// that see only their own writes, within one transaction: no other
+// session, no NOTIFY, no concurrency, and no time passing between
+// statements (now() stands still). Names must be the test's own (see
+// e.name): an insert waits for another test's uncommitted row with the
+// same unique key.
+func newTxEnv(t *testing.T) *env {
+	t.Helper()
+	tx := pgtest.NewTx(t)
+	return &env{t: t, ctx: context.Background(), db: tx, tx: tx}
+}
+
+// queueSetup is the setup of tests whose subtests each want a database
+// and a queue of their own: a newEnv with queue name.
+func queueSetup(name string, patch store.QueuePatch) func(t *testing.T) (*env, store.Queue) {
+	return func(t *testing.T) (*env, store.Queue) { return newQueueEnv(t, name, patch) }
+}
+
+// newQueueEnv is a newEnv and a queue in it.
+func newQueueEnv(t *testing.T, name string, patch store.QueuePatch) (*env, store.Queue) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.queue(name, patch)
+}
+
+// patchedQueueSetup is queueSetup with the queue's patch given by each
+// subtest.
+func patchedQueueSetup(name string) func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
+	return func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
+		return queueSetup(name, patch)(t)
+	}
+}
+
+// txQueueSetup is queueSetup on a newTxEnv, the queue named e.name(base).
+func txQueueSetup(base string, patch store.QueuePatch) func(t *testing.T) (*env, store.Queue) {
+	return func(t *testing.T) (*env, store.Queue) {
+		e := newTxEnv(t)
+		return e, e.queue(e.name(base), patch)
+	}
+}
+
+// name returns base made unique to the test, for the names of things a
+// newTxEnv creates on the shared database.
+func (e *env) name(base string) string {
+	return e.t.Name() + "." + base
 }
 
 // newPool opens another pool on the test's database, closed at cleanup.
@@ -74,15 +130,22 @@ func (e *env) newSenderOn(pool *pgxpool.Pool, cfg store.SenderConfig) *store.Sen
 // queue creates a queue with the given configuration changes.
 func (e *env) queue(name string, patch store.QueuePatch) store.Queue {
 	e.t.Helper()
-	q, created, err := store.QueueUpsert(e.ctx, e.pool, name, patch)
+	q, created, err := store.QueueUpsert(e.ctx, e.db, name, patch)
 	require.NoError(e.t, err)
 	require.True(e.t, created)
 	return q
 }
 
-// send sends msgs with the env's Sender and requires success.
+// send sends msgs with the env's Sender (in a newTxEnv, MessageSendTx)
+// and requires success.
 func (e *env) send(q store.Queue, msgs ...store.SendMessage) []store.SendResult {
 	e.t.Helper()
+	if e.tx != nil {
+		out, err := store.MessageSendTx(e.ctx, e.tx, q, msgs)
+		require.NoError(e.t, err)
+		require.Len(e.t, out.Results, len(msgs))
+		return out.Results
+	}
 	res, qid, err := e.sender.Send(e.ctx, q.Name, msgs)
 	require.NoError(e.t, err)
 	require.Equal(e.t, q.ID, qid)
@@ -93,15 +156,32 @@ func (e *env) send(q store.Queue, msgs ...store.SendMessage) []store.SendResult 
 // claim claims up to max messages with the given lease.
 func (e *env) claim(q store.Queue, max int, lease time.Duration) []store.Message {
 	e.t.Helper()
-	msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
+	msgs, _, err := store.MessageClaim(e.ctx, e.db, store.ClaimParams{Queue: q, Max: max, VisibilityTimeout: lease})
 	require.NoError(e.t, err)
 	return msgs
+}
+
+// claimOne claims one message with the given lease and requires that
+// there was one.
+func (e *env) claimOne(q store.Queue, lease time.Duration) []store.Message {
+	e.t.Helper()
+	msgs := e.claim(q, 1, lease)
+	require.Len(e.t, msgs, 1)
+	return msgs
+}
+
+// sendClaimed sends m and claims one message with the given lease: m,
+// when the queue held nothing else claimable.
+func (e *env) sendClaimed(q store.Queue, m store.SendMessage, lease time.Duration) []store.Message {
+	e.t.Helper()
+	e.send(q, m)
+	return e.claimOne(q, lease)
 }
 
 // ack acks receipts and returns the ok flags in order.
 func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 	e.t.Helper()
-	res, _, err := store.MessageAck(e.ctx, e.pool, q.ID, receipts)
+	res, _, err := store.MessageAck(e.ctx, e.db, q.ID, receipts)
 	require.NoError(e.t, err)
 	return oks(res)
 }
@@ -110,7 +190,7 @@ func (e *env) ack(q store.Queue, receipts ...store.Receipt) []bool {
 // dead-lettered.
 func (e *env) nack(p store.NackParams) ([]bool, int) {
 	e.t.Helper()
-	res, dead, err := store.MessageNack(e.ctx, e.pool, p)
+	res, dead, err := store.MessageNack(e.ctx, e.db, p)
 	require.NoError(e.t, err)
 	return oks(res), dead
 }
@@ -118,7 +198,7 @@ func (e *env) nack(p store.NackParams) ([]bool, int) {
 // extend extends receipts' leases and returns the ok flags.
 func (e *env) extend(q store.Queue, timeout time.Duration, receipts ...store.Receipt) []bool {
 	e.t.Helper()
-	res, err := store.MessageExtend(e.ctx, e.pool, q.ID, receipts, timeout)
+	res, err := store.MessageExtend(e.ctx, e.db, q.ID, receipts, timeout)
 	require.NoError(e.t, err)
 	return oks(res)
 }
@@ -127,14 +207,14 @@ func (e *env) extend(q store.Queue, timeout time.Duration, receipts ...store.Rec
 func (e *env) count(sql string, args ...any) int64 {
 	e.t.Helper()
 	var n int64
-	require.NoError(e.t, e.pool.QueryRow(e.ctx, sql, args...).Scan(&n))
+	require.NoError(e.t, e.db.QueryRow(e.ctx, sql, args...).Scan(&n))
 	return n
 }
 
 // int64s runs a query of one bigint column and returns its values.
 func (e *env) int64s(sql string, args ...any) []int64 {
 	e.t.Helper()
-	rows, err := e.pool.Query(e.ctx, sql, args...)
+	rows, err := e.db.Query(e.ctx, sql, args...)
 	require.NoError(e.t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(e.t, err)
@@ -156,7 +236,7 @@ func (e *env) deadLetters(q store.Queue) int64 {
 // stats returns the queue's stats.
 func (e *env) stats(q store.Queue) store.QueueStats {
 	e.t.Helper()
-	st, err := store.QueueStatsGet(e.ctx, e.pool, []int64{q.ID})
+	st, err := store.QueueStatsGet(e.ctx, e.db, []int64{q.ID})
 	require.NoError(e.t, err)
 	s, ok := st[q.ID]
 	require.True(e.t, ok)
@@ -199,36 +279,29 @@ func (e *env) claimEventually(q store.Queue, max int, lease time.Duration) []sto
 	return got
 }
 
-func oks(res []store.ReceiptResult) []bool {
-	out := make([]bool, len(res))
-	for i, r := range res {
-		out[i] = r.OK
+// each maps in through f, into a slice of the same length (never nil).
+func each[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
 	}
 	return out
+}
+
+func oks(res []store.ReceiptResult) []bool {
+	return each(res, func(r store.ReceiptResult) bool { return r.OK })
 }
 
 func receipts(msgs []store.Message) []store.Receipt {
-	out := make([]store.Receipt, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Receipt
-	}
-	return out
+	return each(msgs, func(m store.Message) store.Receipt { return m.Receipt })
 }
 
 func ids(msgs []store.Message) []int64 {
-	out := make([]int64, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
-	}
-	return out
+	return each(msgs, func(m store.Message) int64 { return m.ID })
 }
 
 func resultIDs(res []store.SendResult) []int64 {
-	out := make([]int64, len(res))
-	for i, r := range res {
-		out[i] = r.ID
-	}
-	return out
+	return each(res, func(r store.SendResult) int64 { return r.ID })
 }
 
 // payload is the body most tests send: which producer/group and a sequence
@@ -313,6 +386,104 @@ func (e *env) holdSends() (release func()) {
 	}
 	e.t.Cleanup(release)
 	return release
+}
+
+// atOnce runs f(0) .. f(n-1), each in a goroutine of its own, all let go
+// at the same moment, and returns when every one has.
+func atOnce(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// doneOrWaiting waits until the operation whose outcome comes on done has
+// finished, or waiters (sessions waiting for a lock) is positive, failing
+// with msg after 10 seconds. The returned function gives the outcome:
+// the one already received, or the one still to come (after the caller
+// let go of the lock).
+func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, error), msg string) (outcome func() T) {
+	t.Helper()
+	var (
+		got      T
+		finished bool
+	)
+	require.Eventually(t, func() bool {
+		select {
+		case got = <-done:
+			finished = true
+			return true
+		default:
+		}
+		n, err := waiters()
+		return err == nil && n > 0
+	}, 10*time.Second, time.Millisecond, msg)
+	return func() T {
+		if !finished {
+			got = <-done
+		}
+		return got
+	}
+}
+
+// inBackground runs f in a goroutine, given the time it was started, and
+// returns where its result will arrive.
+func inBackground[T any](f func(start time.Time) T) <-chan T {
+	out := make(chan T, 1)
+	start := time.Now()
+	go func() { out <- f(start) }()
+	return out
+}
+
+// heldGroups is the part of groupTracker and keyTracker that knows which
+// message of each group (an ordered subscription's key) is in flight.
+// Its mutex also guards the trackers' own records.
+type heldGroups struct {
+	mu   sync.Mutex
+	held map[string]int64 // group → id of the message in flight
+}
+
+func newHeldGroups() heldGroups { return heldGroups{held: map[string]int64{}} }
+
+// releasing records that msgs are about to be acked or dead-lettered. It
+// must be called before the ack: the group's next message may legitimately
+// be claimed as soon as the ack commits.
+func (h *heldGroups) releasing(msgs []store.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range msgs {
+		if m.Group != nil && h.held[*m.Group] == m.ID {
+			delete(h.held, *m.Group)
+		}
+	}
+}
+
+// heldSend is the outcome of a send started by startHeldSend.
+type heldSend struct {
+	res []store.SendResult
+	err error
+}
+
+// startHeldSend sends m to q on a Sender of its own (one worker, sessions
+// named "held-sender") and returns once the send waits in the hold
+// trigger (holdSends must be in force); its outcome comes on the channel
+// after the release.
+func (e *env) startHeldSend(q store.Queue, m store.SendMessage) <-chan heldSend {
+	e.t.Helper()
+	sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
+	done := make(chan heldSend, 1)
+	go func() {
+		res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
+		done <- heldSend{res, err}
+	}()
+	e.activityWaitingEventually("held-sender")
+	return done
 }
 
 // lockWaiters counts the sessions named appName that wait for a lock.

@@ -21,6 +21,24 @@ func (e *env) backdate(q store.Queue, ids ...int64) {
 	require.EqualValues(e.t, len(ids), tag.RowsAffected())
 }
 
+// backdateAndExpire backdates messages ids and requires that an expiry
+// sweep removes just them.
+func (e *env) backdateAndExpire(q store.Queue, ids ...int64) {
+	e.t.Helper()
+	e.backdate(q, ids...)
+	require.EqualValues(e.t, len(ids), e.expire(100))
+}
+
+// sendGroup sends messages 0 .. n-1 of group grp and returns their ids.
+func (e *env) sendGroup(q store.Queue, grp string, n int) []int64 {
+	e.t.Helper()
+	msgs := make([]store.SendMessage, n)
+	for i := range msgs {
+		msgs[i] = grouped(grp, i)
+	}
+	return resultIDs(e.send(q, msgs...))
+}
+
 func (e *env) expire(limit int) int64 {
 	e.t.Helper()
 	n, err := store.MessageExpire(e.ctx, e.pool, limit)
@@ -55,10 +73,7 @@ func (e *env) drainGroup(q store.Queue, grp string) []int {
 
 func TestMessageExpire(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("retained", store.QueuePatch{RetentionSeconds: ptr(60)})
-	}
+	setup := queueSetup("retained", store.QueuePatch{RetentionSeconds: ptr(60)})
 
 	t.Run("Ungrouped", func(t *testing.T) {
 		t.Parallel()
@@ -99,9 +114,8 @@ func TestMessageExpire(t *testing.T) {
 	t.Run("HeadExpires", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2)))
-		e.backdate(q, sent[0])
-		require.EqualValues(t, 1, e.expire(100))
+		sent := e.sendGroup(q, "g", 3)
+		e.backdateAndExpire(q, sent[0])
 		require.Equal(t, []int{1, 2}, e.drainGroup(q, "g"), "the successor of an expired head is promoted")
 		e.requireCountersExact(q)
 	})
@@ -111,9 +125,8 @@ func TestMessageExpire(t *testing.T) {
 		// only head.
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2)))
-		e.backdate(q, sent[1])
-		require.EqualValues(t, 1, e.expire(100))
+		sent := e.sendGroup(q, "g", 3)
+		e.backdateAndExpire(q, sent[1])
 		require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND NOT waiting`, q.ID))
 		require.Equal(t, []int{0, 2}, e.drainGroup(q, "g"))
 	})
@@ -124,9 +137,8 @@ func TestMessageExpire(t *testing.T) {
 		// the first survivor must become the head.
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1), grouped("g", 2), grouped("g", 3)))
-		e.backdate(q, sent[0], sent[1])
-		require.EqualValues(t, 2, e.expire(100))
+		sent := e.sendGroup(q, "g", 4)
+		e.backdateAndExpire(q, sent[0], sent[1])
 		require.EqualValues(t, 2, e.live(q))
 		e.requireCountersExact(q)
 		require.Equal(t, []int{2, 3}, e.drainGroup(q, "g"))
@@ -135,11 +147,10 @@ func TestMessageExpire(t *testing.T) {
 	t.Run("HeadInFlightExpires", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		sent := resultIDs(e.send(q, grouped("g", 0), grouped("g", 1)))
+		sent := e.sendGroup(q, "g", 2)
 		got := e.claim(q, 10, time.Minute)
 		require.Equal(t, sent[:1], ids(got))
-		e.backdate(q, sent[0])
-		require.EqualValues(t, 1, e.expire(100))
+		e.backdateAndExpire(q, sent[0])
 		require.Equal(t, []bool{false}, e.ack(q, got[0].Receipt))
 		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
 	})
@@ -190,8 +201,7 @@ func TestMessageExpire(t *testing.T) {
 
 func TestQueueDelete(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("doomed", store.QueuePatch{})
+	e, q := newQueueEnv(t, "doomed", store.QueuePatch{})
 	keep := e.queue("kept", store.QueuePatch{})
 
 	var batch []store.SendMessage
@@ -213,9 +223,7 @@ func TestQueueDelete(t *testing.T) {
 	var wg sync.WaitGroup
 	stopped := make(chan error, 4)
 	for p := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				m := grouped(fmt.Sprint("p", p%2), i)
 				m.DedupID = fmt.Sprint("late-", p, "-", i)
@@ -225,7 +233,7 @@ func TestQueueDelete(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	// Let the senders get going: wait until some of their messages landed.
 	require.Eventually(t, func() bool {

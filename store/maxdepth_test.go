@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +23,7 @@ func deduped(id string, seq int) store.SendMessage {
 // messages count against the limit.
 func TestMaxDepthDuplicatesTakeNoRoom(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](2)})
+	e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](2)})
 	first := e.send(q, deduped("a", 1), deduped("b", 2))
 	require.EqualValues(t, 2, e.live(q))
 
@@ -61,26 +59,18 @@ func TestMaxDepthDuplicatesTakeNoRoom(t *testing.T) {
 // names it.
 func TestMaxDepthConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](3)})
+	e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](3)})
 	e.send(q, msg(1), msg(2))
 	for round := range 5 {
 		id := fmt.Sprintf("same-%d", round)
 		const n = 16
 		var (
-			wg      sync.WaitGroup
 			results [n][]store.SendResult
 			errs    [n]error
 		)
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], _, errs[i] = e.sender.Send(context.Background(), q.Name, []store.SendMessage{deduped(id, i)})
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(n, func(i int) {
+			results[i], _, errs[i] = e.sender.Send(context.Background(), q.Name, []store.SendMessage{deduped(id, i)})
+		})
 		created := 0
 		for i := range n {
 			require.NoError(t, errs[i], "round %d send %d", round, i)
@@ -104,8 +94,7 @@ func TestMaxDepthConcurrentDuplicates(t *testing.T) {
 // nothing. Repeats within the batch and live duplicates are not new.
 func TestMaxDepthBatchNeverFits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](3)})
+	e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](3)})
 
 	_, _, err := e.sender.Send(e.ctx, q.Name, []store.SendMessage{msg(1), msg(2), msg(3), msg(4)})
 	var verr *store.ValidationError
@@ -135,8 +124,7 @@ func TestMaxDepthBatchNeverFits(t *testing.T) {
 // message is still refused.
 func TestMaxDepthDuplicatesOverTheLimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("lowered", store.QueuePatch{})
+	e, q := newQueueEnv(t, "lowered", store.QueuePatch{})
 	first := e.send(q, deduped("a", 1), deduped("b", 2), deduped("c", 3))
 	q, created, err := store.QueueUpsert(e.ctx, e.pool, q.Name, store.QueuePatch{MaxDepth: ptr[int64](2)})
 	require.NoError(t, err)

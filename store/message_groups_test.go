@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -20,15 +19,14 @@ import (
 // when a message of a group is claimed while another of the same group is
 // held, and records each group's delivery order.
 type groupTracker struct {
-	t         *testing.T
-	mu        sync.Mutex
-	held      map[string]int64 // group → id of the message in flight
+	t *testing.T
+	heldGroups
 	order     map[string][]int // group → seqs in delivery order
 	delivered map[int64]int    // id → deliveries
 }
 
 func newGroupTracker(t *testing.T) *groupTracker {
-	return &groupTracker{t: t, held: map[string]int64{}, order: map[string][]int{}, delivered: map[int64]int{}}
+	return &groupTracker{t: t, heldGroups: newHeldGroups(), order: map[string][]int{}, delivered: map[int64]int{}}
 }
 
 // claimed records a claim. It must be called as soon as the claim returns.
@@ -49,19 +47,6 @@ func (g *groupTracker) claimed(msgs []store.Message) {
 	}
 }
 
-// releasing records that msgs are about to be acked or dead-lettered. It
-// must be called before the ack: the group's next message may legitimately
-// be claimed as soon as the ack commits.
-func (g *groupTracker) releasing(msgs []store.Message) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, m := range msgs {
-		if m.Group != nil && g.held[*m.Group] == m.ID {
-			delete(g.held, *m.Group)
-		}
-	}
-}
-
 func seqs(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -75,10 +60,7 @@ func seqs(n int) []int {
 // group only until it is dead-lettered.
 func TestGroupOrdering(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("groups", patch)
-	}
+	setup := patchedQueueSetup("groups")
 
 	t.Run("ConcurrentConsumers", func(t *testing.T) {
 		t.Parallel()
@@ -108,9 +90,7 @@ func TestGroupOrdering(t *testing.T) {
 			deadline = time.Now().Add(30 * time.Second)
 		)
 		for c := range consumers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for time.Now().Before(deadline) && !t.Failed() {
 					msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 1 + c%5, VisibilityTimeout: time.Minute})
 					if !assertNoError(t, err) {
@@ -141,7 +121,7 @@ func TestGroupOrdering(t *testing.T) {
 					acked += len(res)
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.False(t, t.Failed())
@@ -278,9 +258,7 @@ func TestGroupOrdering(t *testing.T) {
 			sendsDone = make(chan struct{})
 		)
 		for p := range producers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for seq := range perProducer {
 					// Each send returns after its commit, so a producer's
 					// sends have a definite order.
@@ -291,7 +269,7 @@ func TestGroupOrdering(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		go func() { wg.Wait(); close(sendsDone) }()
 
@@ -305,9 +283,7 @@ func TestGroupOrdering(t *testing.T) {
 			deadline     = time.Now().Add(30 * time.Second)
 		)
 		for c := range consumers {
-			cwg.Add(1)
-			go func() {
-				defer cwg.Done()
+			cwg.Go(func() {
 				for time.Now().Before(deadline) && !t.Failed() {
 					msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute})
 					if !assertNoError(t, err) {
@@ -363,7 +339,7 @@ func TestGroupOrdering(t *testing.T) {
 					finished++
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		cwg.Wait()
 		<-sendsDone
@@ -444,26 +420,26 @@ func (e *env) whileHeld(q store.Queue, hold func(tx pgx.Tx), m store.SendMessage
 		res, _, err := e.sender.Send(context.Background(), q.Name, []store.SendMessage{m})
 		done <- sent{res, err}
 	}()
-	var (
-		s        sent
-		finished bool
-	)
-	require.Eventually(e.t, func() bool {
-		select {
-		case s = <-done:
-			finished = true
-			return true
-		default:
-		}
-		n, err := e.advisoryWaiters()
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the send neither finished nor waited for a lock")
+	outcome := doneOrWaiting(e.t, done, e.advisoryWaiters, "the send neither finished nor waited for a lock")
 	require.NoError(e.t, tx.Commit(e.ctx))
-	if !finished {
-		s = <-done
-	}
+	s := outcome()
 	require.NoError(e.t, s.err)
 	return s.res[0]
+}
+
+// requireOneHeadThenDrains checks that group grp has exactly one head,
+// its oldest message, and then that it drains in the order of seqs.
+func (e *env) requireOneHeadThenDrains(q store.Queue, grp string, seqs []int, msgAndArgs ...any) {
+	e.t.Helper()
+	e.requireOneHead(q, grp)
+	require.Equal(e.t, seqs, e.drainGroup(q, grp), msgAndArgs...)
+}
+
+// sendHead sends message 0 of group "g" and claims it for a minute: the
+// group's head, in flight.
+func (e *env) sendHead(q store.Queue) []store.Message {
+	e.t.Helper()
+	return e.sendClaimed(q, grouped("g", 0), time.Minute)
 }
 
 // requireOneHead checks that the group has exactly one head, its oldest
@@ -483,48 +459,37 @@ func (e *env) requireOneHead(q store.Queue, grp string) {
 // message joins it (redrive), made to happen deterministically.
 func TestGroupLockRaces(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("races", store.QueuePatch{RetentionSeconds: ptr(60)})
-	}
+	setup := queueSetup("races", store.QueuePatch{RetentionSeconds: ptr(60)})
 
 	t.Run("SendWhileAck", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.sendHead(q)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			res, _, err := store.MessageAck(e.ctx, tx, q.ID, receipts(head))
 			require.NoError(t, err)
 			require.True(t, res[0].OK)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileDeadLetter", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t)
-		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.sendHead(q)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			_, dead, err := store.MessageNack(e.ctx, tx, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			require.NoError(t, err)
 			require.Equal(t, 1, dead)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileExhaustedHeadDeadLettered", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("races", store.QueuePatch{MaxReceives: ptr(1)})
+		e, q := newQueueEnv(t, "races", store.QueuePatch{MaxReceives: ptr(1)})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, lease)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, lease)
 		e.waitVisible(q, head[0].ID)
 		e.whileHeld(q, func(tx pgx.Tx) {
 			msgs, dead, err := store.MessageClaim(e.ctx, tx, store.ClaimParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
@@ -532,8 +497,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.Empty(t, msgs)
 			require.Equal(t, 1, dead)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileExpire", func(t *testing.T) {
@@ -545,8 +509,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n.Total())
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileRedrive", func(t *testing.T) {
@@ -561,8 +524,7 @@ func TestGroupLockRaces(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}, grouped("g", 1))
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{0, 1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{0, 1})
 	})
 }
 
@@ -576,41 +538,17 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 	release := e.holdSends()
 	defer release()
 
-	sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
-	type sent struct {
-		res []store.SendResult
-		err error
-	}
-	sendDone := make(chan sent, 1)
-	go func() {
-		res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
-		sendDone <- sent{res, err}
-	}()
-	e.activityWaitingEventually("held-sender")
+	sendDone := e.startHeldSend(q, m)
 
 	opPool := e.newNamedPool(4, "op")
 	opDone := make(chan error, 1)
 	go func() { opDone <- op(opPool) }()
-	var (
-		opErr    error
-		finished bool
-	)
-	require.Eventually(e.t, func() bool {
-		select {
-		case opErr = <-opDone:
-			finished = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("op")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the operation neither finished nor waited for a lock")
+	outcome := doneOrWaiting(e.t, opDone, func() (int, error) { return e.lockWaiters("op") },
+		"the operation neither finished nor waited for a lock")
 
 	release()
 	s := <-sendDone
-	if !finished {
-		opErr = <-opDone
-	}
+	opErr := outcome()
 	require.NoError(e.t, s.err)
 	require.NoError(e.t, opErr)
 	return s.res[0]
@@ -623,17 +561,12 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 // has no head (or two).
 func TestGroupLockSendHeld(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T, patch store.QueuePatch) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("held", patch)
-	}
+	setup := patchedQueueSetup("held")
 
 	t.Run("AckWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
-		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.sendHead(q)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			res, _, err := store.MessageAck(e.ctx, opPool, q.ID, receipts(head))
 			if err == nil && !res[0].OK {
@@ -641,16 +574,13 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("DeadLetterWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{})
-		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, time.Minute)
-		require.Len(t, head, 1)
+		head := e.sendHead(q)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			_, dead, err := store.MessageNack(e.ctx, opPool, store.NackParams{Queue: q, Receipts: receipts(head), DeadLetter: true})
 			if err == nil && dead != 1 {
@@ -658,16 +588,14 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("ExhaustedWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
 		e, q := setup(t, store.QueuePatch{MaxReceives: ptr(1)})
 		e.send(q, grouped("g", 0))
-		head := e.claim(q, 1, lease)
-		require.Len(t, head, 1)
+		head := e.claimOne(q, lease)
 		e.waitVisible(q, head[0].ID)
 		var delivered []int
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
@@ -700,8 +628,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 
 	t.Run("ExpireWhileSendHeld", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("held", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "held", store.QueuePatch{RetentionSeconds: ptr(60)})
 		e.backdate(q, resultIDs(e.send(q, grouped("g", 0)))...)
 		e.sendHeld(q, grouped("g", 1), func(opPool *pgxpool.Pool) error {
 			n, err := store.MessageExpire(e.ctx, opPool, 100)
@@ -710,8 +637,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 			}
 			return err
 		})
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{1}, e.drainGroup(q, "g"))
+		e.requireOneHeadThenDrains(q, "g", []int{1})
 	})
 
 	t.Run("SendWhileSendHeld", func(t *testing.T) {
@@ -728,8 +654,7 @@ func TestGroupLockSendHeld(t *testing.T) {
 			return err
 		})
 		require.Len(t, second, 1)
-		e.requireOneHead(q, "g")
-		require.Equal(t, []int{0, 1}, e.drainGroup(q, "g"), "ids %d, %d", first.ID, second[0].ID)
+		e.requireOneHeadThenDrains(q, "g", []int{0, 1}, "ids %d, %d", first.ID, second[0].ID)
 	})
 }
 
@@ -737,13 +662,11 @@ func TestGroupLockSendHeld(t *testing.T) {
 // wakes long polls on it); an ack that promotes nothing does not.
 func TestAckReportsPromotion(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, _, err := store.QueueUpsert(ctx, pool, "promo", store.QueuePatch{})
-	require.NoError(t, err)
-	s := store.NewSender(pool, store.SenderConfig{Workers: 1})
-	defer s.Close()
-	_, _, err = s.Send(ctx, "promo", []store.SendMessage{
+	e := newEnv(t)
+	ctx, pool := e.ctx, e.pool
+	q := e.queue("promo", store.QueuePatch{})
+	s := e.newSender(store.SenderConfig{Workers: 1})
+	_, _, err := s.Send(ctx, "promo", []store.SendMessage{
 		{Body: json.RawMessage(`1`), Group: "g"}, {Body: json.RawMessage(`2`), Group: "g"}, {Body: json.RawMessage(`3`)},
 	})
 	require.NoError(t, err)

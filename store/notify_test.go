@@ -43,16 +43,26 @@ type received struct {
 	elapsed time.Duration
 }
 
+// requireSendWakes sends one message to q and requires that the receive
+// waiting on out returns just that message, within 2 seconds of the send.
+func requireSendWakes(t *testing.T, e *env, sender *store.Sender, q store.Queue, out <-chan received, msgAndArgs ...any) {
+	t.Helper()
+	sentAt := time.Now()
+	res, _, err := sender.Send(e.ctx, q.Name, []store.SendMessage{msg(1)})
+	require.NoError(t, err)
+	r := <-out
+	require.NoError(t, r.err)
+	require.Equal(t, []int64{res[0].ID}, ids(r.msgs))
+	require.Less(t, time.Since(sentAt), 2*time.Second, msgAndArgs...)
+}
+
 // receiveAsync starts a MessageReceive and returns where its outcome will
 // arrive.
 func receiveAsync(ctx context.Context, db store.DBTX, n *store.Notifier, p store.ReceiveParams) <-chan received {
-	out := make(chan received, 1)
-	go func() {
-		start := time.Now()
+	return inBackground(func(start time.Time) received {
 		msgs, _, err := store.MessageReceive(ctx, db, n, p)
-		out <- received{msgs, err, time.Since(start)}
-	}()
-	return out
+		return received{msgs, err, time.Since(start)}
+	})
 }
 
 func TestReceiveLongPoll(t *testing.T) {
@@ -91,13 +101,7 @@ func TestReceiveLongPoll(t *testing.T) {
 		_, _, err := sender.Send(e.ctx, other.Name, []store.SendMessage{msg(0)})
 		require.NoError(t, err)
 
-		sentAt := time.Now()
-		res, _, err := sender.Send(e.ctx, q.Name, []store.SendMessage{msg(1)})
-		require.NoError(t, err)
-		r := <-out
-		require.NoError(t, r.err)
-		require.Equal(t, []int64{res[0].ID}, ids(r.msgs))
-		require.Less(t, time.Since(sentAt), 2*time.Second, "woken by NOTIFY, not by a poll")
+		requireSendWakes(t, e, sender, q, out, "woken by NOTIFY, not by a poll")
 	})
 
 	t.Run("WokenLocally", func(t *testing.T) {
@@ -110,13 +114,7 @@ func TestReceiveLongPoll(t *testing.T) {
 
 		out := receiveAsync(e.ctx, recvPool, n, params(q))
 		e.activityEventually("receiver", "%WITH candidate AS%", 1)
-		sentAt := time.Now()
-		res, _, err := sender.Send(e.ctx, q.Name, []store.SendMessage{msg(1)})
-		require.NoError(t, err)
-		r := <-out
-		require.NoError(t, r.err)
-		require.Equal(t, []int64{res[0].ID}, ids(r.msgs))
-		require.Less(t, time.Since(sentAt), 2*time.Second)
+		requireSendWakes(t, e, sender, q, out)
 	})
 
 	t.Run("ManyWaiters", func(t *testing.T) {

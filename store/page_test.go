@@ -102,7 +102,7 @@ func readCount(ctx context.Context, tx pgx.Tx, table string) (int64, error) {
 // false on the last page only; Limit 0 lists everything at once.
 func TestListPages(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newTxEnv(t)
 	tp := e.topic("t", store.TopicPatch{})
 	other := e.topic("u", store.TopicPatch{})
 	var want []string
@@ -113,15 +113,15 @@ func TestListPages(t *testing.T) {
 		e.queue(name, store.QueuePatch{})
 		e.topic("t"+name, store.TopicPatch{})
 		for _, topicID := range []int64{tp.ID, other.ID} {
-			_, err := e.pool.Exec(e.ctx, `INSERT INTO ferry.queues (name, topic_id) VALUES ($1, $2)`, name, topicID)
+			_, err := e.db.Exec(e.ctx, `INSERT INTO ferry.queues (name, topic_id) VALUES ($1, $2)`, name, topicID)
 			require.NoError(t, err)
-			_, err = e.pool.Exec(e.ctx, `INSERT INTO ferry.consumer_groups (topic_id, name) VALUES ($1, $2)`, topicID, name)
+			_, err = e.db.Exec(e.ctx, `INSERT INTO ferry.consumer_groups (topic_id, name) VALUES ($1, $2)`, topicID, name)
 			require.NoError(t, err)
 		}
 	}
 	lists := map[string]func(after string, limit int) ([]string, bool){
 		"queues": func(after string, limit int) ([]string, bool) {
-			qs, more, err := store.QueueList(e.ctx, e.pool, store.QueueListParams{After: after, Limit: limit})
+			qs, more, err := store.QueueList(e.ctx, e.db, store.QueueListParams{After: after, Limit: limit})
 			require.NoError(t, err)
 			names := make([]string, len(qs))
 			for i, q := range qs {
@@ -130,7 +130,7 @@ func TestListPages(t *testing.T) {
 			return names, more
 		},
 		"topics": func(after string, limit int) ([]string, bool) {
-			ts, more, err := store.TopicList(e.ctx, e.pool, store.TopicListParams{After: after, Limit: limit})
+			ts, more, err := store.TopicList(e.ctx, e.db, store.TopicListParams{After: after, Limit: limit})
 			require.NoError(t, err)
 			var names []string
 			for _, x := range ts {
@@ -141,7 +141,7 @@ func TestListPages(t *testing.T) {
 			return names, more
 		},
 		"subscriptions": func(after string, limit int) ([]string, bool) {
-			ss, more, err := store.SubscriptionList(e.ctx, e.pool, store.SubscriptionListParams{TopicID: tp.ID, After: after, Limit: limit})
+			ss, more, err := store.SubscriptionList(e.ctx, e.db, store.SubscriptionListParams{TopicID: tp.ID, After: after, Limit: limit})
 			require.NoError(t, err)
 			names := make([]string, len(ss))
 			for i, s := range ss {
@@ -151,7 +151,7 @@ func TestListPages(t *testing.T) {
 			return names, more
 		},
 		"groups": func(after string, limit int) ([]string, bool) {
-			names, more, err := store.ConsumerGroupList(e.ctx, e.pool, store.ConsumerGroupListParams{TopicID: tp.ID, After: after, Limit: limit})
+			names, more, err := store.ConsumerGroupList(e.ctx, e.db, store.ConsumerGroupListParams{TopicID: tp.ID, After: after, Limit: limit})
 			require.NoError(t, err)
 			return names, more
 		},

@@ -14,8 +14,7 @@ import (
 // of the same id, do not move it.
 func TestPublisherSpread(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("spread", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "spread", 4)
 	newPublisher := func() *store.Publisher {
 		p := store.NewPublisher(e.pool, store.PublisherConfig{})
 		t.Cleanup(p.Close)

@@ -44,9 +44,7 @@ func TestPublisherGroupCommit(t *testing.T) {
 		errs    = make([]error, n)
 	)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ev := store.PublishEvent{ID: fmt.Sprintf("e%d", i), Type: "t", Data: json.RawMessage(`{"i":1}`)}
 			if i%16 == 0 {
 				// PostgreSQL's jsonb refuses this: the request must fail
@@ -58,7 +56,7 @@ func TestPublisherGroupCommit(t *testing.T) {
 			if err == nil {
 				offsets[i] = res[0].Offset
 			}
-		}()
+		})
 	}
 	wg.Wait()
 

@@ -110,11 +110,7 @@ func TestEventPublishTx(t *testing.T) {
 func place(r store.PublishResult) [3]any { return [3]any{r.ID, r.Partition, r.Offset} }
 
 func duplicates(rs []store.PublishResult) []bool {
-	out := make([]bool, len(rs))
-	for i, r := range rs {
-		out[i] = r.Duplicate
-	}
-	return out
+	return each(rs, func(r store.PublishResult) bool { return r.Duplicate })
 }
 
 // batchTags records, per batch sent, the tag (or, untagged, the text) of
@@ -174,8 +170,7 @@ func (b *batchTags) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 // trip.
 func TestEventPublishStatements(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("stmts", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "stmts", 2)
 	e.subscribe(tp, "ordered", `{"types": ["order.#"]}`, store.SubscriptionPatch{Ordered: ptr(true)})
 	tags := &batchTags{}
 	cfg, err := pgxpool.ParseConfig(e.dbURL)

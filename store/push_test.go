@@ -13,13 +13,27 @@ func pushPatch(url, secret string) *store.PushPatch {
 	return &store.PushPatch{URL: &url, NewSecret: secret}
 }
 
+// pushTarget creates or changes queue name to push to
+// https://a.example/h with the given new secret.
+func (e *env) pushTarget(name, secret string) store.Queue {
+	e.t.Helper()
+	q, _, err := store.QueueUpsert(e.ctx, e.db, name, store.QueuePatch{Push: pushPatch("https://a.example/h", secret)})
+	require.NoError(e.t, err)
+	return q
+}
+
+// pushQueue is a push target with secret whsec_x.
+func (e *env) pushQueue(name string) store.Queue { return e.pushTarget(name, "whsec_x") }
+
 // A push configuration is set, merged, shown once with its secret, and
 // removed; changing the URL clears the failure state.
 func TestPushConfigLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newTxEnv(t)
+	hooks := e.name("hooks")
+	pull := e.name("pull")
 
-	q, created, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_one")})
+	q, created, err := store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_one")})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "whsec_one", q.IssuedSecret, "the secret is shown by the upsert that issued it")
@@ -27,39 +41,39 @@ func TestPushConfigLifecycle(t *testing.T) {
 
 	// A change of another field keeps the secret (none issued again).
 	five := 5
-	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five, NewSecret: "whsec_two"}})
+	q, _, err = store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five, NewSecret: "whsec_two"}})
 	require.NoError(t, err)
 	require.Empty(t, q.IssuedSecret)
 	require.Equal(t, 5, q.Push.MaxInFlight)
 	require.Equal(t, "https://a.example/h", q.Push.URL)
-	tgt, err := store.PushTargetGet(e.ctx, e.pool, q.ID)
+	tgt, err := store.PushTargetGet(e.ctx, e.db, q.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"whsec_one"}, tgt.Secrets)
 	require.False(t, tgt.Subscription)
 
 	// Failing, then a new URL: the failure state is cleared.
-	disabled, err := store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
+	disabled, err := store.PushOutcome(e.ctx, e.db, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.False(t, disabled)
-	q, err = store.QueueGet(e.ctx, e.pool, "hooks")
+	q, err = store.QueueGet(e.ctx, e.db, hooks)
 	require.NoError(t, err)
 	require.NotNil(t, q.FailingSince)
-	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://b.example/h", "whsec_three")})
+	q, _, err = store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: pushPatch("https://b.example/h", "whsec_three")})
 	require.NoError(t, err)
 	require.Nil(t, q.FailingSince)
 	require.Empty(t, q.IssuedSecret, "the target had a secret")
 
 	// Removing push forgets the secrets; adding it again issues a new one.
-	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: &store.PushPatch{Remove: true}})
+	q, _, err = store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: &store.PushPatch{Remove: true}})
 	require.NoError(t, err)
 	require.Nil(t, q.Push)
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.queues WHERE id = $1 AND signing_secret IS NOT NULL`, q.ID))
-	q, _, err = store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://c.example/h", "whsec_four")})
+	q, _, err = store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: pushPatch("https://c.example/h", "whsec_four")})
 	require.NoError(t, err)
 	require.Equal(t, "whsec_four", q.IssuedSecret)
 
 	// A push member without a URL on a target without push is refused.
-	_, _, err = store.QueueUpsert(e.ctx, e.pool, "pull", store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five}})
+	_, _, err = store.QueueUpsert(e.ctx, e.db, pull, store.QueuePatch{Push: &store.PushPatch{MaxInFlight: &five}})
 	var verr *store.ValidationError
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "push.url", verr.Field)
@@ -71,8 +85,7 @@ func TestPushConfigLifecycle(t *testing.T) {
 func TestPushOutcomeDisables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
+	q := e.pushQueue("hooks")
 	get := func() store.Queue {
 		q, err := store.QueueGet(e.ctx, e.pool, "hooks")
 		require.NoError(t, err)
@@ -126,55 +139,53 @@ func TestPushOutcomeDisables(t *testing.T) {
 // After a rotation both secrets sign until the overlap ends.
 func TestSecretRotateOverlap(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_old")})
-	require.NoError(t, err)
-	require.NoError(t, store.SecretRotate(e.ctx, e.pool, q.ID, "whsec_new", time.Hour))
-	tgt, err := store.PushTargetGet(e.ctx, e.pool, q.ID)
+	e := newTxEnv(t)
+	q := e.pushTarget(e.name("hooks"), "whsec_old")
+	require.NoError(t, store.SecretRotate(e.ctx, e.db, q.ID, "whsec_new", time.Hour))
+	tgt, err := store.PushTargetGet(e.ctx, e.db, q.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"whsec_new", "whsec_old"}, tgt.Secrets)
 
-	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.queues SET previous_secret_until = now() - interval '1 second' WHERE id = $1`, q.ID)
+	_, err = e.db.Exec(e.ctx, `UPDATE ferry.queues SET previous_secret_until = now() - interval '1 second' WHERE id = $1`, q.ID)
 	require.NoError(t, err)
-	tgt, err = store.PushTargetGet(e.ctx, e.pool, q.ID)
+	tgt, err = store.PushTargetGet(e.ctx, e.db, q.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"whsec_new"}, tgt.Secrets, "the old secret stops signing when the overlap ends")
 
-	pull := e.queue("pull", store.QueuePatch{})
-	require.ErrorIs(t, store.SecretRotate(e.ctx, e.pool, pull.ID, "whsec_x", time.Hour), store.ErrNotFound)
+	pull := e.queue(e.name("pull"), store.QueuePatch{})
+	require.ErrorIs(t, store.SecretRotate(e.ctx, e.db, pull.ID, "whsec_x", time.Hour), store.ErrNotFound)
 }
 
 // Attempts are listed newest first, filtered by outcome, and expire.
 func TestPushAttempts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, "hooks", store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(t, err)
+	e := newTxEnv(t)
+	q := e.pushQueue(e.name("hooks"))
 	code500, code204 := 500, 204
 	msg := "HTTP 500"
 	now := time.Now()
-	require.NoError(t, store.PushAttemptRecord(e.ctx, e.pool, q.ID, []store.PushAttempt{
+	require.NoError(t, store.PushAttemptRecord(e.ctx, e.db, q.ID, []store.PushAttempt{
 		{MessageID: "1", Attempt: 1, StatusCode: &code500, Error: &msg, Duration: 12 * time.Millisecond, At: now.Add(-2 * time.Second)},
 		{MessageID: "1", Attempt: 2, OK: true, StatusCode: &code204, Duration: 3 * time.Millisecond, At: now.Add(-time.Second)},
 		{MessageID: "2", Attempt: 1, Error: ptr("timeout"), Duration: time.Second, At: now.Add(-100 * time.Hour)},
 	}))
-	all, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "", 10)
+	all, err := store.PushAttemptList(e.ctx, e.db, q.ID, "", 10)
 	require.NoError(t, err)
 	require.Len(t, all, 3)
 	require.Equal(t, 2, all[0].Attempt, "newest first")
 	require.Equal(t, 12*time.Millisecond, all[1].Duration)
 	require.Nil(t, all[2].StatusCode)
-	failed, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "failed", 10)
+	failed, err := store.PushAttemptList(e.ctx, e.db, q.ID, "failed", 10)
 	require.NoError(t, err)
 	require.Len(t, failed, 2)
-	ok, err := store.PushAttemptList(e.ctx, e.pool, q.ID, "succeeded", 10)
+	ok, err := store.PushAttemptList(e.ctx, e.db, q.ID, "succeeded", 10)
 	require.NoError(t, err)
 	require.Len(t, ok, 1)
 
-	n, err := store.PushAttemptExpire(e.ctx, e.pool, 72*time.Hour, 100)
+	n, err := store.PushAttemptExpire(e.ctx, e.db, 72*time.Hour, 100)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	all, err = store.PushAttemptList(e.ctx, e.pool, q.ID, "", 10)
+	all, err = store.PushAttemptList(e.ctx, e.db, q.ID, "", 10)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 }

@@ -19,13 +19,6 @@ const (
 	ownerB = "00000000-0000-4000-8000-00000000000b"
 )
 
-func (e *env) pushQueue(name string) store.Queue {
-	e.t.Helper()
-	q, _, err := store.QueueUpsert(e.ctx, e.pool, name, store.QueuePatch{Push: pushPatch("https://a.example/h", "whsec_x")})
-	require.NoError(e.t, err)
-	return q
-}
-
 // expireLease makes a lease end in the past, as a killed owner's does.
 func (e *env) expireLease(q store.Queue) {
 	e.t.Helper()
@@ -279,11 +272,9 @@ func TestReceiptBatchRetries(t *testing.T) {
 	for _, op := range []string{"ack", "nack"} {
 		t.Run(op, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			q := e.queue("retried", store.QueuePatch{})
+			e, q := newQueueEnv(t, "retried", store.QueuePatch{})
 			e.send(q, store.SendMessage{Body: []byte(`1`)})
-			m := e.claim(q, 1, time.Minute)
-			require.Len(t, m, 1)
+			m := e.claimOne(q, time.Minute)
 			switch op {
 			case "ack":
 				e.failOnce("DELETE", "ferry.messages")

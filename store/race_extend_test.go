@@ -79,8 +79,7 @@ func TestSettleRacingExtend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			q := e.queue("q", store.QueuePatch{})
+			e, q := newQueueEnv(t, "q", store.QueuePatch{})
 			e.send(q, msg(1))
 			m := e.claim(q, 1, time.Minute)[0]
 			e.raceWithExtend(q, m.Receipt, func(db store.DBTX) { tc.op(e, q, m.Receipt, db) })

@@ -100,9 +100,9 @@ func TestRedriveManyGroupsConcurrently(t *testing.T) {
 // the group spans batches.
 func TestRedriveIDsAcrossBatches(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("by-ids", store.QueuePatch{})
-	_, err := e.pool.Exec(e.ctx, `
+	e := newTxEnv(t)
+	q := e.queue(e.name("by-ids"), store.QueuePatch{})
+	_, err := e.db.Exec(e.ctx, `
 		INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, body)
 		SELECT $1, nextval('ferry.message_id_seq'), now(), 5, 'g' || (k % 7), '{}'
 		FROM generate_series(1, 1300) AS k ORDER BY k`, q.ID)
@@ -111,7 +111,7 @@ func TestRedriveIDsAcrossBatches(t *testing.T) {
 	require.Len(t, ids, 1300)
 	ids = append(ids, ids[:10]...)    // repeats
 	ids = append(ids, 1<<62, 1<<62+1) // unknown
-	n, err := store.DeadLetterRedrive(e.ctx, e.pool, store.RedriveParams{QueueID: q.ID, IDs: ids})
+	n, err := store.DeadLetterRedrive(e.ctx, e.db, store.RedriveParams{QueueID: q.ID, IDs: ids})
 	require.NoError(t, err)
 	require.Equal(t, 1300, n)
 	requireRedrivenInOrder(t, e, q, 1300)

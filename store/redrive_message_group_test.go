@@ -15,8 +15,7 @@ import (
 // its group's head (row_number() = 1), the rest of the group is inserted
 // waiting behind no head, and nothing ever promotes it.
 func TestRedriveKeepsOrderedGroupClaimable(t *testing.T) {
-	e := newEnv(t)
-	tp := e.topic("t", store.TopicPatch{Partitions: ptr(1)})
+	e, tp := newTopicEnv(t, "t", 1)
 	s, _ := e.subscribe(tp, "s", "", store.SubscriptionPatch{
 		Ordered: ptr(true),
 		Queue:   store.QueuePatch{MaxReceives: ptr(1)},

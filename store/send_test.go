@@ -19,26 +19,14 @@ import (
 // through senders[i % len(senders)], and returns every answer.
 func sendAtOnce(t *testing.T, senders []*store.Sender, queue string, n int, m store.SendMessage) []store.SendResult {
 	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([]store.SendResult, n)
-		errs    = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, _, err := senders[i%len(senders)].Send(context.Background(), queue, []store.SendMessage{m})
-			errs[i] = err
-			if err == nil && len(res) == 1 {
-				results[i] = res[0]
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results, errs := make([]store.SendResult, n), make([]error, n)
+	atOnce(n, func(i int) {
+		res, _, err := senders[i%len(senders)].Send(context.Background(), queue, []store.SendMessage{m})
+		errs[i] = err
+		if err == nil && len(res) == 1 {
+			results[i] = res[0]
+		}
+	})
 	for i, err := range errs {
 		require.NoError(t, err, "send %d", i)
 	}
@@ -68,10 +56,7 @@ func requireOneOriginal(t *testing.T, e *env, q store.Queue, dedupID string, res
 // identical sends race.
 func TestDedupConcurrent(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("dedup", store.QueuePatch{})
-	}
+	setup := queueSetup("dedup", store.QueuePatch{})
 	m := store.SendMessage{Body: json.RawMessage(`{"n":1}`), DedupID: "evt-1"}
 
 	t.Run("OneSender", func(t *testing.T) {
@@ -156,8 +141,7 @@ func TestDedupConcurrent(t *testing.T) {
 
 	t.Run("WindowZero", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("nodedup", store.QueuePatch{DedupWindowSeconds: ptr(0)})
+		e, q := newQueueEnv(t, "nodedup", store.QueuePatch{DedupWindowSeconds: ptr(0)})
 		first := e.send(q, m)
 		second := e.send(q, m)
 		require.False(t, first[0].Duplicate)
@@ -230,8 +214,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 
 	t.Run("MaxDepth", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](10), RetentionSeconds: ptr(3600)})
+		e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](10), RetentionSeconds: ptr(3600)})
 		batch := func(n int) []store.SendMessage {
 			out := make([]store.SendMessage, n)
 			for i := range out {
@@ -274,38 +257,28 @@ func TestSendBatchAtomicity(t *testing.T) {
 		// pass the limit together with another. Batches of 3 against a
 		// limit of 20 with no consumer: the depth must end at exactly 18.
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](20)})
+		e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](20)})
 		senders := make([]*store.Sender, 8)
 		for i := range senders {
 			senders[i] = e.newSender(store.SenderConfig{Workers: 2})
 		}
 		var (
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
 			mu       sync.Mutex
 			accepted int
 		)
-		for i := range 48 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, _, err := senders[i%len(senders)].Send(context.Background(), q.Name, []store.SendMessage{msg(i), msg(i), msg(i)})
-				var full *store.QueueFullError
-				switch {
-				case err == nil:
-					mu.Lock()
-					accepted++
-					mu.Unlock()
-				case errors.As(err, &full):
-				default:
-					t.Errorf("send %d: %v", i, err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		atOnce(48, func(i int) {
+			_, _, err := senders[i%len(senders)].Send(context.Background(), q.Name, []store.SendMessage{msg(i), msg(i), msg(i)})
+			var full *store.QueueFullError
+			switch {
+			case err == nil:
+				mu.Lock()
+				accepted++
+				mu.Unlock()
+			case errors.As(err, &full):
+			default:
+				t.Errorf("send %d: %v", i, err)
+			}
+		})
 		require.Equal(t, 6, accepted)
 		require.EqualValues(t, 18, e.live(q))
 		e.requireCountersExact(q)
@@ -313,8 +286,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 
 	t.Run("InvalidItem", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("short", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "short", store.QueuePatch{RetentionSeconds: ptr(60)})
 		e.send(q, msg(0))
 
 		for name, bad := range map[string]store.SendMessage{
@@ -349,8 +321,7 @@ func TestSendBatchAtomicity(t *testing.T) {
 		// with good ones, which must all be written, while the refused
 		// ones write nothing.
 		t.Parallel()
-		e := newEnv(t)
-		q := e.queue("mixed", store.QueuePatch{RetentionSeconds: ptr(60)})
+		e, q := newQueueEnv(t, "mixed", store.QueuePatch{RetentionSeconds: ptr(60)})
 		full := e.queue("full", store.QueuePatch{MaxDepth: ptr[int64](1)})
 		e.send(full, msg(0))
 
@@ -437,47 +408,35 @@ func TestSendGroupCommit(t *testing.T) {
 	reader := e.newPool(4)
 
 	const n = 64
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		got   = make([]int64, n)
-		errs  = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			target := q
-			if i%4 == 3 {
-				target = other
-			}
-			res, qid, err := sender.Send(context.Background(), target.Name, []store.SendMessage{msg(i)})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			if qid != target.ID || len(res) != 1 || res[0].Duplicate {
-				errs[i] = fmt.Errorf("send %d: queue %d, results %+v", i, qid, res)
-				return
-			}
-			got[i] = res[0].ID
-			// Immediately after the answer, another connection sees the
-			// message with the body that was sent.
-			var seq int
-			err = reader.QueryRow(context.Background(),
-				`SELECT (body->>'seq')::int FROM ferry.messages WHERE queue_id = $1 AND id = $2`, target.ID, res[0].ID).Scan(&seq)
-			if err != nil {
-				errs[i] = fmt.Errorf("send %d: message %d not readable after Send returned: %w", i, res[0].ID, err)
-				return
-			}
-			if seq != i {
-				errs[i] = fmt.Errorf("send %d: message %d holds seq %d", i, res[0].ID, seq)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	got, errs := make([]int64, n), make([]error, n)
+	atOnce(n, func(i int) {
+		target := q
+		if i%4 == 3 {
+			target = other
+		}
+		res, qid, err := sender.Send(context.Background(), target.Name, []store.SendMessage{msg(i)})
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		if qid != target.ID || len(res) != 1 || res[0].Duplicate {
+			errs[i] = fmt.Errorf("send %d: queue %d, results %+v", i, qid, res)
+			return
+		}
+		got[i] = res[0].ID
+		// Immediately after the answer, another connection sees the
+		// message with the body that was sent.
+		var seq int
+		err = reader.QueryRow(context.Background(),
+			`SELECT (body->>'seq')::int FROM ferry.messages WHERE queue_id = $1 AND id = $2`, target.ID, res[0].ID).Scan(&seq)
+		if err != nil {
+			errs[i] = fmt.Errorf("send %d: message %d not readable after Send returned: %w", i, res[0].ID, err)
+			return
+		}
+		if seq != i {
+			errs[i] = fmt.Errorf("send %d: message %d holds seq %d", i, res[0].ID, seq)
+		}
+	})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
@@ -499,10 +458,7 @@ func TestSendGroupCommit(t *testing.T) {
 // Edge inputs are stored and returned byte for byte.
 func TestSendEdgeInputs(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("edge", store.QueuePatch{})
-	}
+	setup := queueSetup("edge", store.QueuePatch{})
 
 	t.Run("Bodies", func(t *testing.T) {
 		t.Parallel()
@@ -547,8 +503,7 @@ func TestSendEdgeInputs(t *testing.T) {
 		e, q := setup(t)
 		b := `{"s": "\u0000🚢", "n": 1.50}`
 		e.send(q, store.SendMessage{Body: json.RawMessage(b), Attributes: json.RawMessage(`{"a" : "b"}`)})
-		got := e.claim(q, 1, time.Minute)
-		require.Len(t, got, 1)
+		got := e.claimOne(q, time.Minute)
 		_, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), DeadLetter: true})
 		require.Equal(t, 1, dead)
 		dls, _, err := store.DeadLetterList(e.ctx, e.pool, q.ID, 0, 10)
@@ -689,25 +644,14 @@ func TestDedupAnswerAtWindowEnd(t *testing.T) {
 	for _, takeover := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Swept", true: "TakenOver"}[takeover], func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			q := e.queue("window", store.QueuePatch{})
+			e, q := newQueueEnv(t, "window", store.QueuePatch{})
 			m := store.SendMessage{Body: json.RawMessage(`{}`), DedupID: "x"}
 			first := e.send(q, m)
 
 			release := e.holdSends()
-			sender := e.newSenderOn(e.newNamedPool(2, "held-sender"), store.SenderConfig{Workers: 1})
-			type sent struct {
-				res []store.SendResult
-				err error
-			}
-			sendDone := make(chan sent, 1)
-			go func() {
-				res, _, err := sender.Send(context.Background(), q.Name, []store.SendMessage{m})
-				sendDone <- sent{res, err}
-			}()
 			// The duplicate was detected (the INSERT ran) and the send waits
 			// in the hold trigger.
-			e.activityWaitingEventually("held-sender")
+			sendDone := e.startHeldSend(q, m)
 
 			locker, err := e.newNamedPool(1, "locker").Begin(e.ctx)
 			require.NoError(t, err)

@@ -117,8 +117,7 @@ func TestMessageSendTxCommitted(t *testing.T) {
 // retention, a deleted queue (ErrNotFound).
 func TestMessageSendTxRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("bounded", store.QueuePatch{MaxDepth: ptr[int64](2), RetentionSeconds: ptr(3600)})
+	e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](2), RetentionSeconds: ptr(3600)})
 	_, err := e.sendTx(q, deduped("a", 1), msg(2))
 	require.NoError(t, err)
 

@@ -14,10 +14,7 @@ import (
 
 func TestQueueStats(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (*env, store.Queue) {
-		e := newEnv(t)
-		return e, e.queue("stats", store.QueuePatch{MaxReceives: ptr(100)})
-	}
+	setup := queueSetup("stats", store.QueuePatch{MaxReceives: ptr(100)})
 
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
@@ -100,9 +97,7 @@ func TestQueueStats(t *testing.T) {
 		)
 		producing.Store(producers)
 		for p := range producers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer producing.Add(-1)
 				for i := range sendsEach {
 					batch := []store.SendMessage{msg(i)}
@@ -115,12 +110,10 @@ func TestQueueStats(t *testing.T) {
 					}
 					sent.Add(int64(len(batch)))
 				}
-			}()
+			})
 		}
 		for c := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for round := 0; producing.Load() > 0 || round < 5; round++ {
 					// Every other claim's lease runs out while the test runs.
 					vt := time.Minute
@@ -153,7 +146,7 @@ func TestQueueStats(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		require.False(t, t.Failed())

@@ -27,7 +27,7 @@ func (e *env) subscribe(tp store.Topic, name, filter string, p store.Subscriptio
 	f, err := store.ParseFilter([]byte(filter))
 	require.NoError(e.t, err)
 	p.Filter = f
-	s, created, backfilled, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, name, p)
+	s, created, backfilled, err := store.SubscriptionUpsert(e.ctx, e.db, tp, name, p)
 	require.NoError(e.t, err)
 	require.True(e.t, created, "subscription %s already existed", name)
 	return s, backfilled
@@ -38,7 +38,7 @@ func (e *env) setFilter(tp store.Topic, name, filter string) store.Subscription 
 	e.t.Helper()
 	f, err := store.ParseFilter([]byte(filter))
 	require.NoError(e.t, err)
-	s, created, _, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, name, store.SubscriptionPatch{Filter: f})
+	s, created, _, err := store.SubscriptionUpsert(e.ctx, e.db, tp, name, store.SubscriptionPatch{Filter: f})
 	require.NoError(e.t, err)
 	require.False(e.t, created)
 	return s
@@ -223,8 +223,7 @@ var (
 // subscription.
 func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("fan", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "fan", 4)
 
 	stable := []fanSub{
 		{name: "all", filter: ``, match: func(fanEvent) bool { return true }},
@@ -260,9 +259,7 @@ func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	for g := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 8))
 			for b := range batches {
 				n := 1 + rng.IntN(20)
@@ -316,7 +313,7 @@ func TestSubscriptionFanoutExactUnderConcurrency(t *testing.T) {
 				mu.Unlock()
 				progress <- struct{}{}
 			}
-		}()
+		})
 	}
 
 	// The churner: between two of its cycles (two changes each) a few
@@ -521,8 +518,7 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 
 	t.Run("sequential", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("seq", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "seq", 2)
 		s, _ := e.subscribe(tp, "s", `{"types":["a.*"]}`, store.SubscriptionPatch{})
 		pub := func(id, typ string) { e.publish(tp, store.PublishEvent{ID: id, Type: typ}) }
 
@@ -545,8 +541,7 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 
 	t.Run("publish read the old filter", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("race", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "race", 1)
 		s, _ := e.subscribe(tp, "s", `{"types":["old"]}`, store.SubscriptionPatch{})
 
 		// Hold the topic's only partition, so that the filter change waits
@@ -590,9 +585,8 @@ func TestSubscriptionFilterChangeOrdering(t *testing.T) {
 // the test when a key's delivery is claimed while another of the key is
 // held, and records each key's delivery order (offsets).
 type keyTracker struct {
-	t     *testing.T
-	mu    sync.Mutex
-	held  map[string]int64
+	t *testing.T
+	heldGroups
 	order map[string][]int64
 	acked int
 }
@@ -624,24 +618,11 @@ func (k *keyTracker) claimed(msgs []store.Message) {
 	}
 }
 
-// releasing must be called before the ack: the key's next delivery may
-// be claimed as soon as the ack commits.
-func (k *keyTracker) releasing(msgs []store.Message) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, m := range msgs {
-		if m.Group != nil && k.held[*m.Group] == m.ID {
-			delete(k.held, *m.Group)
-		}
-	}
-}
-
 // An ordered subscription delivers the events of a key one at a time, in
 // offset (= publish) order, while publishers and consumers run at once.
 func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("ordered", store.TopicPatch{Partitions: ptr(4)})
+	e, tp := newTopicEnv(t, "ordered", 4)
 	sub, _ := e.subscribe(tp, "o", `{"types":["#.tick"]}`, store.SubscriptionPatch{Ordered: ptr(true)})
 
 	const (
@@ -657,9 +638,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 		consumerWG sync.WaitGroup
 	)
 	for g := range publishers {
-		pubWG.Add(1)
-		go func() {
-			defer pubWG.Done()
+		pubWG.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for r := range requests {
 				var batch []store.PublishEvent
@@ -691,20 +670,18 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	go func() {
 		pubWG.Wait()
 		pubsDone.Store(true)
 	}()
 
-	tracker := &keyTracker{t: t, held: map[string]int64{}, order: map[string][]int64{}}
+	tracker := &keyTracker{t: t, heldGroups: newHeldGroups(), order: map[string][]int64{}}
 	var acked atomic.Int64
 	deadline := time.Now().Add(30 * time.Second)
 	for range 4 {
-		consumerWG.Add(1)
-		go func() {
-			defer consumerWG.Done()
+		consumerWG.Go(func() {
 			for {
 				done := pubsDone.Load() // before the claim: all published
 				msgs, _, err := store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: sub.Queue, Max: 5, VisibilityTimeout: time.Minute})
@@ -735,7 +712,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 				}
 				acked.Add(int64(len(msgs)))
 			}
-		}()
+		})
 	}
 	consumerWG.Wait()
 	require.False(t, t.Failed())
@@ -754,8 +731,7 @@ func TestSubscriptionOrderedDeliveryPerKey(t *testing.T) {
 // nothing.
 func TestSubscriptionBackfillAndSeek(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("bf", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "bf", 3)
 	var batch []store.PublishEvent
 	for i := range 30 {
 		typ := "a.x"
@@ -893,8 +869,7 @@ func TestSubscriptionBackfillAndSeek(t *testing.T) {
 // before the delete and waited for it.
 func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("del", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "del", 2)
 	sub, _ := e.subscribe(tp, "doomed", ``, store.SubscriptionPatch{})
 	keep, _ := e.subscribe(tp, "kept", ``, store.SubscriptionPatch{})
 
@@ -906,9 +881,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 		started   = make(chan struct{}, 4)
 	)
 	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			after := 0 // publishes started after the delete committed
 			for i := 0; after < 20; i++ {
 				if deleted.Load() {
@@ -925,7 +898,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 					started <- struct{}{}
 				}
 			}
-		}()
+		})
 	}
 	for range 4 {
 		<-started
@@ -958,8 +931,7 @@ func TestSubscriptionDeleteStopsPublishes(t *testing.T) {
 // intact, after the event left the topic's log.
 func TestSubscriptionDeliverySurvivesEventRetention(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("ret", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "ret", 2)
 	plain, _ := e.subscribe(tp, "plain", ``, store.SubscriptionPatch{})
 	ordered, _ := e.subscribe(tp, "ordered", ``, store.SubscriptionPatch{Ordered: ptr(true)})
 	e.publish(tp,

@@ -24,15 +24,29 @@ import (
 // topic creates a topic with the given configuration changes.
 func (e *env) topic(name string, patch store.TopicPatch) store.Topic {
 	e.t.Helper()
-	tp, created, err := store.TopicUpsert(e.ctx, e.pool, name, patch)
+	tp, created, err := store.TopicUpsert(e.ctx, e.db, name, patch)
 	require.NoError(e.t, err)
 	require.True(e.t, created, "topic %s already existed", name)
 	return tp
 }
 
-// publish publishes events with EventPublish and requires success.
+// newTopicEnv is a newEnv and a topic of the given partitions in it.
+func newTopicEnv(t *testing.T, name string, partitions int) (*env, store.Topic) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.topic(name, store.TopicPatch{Partitions: ptr(partitions)})
+}
+
+// publish publishes events with EventPublish (in a newTxEnv,
+// EventPublishTx) and requires success.
 func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.PublishResult {
 	e.t.Helper()
+	if e.tx != nil {
+		out, err := store.EventPublishTx(e.ctx, e.tx, store.PublishParams{Topic: tp, Events: events})
+		require.NoError(e.t, err)
+		require.Len(e.t, out.Results, len(events))
+		return out.Results
+	}
 	res, _, err := store.EventPublish(e.ctx, e.pool, tp, events)
 	require.NoError(e.t, err)
 	require.Len(e.t, res, len(events))
@@ -42,7 +56,7 @@ func (e *env) publish(tp store.Topic, events ...store.PublishEvent) []store.Publ
 // offsets returns the topic's partition offsets.
 func (e *env) offsets(tp store.Topic) []store.PartitionOffsets {
 	e.t.Helper()
-	offs, err := store.TopicOffsets(e.ctx, e.pool, []int64{tp.ID})
+	offs, err := store.TopicOffsets(e.ctx, e.db, []int64{tp.ID})
 	require.NoError(e.t, err)
 	return offs[tp.ID]
 }
@@ -53,18 +67,14 @@ func (e *env) read(p store.ReadParams) ([]store.Event, int64) {
 	if p.Limit == 0 {
 		p.Limit = 1000
 	}
-	evs, next, err := store.EventRead(e.ctx, e.pool, nil, p)
+	evs, next, err := store.EventRead(e.ctx, e.db, nil, p)
 	require.NoError(e.t, err)
 	return evs, next
 }
 
 // eventOffsets lists the offsets of events.
 func eventOffsets(evs []store.Event) []int64 {
-	out := make([]int64, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.Offset
-	}
-	return out
+	return each(evs, func(ev store.Event) int64 { return ev.Offset })
 }
 
 // span is the offsets from..to, inclusive.
@@ -164,9 +174,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 				deadline  = time.Now().Add(maxTime)
 			)
 			for w := range publishers {
-				pubWG.Add(1)
-				go func() {
-					defer pubWG.Done()
+				pubWG.Go(func() {
 					rng := rand.New(rand.NewPCG(seed, uint64(w)))
 					<-startLine
 					for seq := 0; total.Load() < maxEvents && time.Now().Before(deadline); seq++ {
@@ -198,7 +206,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 						}
 						total.Add(int64(n))
 					}
-				}()
+				})
 			}
 
 			// One tail reader per partition.
@@ -214,9 +222,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 				readFails = make([][]string, tc.partitions)
 			)
 			for p := range tc.partitions {
-				readWG.Add(1)
-				go func() {
-					defer readWG.Done()
+				readWG.Go(func() {
 					fail := func(format string, args ...any) {
 						readFails[p] = append(readFails[p], fmt.Sprintf(format, args...))
 					}
@@ -257,7 +263,7 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 							pause(time.Millisecond) // pacing an empty tail, not synchronisation
 						}
 					}
-				}()
+				})
 			}
 
 			close(startLine)
@@ -333,22 +339,10 @@ func TestEventOffsetsDenseUnderConcurrentPublishes(t *testing.T) {
 // returns every answer.
 func publishAtOnce(t *testing.T, e *env, tp store.Topic, n int, batch ...store.PublishEvent) [][]store.PublishResult {
 	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([][]store.PublishResult, n)
-		errs    = make([]error, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], _, errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results, errs := make([][]store.PublishResult, n), make([]error, n)
+	atOnce(n, func(i int) {
+		results[i], _, errs[i] = store.EventPublish(context.Background(), e.pool, tp, batch)
+	})
 	for i, err := range errs {
 		require.NoError(t, err, "publish %d", i)
 		require.Len(t, results[i], len(batch))
@@ -403,29 +397,19 @@ func TestEventDedup(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		tp := e.topic("d", store.TopicPatch{})
-		var (
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-			errs  = make([]error, 12)
-			res   = make([][]store.PublishResult, 12)
-		)
-		for i := range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				batch := []store.PublishEvent{
-					eventWithKey("x", fmt.Sprintf("k%d", i)), eventWithID(fmt.Sprintf("own-%d", i)),
-					eventWithKey("y", fmt.Sprintf("j%d", i)), eventWithID("z"),
-				}
-				if i%2 == 1 {
-					slices.Reverse(batch)
-				}
-				<-start
-				res[i], _, errs[i] = store.EventPublish(e.ctx, e.pool, tp, batch)
-			}()
+		errs, res, batches := make([]error, 12), make([][]store.PublishResult, 12), make([][]store.PublishEvent, 12)
+		for i := range batches {
+			batches[i] = []store.PublishEvent{
+				eventWithKey("x", fmt.Sprintf("k%d", i)), eventWithID(fmt.Sprintf("own-%d", i)),
+				eventWithKey("y", fmt.Sprintf("j%d", i)), eventWithID("z"),
+			}
+			if i%2 == 1 {
+				slices.Reverse(batches[i])
+			}
 		}
-		close(start)
-		wg.Wait()
+		atOnce(12, func(i int) {
+			res[i], _, errs[i] = store.EventPublish(e.ctx, e.pool, tp, batches[i])
+		})
 		where := map[string][2]int64{}
 		originals := map[string]int{}
 		for i := range 12 {
@@ -473,8 +457,7 @@ func TestEventDedup(t *testing.T) {
 		// A batch mixing a duplicate of an earlier publish with new events:
 		// the new ones get the next dense offsets, the duplicate the old one.
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("d", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "d", 1)
 		e.publish(tp, eventWithID("old"), eventWithID("other"))
 		res := e.publish(tp, eventWithID("n1"), eventWithID("old"), event("t"), eventWithID("n1"))
 		require.Equal(t, store.PublishResult{ID: "n1", Partition: 0, Offset: 2}, res[0])
@@ -520,8 +503,7 @@ func TestEventDedup(t *testing.T) {
 
 	t.Run("DuplicateAnswersOriginalPartition", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("d", store.TopicPatch{Partitions: ptr(4)})
+		e, tp := newTopicEnv(t, "d", 4)
 		keys := keysFor(4)
 		e.publish(tp, eventWithKey("filler", keys[2]))
 		orig := e.publish(tp, eventWithKey("id-1", keys[2]))[0]
@@ -579,7 +561,7 @@ func TestEventKeys(t *testing.T) {
 
 	t.Run("SameKeySamePartition", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newTxEnv(t)
 		tp := e.topic("k", store.TopicPatch{Partitions: ptr(8)})
 		keys := []string{"ORD-9912", "a", "customer/42", "ü-key", "z"}
 		var batch []store.PublishEvent
@@ -616,7 +598,7 @@ func TestEventKeys(t *testing.T) {
 
 	t.Run("KeylessSpread", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newTxEnv(t)
 		// EventPublish spreads each publish's keyless events from a random
 		// partition, with no state shared between tests; an id no
 		// parallel test uses all the same (topic ids start at 1 in every
@@ -661,6 +643,12 @@ func TestEventKeys(t *testing.T) {
 // TestPublisherSpread).
 func (e *env) uniqueTopicIDs() {
 	e.t.Helper()
+	if e.tx != nil {
+		// The shared database of a newTxEnv has one sequence for every
+		// test of the binary, and altering it would lock the table until
+		// the test ends.
+		return
+	}
 	_, err := e.pool.Exec(e.ctx, fmt.Sprintf(`ALTER TABLE ferry.topics ALTER COLUMN id RESTART WITH %d`, 1_000_000+rand.IntN(1_000_000_000)))
 	require.NoError(e.t, err)
 }
@@ -668,9 +656,10 @@ func (e *env) uniqueTopicIDs() {
 // Partitions only grow; a PUT without change keeps updated_at.
 func TestTopicPartitionsOnlyGrow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newTxEnv(t)
+	name := e.name("g")
 	e.uniqueTopicIDs()
-	tp := e.topic("g", store.TopicPatch{})
+	tp := e.topic(name, store.TopicPatch{})
 	require.Equal(t, store.DefaultTopicConfig(), tp.TopicConfig)
 	require.Equal(t, store.TopicConfig{Partitions: 4, RetentionSeconds: 604800, DedupWindowSeconds: 300}, tp.TopicConfig)
 	offs := e.offsets(tp)
@@ -687,28 +676,28 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 
 	// Shrinking is a conflict and changes nothing.
 	for _, n := range []int{3, 1} {
-		_, _, err := store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(n), RetentionSeconds: ptr(60)})
+		_, _, err := store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(n), RetentionSeconds: ptr(60)})
 		require.Error(t, err)
 		require.True(t, errors.Is(err, store.ErrConflict), "shrink error %v wraps ErrConflict", err)
 		var shrink *store.ShrinkError
 		require.True(t, errors.As(err, &shrink), "shrink error %T is a *ShrinkError", err)
 		require.Equal(t, store.ShrinkError{From: 4, To: n}, *shrink)
 	}
-	got, err := store.TopicGet(e.ctx, e.pool, "g")
+	got, err := store.TopicGet(e.ctx, e.db, name)
 	require.NoError(t, err)
 	require.Equal(t, tp, got, "a refused shrink changed nothing, not even retention")
 	require.EqualValues(t, 4, e.count(`SELECT count(*) FROM ferry.topic_partitions WHERE topic_id = $1`, tp.ID))
 
 	// The same count, or an empty patch, is no change: updated_at stays.
 	for _, patch := range []store.TopicPatch{{}, {Partitions: ptr(4)}, {Partitions: ptr(4), RetentionSeconds: ptr(604800), DedupWindowSeconds: ptr(300)}} {
-		same, created, err := store.TopicUpsert(e.ctx, e.pool, "g", patch)
+		same, created, err := store.TopicUpsert(e.ctx, e.db, name, patch)
 		require.NoError(t, err)
 		require.False(t, created)
 		require.Equal(t, tp, same, "patch %+v", patch)
 	}
 
 	// Growing adds empty partitions and keeps the old ones' logs.
-	grown, created, err := store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(6)})
+	grown, created, err := store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(6)})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, 6, grown.Partitions)
@@ -744,7 +733,7 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 	require.Equal(t, store.PartitionForKey(keys[1], 4), old.Partition)
 
 	// Growing by 1 and to the maximum.
-	_, _, err = store.TopicUpsert(e.ctx, e.pool, "g", store.TopicPatch{Partitions: ptr(256)})
+	_, _, err = store.TopicUpsert(e.ctx, e.db, name, store.TopicPatch{Partitions: ptr(256)})
 	require.NoError(t, err)
 	require.Len(t, e.offsets(grown), 256)
 }
@@ -754,8 +743,9 @@ func TestTopicPartitionsOnlyGrow(t *testing.T) {
 // next_offset the head + 1.
 func TestEventReadFromTime(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("tm", store.TopicPatch{Partitions: ptr(2)})
+	e := newTxEnv(t)
+	name := e.name("tm")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(2)})
 	keys := keysFor(2)
 	var batch []store.PublishEvent
 	for i := range 10 {
@@ -763,12 +753,12 @@ func TestEventReadFromTime(t *testing.T) {
 	}
 	e.publish(tp, batch...)
 	// Offsets 0-4 are an hour old, a second apart.
-	_, err := e.pool.Exec(e.ctx, `
+	_, err := e.db.Exec(e.ctx, `
 		UPDATE ferry.events SET published_at = now() - interval '1 hour' + "offset" * interval '1 second'
 		WHERE topic_id = $1 AND partition = 0 AND "offset" < 5`, tp.ID)
 	require.NoError(t, err)
 	at := map[int64]time.Time{}
-	rows, err := e.pool.Query(e.ctx, `SELECT "offset", published_at FROM ferry.events WHERE topic_id = $1`, tp.ID)
+	rows, err := e.db.Query(e.ctx, `SELECT "offset", published_at FROM ferry.events WHERE topic_id = $1`, tp.ID)
 	require.NoError(t, err)
 	for rows.Next() {
 		var (
@@ -839,8 +829,7 @@ func TestEventReadFromTime(t *testing.T) {
 // earlier (and B's must not be later than A's if its offset is lower).
 func TestEventReadFromTimeCommitOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("co", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "co", 2)
 	keys := keysFor(2)
 	aPool := e.newNamedPool(2, "publisher-a")
 
@@ -894,13 +883,10 @@ type receivedEvents struct {
 }
 
 func readAsync(ctx context.Context, db store.DBTX, n *store.Notifier, p store.ReadParams) <-chan receivedEvents {
-	out := make(chan receivedEvents, 1)
-	go func() {
-		start := time.Now()
+	return inBackground(func(start time.Time) receivedEvents {
 		evs, next, err := store.EventRead(ctx, db, n, p)
-		out <- receivedEvents{evs, next, err, time.Since(start)}
-	}()
-	return out
+		return receivedEvents{evs, next, err, time.Since(start)}
+	})
 }
 
 // runNotifierWindow is runNotifier with a given window.
@@ -921,8 +907,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("WokenByNotify", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "lp", 1)
 		other := e.topic("other", store.TopicPatch{Partitions: ptr(1)})
 		e.publish(tp, event("t"), event("t")) // the wait starts at offset 2
 		readerPool := e.newNamedPool(4, "reader")
@@ -954,8 +939,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("EmptyAfterWait", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(2)})
+		e, tp := newTopicEnv(t, "lp", 2)
 		e.publish(tp, eventWithKey("x", keysFor(2)[0]))
 		n := e.runNotifierWindow(e.pool, 5*time.Millisecond)
 		for _, from := range []int64{0, 1, 7} {
@@ -971,8 +955,7 @@ func TestEventReadLongPoll(t *testing.T) {
 
 	t.Run("NoWaitWhenEventsExist", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
-		tp := e.topic("lp", store.TopicPatch{Partitions: ptr(1)})
+		e, tp := newTopicEnv(t, "lp", 1)
 		e.publish(tp, event("t"))
 		n := e.runNotifierWindow(e.pool, 5*time.Millisecond)
 		r := <-readAsync(e.ctx, e.pool, n, store.ReadParams{Topic: tp, Limit: 10, Wait: 5 * time.Second, FallbackPoll: 10 * time.Second})
@@ -987,9 +970,11 @@ func TestEventReadLongPoll(t *testing.T) {
 // ids are forgotten only after their window.
 func TestEventRetention(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("r", store.TopicPatch{Partitions: ptr(3), RetentionSeconds: ptr(60)})
-	keep := e.topic("keep", store.TopicPatch{Partitions: ptr(1)}) // default retention: 7 days
+	e := newTxEnv(t)
+	name := e.name("r")
+	keepName := e.name("keep")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(3), RetentionSeconds: ptr(60)})
+	keep := e.topic(keepName, store.TopicPatch{Partitions: ptr(1)}) // default retention: 7 days
 	keys := keysFor(3)
 	for p := range 3 {
 		var batch []store.PublishEvent
@@ -1006,7 +991,7 @@ func TestEventRetention(t *testing.T) {
 
 	backdate := func(topicID int64, partition int, below int64, age string) {
 		t.Helper()
-		_, err := e.pool.Exec(e.ctx, `UPDATE ferry.events SET published_at = now() - $4::interval + "offset" * interval '1 millisecond'
+		_, err := e.db.Exec(e.ctx, `UPDATE ferry.events SET published_at = now() - $4::interval + "offset" * interval '1 millisecond'
 			WHERE topic_id = $1 AND partition = $2 AND "offset" < $3`, topicID, partition, below, age)
 		require.NoError(t, err)
 	}
@@ -1017,7 +1002,7 @@ func TestEventRetention(t *testing.T) {
 
 	expire := func(limit int) int64 {
 		t.Helper()
-		n, err := store.EventExpire(e.ctx, e.pool, limit)
+		n, err := store.EventExpire(e.ctx, e.db, limit)
 		require.NoError(t, err)
 		return n
 	}
@@ -1055,16 +1040,16 @@ func TestEventRetention(t *testing.T) {
 	// events does not forget ids still in their window.
 	dupe := e.publish(tp, eventWithKey("p1-2", keys[1]))[0]
 	require.True(t, dupe.Duplicate, "an id within its window stays a duplicate after its event expired")
-	_, err := e.pool.Exec(e.ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second'
+	_, err := e.db.Exec(e.ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second'
 		WHERE topic_id = $1 AND event_id IN ('p0-0', 'p0-1', 'p2-5')`, tp.ID)
 	require.NoError(t, err)
 	before := e.count(`SELECT count(*) FROM ferry.event_dedup`)
-	n, err := store.EventDedupExpire(e.ctx, e.pool, 1000)
+	n, err := store.EventDedupExpire(e.ctx, e.db, 1000)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 	require.Equal(t, before-3, e.count(`SELECT count(*) FROM ferry.event_dedup`))
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.event_dedup WHERE event_id IN ('p0-0', 'p0-1', 'p2-5')`))
-	n, err = store.EventDedupExpire(e.ctx, e.pool, 1000)
+	n, err = store.EventDedupExpire(e.ctx, e.db, 1000)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	// A forgotten id is new again; a remembered one is not.
@@ -1155,9 +1140,7 @@ func TestTopicDelete(t *testing.T) {
 			outcomes = make([][]outcome, 6)
 		)
 		for w := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for seq := 0; ; seq++ {
 					batch := make([]store.PublishEvent, 5)
 					for i := range batch {
@@ -1173,7 +1156,7 @@ func TestTopicDelete(t *testing.T) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		require.Eventually(t, func() bool {
 			var n int
@@ -1237,8 +1220,7 @@ func TestTopicDelete(t *testing.T) {
 // dedup id, no offset consumed.
 func TestEventPublishBatchAtomicity(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("atomic", store.TopicPatch{Partitions: ptr(2)})
+	e, tp := newTopicEnv(t, "atomic", 2)
 	keys := keysFor(2)
 	e.publish(tp, eventWithKey("a", keys[0]), eventWithKey("b", keys[1]), eventWithKey("c", keys[0]))
 
@@ -1274,8 +1256,9 @@ func TestEventPublishBatchAtomicity(t *testing.T) {
 // Events read back carry what was published.
 func TestEventRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("rt", store.TopicPatch{Partitions: ptr(1)})
+	e := newTxEnv(t)
+	name := e.name("rt")
+	tp := e.topic(name, store.TopicPatch{Partitions: ptr(1)})
 	before := time.Now()
 	e.publish(tp,
 		store.PublishEvent{ID: "full", Type: "order.created", Key: ptr("ORD-1"), Data: json.RawMessage(`{"b": [1, 2], "a": "x"}`), Attributes: json.RawMessage(`{"region":"eu"}`)},
@@ -1318,8 +1301,7 @@ func TestEventRoundTrip(t *testing.T) {
 // partition 2 (the delete's).
 func TestTopicDeleteMeetsWaitingPublish(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tp := e.topic("crossed", store.TopicPatch{Partitions: ptr(3)})
+	e, tp := newTopicEnv(t, "crossed", 3)
 	keys := keysFor(3)
 	e.publish(tp, eventWithKey("p0", keys[0]))
 	e.publish(tp, eventWithKey("p1", keys[1]))

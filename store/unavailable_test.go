@@ -51,8 +51,7 @@ func (e *env) holdQueueLock(q store.Queue) {
 // Each error here is a real one from PostgreSQL, met by a store function.
 func TestDatabaseLimitsAreRetryable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	q := e.queue("limited", store.QueuePatch{})
+	e, q := newQueueEnv(t, "limited", store.QueuePatch{})
 	fillDeadGroups(t, e, q, 400)
 	e.holdQueueLock(q)
 

@@ -9,6 +9,8 @@
 // River's migrations, created and migrated once per server and reused by
 // every later run with the same migrations. NewDatabase then clones it with
 // CREATE DATABASE ... TEMPLATE, tens of milliseconds, for each test that asks.
+// A test that needs no commit takes NewTx instead: a transaction on one
+// database shared by the test binary, rolled back when the test ends.
 //
 // A test's database is dropped when the test ends, unless the test failed:
 // then it is kept and its URL logged. On the private cluster that lasts until
@@ -75,6 +77,18 @@ type server struct {
 	admin    *pgxpool.Pool
 	template string
 	private  bool // a throwaway cluster removed at exit
+
+	shared sharedDB // the database NewTx begins its transactions on
+}
+
+// sharedDB is one database per test binary for NewTx, cloned from the
+// template on first use and dropped when the tests have run. Nothing is
+// ever committed to it.
+type sharedDB struct {
+	once sync.Once
+	name string
+	pool *pgxpool.Pool
+	err  error
 }
 
 // current is the one PostgreSQL server of this test process, which Main
@@ -149,6 +163,7 @@ func run(m *testing.M) int {
 
 	current.Store(s)
 	defer current.Store(nil)
+	defer s.closeShared()
 	return m.Run()
 }
 
@@ -327,6 +342,83 @@ func NewDatabase(t testing.TB) string {
 		}
 	})
 	return dbURL
+}
+
+// NewTx begins a transaction for this test on a database the test binary's
+// NewTx callers share (cloned from the template once) and rolls it back
+// when the test ends: the fast path for a test that needs no commit, about
+// a millisecond instead of a database clone. What the test writes is
+// invisible to every other session and gone afterwards, so the shared
+// database stays as migrated.
+//
+// Only for tests that work within one transaction: no commit visibility to
+// another session, no LISTEN/NOTIFY, no concurrency, no River client, and
+// no time passing between statements (now() is the transaction's start
+// time). Parallel tests on it must use names of their own (say, from
+// t.Name()): a unique index makes an insert wait for another transaction's
+// uncommitted row with the same key. Safe for parallel tests. Main must
+// have been called from TestMain.
+func NewTx(t testing.TB) pgx.Tx {
+	t.Helper()
+	s := current.Load()
+	if s == nil {
+		t.Fatal("pgtest: no database server; call pgtest.Main(m) from TestMain")
+	}
+	pool, err := s.sharedPool()
+	if err != nil {
+		t.Fatalf("pgtest: shared database: %v", err)
+	}
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatalf("pgtest: begin on the shared database: %v", err)
+	}
+	t.Cleanup(func() {
+		// A failed transaction rolls back just the same.
+		if err := tx.Rollback(context.Background()); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			t.Errorf("pgtest: roll back: %v", err)
+		}
+	})
+	return tx
+}
+
+// sharedPool returns the pool on the shared database, creating both on
+// first use.
+func (s *server) sharedPool() (*pgxpool.Pool, error) {
+	s.shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := databaseName("shared")
+		if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(s.template)); err != nil {
+			s.shared.err = fmt.Errorf("create database %s: %w", name, err)
+			return
+		}
+		s.shared.name = name
+		cfg, err := pgxpool.ParseConfig(s.url(name))
+		if err != nil {
+			s.shared.err = err
+			return
+		}
+		// One connection per open transaction: parallel tests and their
+		// parallel subtests, each holding one until it ends.
+		cfg.MaxConns = 64
+		s.shared.pool, s.shared.err = pgxpool.NewWithConfig(context.Background(), cfg)
+	})
+	return s.shared.pool, s.shared.err
+}
+
+// closeShared closes and drops the shared database, if a test made it.
+func (s *server) closeShared() {
+	if s.shared.pool != nil {
+		s.shared.pool.Close()
+	}
+	if s.shared.name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.admin.Exec(ctx, "DROP DATABASE "+ident(s.shared.name)+" WITH (FORCE)"); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: drop shared database %s: %v\n", s.shared.name, err)
+	}
 }
 
 // NewPool returns a pool connected to a new database from NewDatabase,

@@ -238,3 +238,48 @@ func TestDatabaseName(t *testing.T) {
 	long := databaseName(strings.Repeat("TestVeryLong/", 20))
 	require.LessOrEqual(t, len(long), 63, "PostgreSQL truncates names beyond 63 bytes")
 }
+
+func TestNewTx(t *testing.T) {
+	t.Parallel()
+
+	var (
+		mu  sync.Mutex
+		dbs = map[string]bool{}
+	)
+	t.Run("group", func(t *testing.T) {
+		for i := range 4 {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				tx := NewTx(t)
+				var db string
+				require.NoError(t, tx.QueryRow(t.Context(), "SELECT current_database()").Scan(&db))
+				require.NotEqual(t, TemplateName(), db)
+				mu.Lock()
+				dbs[db] = true
+				mu.Unlock()
+
+				_, err := tx.Exec(t.Context(), "INSERT INTO ferry.queues (name) VALUES ($1)", t.Name())
+				require.NoError(t, err)
+				var n int
+				require.NoError(t, tx.QueryRow(t.Context(), "SELECT count(*) FROM ferry.queues").Scan(&n))
+				require.Equal(t, 1, n, "each test sees only its own uncommitted rows")
+
+				sp, err := tx.Begin(t.Context())
+				require.NoError(t, err, "Begin on the transaction makes a savepoint")
+				require.NoError(t, sp.Rollback(t.Context()))
+			})
+		}
+	})
+	require.Len(t, dbs, 1, "one shared database")
+
+	// After the group's cleanups every transaction is rolled back: a fresh
+	// one sees none of their rows.
+	tx := NewTx(t)
+	var n int
+	require.NoError(t, tx.QueryRow(t.Context(), "SELECT count(*) FROM ferry.queues").Scan(&n))
+	require.Zero(t, n, "rolled back at the end of each test")
+	var db string
+	require.NoError(t, tx.QueryRow(t.Context(), "SELECT current_database()").Scan(&db))
+	require.Regexp(t, `^ferry_shared_[0-9a-f]{8}$`, db)
+	require.True(t, dbs[db])
+}
