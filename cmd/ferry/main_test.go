@@ -215,3 +215,15 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, "/tmp/elsewhere", dev.DataDir)
 	require.Equal(t, 7, dev.SendWorkers)
 }
+
+// `ferry dev` finds its data directory in FERRY_DATA_DIR only (as before
+// the variable joined server.Config): envconfig would also read an
+// unprefixed DATA_DIR, a name other software sets.
+func TestDataDirIsFerryDataDirOnly(t *testing.T) {
+	t.Setenv("FERRY_DATA_DIR", "")
+	os.Unsetenv("FERRY_DATA_DIR")
+	t.Setenv("DATA_DIR", "/var/lib/someone-else")
+	cfg, err := loadConfig("dev")
+	require.NoError(t, err)
+	require.Equal(t, ".ferry", cfg.DataDir)
+}

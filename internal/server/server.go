@@ -73,8 +73,11 @@ type Config struct {
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
 	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
-	// admin key (`ferry dev` only).
-	DataDir string `envconfig:"DATA_DIR" default:".ferry"`
+	// admin key (`ferry dev` only). Named by split_words, not an
+	// envconfig tag: envconfig falls back to a tag's unprefixed name
+	// (DATA_DIR, which other software sets), and `ferry dev` has only ever
+	// read FERRY_DATA_DIR.
+	DataDir string `split_words:"true" default:".ferry"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
