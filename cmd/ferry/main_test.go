@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -216,14 +217,40 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, 7, dev.SendWorkers)
 }
 
-// `ferry dev` finds its data directory in FERRY_DATA_DIR only (as before
-// the variable joined server.Config): envconfig would also read an
-// unprefixed DATA_DIR, a name other software sets.
-func TestDataDirIsFerryDataDirOnly(t *testing.T) {
-	t.Setenv("FERRY_DATA_DIR", "")
-	os.Unsetenv("FERRY_DATA_DIR")
-	t.Setenv("DATA_DIR", "/var/lib/someone-else")
-	cfg, err := loadConfig("dev")
+// Ferry reads its FERRY_* variables only: envconfig with a prefix would
+// also read the unprefixed names (DATA_DIR, DATABASE_URL, LISTEN, ...),
+// which other software on the machine sets, and `ferry dev` would then
+// migrate someone else's database or put its cluster in their directory.
+func TestOnlyFerryVariablesConfigure(t *testing.T) {
+	fields := reflect.TypeFor[server.Config]()
+	bare := map[string]string{}
+	for i := range fields.NumField() {
+		f := fields.Field(i)
+		name := f.Tag.Get("envconfig")
+		if name == "" {
+			continue
+		}
+		require.True(t, strings.HasPrefix(name, "FERRY_"), "Config.%s is read from %s", f.Name, name)
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+		value := "/var/lib/someone-else"
+		switch {
+		case f.Type == reflect.TypeFor[time.Duration]():
+			value = "7s"
+		case f.Type.Kind() == reflect.Bool:
+			value = "true"
+		case f.Type.Kind() != reflect.String:
+			value = "7"
+		}
+		bare[strings.TrimPrefix(name, "FERRY_")] = value
+	}
+	want, err := loadConfig("dev")
 	require.NoError(t, err)
-	require.Equal(t, ".ferry", cfg.DataDir)
+	for name, value := range bare {
+		t.Setenv(name, value)
+	}
+	got, err := loadConfig("dev")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, ".ferry", got.DataDir)
 }

@@ -20,7 +20,10 @@ func DefaultConfig() Config {
 	return c
 }
 
-// LoadConfig reads the FERRY_* environment: a variable that is unset
+// LoadConfig reads the FERRY_* environment (each field's envconfig tag
+// is its variable's whole name: with a prefix, envconfig would fall back
+// to the unprefixed name, and a DATABASE_URL or LISTEN meant for another
+// program on the machine would configure Ferry): a variable that is unset
 // takes its field's default tag or, with dev (`ferry dev`), its dev tag
 // where it has one. `ferry dev`'s private database trusts every local
 // connection and its admin key is printed on the console, so it serves
@@ -28,12 +31,12 @@ func DefaultConfig() Config {
 // may reach private addresses.
 func LoadConfig(dev bool) (Config, error) {
 	var c Config
-	if err := envconfig.Process("FERRY", &c); err != nil {
+	if err := envconfig.Process("", &c); err != nil {
 		return Config{}, err
 	}
 	if dev {
 		c.setFromTags("dev", func(name string) bool {
-			_, set := os.LookupEnv("FERRY_" + name)
+			_, set := os.LookupEnv(name)
 			return !set
 		})
 	}

@@ -32,52 +32,49 @@ import (
 // unset takes the field's default tag (DefaultConfig), or under `ferry
 // dev` its dev tag where it has one.
 type Config struct {
-	DatabaseURL      string        `envconfig:"DATABASE_URL"`
-	Listen           string        `envconfig:"LISTEN" default:":8080" dev:"127.0.0.1:8080"`
-	AdminKey         string        `envconfig:"ADMIN_KEY"`
-	AllowPrivatePush bool          `envconfig:"ALLOW_PRIVATE_PUSH" default:"false" dev:"true"`
-	MaxBodyBytes     int           `envconfig:"MAX_BODY_BYTES" default:"262144"`
-	MaxBatch         int           `envconfig:"MAX_BATCH" default:"1000"`
-	MaxRequestBytes  int64         `envconfig:"MAX_REQUEST_BYTES" default:"10485760"`
-	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"25s"`
-	DBMaxConns       int32         `envconfig:"DB_MAX_CONNS" default:"20"`
-	SendWorkers      int           `envconfig:"SEND_WORKERS" default:"4"`
-	NotifyWindow     time.Duration `envconfig:"NOTIFY_WINDOW" default:"10ms"`
-	FallbackPoll     time.Duration `envconfig:"FALLBACK_POLL" default:"1s"`
-	RetentionEvery   time.Duration `envconfig:"RETENTION_EVERY" default:"1m"`
-	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
-	LogFormat        string        `envconfig:"LOG_FORMAT" default:"text"`
+	DatabaseURL      string        `envconfig:"FERRY_DATABASE_URL"`
+	Listen           string        `envconfig:"FERRY_LISTEN" default:":8080" dev:"127.0.0.1:8080"`
+	AdminKey         string        `envconfig:"FERRY_ADMIN_KEY"`
+	AllowPrivatePush bool          `envconfig:"FERRY_ALLOW_PRIVATE_PUSH" default:"false" dev:"true"`
+	MaxBodyBytes     int           `envconfig:"FERRY_MAX_BODY_BYTES" default:"262144"`
+	MaxBatch         int           `envconfig:"FERRY_MAX_BATCH" default:"1000"`
+	MaxRequestBytes  int64         `envconfig:"FERRY_MAX_REQUEST_BYTES" default:"10485760"`
+	ShutdownTimeout  time.Duration `envconfig:"FERRY_SHUTDOWN_TIMEOUT" default:"25s"`
+	DBMaxConns       int32         `envconfig:"FERRY_DB_MAX_CONNS" default:"20"`
+	SendWorkers      int           `envconfig:"FERRY_SEND_WORKERS" default:"4"`
+	NotifyWindow     time.Duration `envconfig:"FERRY_NOTIFY_WINDOW" default:"10ms"`
+	FallbackPoll     time.Duration `envconfig:"FERRY_FALLBACK_POLL" default:"1s"`
+	RetentionEvery   time.Duration `envconfig:"FERRY_RETENTION_EVERY" default:"1m"`
+	LogLevel         string        `envconfig:"FERRY_LOG_LEVEL" default:"info"`
+	LogFormat        string        `envconfig:"FERRY_LOG_FORMAT" default:"text"`
 	// SkipMigrations leaves the schema alone at start (for `migrate` users
 	// who migrate separately).
-	SkipMigrations bool `envconfig:"SKIP_MIGRATIONS" default:"false"`
+	SkipMigrations bool `envconfig:"FERRY_SKIP_MIGRATIONS" default:"false"`
 	// PushWorkers bounds the push targets one instance serves at once.
-	PushWorkers int `envconfig:"PUSH_WORKERS" default:"100"`
+	PushWorkers int `envconfig:"FERRY_PUSH_WORKERS" default:"100"`
 	// PushDisableAfter disables push to an endpoint whose every attempt
 	// has failed for this long.
-	PushDisableAfter time.Duration `envconfig:"PUSH_DISABLE_AFTER" default:"120h"`
+	PushDisableAfter time.Duration `envconfig:"FERRY_PUSH_DISABLE_AFTER" default:"120h"`
 	// PushAttemptRetention is how long push attempts are kept.
-	PushAttemptRetention time.Duration `envconfig:"PUSH_ATTEMPT_RETENTION" default:"72h"`
+	PushAttemptRetention time.Duration `envconfig:"FERRY_PUSH_ATTEMPT_RETENTION" default:"72h"`
 	// BodyReadTimeout bounds how long a request's body may take to
 	// arrive, counted from the end of its headers (0: no bound). Long
 	// polls are not cut by it: they wait after their body was read.
-	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s"`
+	BodyReadTimeout time.Duration `envconfig:"FERRY_BODY_READ_TIMEOUT" default:"30s"`
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
-	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"5s"`
+	MetricsInterval time.Duration `envconfig:"FERRY_METRICS_INTERVAL" default:"5s"`
 	// DatabaseDirectURL is a session-capable URL of the same database
 	// (PostgreSQL itself, or a session-mode pooler) for what needs a
 	// session: migrations, LISTEN, River, session advisory locks. Set it
 	// when DatabaseURL goes through a transaction-mode pooler such as
 	// PgBouncer; see pools.go.
-	DatabaseDirectURL string `envconfig:"DATABASE_DIRECT_URL"`
+	DatabaseDirectURL string `envconfig:"FERRY_DATABASE_DIRECT_URL"`
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
-	DBDirectMaxConns int32 `envconfig:"DB_DIRECT_MAX_CONNS" default:"5"`
+	DBDirectMaxConns int32 `envconfig:"FERRY_DB_DIRECT_MAX_CONNS" default:"5"`
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
-	// admin key (`ferry dev` only). Named by split_words, not an
-	// envconfig tag: envconfig falls back to a tag's unprefixed name
-	// (DATA_DIR, which other software sets), and `ferry dev` has only ever
-	// read FERRY_DATA_DIR.
-	DataDir string `split_words:"true" default:".ferry"`
+	// admin key (`ferry dev` only).
+	DataDir string `envconfig:"FERRY_DATA_DIR" default:".ferry"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
