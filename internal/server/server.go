@@ -81,6 +81,9 @@ type Config struct {
 	// (Server.ReloadCertificate); with neither it serves plain HTTP.
 	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
 	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
+	// MetricsKey, when set, is the Bearer token GET /metrics requires
+	// (for deployments that expose the port); unset, /metrics is open.
+	MetricsKey string `envconfig:"FERRY_METRICS_KEY"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -276,6 +279,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
 		Metrics:          metrics,
+		MetricsKey:       cfg.MetricsKey,
 		SessionPool:      ps.direct,
 		Pusher:           s.pusher,
 		AllowPrivatePush: cfg.AllowPrivatePush,
