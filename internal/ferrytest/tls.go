@@ -1,6 +1,7 @@
 package ferrytest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -63,10 +64,13 @@ func WithTLS(certFile, keyFile string) Option {
 // the protocol negotiated.
 func PeerCertificate(t testing.TB, addr string, roots *x509.CertPool) (*x509.Certificate, string) {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := &tls.Dialer{Config: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	require.NoError(t, err)
-	defer conn.Close()
-	state := conn.ConnectionState()
+	defer func() { _ = conn.Close() }()
+	state := conn.(*tls.Conn).ConnectionState()
 	require.NotEmpty(t, state.PeerCertificates)
 	return state.PeerCertificates[0], state.NegotiatedProtocol
 }

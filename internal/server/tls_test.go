@@ -44,7 +44,7 @@ func TestTLSServesHTTP2(t *testing.T) {
 	require.True(t, strings.HasPrefix(env.URL, "https://127.0.0.1:"), env.URL)
 	client := tlsClient(t, ferrytest.Roots(cert))
 
-	do := func(method, path, body string) *http.Response {
+	do := func(method, path, body string) (int, string) {
 		req, err := http.NewRequest(method, env.URL+path, strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
@@ -53,27 +53,32 @@ func TestTLSServesHTTP2(t *testing.T) {
 		}
 		resp, err := client.Do(req)
 		require.NoError(t, err)
-		t.Cleanup(func() { resp.Body.Close() })
+		answer, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
 		require.Equal(t, 2, resp.ProtoMajor, "%s %s over %s", method, path, resp.Proto)
 		require.True(t, resp.TLS.PeerCertificates[0].Equal(cert))
-		return resp
+		return resp.StatusCode, string(answer)
 	}
-	require.Equal(t, http.StatusOK, do("GET", "/healthz", "").StatusCode)
-	require.Equal(t, http.StatusCreated, do("PUT", "/v1/queues/tls", "").StatusCode)
-	require.Equal(t, http.StatusCreated, do("POST", "/v1/queues/tls/messages", `{"messages":[{"body":"over h2"}]}`).StatusCode)
-	resp := do("POST", "/v1/queues/tls/receive", `{"max_messages":1}`)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Contains(t, string(body), "over h2")
+	status, _ := do("GET", "/healthz", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = do("PUT", "/v1/queues/tls", "")
+	require.Equal(t, http.StatusCreated, status)
+	status, _ = do("POST", "/v1/queues/tls/messages", `{"messages":[{"body":"over h2"}]}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, body := do("POST", "/v1/queues/tls/receive", `{"max_messages":1}`)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "over h2")
 
+	// net/http answers a plain request on the TLS port itself.
 	plain, err := http.Get("http://" + env.Server.Addr() + "/healthz")
-	if err == nil { // net/http answers a plain request on a TLS port itself
-		defer plain.Body.Close()
-		text, _ := io.ReadAll(plain.Body)
-		require.Equal(t, http.StatusBadRequest, plain.StatusCode)
-		require.Contains(t, string(text), "HTTPS server")
-		require.Empty(t, plain.Header.Get("X-Request-Id"), "Ferry's handlers never saw it")
-	}
+	require.NoError(t, err)
+	text, err := io.ReadAll(plain.Body)
+	require.NoError(t, err)
+	require.NoError(t, plain.Body.Close())
+	require.Equal(t, http.StatusBadRequest, plain.StatusCode)
+	require.Contains(t, string(text), "HTTPS server")
+	require.Empty(t, plain.Header.Get("X-Request-Id"), "Ferry's handlers never saw it")
 }
 
 // ReloadCertificate (SIGHUP) serves the files' new pair to the next
@@ -112,7 +117,7 @@ func TestTLSReloadCertificate(t *testing.T) {
 	require.True(t, got.Equal(second), "a bad pair keeps the current one")
 	resp, err := tlsClient(t, roots).Get(env.URL + "/healthz")
 	require.NoError(t, err)
-	resp.Body.Close()
+	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
