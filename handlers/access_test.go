@@ -218,3 +218,113 @@ func TestScopedKeyUnauthorized(t *testing.T) {
 	}
 	require.Equal(t, http.StatusNotFound, env.DoWith("GET", "/v1/queues/q1", nil, bearer("ok")).Status)
 }
+
+// keyPages GETs every page of the list at path with limit, as the key with
+// secret, and returns the names it shows, page by page; every page but
+// the last is full, and only the last has a null next.
+func keyPages(t *testing.T, env *ferrytest.Env, path, member, secret string, limit int) [][]string {
+	t.Helper()
+	var pages [][]string
+	after := ""
+	for {
+		url := fmt.Sprintf("%s?limit=%d", path, limit)
+		if after != "" {
+			url += "&after=" + after
+		}
+		r := env.DoWith("GET", url, nil, bearer(secret))
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", url, r.Body)
+		var page struct {
+			Next *string `json:"next"`
+		}
+		m := r.Map(t)
+		r.JSON(t, &page)
+		require.IsType(t, []any{}, m[member], "%s: %s is an array: %s", url, member, r.Body)
+		var names []string
+		for _, x := range m[member].([]any) {
+			names = append(names, x.(map[string]any)["name"].(string))
+		}
+		pages = append(pages, names)
+		require.LessOrEqual(t, len(names), limit)
+		if page.Next == nil {
+			return pages
+		}
+		require.Len(t, names, limit, "%s: a page that is followed by another is full", url)
+		require.Less(t, len(pages), 100, "paging never ends")
+		after = *page.Next
+	}
+}
+
+// Lists show only what the key may read (API.md § Access control), in
+// full pages: a key that reads a few names among many unreadable ones
+// still gets them all, in order, with next null only on the last page
+// and no empty page after it.
+func TestListsShowOnlyWhatTheKeyMayRead(t *testing.T) {
+	t.Parallel()
+	keys := testKeys{
+		"queues":  scoped(t, "queues", perm("queue:a-*", "read"), perm("queue:c-*", "manage"), perm("queue:b-0007", "send")),
+		"a-only":  scoped(t, "a-only", perm("queue:a-*", "read")),
+		"nothing": scoped(t, "nothing", perm("subscription:*/*", "*"), perm("topic:x*", "publish")),
+		"topics":  scoped(t, "topics", perm("topic:t-*", "read"), perm("queue:*", "send")),
+		"subs": scoped(t, "subs", perm("subscription:t-1/s-a*", "read"),
+			perm("group:t-1/g-a*", "manage"), perm("topic:t-2", "manage")),
+	}
+	env := ferrytest.Start(t, withKeys(keys))
+	for _, q := range []string{"a-1", "a-2", "a-3", "c-1", "c-2", "ab"} {
+		putQueue(t, env, q, nil)
+	}
+	// More unreadable queues between the readable ones than a list reads
+	// at once (1000): filtering reads on to the c-* queues.
+	conn := dbConn(t, env.DatabaseURL)
+	_, err := conn.Exec(context.Background(),
+		`INSERT INTO ferry.queues (name) SELECT 'b-' || lpad(i::text, 4, '0') FROM generate_series(1, 1100) i`)
+	require.NoError(t, err)
+
+	require.Equal(t, [][]string{{"a-1", "a-2"}, {"a-3", "c-1"}, {"c-2"}}, keyPages(t, env, "/v1/queues", "queues", "queues", 2))
+	require.Equal(t, [][]string{{"a-1", "a-2", "a-3"}, {"c-1", "c-2"}}, keyPages(t, env, "/v1/queues", "queues", "queues", 3))
+	require.Equal(t, [][]string{{"a-1", "a-2", "a-3"}}, keyPages(t, env, "/v1/queues", "queues", "a-only", 3),
+		"no next when no readable queue follows, however many unreadable ones do")
+	require.Equal(t, [][]string{{"a-1"}, {"a-2"}, {"a-3"}}, keyPages(t, env, "/v1/queues", "queues", "a-only", 1))
+	require.Equal(t, [][]string(nil), nilIfEmpty(keyPages(t, env, "/v1/queues", "queues", "nothing", 100)))
+	admin := keyPages(t, env, "/v1/queues", "queues", ferrytest.AdminKey, 1000)
+	require.Len(t, admin, 2, "the admin key sees every queue")
+	require.Len(t, admin[0], 1000)
+
+	for _, tp := range []string{"t-1", "t-2", "u-1"} {
+		call[map[string]any](t, env, "PUT", "/v1/topics/"+tp, nil, nil, http.StatusCreated)
+	}
+	require.Equal(t, [][]string{{"t-1"}, {"t-2"}}, keyPages(t, env, "/v1/topics", "topics", "topics", 1))
+	require.Equal(t, [][]string(nil), nilIfEmpty(keyPages(t, env, "/v1/topics", "topics", "nothing", 10)))
+
+	for _, tp := range []string{"t-1", "t-2"} {
+		for _, s := range []string{"s-a1", "s-b1", "s-a2"} {
+			call[map[string]any](t, env, "PUT", "/v1/topics/"+tp+"/subscriptions/"+s, nil, nil, http.StatusCreated)
+		}
+		for _, g := range []string{"g-a1", "g-b1", "g-a2"} {
+			call[map[string]any](t, env, "POST", "/v1/topics/"+tp+"/groups/"+g+"/poll", map[string]any{"consumer": "w"}, nil, http.StatusOK)
+		}
+	}
+	require.Equal(t, [][]string{{"s-a1", "s-a2"}}, keyPages(t, env, "/v1/topics/t-1/subscriptions", "subscriptions", "subs", 2))
+	require.Equal(t, [][]string{{"s-a1"}, {"s-a2"}}, keyPages(t, env, "/v1/topics/t-1/subscriptions", "subscriptions", "subs", 1))
+	require.Equal(t, [][]string{{"s-a1", "s-a2", "s-b1"}}, keyPages(t, env, "/v1/topics/t-2/subscriptions", "subscriptions", "subs", 5),
+		"topic manage reads every subscription of the topic")
+	require.Equal(t, [][]string{{"g-a1"}, {"g-a2"}}, keyPages(t, env, "/v1/topics/t-1/groups", "groups", "subs", 1))
+	require.Equal(t, [][]string{{"g-a1", "g-a2", "g-b1"}}, keyPages(t, env, "/v1/topics/t-2/groups", "groups", "subs", 5))
+
+	// A topic's list for a key that may read none of its subscriptions or
+	// groups is a 403 before the topic is looked up (no 404 for u-1 nor
+	// for a topic that does not exist).
+	for _, path := range []string{"/v1/topics/u-1/groups", "/v1/topics/nope/groups"} {
+		p := requireProblem(t, env.DoWith("GET", path, nil, bearer("subs")), http.StatusForbidden, "forbidden")
+		require.Contains(t, p["detail"], "group:"+strings.Split(path, "/")[3]+"/* read")
+	}
+	p := requireProblem(t, env.DoWith("GET", "/v1/topics/u-1/subscriptions", nil, bearer("topics")), http.StatusForbidden, "forbidden")
+	require.Contains(t, p["detail"], "subscription:u-1/* read")
+}
+
+// nilIfEmpty is nil for the one empty page of an empty list.
+func nilIfEmpty(pages [][]string) [][]string {
+	if len(pages) == 1 && len(pages[0]) == 0 {
+		return nil
+	}
+	return pages
+}
