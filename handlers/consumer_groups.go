@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -332,7 +334,10 @@ func (h *handler) consumerGroupList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, more, err := store.ConsumerGroupList(ctx, h.Pool, store.ConsumerGroupListParams{TopicID: t.ID, After: page.after, Limit: page.limit})
+	list := readable(mayRead(c, access.Group, topic), func(n string) string { return n }, func(ctx context.Context, p listPage) ([]string, bool, error) {
+		return store.ConsumerGroupList(ctx, h.Pool, store.ConsumerGroupListParams{TopicID: t.ID, After: p.after, Limit: p.limit})
+	})
+	names, more, err := list(ctx, page)
 	if err != nil {
 		return err
 	}

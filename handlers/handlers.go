@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -31,9 +32,14 @@ type Deps struct {
 	Notifier *store.Notifier
 	// River inserts jobs (e.g. a deleted queue's cleanup) in the
 	// transaction that makes them necessary.
-	River    *river.Client[pgx.Tx]
-	Log      *slog.Logger
+	River *river.Client[pgx.Tx]
+	Log   *slog.Logger
+	// AdminKey is the bootstrap key (FERRY_ADMIN_KEY), with every
+	// permission; the resolver of keys when Resolver is nil.
 	AdminKey string
+	// Resolver turns a request's Bearer secret into its key; nil: the
+	// admin key only.
+	Resolver access.Resolver
 	Limits   Limits
 	Metrics  *Metrics
 	// MetricsKey, when set, is the Bearer token GET /metrics requires
@@ -69,6 +75,10 @@ type handler struct {
 	queues *store.QueueCache
 	topics *store.TopicCache
 	subs   *store.SubscriptionCache
+	// resolver resolves the keys of requests; rules holds the permission
+	// each /v1 route needs (routeRules).
+	resolver access.Resolver
+	rules    map[string]rule
 }
 
 // New returns the Echo instance serving Ferry's API: the middleware, then
@@ -79,7 +89,10 @@ func New(d Deps) *echo.Echo {
 		d.Limits = Limits{MaxBodyBytes: 256 << 10, MaxBatch: 1000, MaxRequestBytes: 10 << 20}
 	}
 	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
-		subs: store.NewSubscriptionCache(time.Second)}
+		subs: store.NewSubscriptionCache(time.Second), resolver: d.Resolver, rules: routeRules()}
+	if h.resolver == nil {
+		h.resolver = access.NewAdminKey(d.AdminKey)
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -170,9 +171,10 @@ func (h *handler) queueGet(c echo.Context) error {
 // queueList answers one page of queues; stats are computed for that page
 // only.
 func (h *handler) queueList(c echo.Context) error {
-	return queueView().list(c, h.Pool, "queues", func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
+	name := func(q store.Queue) string { return q.Name }
+	return queueView().list(c, h.Pool, "queues", readable(mayRead(c, access.Queue, ""), name, func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
 		return store.QueueList(ctx, h.Pool, store.QueueListParams{After: p.after, Limit: p.limit})
-	})
+	}))
 }
 
 // queueDelete removes the queue at once; its content is deleted in bounded

@@ -6,7 +6,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// addRoute registers fn for method and /v1+path behind the admin key; query
+// addRoute registers fn for method and /v1+path behind the permission its
+// route needs (routeRules); query
 // names the query parameters the route takes (any other is a 400).
 type addRoute func(method, path string, fn echo.HandlerFunc, query ...string)
 
@@ -34,12 +35,12 @@ func (h *handler) operationalRoutes(e *echo.Echo) {
 	ops("/openapi.yaml", h.spec, http.MethodGet)
 }
 
-// v1Routes returns the function that registers an API route. Auth is
-// attached per route: Echo's Group.Use would add catch-all routes that
-// turn a wrong method (405) into a 404.
+// v1Routes returns the function that registers an API route. The key and
+// its permission are checked per route (authorize): Echo's Group.Use would
+// add catch-all routes that turn a wrong method (405) into a 404.
 func (h *handler) v1Routes(e *echo.Echo) addRoute {
 	return func(method, path string, fn echo.HandlerFunc, query ...string) {
-		e.Add(method, "/v1"+path, fn, h.auth, queryParams(query...))
+		e.Add(method, "/v1"+path, fn, h.authorize(method, "/v1"+path), queryParams(query...))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -164,13 +165,18 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return subscriptionView(topic).list(c, h.Pool, "subscriptions", func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
-		t, err := store.TopicGet(ctx, h.Pool, topic)
-		if err != nil {
-			return nil, false, err
+	var t *store.Topic // read once, however many pages filtering reads
+	name := func(s store.Subscription) string { return s.Name }
+	return subscriptionView(topic).list(c, h.Pool, "subscriptions", readable(mayRead(c, access.Subscription, topic), name, func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
+		if t == nil {
+			got, err := store.TopicGet(ctx, h.Pool, topic)
+			if err != nil {
+				return nil, false, err
+			}
+			t = &got
 		}
 		return store.SubscriptionList(ctx, h.Pool, store.SubscriptionListParams{TopicID: t.ID, After: p.after, Limit: p.limit})
-	})
+	}))
 }
 
 // subscriptionDelete removes the subscription at once; its deliveries and

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -95,9 +96,10 @@ func (h *handler) topicGet(c echo.Context) error {
 // topicList answers one page of topics, with the offsets of that page's
 // topics only.
 func (h *handler) topicList(c echo.Context) error {
-	return topicView().list(c, h.Pool, "topics", func(ctx context.Context, p listPage) ([]store.Topic, bool, error) {
+	name := func(t store.Topic) string { return t.Name }
+	return topicView().list(c, h.Pool, "topics", readable(mayRead(c, access.Topic, ""), name, func(ctx context.Context, p listPage) ([]store.Topic, bool, error) {
 		return store.TopicList(ctx, h.Pool, store.TopicListParams{After: p.after, Limit: p.limit})
-	})
+	}))
 }
 
 func (h *handler) topicDelete(c echo.Context) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/pgconfig"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/migrations"
@@ -87,6 +88,9 @@ type Config struct {
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
+	// Resolver turns API keys into their permissions (not from the
+	// environment); nil: the admin key only.
+	Resolver access.Resolver `ignored:"true"`
 }
 
 // defaultConnectTimeout bounds each connection attempt to one host when
@@ -275,6 +279,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		River:     s.river,
 		Log:       log,
 		AdminKey:  cfg.AdminKey,
+		Resolver:  cfg.Resolver,
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},

@@ -1,0 +1,213 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/internal/access"
+)
+
+// rule is the permission a route needs: action on the resource of kind
+// its path names (the queue, topic, topic/sub or topic/group params; see
+// resourceName). A list needs nothing up front (it shows what the key may
+// read), except that a topic's subscriptions or groups are listed only for
+// a key that may read some of them.
+type rule struct {
+	kind   access.Kind
+	action access.Action
+	list   bool
+}
+
+// routeRules returns the permission of every /v1 route, by method and
+// Echo path (API.md § Access control). A route not in it is refused to
+// every key, the admin key too (fail closed), and
+// TestEveryRouteHasAPermission fails.
+func routeRules() map[string]rule {
+	return map[string]rule{
+		"GET /v1/queues":                                                 {access.Queue, access.Read, true},
+		"PUT /v1/queues/:queue":                                          {access.Queue, access.Manage, false},
+		"GET /v1/queues/:queue":                                          {access.Queue, access.Read, false},
+		"DELETE /v1/queues/:queue":                                       {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/messages":                                {access.Queue, access.Send, false},
+		"DELETE /v1/queues/:queue/messages":                              {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/receive":                                 {access.Queue, access.Receive, false},
+		"POST /v1/queues/:queue/ack":                                     {access.Queue, access.Receive, false},
+		"POST /v1/queues/:queue/nack":                                    {access.Queue, access.Receive, false},
+		"POST /v1/queues/:queue/extend":                                  {access.Queue, access.Receive, false},
+		"GET /v1/queues/:queue/dead-letters":                             {access.Queue, access.Manage, false},
+		"DELETE /v1/queues/:queue/dead-letters":                          {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/dead-letters/redrive":                    {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/rotate-secret":                           {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/enable":                                  {access.Queue, access.Manage, false},
+		"GET /v1/queues/:queue/attempts":                                 {access.Queue, access.Manage, false},
+		"GET /v1/topics":                                                 {access.Topic, access.Read, true},
+		"PUT /v1/topics/:topic":                                          {access.Topic, access.Manage, false},
+		"GET /v1/topics/:topic":                                          {access.Topic, access.Read, false},
+		"DELETE /v1/topics/:topic":                                       {access.Topic, access.Manage, false},
+		"POST /v1/topics/:topic/events":                                  {access.Topic, access.Publish, false},
+		"GET /v1/topics/:topic/events":                                   {access.Topic, access.Read, false},
+		"GET /v1/topics/:topic/subscriptions":                            {access.Subscription, access.Read, true},
+		"PUT /v1/topics/:topic/subscriptions/:sub":                       {access.Subscription, access.Manage, false},
+		"GET /v1/topics/:topic/subscriptions/:sub":                       {access.Subscription, access.Read, false},
+		"DELETE /v1/topics/:topic/subscriptions/:sub":                    {access.Subscription, access.Manage, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/seek":                 {access.Subscription, access.Manage, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/receive":              {access.Subscription, access.Receive, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/ack":                  {access.Subscription, access.Receive, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/nack":                 {access.Subscription, access.Receive, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/extend":               {access.Subscription, access.Receive, false},
+		"GET /v1/topics/:topic/subscriptions/:sub/dead-letters":          {access.Subscription, access.Manage, false},
+		"DELETE /v1/topics/:topic/subscriptions/:sub/dead-letters":       {access.Subscription, access.Manage, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/dead-letters/redrive": {access.Subscription, access.Manage, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/rotate-secret":        {access.Subscription, access.Manage, false},
+		"POST /v1/topics/:topic/subscriptions/:sub/enable":               {access.Subscription, access.Manage, false},
+		"GET /v1/topics/:topic/subscriptions/:sub/attempts":              {access.Subscription, access.Manage, false},
+		"GET /v1/topics/:topic/groups":                                   {access.Group, access.Read, true},
+		"GET /v1/topics/:topic/groups/:group":                            {access.Group, access.Read, false},
+		"DELETE /v1/topics/:topic/groups/:group":                         {access.Group, access.Manage, false},
+		"POST /v1/topics/:topic/groups/:group/poll":                      {access.Group, access.Consume, false},
+		"POST /v1/topics/:topic/groups/:group/commit":                    {access.Group, access.Consume, false},
+		"POST /v1/topics/:topic/groups/:group/leave":                     {access.Group, access.Consume, false},
+		"POST /v1/topics/:topic/groups/:group/seek":                      {access.Group, access.Manage, false},
+	}
+}
+
+// resourceName is the name of the resource of kind that the request's
+// path names: "<queue>", "<topic>", "<topic>/<sub>" or "<topic>/<group>".
+func resourceName(c echo.Context, kind access.Kind) string {
+	switch kind {
+	case access.Queue:
+		return c.Param("queue")
+	case access.Topic:
+		return c.Param("topic")
+	case access.Subscription:
+		return c.Param("topic") + "/" + c.Param("sub")
+	case access.Group:
+		return c.Param("topic") + "/" + c.Param("group")
+	}
+	return ""
+}
+
+// keyOf is the key the request was authorized with (authorize).
+func keyOf(c echo.Context) access.Key {
+	k, _ := c.Get("access_key").(access.Key)
+	return k
+}
+
+// authorize is the middleware of the /v1 route method+path: it resolves
+// the request's Bearer key (401 when there is none or it is not valid)
+// and refuses with 403 `forbidden` what the route's rule does not let the
+// key do, before the handler runs (so before any resource is looked up:
+// no 404 tells a key which names exist). A route without a rule is
+// refused (fail closed). A refused request is answered before its body is
+// read, and its connection closed (guardBody).
+func (h *handler) authorize(method, path string) echo.MiddlewareFunc {
+	r, ruled := h.rules[method+" "+path]
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			key, err := h.authenticate(c)
+			if err != nil {
+				return err
+			}
+			if !ruled {
+				return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
+			}
+			if missing, ok := r.check(c, key); !ok {
+				return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
+			}
+			c.Set("access_key", key)
+			return next(c)
+		}
+	}
+}
+
+// authenticate resolves the request's Bearer key.
+func (h *handler) authenticate(c echo.Context) (access.Key, error) {
+	header := c.Request().Header.Get(echo.HeaderAuthorization)
+	scheme, token, ok := strings.Cut(header, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry"`)
+		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "an Authorization: Bearer <api key> header is required")
+	}
+	key, err := h.resolver.Resolve(c.Request().Context(), token)
+	if err == nil && key.Expired(time.Now()) {
+		err = access.ErrInvalidKey
+	}
+	if errors.Is(err, access.ErrInvalidKey) {
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry", error="invalid_token"`)
+		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "the API key is not valid")
+	}
+	return key, err
+}
+
+// check reports whether the rule lets key make the request, and if not
+// the permission it lacks.
+func (r rule) check(c echo.Context, key access.Key) (access.Permission, bool) {
+	if r.list {
+		if r.kind != access.Subscription && r.kind != access.Group {
+			return access.Permission{}, true // filtered by the handler
+		}
+		topic := c.Param("topic")
+		return access.Permission{Kind: r.kind, Name: topic + "/*", Action: r.action},
+			key.AllowsSome(r.kind, topic, r.action)
+	}
+	p := access.Permission{Kind: r.kind, Name: resourceName(c, r.kind), Action: r.action}
+	return p, key.Allows(p.Kind, p.Name, p.Action)
+}
+
+// readable returns list restricted to the resources the request's key
+// may read: may reports that of a resource's name (nil: all, for the
+// admin key). The pages it returns are full pages of readable resources:
+// it reads on through the underlying list until it has p.limit of them
+// and knows whether another follows, so that a short page or a null next
+// never hides readable resources further on.
+func readable[T any](may func(name string) bool, name func(T) string, list func(context.Context, listPage) ([]T, bool, error)) func(context.Context, listPage) ([]T, bool, error) {
+	if may == nil {
+		return list
+	}
+	return func(ctx context.Context, p listPage) ([]T, bool, error) {
+		out := []T{}
+		// Read in large chunks: most of what is read may be filtered out.
+		q := listPage{kind: p.kind, limit: maxPageLimit, after: p.after}
+		for {
+			xs, more, err := list(ctx, q)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, x := range xs {
+				if !may(name(x)) {
+					continue
+				}
+				if len(out) == p.limit {
+					return out, true, nil
+				}
+				out = append(out, x)
+			}
+			if !more || len(xs) == 0 {
+				return out, false, nil
+			}
+			q.after = name(xs[len(xs)-1])
+		}
+	}
+}
+
+// mayRead returns what readable filters a list of kind with for the
+// request's key (nil for the admin key): whether it may read the resource
+// of the name, which in a topic's list is prefixed with the topic.
+func mayRead(c echo.Context, kind access.Kind, topic string) func(string) bool {
+	key := keyOf(c)
+	if key.Admin {
+		return nil
+	}
+	if topic != "" {
+		return func(n string) bool { return key.Allows(kind, topic+"/"+n, access.Read) }
+	}
+	return func(n string) bool { return key.Allows(kind, n, access.Read) }
+}
