@@ -189,7 +189,7 @@ func TestKeyExpired(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putQueue(t, env, "q1", nil)
-	expires := time.Now().Add(1500 * time.Millisecond)
+	expires := time.Now().Add(2 * time.Second)
 	k := createKey(t, env, "short", &expires, kperm("queue:q1", "send"))
 	require.NotNil(t, k.ExpiresAt)
 	at, err := time.Parse(time.RFC3339Nano, *k.ExpiresAt)
