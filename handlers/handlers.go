@@ -67,6 +67,8 @@ type Deps struct {
 	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
 	// a transaction pooler, else Pool itself. Required.
 	SessionPool *pgxpool.Pool
+	// Keys serves the key routes (POST/GET/DELETE /v1/keys).
+	Keys KeyStore
 }
 
 type handler struct {
@@ -106,6 +108,7 @@ func New(d Deps) *echo.Echo {
 	h.subscriptionRoutes(v1)
 	h.consumerGroupRoutes(v1)
 	h.pushRoutes(v1)
+	h.keyRoutes(v1)
 	return e
 }
 

@@ -73,6 +73,10 @@ func routeRules() map[string]rule {
 		"POST /v1/topics/:topic/groups/:group/commit":                    {access.Group, access.Consume, false},
 		"POST /v1/topics/:topic/groups/:group/leave":                     {access.Group, access.Consume, false},
 		"POST /v1/topics/:topic/groups/:group/seek":                      {access.Group, access.Manage, false},
+		"POST /v1/keys":                                                  {access.Admin, access.All, false},
+		"GET /v1/keys":                                                   {access.Admin, access.All, false},
+		"GET /v1/keys/:id":                                               {access.Admin, access.All, false},
+		"DELETE /v1/keys/:id":                                            {access.Admin, access.All, false},
 	}
 }
 

@@ -166,6 +166,7 @@ func TestOperations(t *testing.T) {
 	for path, member := range map[string]string{
 		"/v1/queues": "queues", "/v1/topics": "topics",
 		"/v1/topics/{topic}/subscriptions": "subscriptions", "/v1/topics/{topic}/groups": "groups",
+		"/v1/keys": "keys",
 	} {
 		op := doc.Paths.Find(path).Get
 		require.NotNil(t, op, path)

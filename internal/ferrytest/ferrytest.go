@@ -55,6 +55,24 @@ func Start(t testing.TB, opts ...Option) *Env {
 // or a restart).
 func StartOn(t testing.TB, databaseURL string, opts ...Option) *Env {
 	t.Helper()
+	level := slog.LevelWarn
+	if os.Getenv("FERRY_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return start(t, databaseURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), opts...)
+}
+
+// StartLogging boots a server on a new database whose log, every level
+// of it (debug included), is written to w, for tests that read the log. w
+// is written from the server's goroutines.
+func StartLogging(t testing.TB, w io.Writer, opts ...Option) *Env {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return start(t, pgtest.NewDatabase(t), log, opts...)
+}
+
+func start(t testing.TB, databaseURL string, log *slog.Logger, opts ...Option) *Env {
+	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DatabaseURL, cfg.Listen, cfg.AdminKey = databaseURL, "127.0.0.1:0", AdminKey
 	cfg.ShutdownTimeout, cfg.DBMaxConns, cfg.SendWorkers = 10*time.Second, 10, 2
@@ -65,11 +83,6 @@ func StartOn(t testing.TB, databaseURL string, opts ...Option) *Env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	level := slog.LevelWarn
-	if os.Getenv("FERRY_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	s, err := server.New(context.Background(), cfg, log)
 	require.NoError(t, err)
 	s.Start()

@@ -89,8 +89,12 @@ type Config struct {
 	// environment).
 	Version string `ignored:"true"`
 	// Resolver turns API keys into their permissions (not from the
-	// environment); nil: the admin key only.
+	// environment); nil: the admin key, then the keys of the database
+	// (POST /v1/keys). Tests set their own.
 	Resolver access.Resolver `ignored:"true"`
+	// KeyFlushEvery is how often the keys' uses are written
+	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
+	KeyFlushEvery time.Duration `ignored:"true"`
 }
 
 // defaultConnectTimeout bounds each connection attempt to one host when
@@ -193,6 +197,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
+	// The key cache forgets deleted keys through the Notifier: made
+	// before it runs.
+	keys, err := newKeyStore(ctx, pool, s.notifier)
+	if err != nil {
+		return nil, err
+	}
+	hasher, err := store.NewKeyHasher(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("api keys: %w", err)
+	}
+	resolver := cfg.Resolver
+	if resolver == nil {
+		resolver = access.Chain(access.NewAdminKey(cfg.AdminKey), keys)
+	}
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
 	if ps.direct != ps.main {
 		metrics.ObservePool("direct", ps.direct)
@@ -245,9 +263,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("start river: %w", err)
 	}
 
-	s.bg.Add(2)
+	flushEvery := cfg.KeyFlushEvery
+	if flushEvery <= 0 {
+		flushEvery = store.KeyUsedEvery
+	}
+	s.bg.Add(3)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
+	go func() { defer s.bg.Done(); keys.flushKeyUses(bgCtx, flushEvery, log.With("component", "keys")) }()
 	queues := store.NewQueueCache(time.Second)
 	s.sender = store.NewSender(pool, store.SenderConfig{
 		Workers: cfg.SendWorkers, Queues: queues,
@@ -279,7 +302,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		River:     s.river,
 		Log:       log,
 		AdminKey:  cfg.AdminKey,
-		Resolver:  cfg.Resolver,
+		Resolver:  resolver,
+		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
