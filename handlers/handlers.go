@@ -42,6 +42,9 @@ type Deps struct {
 	Resolver access.Resolver
 	Limits   Limits
 	Metrics  *Metrics
+	// MetricsKey, when set, is the Bearer token GET /metrics requires
+	// (FERRY_METRICS_KEY); empty leaves /metrics open.
+	MetricsKey string
 	// Stop is closed when the server starts shutting down: long polls end
 	// early with what they have.
 	Stop <-chan struct{}

@@ -19,8 +19,9 @@ const (
 	groupPath        = "/topics/:topic/groups/:group"
 )
 
-// operationalRoutes registers the unauthenticated endpoints: health,
-// readiness, metrics and the OpenAPI document. Every route says which
+// operationalRoutes registers the endpoints outside /v1: health,
+// readiness, metrics (behind FERRY_METRICS_KEY when it is set) and the
+// OpenAPI document. Every route says which
 // query parameters it takes; any other is a 400.
 func (h *handler) operationalRoutes(e *echo.Echo) {
 	ops := func(path string, fn echo.HandlerFunc, methods ...string) {
@@ -30,7 +31,7 @@ func (h *handler) operationalRoutes(e *echo.Echo) {
 	}
 	ops("/healthz", h.healthz, http.MethodGet, http.MethodHead)
 	ops("/readyz", h.readyz, http.MethodGet, http.MethodHead)
-	ops("/metrics", echo.WrapHandler(h.Metrics.Handler()), http.MethodGet)
+	ops("/metrics", h.metricsKey(echo.WrapHandler(h.Metrics.Handler())), http.MethodGet)
 	ops("/openapi.yaml", h.spec, http.MethodGet)
 }
 

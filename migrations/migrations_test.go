@@ -144,7 +144,14 @@ func TestPushLeasesMigrationDropsPushJobs(t *testing.T) {
 	dbURL := emptyDatabase(t)
 	ctx := context.Background()
 	require.NoError(t, migrations.Up(ctx, dbURL))
-	require.NoError(t, migrations.Down(ctx, dbURL)) // back to 000006
+	for { // back to 000006
+		v, _, err := migrations.Version(ctx, dbURL)
+		require.NoError(t, err)
+		if v == 6 {
+			break
+		}
+		require.NoError(t, migrations.Down(ctx, dbURL))
+	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
@@ -181,4 +188,25 @@ func TestUpBoundsConnect(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "the attempt ended before the context: %v after %v", err, took)
 	require.Less(t, took, 15*time.Second)
+}
+
+// Every installation makes its own key for the keyed hash of API keys
+// (000008): two databases migrated from nothing share none, so a secret's
+// hash from one matches nothing in the other.
+func TestKeyHashKeyPerInstallation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var keys [][]byte
+	for range 2 {
+		dbURL := emptyDatabase(t)
+		require.NoError(t, migrations.Up(ctx, dbURL))
+		conn, err := pgx.Connect(ctx, dbURL)
+		require.NoError(t, err)
+		var key []byte
+		require.NoError(t, conn.QueryRow(ctx, `SELECT key_hash_key FROM ferry.api_key_settings`).Scan(&key))
+		require.NoError(t, conn.Close(ctx))
+		require.Len(t, key, 32)
+		keys = append(keys, key)
+	}
+	require.NotEqual(t, keys[0], keys[1])
 }

@@ -82,6 +82,11 @@ func TestOperations(t *testing.T) {
 						require.NotNil(t, op.Responses.Status(404), "%s: no 404", name)
 					}
 				}
+			} else if path == "/metrics" {
+				// Open, or behind FERRY_METRICS_KEY: never an API key.
+				require.NotNil(t, op.Security, name)
+				require.Equal(t, openapi3.SecurityRequirements{{}, {"metricsKey": {}}}, *op.Security, name)
+				require.NotNil(t, op.Responses.Status(401), "%s: no 401", name)
 			} else {
 				require.NotNil(t, op.Security, "%s: operational routes need no key", name)
 				require.Empty(t, *op.Security, "%s: operational routes need no key", name)

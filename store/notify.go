@@ -34,8 +34,8 @@ type Notifier struct {
 	window time.Duration
 	log    *slog.Logger
 
-	heard   func(ids []int64) // see OnNotify
-	claimed func(ids []int64) // see OnClaimable
+	heard   []func(ids []int64) // see OnNotify
+	claimed func(ids []int64)   // see OnClaimable
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
@@ -94,9 +94,17 @@ func (n *Notifier) wake(ids []int64) {
 
 // OnNotify has fn called with the ids of every NOTIFY the listener hears
 // (this instance's own included), and with nil whenever it (re)starts
-// listening (anything may have been missed meanwhile). fn runs on the
-// listener's goroutine and must not block. Set it before Run.
-func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = fn }
+// listening (anything may have been missed meanwhile). Each function
+// given is called, in the order given; they run on the listener's
+// goroutine and must not block. Set them before Run.
+func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = append(n.heard, fn) }
+
+// tell calls every OnNotify function with ids.
+func (n *Notifier) tell(ids []int64) {
+	for _, fn := range n.heard {
+		fn(ids)
+	}
+}
 
 // Published announces that the queues got messages (call after commit).
 func (n *Notifier) Published(queueIDs []int64) {
@@ -200,9 +208,7 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	n.wake(nil) // anything sent while we were not listening
-	if n.heard != nil {
-		n.heard(nil)
-	}
+	n.tell(nil)
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -216,9 +222,7 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		}
 		if len(ids) > 0 {
 			n.wake(ids)
-			if n.heard != nil {
-				n.heard(ids)
-			}
+			n.tell(ids)
 		}
 	}
 }

@@ -120,11 +120,21 @@ func serve(ctx context.Context, cfg server.Config, log *slog.Logger) error {
 	return waitAndShutdown(ctx, s, cfg, log)
 }
 
+// waitAndShutdown serves until ctx ends (then shuts down gracefully) or
+// serving fails; each SIGHUP meanwhile reloads the TLS certificate files.
 func waitAndShutdown(ctx context.Context, s *server.Server, cfg server.Config, log *slog.Logger) error {
-	select {
-	case <-ctx.Done():
-	case err := <-s.Served():
-		return err
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case err := <-s.Served():
+			return err
+		case <-hup: // a bad pair is logged and the current one kept
+			_ = s.ReloadCertificate()
+		}
 	}
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

@@ -76,6 +76,15 @@ type Config struct {
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
 	// admin key (`ferry dev` only).
 	DataDir string `envconfig:"FERRY_DATA_DIR" default:".ferry"`
+	// TLSCertFile and TLSKeyFile name a PEM certificate (its chain after
+	// it) and its private key. With both set Ferry serves HTTPS, HTTP/2
+	// and HTTP/1.1, on Listen, and reads the two files again on SIGHUP
+	// (Server.ReloadCertificate); with neither it serves plain HTTP.
+	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
+	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
+	// MetricsKey, when set, is the Bearer token GET /metrics requires
+	// (for deployments that expose the port); unset, /metrics is open.
+	MetricsKey string `envconfig:"FERRY_METRICS_KEY"`
 	// Version is the binary's version, sent in User-Agent (not from the
 	// environment).
 	Version string `ignored:"true"`
@@ -103,6 +112,19 @@ func (c Config) Check() error {
 	if len(c.AdminKey) < 16 {
 		return errors.New("FERRY_ADMIN_KEY must be at least 16 characters")
 	}
+	return c.checkTLS()
+}
+
+// checkTLS refuses one of the two TLS files without the other: serving
+// plain HTTP when HTTPS was asked for half-way would be a silent
+// downgrade.
+func (c Config) checkTLS() error {
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return errors.New("FERRY_TLS_KEY_FILE is missing: FERRY_TLS_CERT_FILE is set, and HTTPS needs both (or neither)")
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		return errors.New("FERRY_TLS_CERT_FILE is missing: FERRY_TLS_KEY_FILE is set, and HTTPS needs both (or neither)")
+	}
 	return nil
 }
 
@@ -126,6 +148,7 @@ type Server struct {
 	notifier  *store.Notifier
 	pusher    *jobs.Pusher
 	http      *http.Server
+	cert      *certificate // nil without TLS
 	ln        net.Listener
 	stop      chan struct{}
 	cancel    context.CancelFunc
@@ -139,6 +162,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	// A certificate that does not load stops the start before the
+	// database is touched.
+	var cert *certificate
+	if cfg.TLSCertFile != "" {
+		var err error
+		if cert, err = loadCertificate(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, err
+		}
+		logCertificate(log, "TLS certificate loaded", cert.current.Load())
+	}
 	if !cfg.SkipMigrations {
 		// Migrations hold session advisory locks: over the direct URL.
 		if err := migrations.Up(ctx, cfg.SessionURL()); err != nil {
@@ -150,7 +183,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	pool := ps.main
-	s := &Server{cfg: cfg, log: log, pool: pool, pools: ps, stop: make(chan struct{}), served: make(chan error, 1)}
+	s := &Server{cfg: cfg, log: log, pool: pool, pools: ps, cert: cert, stop: make(chan struct{}), served: make(chan error, 1)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -251,6 +284,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
 		Metrics:          metrics,
+		MetricsKey:       cfg.MetricsKey,
 		SessionPool:      ps.direct,
 		Pusher:           s.pusher,
 		AllowPrivatePush: cfg.AllowPrivatePush,
@@ -271,14 +305,24 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// polls, which wait after reading, are not cut: no ReadTimeout here);
 	// an idle keep-alive connection is closed after IdleTimeout.
 	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if cert != nil {
+		s.http.TLSConfig = cert.tlsConfig()
+	}
 	ok = true
 	return s, nil
 }
 
-// Start serves HTTP in the background.
+// Start serves HTTP, or HTTPS with HTTP/2 when a certificate is
+// configured, in the background.
 func (s *Server) Start() {
 	go func() {
-		err := s.http.Serve(s.ln)
+		var err error
+		if s.cert != nil {
+			// The certificate comes from TLSConfig.GetCertificate.
+			err = s.http.ServeTLS(s.ln, "", "")
+		} else {
+			err = s.http.Serve(s.ln)
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -292,9 +336,13 @@ func (s *Server) Served() <-chan error { return s.served }
 // Addr is the address the server listens on (useful with port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the server's base URL on the loopback interface.
+// URL is the server's base URL on the loopback interface (https:// with
+// TLS).
 func (s *Server) URL() string {
 	_, port, _ := net.SplitHostPort(s.Addr())
+	if s.cert != nil {
+		return "https://127.0.0.1:" + port
+	}
 	return "http://127.0.0.1:" + port
 }
 

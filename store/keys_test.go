@@ -1,0 +1,232 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// Secrets have Ferry's prefix (for secret scanners), 256 bits of
+// randomness and a checksum: a look-alike or a typo is refused by its
+// shape, before any lookup.
+func TestKeySecretShape(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 200 {
+		s := store.NewKeySecret()
+		require.True(t, strings.HasPrefix(s, store.KeySecretPrefix), s)
+		require.Len(t, s, len(store.KeySecretPrefix)+43+6)
+		require.True(t, store.WellFormedKeySecret(s), s)
+		require.False(t, seen[s], "secrets repeat")
+		seen[s] = true
+		// Any one character changed breaks the checksum (or the alphabet).
+		for _, i := range []int{len(store.KeySecretPrefix), len(s) / 2, len(s) - 1} {
+			b := []byte(s)
+			b[i] = map[bool]byte{true: 'A', false: 'B'}[b[i] != 'A']
+			require.False(t, store.WellFormedKeySecret(string(b)), "changed at %d: %s", i, b)
+		}
+	}
+	for _, bad := range []string{
+		"", store.KeySecretPrefix, "ferry_sk", "admin",
+		store.KeySecretPrefix + strings.Repeat("0", 49),
+		store.KeySecretPrefix + strings.Repeat("-", 49),
+		"xerry_sk_" + strings.TrimPrefix(store.NewKeySecret(), store.KeySecretPrefix),
+		store.NewKeySecret() + "0",
+	} {
+		require.False(t, store.WellFormedKeySecret(bad), "%q", bad)
+	}
+}
+
+// Key ids are strict: only the form Ferry issues parses.
+func TestKeyIDs(t *testing.T) {
+	t.Parallel()
+	id, ok := store.ParseKeyID(store.FormatKeyID(42))
+	require.True(t, ok)
+	require.EqualValues(t, 42, id)
+	for _, bad := range []string{"", "key_", "42", "key_042", "key_-1", "key_+1", "key_1x", "KEY_1", "key_99999999999999999999", " key_1"} {
+		_, ok := store.ParseKeyID(bad)
+		require.False(t, ok, "%q", bad)
+	}
+}
+
+// A key is stored with its keyed hash only, found by the hash of its
+// secret, and listed and fetched without it.
+func TestKeyCreateLookupList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := store.NewKeyHasher(e.ctx, e.pool)
+	require.NoError(t, err)
+	perms := json.RawMessage(`[{"resource": "queue:billing-*", "actions": ["send"]}]`)
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	k, secret, err := store.KeyCreate(e.ctx, e.pool, h, store.KeyCreateParams{Name: "billing", Permissions: perms, ExpiresAt: &expires})
+	require.NoError(t, err)
+	require.True(t, store.WellFormedKeySecret(secret))
+	require.Equal(t, "billing", k.Name)
+	require.JSONEq(t, string(perms), string(k.Permissions))
+	require.True(t, expires.Equal(*k.ExpiresAt))
+	require.Nil(t, k.LastUsedAt)
+
+	// The secret is nowhere in the database.
+	var found int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM ferry.api_keys k WHERE k::text LIKE '%' || $1 || '%'`,
+		strings.TrimPrefix(secret, store.KeySecretPrefix)).Scan(&found))
+	require.Zero(t, found)
+
+	got, err := store.KeyLookup(e.ctx, e.pool, h.Hash(secret))
+	require.NoError(t, err)
+	require.Equal(t, k.ID, got.ID)
+	_, err = store.KeyLookup(e.ctx, e.pool, h.Hash(store.NewKeySecret()))
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	var ids []int64
+	for _, name := range []string{"a", "b", "c", "d"} {
+		k, _, err := store.KeyCreate(e.ctx, e.pool, h, store.KeyCreateParams{Name: name, Permissions: json.RawMessage(`[]`)})
+		require.NoError(t, err)
+		require.Nil(t, k.ExpiresAt)
+		ids = append(ids, k.ID)
+	}
+	page, more, err := store.KeyList(e.ctx, e.pool, store.PageParams{Limit: 2})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []string{"billing", "a"}, keyNames(page))
+	page, more, err = store.KeyList(e.ctx, e.pool, store.PageParams{After: store.FormatKeyID(page[1].ID), Limit: 2})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []string{"b", "c"}, keyNames(page))
+	page, more, err = store.KeyList(e.ctx, e.pool, store.PageParams{After: store.FormatKeyID(page[1].ID), Limit: 2})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []string{"d"}, keyNames(page))
+	_, _, err = store.KeyList(e.ctx, e.pool, store.PageParams{After: "d", Limit: 2})
+	var verr *store.ValidationError
+	require.ErrorAs(t, err, &verr)
+
+	one, err := store.KeyGet(e.ctx, e.pool, ids[2])
+	require.NoError(t, err)
+	require.Equal(t, "c", one.Name)
+	_, err = store.KeyGet(e.ctx, e.pool, ids[3]+100)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func keyNames(keys []store.APIKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// The stored hash is keyed (HMAC-SHA256 under the installation's key,
+// made by the migration: see migrations' TestKeyHashKeyPerInstallation),
+// not a plain digest of the secret.
+func TestKeyHashIsKeyed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := store.NewKeyHasher(e.ctx, e.pool)
+	require.NoError(t, err)
+	secret := store.NewKeySecret()
+	plain := sha256.Sum256([]byte(secret))
+	require.Len(t, h.Hash(secret), 32)
+	require.NotEqual(t, plain[:], h.Hash(secret))
+	require.Equal(t, h.Hash(secret), h.Hash(secret))
+	require.NotEqual(t, h.Hash(secret), h.Hash(store.NewKeySecret()))
+}
+
+// A delete is announced to every instance when it commits, and only
+// then: a rolled-back delete announces nothing.
+func TestKeyDeleteNotifies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := store.NewKeyHasher(e.ctx, e.pool)
+	require.NoError(t, err)
+	k, _, err := store.KeyCreate(e.ctx, e.pool, h, store.KeyCreateParams{Name: "gone", Permissions: json.RawMessage(`[]`)})
+	require.NoError(t, err)
+	listener, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(t, err)
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(e.ctx, `LISTEN ferry_messages`)
+	require.NoError(t, err)
+	heard := func() (string, bool) {
+		ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+		defer cancel()
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil {
+			return "", false
+		}
+		return n.Payload, true
+	}
+
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.KeyDelete(e.ctx, tx, k.ID))
+	require.NoError(t, tx.Rollback(e.ctx))
+	_, ok := heard()
+	require.False(t, ok, "a rolled-back delete must not be announced")
+	_, err = store.KeyGet(e.ctx, e.pool, k.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, store.KeyDelete(e.ctx, e.pool, k.ID))
+	payload, ok := heard()
+	require.True(t, ok)
+	require.Equal(t, "-9223372036854775807", payload)
+	_, err = store.KeyGet(e.ctx, e.pool, k.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	err = store.KeyDelete(e.ctx, e.pool, k.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, ok = heard()
+	require.False(t, ok, "deleting nothing announces nothing")
+}
+
+// last_used_at is kept coarsely: a touch writes a key's row only when its
+// last_used_at is older than KeyUsedEvery, so constant use costs one
+// write a minute, not one a request.
+func TestKeyTouchIsCoarse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := store.NewKeyHasher(e.ctx, e.pool)
+	require.NoError(t, err)
+	var ids []int64
+	for _, name := range []string{"fresh", "stale"} {
+		k, _, err := store.KeyCreate(e.ctx, e.pool, h, store.KeyCreateParams{Name: name, Permissions: json.RawMessage(`[]`)})
+		require.NoError(t, err)
+		ids = append(ids, k.ID)
+	}
+	require.NoError(t, store.KeyTouch(e.ctx, e.pool, ids))
+	first := map[int64]time.Time{}
+	for _, id := range ids {
+		k, err := store.KeyGet(e.ctx, e.pool, id)
+		require.NoError(t, err)
+		require.NotNil(t, k.LastUsedAt, "the first use is recorded")
+		first[id] = *k.LastUsedAt
+	}
+	// One key's use is over a minute old; the other's is recent.
+	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.api_keys SET last_used_at = last_used_at - interval '61 seconds' WHERE id = $1`, ids[1])
+	require.NoError(t, err)
+	old, err := store.KeyGet(e.ctx, e.pool, ids[1])
+	require.NoError(t, err)
+
+	var xminBefore uint32
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT xmin::text::bigint FROM ferry.api_keys WHERE id = $1`, ids[0]).Scan(&xminBefore))
+	require.NoError(t, store.KeyTouch(e.ctx, e.pool, ids))
+	var xminAfter uint32
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT xmin::text::bigint FROM ferry.api_keys WHERE id = $1`, ids[0]).Scan(&xminAfter))
+	require.Equal(t, xminBefore, xminAfter, "a recent use is not written again")
+	fresh, err := store.KeyGet(e.ctx, e.pool, ids[0])
+	require.NoError(t, err)
+	require.True(t, first[ids[0]].Equal(*fresh.LastUsedAt))
+	stale, err := store.KeyGet(e.ctx, e.pool, ids[1])
+	require.NoError(t, err)
+	require.True(t, stale.LastUsedAt.After(*old.LastUsedAt), "a use over a minute old is written")
+
+	require.NoError(t, store.KeyTouch(e.ctx, e.pool, nil))
+	require.NoError(t, store.KeyTouch(e.ctx, e.pool, []int64{ids[1] + 100}), "touching a deleted key is no error")
+}
