@@ -106,6 +106,7 @@ func New(d Deps) *echo.Echo {
 	h.subscriptionRoutes(v1)
 	h.consumerGroupRoutes(v1)
 	h.pushRoutes(v1)
+	h.auditRoutes(v1)
 	return e
 }
 
