@@ -68,10 +68,17 @@ func AuditList(ctx context.Context, db DBTX, p AuditPageParams) ([]AuditEntry, b
 // keep ago, found by the index on at; the retention sweep calls it until
 // a call deletes less than limit.
 func AuditExpire(ctx context.Context, db DBTX, keep time.Duration, limit int) (int64, error) {
+	// The victims are found first (MATERIALIZED) and deleted by the ctid
+	// that was read, joined: with "id IN (SELECT ...)" a plan made while
+	// the table was small (or never analyzed) hashes the victims and
+	// scans the whole log for them.
 	tag, err := db.Exec(ctx, `/* ferry:audit_expire */
-		DELETE FROM ferry.audit_log WHERE id IN (
-			SELECT id FROM ferry.audit_log WHERE at < now() - $1 * interval '1 millisecond' ORDER BY at LIMIT $2
-		)`, keep.Milliseconds(), limit)
+		WITH victims AS MATERIALIZED (
+			SELECT ctid FROM ferry.audit_log WHERE at < now() - $1 * interval '1 millisecond' ORDER BY at LIMIT $2
+		)
+		DELETE FROM ferry.audit_log a USING (SELECT ctid FROM victims LIMIT $2) v
+		WHERE a.ctid = v.ctid AND a.at < now() - $1 * interval '1 millisecond'`,
+		keep.Milliseconds(), limit)
 	if err != nil {
 		return 0, interpretError("audit expire", err)
 	}
