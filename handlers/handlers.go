@@ -109,6 +109,7 @@ func New(d Deps) *echo.Echo {
 	h.consumerGroupRoutes(v1)
 	h.pushRoutes(v1)
 	h.keyRoutes(v1)
+	h.auditRoutes(v1)
 	return e
 }
 

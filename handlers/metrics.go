@@ -37,6 +37,8 @@ type Metrics struct {
 	expiredSkipped *prometheus.CounterVec
 	// Retention.
 	expired *prometheus.CounterVec
+	// auditErrors counts audit log entries that could not be written.
+	auditErrors prometheus.Counter
 }
 
 // NewMetrics registers the metrics. Queue depth and age, offsets and lags
@@ -93,7 +95,9 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 	m.expired = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "expired_total",
 		Help: "Rows removed by retention before anyone consumed them, by kind: message (of a queue), " +
 			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
-	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired,
+	m.auditErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ferry", Name: "audit_write_errors_total",
+		Help: "Audit log entries that could not be written (the request was answered all the same)."})
+	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired, m.auditErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&depthCollector{cachedGauges{pool: pool, log: log, interval: interval, what: "gauges", read: (*gaugeRead).read,
 			descs:     []*prometheus.Desc{depthDesc, ageDesc, headDesc, oldestDesc, subDepthDesc, subAgeDesc, lagDesc, membersDesc},
@@ -130,6 +134,9 @@ func (m *Metrics) ObserveExpired(x store.Expiry) {
 		m.expired.WithLabelValues("dead_letter", queue, topic, sub).Add(float64(x.DeadLetters))
 	}
 }
+
+// auditWriteFailed counts an audit log entry that could not be written.
+func (m *Metrics) auditWriteFailed() { m.auditErrors.Inc() }
 
 // observeGroup counts what a poll or describe changed in passing.
 func (m *Metrics) observeGroup(topic, group string, r store.ConsumerGroupRefresh) {

@@ -77,6 +77,7 @@ func routeRules() map[string]rule {
 		"GET /v1/keys":                                                   {access.Admin, access.All, false},
 		"GET /v1/keys/:id":                                               {access.Admin, access.All, false},
 		"DELETE /v1/keys/:id":                                            {access.Admin, access.All, false},
+		"GET /v1/audit":                                                  {access.Admin, access.All, false},
 	}
 }
 
@@ -108,25 +109,37 @@ func keyOf(c echo.Context) access.Key {
 // key do, before the handler runs (so before any resource is looked up:
 // no 404 tells a key which names exist). A route without a rule is
 // refused (fail closed). A refused request is answered before its body is
-// read, and its connection closed (guardBody).
+// read, and its connection closed (guardBody). On an audited route
+// (auditedRoutes) the request of a valid key is recorded in the audit log
+// once its answer is made, refused or not.
 func (h *handler) authorize(method, path string) echo.MiddlewareFunc {
 	r, ruled := h.rules[method+" "+path]
+	a, audited := auditedRoutes()[method+" "+path]
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key, err := h.authenticate(c)
 			if err != nil {
 				return err
 			}
-			if !ruled {
-				return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
+			if audited {
+				return h.audited(c, a, r.kind, key, func() error { return h.permit(c, r, ruled, key, next) })
 			}
-			if missing, ok := r.check(c, key); !ok {
-				return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
-			}
-			c.Set("access_key", key)
-			return next(c)
+			return h.permit(c, r, ruled, key, next)
 		}
 	}
+}
+
+// permit runs next if rule r (ruled: there is one) lets key make the
+// request, else answers 403.
+func (h *handler) permit(c echo.Context, r rule, ruled bool, key access.Key, next echo.HandlerFunc) error {
+	if !ruled {
+		return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
+	}
+	if missing, ok := r.check(c, key); !ok {
+		return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
+	}
+	c.Set("access_key", key)
+	return next(c)
 }
 
 // authenticate resolves the request's Bearer key.

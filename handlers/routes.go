@@ -100,6 +100,11 @@ func (h *handler) consumerGroupRoutes(v1 addRoute) {
 	v1(http.MethodPost, groupPath+"/leave", h.consumerGroupLeave)
 }
 
+// auditRoutes registers the audit log (admin only).
+func (h *handler) auditRoutes(v1 addRoute) {
+	v1(http.MethodGet, "/audit", h.auditList, "limit", "after")
+}
+
 // pushRoutes registers push delivery's endpoints on queues and
 // subscriptions alike.
 func (h *handler) pushRoutes(v1 addRoute) {

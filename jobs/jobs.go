@@ -29,7 +29,7 @@ const batch = 5000
 // messages past their queue's retention (a subscription's pending
 // deliveries past its), dead letters dead for longer than it, events past
 // their topic's, dedup ids (of messages and of events) whose window has
-// ended, and old push attempts. One job does all of it, so an idle minute
+// ended, old push attempts and old audit log entries. One job does all of it, so an idle minute
 // costs River one job, and a sweep that finds nothing writes nothing of
 // Ferry's own (DESIGN.md invariant 12).
 type RetentionArgs struct{}
@@ -43,6 +43,9 @@ type RetentionWorker struct {
 	Pool *pgxpool.Pool
 	// AttemptRetention is how long push attempts are kept.
 	AttemptRetention time.Duration
+	// AuditRetention is how long audit log entries are kept (default 90
+	// days).
+	AuditRetention time.Duration
 	// Log gets one warning per run for every queue or subscription that
 	// lost messages, deliveries or dead letters to retention: they were
 	// never consumed, which someone should hear about.
@@ -79,7 +82,11 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 		if err != nil {
 			return err
 		}
-		if x.Total() == 0 && e == 0 && a < batch && d < batch && ed < batch {
+		au, err := store.AuditExpire(ctx, w.Pool, cmp.Or(w.AuditRetention, DefaultAuditRetention), batch)
+		if err != nil {
+			return err
+		}
+		if x.Total() == 0 && e == 0 && a < batch && d < batch && ed < batch && au < batch {
 			return nil
 		}
 	}
@@ -272,7 +279,14 @@ type Config struct {
 	ObserveExpired func(store.Expiry)
 	// AttemptRetention is how long push attempts are kept (default 3 days).
 	AttemptRetention time.Duration
+	// AuditRetention is how long audit log entries are kept (default
+	// DefaultAuditRetention).
+	AuditRetention time.Duration
 }
+
+// DefaultAuditRetention is how long audit log entries are kept unless
+// configured otherwise (FERRY_AUDIT_RETENTION): 90 days.
+const DefaultAuditRetention = 90 * 24 * time.Hour
 
 // Register adds Ferry's workers and periodic jobs to a River config.
 func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
@@ -283,8 +297,12 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 	if every.AttemptRetention <= 0 {
 		every.AttemptRetention = 72 * time.Hour
 	}
+	if every.AuditRetention <= 0 {
+		every.AuditRetention = DefaultAuditRetention
+	}
 	river.AddWorker(workers, &RetentionWorker{
-		Pool: pool, AttemptRetention: every.AttemptRetention, Log: every.Log, Observe: every.ObserveExpired,
+		Pool: pool, AttemptRetention: every.AttemptRetention, AuditRetention: every.AuditRetention,
+		Log: every.Log, Observe: every.ObserveExpired,
 	})
 	river.AddWorker(workers, &DedupExpiryWorker{Pool: pool})
 	river.AddWorker(workers, &cleanupWorker[QueueCleanupArgs]{Pool: pool})
@@ -297,7 +315,7 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 	}
 	cfg.PeriodicJobs = append(cfg.PeriodicJobs,
 		whenDue(every.RetentionEvery, RetentionArgs{}, log, func(ctx context.Context) (bool, error) {
-			return store.RetentionDue(ctx, pool, every.AttemptRetention)
+			return store.RetentionDue(ctx, pool, store.RetentionKeep{PushAttempts: every.AttemptRetention, Audit: every.AuditRetention})
 		}),
 		whenDue(time.Hour, OrphanSweepArgs{}, log, func(ctx context.Context) (bool, error) {
 			ids, err := store.QueueOrphans(ctx, pool, 1)

@@ -65,22 +65,31 @@ func MessageExpire(ctx context.Context, db TxBeginner, limit int) (Expired, erro
 	return out, nil
 }
 
+// RetentionKeep is how long the retention sweep keeps what it keeps for
+// a fixed time, whatever the queue or topic: push attempts and audit log
+// entries.
+type RetentionKeep struct {
+	PushAttempts time.Duration
+	Audit        time.Duration
+}
+
 // RetentionDue reports whether a retention sweep would find anything to
 // delete: a queue's or subscription's message or dead letter, or a
 // topic's event, past retention; a dedup id (of a message or an event)
-// past its window; a push attempt older than attemptKeep. It reads the
-// oldest row of each by its index, in one transaction, and
-// writes nothing: the periodic sweep asks it first and starts (and writes
+// past its window; a push attempt or an audit log entry kept for longer
+// than keep says. It reads the oldest row of each by its index, in one
+// transaction, and writes nothing: the periodic sweep asks it first and starts (and writes
 // a job row) only when there is work (DESIGN.md invariant 12).
-func RetentionDue(ctx context.Context, db TxBeginner, attemptKeep time.Duration) (bool, error) {
+func RetentionDue(ctx context.Context, db TxBeginner, keep RetentionKeep) (bool, error) {
 	var due bool
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `/* ferry:retention_due */
 			SELECT EXISTS (SELECT 1 FROM ferry.topics t WHERE `+eventExpireDue+`)
 				OR coalesce((SELECT min(expires_at) FROM ferry.dedup) < now(), false)
 				OR coalesce((SELECT min(expires_at) FROM ferry.event_dedup) < now(), false)
-				OR coalesce((SELECT min(at) FROM ferry.push_attempts) < now() - $1 * interval '1 millisecond', false)`,
-			attemptKeep.Milliseconds()).Scan(&due)
+				OR coalesce((SELECT min(at) FROM ferry.push_attempts) < now() - $1 * interval '1 millisecond', false)
+				OR coalesce((SELECT min(at) FROM ferry.audit_log) < now() - $2 * interval '1 millisecond', false)`,
+			keep.PushAttempts.Milliseconds(), keep.Audit.Milliseconds()).Scan(&due)
 		if err != nil || due {
 			return err
 		}

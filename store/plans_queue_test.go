@@ -316,7 +316,7 @@ func TestPlansQueueSweeps(t *testing.T) {
 			fill:  func(t *testing.T, e *env, f *planFixture) { fillDedup(t, e, f.Queue) },
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
 				seedExpiredDedup(t, e, f.Queue)
-				due, err := store.RetentionDue(e.ctx, db, time.Hour)
+				due, err := store.RetentionDue(e.ctx, db, store.RetentionKeep{PushAttempts: time.Hour, Audit: time.Hour})
 				require.NoError(t, err)
 				require.True(t, due)
 				return workBound{Batch: 1}

@@ -111,7 +111,7 @@ func TestPlansTopic(t *testing.T) {
 				// The topics' part of the statement is evaluated first,
 				// so it runs whatever else is due (on the empty tables
 				// of a warm-up nothing is).
-				_, err := store.RetentionDue(e.ctx, db, time.Hour)
+				_, err := store.RetentionDue(e.ctx, db, store.RetentionKeep{PushAttempts: time.Hour, Audit: time.Hour})
 				require.NoError(t, err)
 				return workBound{Batch: 4} // a probe per partition
 			},

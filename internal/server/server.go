@@ -58,6 +58,9 @@ type Config struct {
 	PushDisableAfter time.Duration `envconfig:"FERRY_PUSH_DISABLE_AFTER" default:"120h"`
 	// PushAttemptRetention is how long push attempts are kept.
 	PushAttemptRetention time.Duration `envconfig:"FERRY_PUSH_ATTEMPT_RETENTION" default:"72h"`
+	// AuditRetention is how long audit log entries are kept (GET
+	// /v1/audit); older ones are removed by the retention sweep.
+	AuditRetention time.Duration `envconfig:"FERRY_AUDIT_RETENTION" default:"2160h"`
 	// BodyReadTimeout bounds how long a request's body may take to
 	// arrive, counted from the end of its headers (0: no bound). Long
 	// polls are not cut by it: they wait after their body was read.
@@ -246,7 +249,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		FetchPollInterval: fetchPollInterval,
 	}
 	jobs.Register(rcfg, pool, jobs.Config{
-		RetentionEvery: cfg.RetentionEvery, AttemptRetention: cfg.PushAttemptRetention,
+		RetentionEvery: cfg.RetentionEvery, AttemptRetention: cfg.PushAttemptRetention, AuditRetention: cfg.AuditRetention,
 		Log: log.With("component", "retention"), ObserveExpired: metrics.ObserveExpired,
 	})
 	// River LISTENs and runs its own statements: on the direct pool. Its

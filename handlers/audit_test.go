@@ -1,0 +1,224 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/internal/ferrytest"
+)
+
+// auditEntryJSON is one entry of GET /v1/audit.
+type auditEntryJSON struct {
+	At        time.Time `json:"at"`
+	KeyID     string    `json:"key_id"`
+	KeyName   string    `json:"key_name"`
+	Action    string    `json:"action"`
+	Resource  string    `json:"resource"`
+	RequestID string    `json:"request_id"`
+	Status    int       `json:"status"`
+}
+
+type auditPageJSON struct {
+	Entries []auditEntryJSON `json:"entries"`
+	Next    *string          `json:"next"`
+}
+
+var auditEntryKeys = []string{"at", "key_id", "key_name", "action", "resource", "request_id", "status"}
+
+// auditPage GETs a page of the audit log with the admin key.
+func auditPage(t testing.TB, env *ferrytest.Env, query string) auditPageJSON {
+	t.Helper()
+	return getPage[auditPageJSON](t, env, "/v1/audit"+query, []string{"entries", "next"}, keysOf(auditEntryKeys, "audit entry"))
+}
+
+// auditCount counts the audit log's entries, all of them or those of one
+// request id.
+func auditCount(t testing.TB, env *ferrytest.Env, requestID string) int {
+	t.Helper()
+	var n int
+	err := dbConn(t, env.DatabaseURL).QueryRow(context.Background(),
+		`SELECT count(*) FROM ferry.audit_log WHERE $1 = '' OR request_id = $1`, requestID).Scan(&n)
+	require.NoError(t, err)
+	return n
+}
+
+// auditStep is one request to an audited route and the entry it must
+// write.
+type auditStep struct {
+	method, path string
+	body         any
+	secret       string // "" for the admin key
+	status       int    // the status it must get; 0: any (the entry must name it)
+	action       string
+	resource     string
+}
+
+// Every audited route writes exactly one entry, with the key's id and
+// name, the action, the resource, the request id and the status answered,
+// whether it succeeded or failed (400, 403, 404 and 409 alike). The
+// steps run in order on one server: each creates what the next needs.
+func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
+	t.Parallel()
+	keys := testKeys{
+		"deployer": scoped(t, "key_7", perm("queue:q3", "manage"), perm("queue:q2", "read")),
+	}
+	keys["deployer"] = withName(keys["deployer"], "deployer")
+	env := ferrytest.Start(t, withKeys(keys))
+	const q, s, g = "/v1/queues/q1", "/v1/topics/t1/subscriptions/s1", "/v1/topics/t1/groups/g1"
+	steps := []auditStep{
+		{"PUT", q, map[string]any{}, "", 201, "queue.put", "queue:q1"},
+		{"PUT", q, map[string]any{"visibility_timeout_seconds": 60}, "", 200, "queue.put", "queue:q1"},
+		{"PUT", q, map[string]any{"bogus": 1}, "", 400, "queue.put", "queue:q1"},
+		{"DELETE", q + "/messages", nil, "", 204, "messages.purge", "queue:q1"},
+		{"DELETE", q + "/dead-letters", nil, "", 204, "dead_letters.purge", "queue:q1"},
+		{"POST", q + "/dead-letters/redrive", map[string]any{"limit": 10}, "", 200, "dead_letters.redrive", "queue:q1"},
+		{"POST", q + "/rotate-secret", nil, "", 0, "push.rotate_secret", "queue:q1"},
+		{"POST", q + "/enable", nil, "", 0, "push.enable", "queue:q1"},
+		{"PUT", "/v1/topics/t1", map[string]any{}, "", 201, "topic.put", "topic:t1"},
+		{"PUT", s, map[string]any{}, "", 201, "subscription.put", "subscription:t1/s1"},
+		{"POST", s + "/seek", map[string]any{"to": "earliest"}, "", 204, "subscription.seek", "subscription:t1/s1"},
+		{"DELETE", s + "/dead-letters", nil, "", 204, "dead_letters.purge", "subscription:t1/s1"},
+		{"POST", s + "/dead-letters/redrive", map[string]any{"limit": 10}, "", 200, "dead_letters.redrive", "subscription:t1/s1"},
+		{"POST", s + "/rotate-secret", nil, "", 0, "push.rotate_secret", "subscription:t1/s1"},
+		{"POST", s + "/enable", nil, "", 0, "push.enable", "subscription:t1/s1"},
+		{"POST", g + "/seek", map[string]any{"to": "earliest"}, "", 404, "group.seek", "group:t1/g1"},
+		{"DELETE", g, nil, "", 404, "group.delete", "group:t1/g1"},
+		{"DELETE", s, nil, "", 204, "subscription.delete", "subscription:t1/s1"},
+		{"DELETE", "/v1/topics/t1", nil, "", 204, "topic.delete", "topic:t1"},
+		{"DELETE", q, nil, "", 204, "queue.delete", "queue:q1"},
+		{"DELETE", q, nil, "", 404, "queue.delete", "queue:q1"},
+		{"PUT", "/v1/queues/q2", map[string]any{}, "deployer", 403, "queue.put", "queue:q2"},
+		{"PUT", "/v1/queues/q3", map[string]any{}, "deployer", 201, "queue.put", "queue:q3"},
+		{"DELETE", "/v1/queues/q3/dead-letters", nil, "deployer", 204, "dead_letters.purge", "queue:q3"},
+	}
+	for i, st := range steps {
+		id := fmt.Sprintf("audit-step-%d", i)
+		secret, keyID, keyName := ferrytest.AdminKey, "admin", "FERRY_ADMIN_KEY"
+		if st.secret != "" {
+			secret, keyID, keyName = st.secret, keys[st.secret].ID, keys[st.secret].Name
+		}
+		h := bearer(secret)
+		h.Set("X-Request-Id", id)
+		r := env.DoWith(st.method, st.path, st.body, h)
+		if st.status != 0 {
+			require.Equal(t, st.status, r.Status, "%s %s: %s", st.method, st.path, r.Body)
+		}
+		require.Equal(t, 1, auditCount(t, env, id), "%s %s writes exactly one entry", st.method, st.path)
+		got := auditPage(t, env, "?limit=1").Entries
+		require.Len(t, got, 1)
+		require.WithinDuration(t, time.Now(), got[0].At, time.Minute)
+		got[0].At = time.Time{}
+		require.Equal(t, auditEntryJSON{KeyID: keyID, KeyName: keyName, Action: st.action, Resource: st.resource,
+			RequestID: id, Status: r.Status}, got[0], "%s %s", st.method, st.path)
+	}
+	require.Equal(t, len(steps), auditCount(t, env, ""), "one entry per audited request, and none for the rest")
+
+	// A group exists once it is polled (not audited); then its seek and
+	// delete succeed, and are recorded so.
+	call[map[string]any](t, env, "PUT", "/v1/topics/t2", nil, nil, http.StatusCreated)
+	call[map[string]any](t, env, "POST", "/v1/topics/t2/groups/g1/poll", map[string]any{"consumer": "w"}, nil, http.StatusOK)
+	requireNoContent(t, env.Do("POST", "/v1/topics/t2/groups/g1/seek", map[string]any{"to": "earliest"}), "group seek")
+	requireNoContent(t, env.Do("DELETE", "/v1/topics/t2/groups/g1", nil), "group delete")
+	got := auditPage(t, env, "?limit=2").Entries
+	require.Equal(t, []string{"group.delete", "group.seek"}, pluck(got, func(e auditEntryJSON) string { return e.Action }))
+	require.Equal(t, []int{204, 204}, pluck(got, func(e auditEntryJSON) int { return e.Status }))
+	require.Equal(t, "group:t2/g1", got[0].Resource)
+}
+
+// withName is key k named name.
+func withName(k access.Key, name string) access.Key {
+	k.Name = name
+	return k
+}
+
+// The hot paths (send, receive, ack, nack, extend, publish, poll, commit,
+// leave) and every read write no audit entry; neither does a request
+// without a valid key (401).
+func TestHotPathsAreNotAudited(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putQueue(t, env, "q1", map[string]any{"visibility_timeout_seconds": 30})
+	call[map[string]any](t, env, "PUT", "/v1/topics/t1", map[string]any{"partitions": 1}, nil, http.StatusCreated)
+	call[map[string]any](t, env, "PUT", "/v1/topics/t1/subscriptions/s1", nil, nil, http.StatusCreated)
+	before := auditCount(t, env, "")
+	require.Equal(t, 3, before)
+
+	send(t, env, "q1", msg("a"), msg("b"), msg("c"))
+	got := receive(t, env, "q1", map[string]any{"max_messages": 3})
+	require.Len(t, got, 3)
+	ack(t, env, "q1", got[0].Receipt)
+	settle(t, env, "q1", "extend", map[string]any{"receipts": []string{got[1].Receipt}, "visibility_timeout_seconds": 60})
+	settle(t, env, "q1", "nack", map[string]any{"receipts": []string{got[1].Receipt, got[2].Receipt}})
+	call[map[string]any](t, env, "POST", "/v1/topics/t1/events", map[string]any{"events": []any{map[string]any{"type": "x"}}}, nil, http.StatusCreated)
+	poll := call[struct {
+		Generation int `json:"generation"`
+	}](t, env, "POST", "/v1/topics/t1/groups/g1/poll", map[string]any{"consumer": "w", "start": "earliest"}, nil, http.StatusOK)
+	requireNoContent(t, env.Do("POST", "/v1/topics/t1/groups/g1/commit",
+		map[string]any{"consumer": "w", "generation": poll.Generation, "offsets": map[string]any{"0": 0}}), "commit")
+	requireNoContent(t, env.Do("POST", "/v1/topics/t1/groups/g1/leave", map[string]any{"consumer": "w"}), "leave")
+	for _, path := range []string{"/v1/queues", "/v1/queues/q1", "/v1/queues/q1/dead-letters", "/v1/topics", "/v1/topics/t1",
+		"/v1/topics/t1/events?partition=0", "/v1/topics/t1/subscriptions", "/v1/topics/t1/subscriptions/s1",
+		"/v1/topics/t1/groups", "/v1/topics/t1/groups/g1", "/v1/audit"} {
+		r := env.Do("GET", path, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
+	}
+	// A bad hot-path request is not audited either; nor is a 401.
+	require.Equal(t, http.StatusBadRequest, env.Do("POST", qpath("q1", "/messages"), map[string]any{}).Status)
+	requireProblem(t, env.DoWith("DELETE", qpath("q1"), nil, bearer("not-a-key")), http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, env.DoWith("DELETE", qpath("q1"), nil, nil), http.StatusUnauthorized, "unauthorized")
+	require.Equal(t, before, auditCount(t, env, ""))
+}
+
+// GET /v1/audit pages newest first with a strict cursor: every entry once,
+// in descending order, next null on the last page; a cursor Ferry did not
+// issue for this list, a limit out of range or a key without admin is
+// refused.
+func TestAuditListPages(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, withKeys(testKeys{"ops": scoped(t, "key_3", perm("queue:*", "*"), perm("topic:*", "*"))}))
+	for i := range 7 {
+		putQueue(t, env, fmt.Sprintf("q%d", i), nil)
+	}
+	var all []string
+	after := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "paging ends")
+		query := "?limit=3"
+		if after != "" {
+			query += "&after=" + after
+		}
+		p := auditPage(t, env, query)
+		all = append(all, pluck(p.Entries, func(e auditEntryJSON) string { return e.Resource })...)
+		if p.Next == nil {
+			require.Len(t, p.Entries, 1, "the last page holds what is left")
+			break
+		}
+		require.Len(t, p.Entries, 3)
+		after = *p.Next
+		// An entry written between pages is newer than every one left:
+		// the following pages do not show it.
+		putQueue(t, env, "late-"+after, nil)
+	}
+	require.Equal(t, []string{"queue:q6", "queue:q5", "queue:q4", "queue:q3", "queue:q2", "queue:q1", "queue:q0"}, all)
+	require.Len(t, auditPage(t, env, "").Entries, 9, "default limit 100 shows all")
+
+	cursor := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, bad := range []string{"x", cursor("queues:q1"), cursor("audit:007"), cursor("audit:0"), cursor("audit:-1"),
+		cursor("audit:x"), cursor("audit:99999999999999999999"), cursor("audit:5") + "=", "&after="} {
+		requireProblem(t, env.Do("GET", "/v1/audit?after="+bad, nil), http.StatusBadRequest, "invalid_request")
+	}
+	for _, bad := range []string{"0", "1001", "x"} {
+		requireProblem(t, env.Do("GET", "/v1/audit?limit="+bad, nil), http.StatusBadRequest, "invalid_request")
+	}
+	requireProblem(t, env.Do("GET", "/v1/audit?before=1", nil), http.StatusBadRequest, "invalid_request")
+	p := requireProblem(t, env.DoWith("GET", "/v1/audit", nil, bearer("ops")), http.StatusForbidden, "forbidden")
+	require.Contains(t, p["detail"], "admin")
+	require.Len(t, auditPage(t, env, "?limit=1000").Entries, 9, "reading the log writes nothing")
+}
