@@ -39,7 +39,16 @@ type Metrics struct {
 	expired *prometheus.CounterVec
 	// auditErrors counts audit log entries that could not be written.
 	auditErrors prometheus.Counter
+	// authFailures counts requests refused for their API key, by reason.
+	authFailures *prometheus.CounterVec
 }
+
+// The reasons of ferry_auth_failures_total.
+const (
+	authMissing   = "missing"   // no Authorization: Bearer header, or an ill-formed one (401)
+	authInvalid   = "invalid"   // an unknown, revoked or expired key (401)
+	authForbidden = "forbidden" // a valid key without the permission (403)
+)
 
 // NewMetrics registers the metrics. Queue depth and age, offsets and lags
 // are read from the database at scrape time, at most once per interval (0:
@@ -97,7 +106,13 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 			"delivery (of a subscription), dead_letter."}, []string{"kind", "queue", "topic", "subscription"})
 	m.auditErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ferry", Name: "audit_write_errors_total",
 		Help: "Audit log entries that could not be written (the request was answered all the same)."})
-	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired, m.auditErrors,
+	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "auth_failures_total",
+		Help: "Requests refused for their API key, by reason: missing (no or an ill-formed Authorization header), " +
+			"invalid (an unknown, revoked or expired key), forbidden (a valid key without the permission)."}, []string{"reason"})
+	for _, r := range []string{authMissing, authInvalid, authForbidden} {
+		m.authFailures.WithLabelValues(r) // exported from the start, at 0
+	}
+	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired, m.auditErrors, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&depthCollector{cachedGauges{pool: pool, log: log, interval: interval, what: "gauges", read: (*gaugeRead).read,
 			descs:     []*prometheus.Desc{depthDesc, ageDesc, headDesc, oldestDesc, subDepthDesc, subAgeDesc, lagDesc, membersDesc},
@@ -137,6 +152,10 @@ func (m *Metrics) ObserveExpired(x store.Expiry) {
 
 // auditWriteFailed counts an audit log entry that could not be written.
 func (m *Metrics) auditWriteFailed() { m.auditErrors.Inc() }
+
+// authFailed counts a request refused for its key (reason: authMissing,
+// authInvalid or authForbidden).
+func (m *Metrics) authFailed(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
 
 // observeGroup counts what a poll or describe changed in passing.
 func (m *Metrics) observeGroup(topic, group string, r store.ConsumerGroupRefresh) {

@@ -133,21 +133,25 @@ func (h *handler) authorize(method, path string) echo.MiddlewareFunc {
 // request, else answers 403.
 func (h *handler) permit(c echo.Context, r rule, ruled bool, key access.Key, next echo.HandlerFunc) error {
 	if !ruled {
+		h.Metrics.authFailed(authForbidden)
 		return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
 	}
 	if missing, ok := r.check(c, key); !ok {
+		h.Metrics.authFailed(authForbidden)
 		return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
 	}
 	c.Set("access_key", key)
 	return next(c)
 }
 
-// authenticate resolves the request's Bearer key.
+// authenticate resolves the request's Bearer key. Its 401s, and
+// permit's 403s, are counted in ferry_auth_failures_total.
 func (h *handler) authenticate(c echo.Context) (access.Key, error) {
 	header := c.Request().Header.Get(echo.HeaderAuthorization)
 	scheme, token, ok := strings.Cut(header, " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		h.Metrics.authFailed(authMissing)
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry"`)
 		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "an Authorization: Bearer <api key> header is required")
@@ -157,6 +161,7 @@ func (h *handler) authenticate(c echo.Context) (access.Key, error) {
 		err = access.ErrInvalidKey
 	}
 	if errors.Is(err, access.ErrInvalidKey) {
+		h.Metrics.authFailed(authInvalid)
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry", error="invalid_token"`)
 		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "the API key is not valid")

@@ -71,7 +71,8 @@ func checkRule(t *testing.T, k string, r rule, ok bool) {
 func TestRouteWithoutRuleRefused(t *testing.T) {
 	t.Parallel()
 	e := echo.New()
-	h := &handler{resolver: access.NewAdminKey("route-test-admin-key"), rules: routeRules()}
+	h := &handler{Deps: Deps{Metrics: NewMetrics(nil, slog.Default(), 0)},
+		resolver: access.NewAdminKey("route-test-admin-key"), rules: routeRules()}
 	e.HTTPErrorHandler = errorHandler(slog.Default())
 	reached := false
 	e.Add(http.MethodGet, "/v1/unruled", func(c echo.Context) error { reached = true; return c.NoContent(http.StatusOK) },
