@@ -92,7 +92,7 @@ type matrix struct {
 func newMatrix(t *testing.T) *matrix {
 	a := ferrytest.Start(t)
 	m := &matrix{envs: [2]*ferrytest.Env{a, ferrytest.StartOn(t, a.DatabaseURL)}, made: map[string]string{}}
-	m.expires = time.Now().Add(4 * time.Second)
+	m.expires = time.Now().Add(8 * time.Second) // room to make and use it on both servers on a loaded machine
 	m.expired = createKey(t, a, "expiring", &m.expires, specsAny(everything())...).Key
 	var ids [2]string
 	for i := range m.envs {
@@ -228,7 +228,7 @@ func TestAccessMatrix(t *testing.T) {
 	}
 	t.Logf("%d routes, %d keys", len(routes), len(m.made))
 	for i, env := range m.envs {
-		ferrytest.WaitFor(t, 10*time.Second, "the expiring key to be refused", func() bool {
+		ferrytest.WaitFor(t, 20*time.Second, "the expiring key to be refused", func() bool {
 			return env.DoWith("GET", "/v1/queues", nil, bearer(m.expired)).Status == http.StatusUnauthorized
 		})
 		require.True(t, time.Now().After(m.expires), "refused on server %d only once expired", i)
