@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,29 +54,20 @@ func TestUpsertCreationRace(t *testing.T) {
 	for round := range 10 {
 		name := "race-" + string(rune('a'+round))
 		eight, sixty, ten := 8, 60, 10
-		var wg sync.WaitGroup
-		wg.Add(4)
-		go func() {
-			defer wg.Done()
-			_, _, err := store.TopicUpsert(ctx, pool, name, store.TopicPatch{Partitions: &eight})
-			require.NoError(t, err)
-		}()
-		go func() {
-			defer wg.Done()
-			_, _, err := store.TopicUpsert(ctx, pool, name, store.TopicPatch{RetentionSeconds: &sixty})
-			require.NoError(t, err)
-		}()
-		go func() {
-			defer wg.Done()
-			_, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{MaxReceives: &ten})
-			require.NoError(t, err)
-		}()
-		go func() {
-			defer wg.Done()
-			_, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{RetentionSeconds: &sixty})
-			require.NoError(t, err)
-		}()
-		wg.Wait()
+		// Two PUTs of a topic and two of a queue of the same name, at once.
+		topics := []store.TopicPatch{{Partitions: &eight}, {RetentionSeconds: &sixty}}
+		queues := []store.QueuePatch{{MaxReceives: &ten}, {RetentionSeconds: &sixty}}
+		errs := make([]error, len(topics)+len(queues))
+		atOnce(len(errs), func(i int) {
+			if i < len(topics) {
+				_, _, errs[i] = store.TopicUpsert(ctx, pool, name, topics[i])
+			} else {
+				_, _, errs[i] = store.QueueUpsert(ctx, pool, name, queues[i-len(topics)])
+			}
+		})
+		for i, err := range errs {
+			require.NoError(t, err, "round %d, PUT %d", round, i)
+		}
 
 		topic, err := store.TopicGet(ctx, pool, name)
 		require.NoError(t, err)
