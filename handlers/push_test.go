@@ -1200,7 +1200,7 @@ func cpuTime(t *testing.T) time.Duration {
 func TestPushWorkerDoesNotSpinWhileStopping(t *testing.T) {
 	env := ferrytest.Start(t, allowPrivatePush)
 	release := make(chan struct{})
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, h hookRequest) {
 		select {
 		case <-release:
 		case <-h.done:

@@ -62,7 +62,7 @@ func migratedDownTo(t *testing.T, v uint) (string, *pgx.Conn) {
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return dbURL, conn
 }
 
