@@ -1,10 +1,8 @@
 package handlers_test
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -142,30 +140,12 @@ func toAny(xs []any) []any {
 	return out
 }
 
-// lockedBuffer is a log a server writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A key's secret appears in no line of the server's log, at debug level,
 // through its creation, uses allowed and refused, its deletion and its
 // use after (401).
 func TestKeySecretNeverLogged(t *testing.T) {
 	t.Parallel()
-	var log lockedBuffer
+	var log ferrytest.LogBuffer
 	env := ferrytest.StartLogging(t, &log)
 	putQueue(t, env, "q1", nil)
 	k := createKey(t, env, "logged", nil, kperm("queue:q*", "send"))

@@ -44,6 +44,28 @@ func emptyDatabase(t *testing.T) string {
 	return u.String()
 }
 
+// migratedDownTo migrates a new emptyDatabase all the way up, then down
+// one migration at a time to version v, and returns its URL and a
+// connection to it (closed at cleanup).
+func migratedDownTo(t *testing.T, v uint) (string, *pgx.Conn) {
+	t.Helper()
+	dbURL := emptyDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	for {
+		got, _, err := migrations.Version(ctx, dbURL)
+		require.NoError(t, err)
+		if got == v {
+			break
+		}
+		require.NoError(t, migrations.Down(ctx, dbURL))
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return dbURL, conn
+}
+
 // Several instances starting at once must apply each migration exactly
 // once and all succeed.
 func TestUpConcurrent(t *testing.T) {
@@ -81,20 +103,8 @@ func TestUpConcurrent(t *testing.T) {
 
 func TestDownAndUpAgain(t *testing.T) {
 	t.Parallel()
-	dbURL := emptyDatabase(t)
+	dbURL, conn := migratedDownTo(t, 0)
 	ctx := context.Background()
-	require.NoError(t, migrations.Up(ctx, dbURL))
-	for {
-		v, _, err := migrations.Version(ctx, dbURL)
-		require.NoError(t, err)
-		if v == 0 {
-			break
-		}
-		require.NoError(t, migrations.Down(ctx, dbURL))
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
 	var exists bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'ferry')`).Scan(&exists))
 	require.False(t, exists, "down removes the ferry schema")
@@ -141,21 +151,9 @@ func TestUpOnNewerSchema(t *testing.T) {
 // deleted; other jobs stay.
 func TestPushLeasesMigrationDropsPushJobs(t *testing.T) {
 	t.Parallel()
-	dbURL := emptyDatabase(t)
+	dbURL, conn := migratedDownTo(t, 6)
 	ctx := context.Background()
-	require.NoError(t, migrations.Up(ctx, dbURL))
-	for { // back to 000006
-		v, _, err := migrations.Version(ctx, dbURL)
-		require.NoError(t, err)
-		if v == 6 {
-			break
-		}
-		require.NoError(t, migrations.Down(ctx, dbURL))
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `
+	_, err := conn.Exec(ctx, `
 		INSERT INTO river_job (kind, args, queue, state, max_attempts)
 		VALUES ('ferry_push', '{"queue_id": 1}', 'ferry_push', 'running', 1000),
 			('ferry_push_sweep', '{}', 'default', 'available', 25),

@@ -133,6 +133,19 @@ func holdBigInserts(t *testing.T, pool *pgxpool.Pool, rows int) {
 	require.NoError(t, err)
 }
 
+// slowBackfill is a backfill of a new backfillTopic of n events a round
+// in windows of window events with a 100 ms timeout, which an insert of
+// more than held deliveries overruns (holdBigInserts).
+func slowBackfill(t *testing.T, n int, ordered bool, held, window int) (*pgxpool.Pool, Topic, Subscription, *backfill) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	tp, s := backfillTopic(t, pool, n, ordered)
+	holdBigInserts(t, pool, held)
+	b := newBackfill(s)
+	b.timeout, b.window, b.maxWindow = 100*time.Millisecond, window, window
+	return pool, tp, s, b
+}
+
 // A backfill window that times out is rolled back and done again in
 // halves: nothing is lost, nothing doubled, in either kind of backfill.
 // Only when a single event cannot be delivered in time does the backfill
@@ -142,11 +155,7 @@ func TestBackfillWindowTimeoutHalves(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
 			t.Parallel()
-			pool := pgtest.NewPool(t)
-			tp, s := backfillTopic(t, pool, 60, ordered)
-			holdBigInserts(t, pool, 10)
-			b := newBackfill(s)
-			b.timeout, b.window, b.maxWindow = 100*time.Millisecond, 64, 64
+			pool, tp, s, b := slowBackfill(t, 60, ordered, 10, 64)
 			var (
 				n   int64
 				err error
@@ -170,11 +179,7 @@ func TestBackfillWindowTimeoutHalves(t *testing.T) {
 	}
 	t.Run("stopped", func(t *testing.T) {
 		t.Parallel()
-		pool := pgtest.NewPool(t)
-		_, s := backfillTopic(t, pool, 20, true)
-		holdBigInserts(t, pool, 0)
-		b := newBackfill(s)
-		b.timeout, b.window, b.maxWindow = 100*time.Millisecond, 4, 4
+		pool, _, _, b := slowBackfill(t, 20, true, 0, 4)
 		_, err := runLocked(t, pool, b)
 		require.ErrorIs(t, err, ErrBackfillStopped)
 		require.ErrorIs(t, err, ErrBusy)

@@ -833,22 +833,8 @@ func TestEventReadFromTimeCommitOrder(t *testing.T) {
 	keys := keysFor(2)
 	aPool := e.newNamedPool(2, "publisher-a")
 
-	holder, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(e.ctx) }()
-	var one int
-	require.NoError(t, holder.QueryRow(e.ctx,
-		`SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = 0 FOR UPDATE`, tp.ID).Scan(&one))
-
-	type out struct {
-		res []store.PublishResult
-		err error
-	}
-	aDone := make(chan out, 1)
-	go func() {
-		res, _, err := store.EventPublish(e.ctx, aPool, tp, []store.PublishEvent{eventWithKey("a0", keys[0]), eventWithKey("a1", keys[1])})
-		aDone <- out{res, err}
-	}()
+	holder := e.holdPartition(tp, 0)
+	aDone := publishAsync(e.ctx, aPool, tp, eventWithKey("a0", keys[0]), eventWithKey("a1", keys[1]))
 	e.activityWaitingEventually("publisher-a")
 	b := e.publish(tp, eventWithKey("b1", keys[1]))[0]
 	require.Equal(t, store.PublishResult{ID: "b1", Partition: 1, Offset: 0}, b, "B went first on partition 1")
@@ -872,6 +858,33 @@ func TestEventReadFromTimeCommitOrder(t *testing.T) {
 		}
 		require.Equal(t, want, eventOffsets(got), "from_time %v returns every event at or after it", ts)
 	}
+}
+
+// holdPartition locks partition p of tp's row (FOR UPDATE) in a
+// transaction of its own, as a publish to p does, until the test rolls the
+// returned transaction back (at the latest, at cleanup).
+func (e *env) holdPartition(tp store.Topic, p int) pgx.Tx {
+	e.t.Helper()
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var one int
+	require.NoError(e.t, tx.QueryRow(e.ctx,
+		`SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2 FOR UPDATE`, tp.ID, p).Scan(&one))
+	return tx
+}
+
+// publishedEvents is the outcome of an EventPublish run in a goroutine.
+type publishedEvents struct {
+	res []store.PublishResult
+	err error
+}
+
+func publishAsync(ctx context.Context, pool *pgxpool.Pool, tp store.Topic, events ...store.PublishEvent) <-chan publishedEvents {
+	return inBackground(func(time.Time) publishedEvents {
+		res, _, err := store.EventPublish(ctx, pool, tp, events)
+		return publishedEvents{res, err}
+	})
 }
 
 // receivedEvents is the outcome of an EventRead run in a goroutine.
@@ -1320,25 +1333,9 @@ func TestTopicDeleteMeetsWaitingPublish(t *testing.T) {
 	require.NoError(t, rows.Err())
 	t.Logf("partition rows in physical order: %v", order)
 
-	holder, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(e.ctx) }()
-	var one int
-	require.NoError(t, holder.QueryRow(e.ctx,
-		`SELECT 1 FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = 1 FOR UPDATE`, tp.ID).Scan(&one))
-
-	type out struct {
-		res []store.PublishResult
-		err error
-	}
+	holder := e.holdPartition(tp, 1)
 	xPool := e.newNamedPool(2, "publisher-x")
-	xDone := make(chan out, 1)
-	go func() {
-		res, _, err := store.EventPublish(e.ctx, xPool, tp, []store.PublishEvent{
-			eventWithKey("x0", keys[0]), eventWithKey("x1", keys[1]), eventWithKey("x2", keys[2]),
-		})
-		xDone <- out{res, err}
-	}()
+	xDone := publishAsync(e.ctx, xPool, tp, eventWithKey("x0", keys[0]), eventWithKey("x1", keys[1]), eventWithKey("x2", keys[2]))
 	e.activityWaitingEventually("publisher-x")
 
 	delPool := e.newNamedPool(2, "deleter")

@@ -10,32 +10,14 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/server"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeRefusesWithoutRequiredConfig(t *testing.T) {
 	for _, tc := range []struct {
@@ -82,7 +64,7 @@ func runDev(t *testing.T, dataDir string) (key string) {
 	t.Setenv("FERRY_ADMIN_KEY", "")
 	t.Setenv("FERRY_LOG_LEVEL", "warn")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut ferrytest.LogBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"dev"}, &out, &errOut) }()
 

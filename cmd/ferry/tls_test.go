@@ -62,7 +62,7 @@ func TestServeReloadsCertificateOnSIGHUP(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr ferrytest.LogBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, &bytes.Buffer{}, &stderr) }()
 	var addr string
