@@ -54,7 +54,7 @@ const (
 )
 
 // kindActions lists the actions of each kind (All aside), in API.md's order.
-var kindActions = map[Kind][]Action{
+var kindActions = map[Kind][]Action{ //nolint:gochecknoglobals // a read-only table, read on every permission check
 	Queue:        {Send, Receive, Read, Manage},
 	Topic:        {Publish, Read, Manage},
 	Subscription: {Receive, Read, Manage},
