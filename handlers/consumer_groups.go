@@ -120,6 +120,11 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 		return err
 	}
 	h.Metrics.observeGroup(m.topic, m.group, res.ConsumerGroupRefresh)
+	if res.Created {
+		// A group is created by its first poll; polls are not audited,
+		// its creation is.
+		h.auditRecord(c, string(access.Group)+":"+m.topic+"/"+m.group, "group.create", keyOf(c), http.StatusOK)
+	}
 	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
 	for i, e := range res.Events {
 		out.Events[i] = toEventReply(e)

@@ -178,6 +178,8 @@ func consumerGroupGenerationMoved(ctx context.Context, db DBTX, gid, gen int64) 
 // evictions of members whose session timed out, events skipped because
 // retention removed them before the group read them.
 type ConsumerGroupRefresh struct {
+	// Created: the group did not exist, and this poll created it.
+	Created    bool
 	Rebalanced bool
 	Evicted    int
 	Skipped    int64
@@ -248,10 +250,13 @@ func (r *consumerGroupRefresher) run(ctx context.Context, create *StartPosition)
 		if create == nil {
 			return st, pgx.ErrNoRows
 		}
-		if err := consumerGroupCreate(ctx, r.tx, r.topic, r.name, *create); err != nil {
+		created, err := consumerGroupCreate(ctx, r.tx, r.topic, r.name, *create)
+		if err != nil {
 			return st, err
 		}
-		return r.run(ctx, nil)
+		st, err := r.run(ctx, nil)
+		st.Created = created
+		return st, err
 	}
 	if len(st.parts) < r.topic.Partitions {
 		grew, err := r.grow(ctx, st.id)
@@ -396,26 +401,27 @@ func (r *consumerGroupRefresher) grow(ctx context.Context, gid int64) (bool, err
 }
 
 // consumerGroupCreate creates the group with a row per partition positioned at
-// start (before the first event to read).
-func consumerGroupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start StartPosition) error {
+// start (before the first event to read); created is false when another
+// poll created it first (or the topic is gone).
+func consumerGroupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, start StartPosition) (created bool, err error) {
 	if _, err := tx.Exec(ctx, syncCommit); err != nil {
-		return err
+		return false, err
 	}
 	// The topic's row in key-share mode: a topic delete (which locks it
 	// for update) waits for this creation, and then deletes the group;
 	// or it went first, and the group is not created.
 	var id int64
-	err := tx.QueryRow(ctx, `/* ferry:consumer_group_create */
+	err = tx.QueryRow(ctx, `/* ferry:consumer_group_create */
 		INSERT INTO ferry.consumer_groups (topic_id, name)
 		SELECT id, $2 FROM ferry.topics WHERE id = $1 FOR KEY SHARE
 		ON CONFLICT (topic_id, name) DO NOTHING RETURNING id`, t.ID, name).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Created meanwhile by another poll (which also positioned it),
 		// or the topic is gone: either way the caller reads it again.
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = tx.Exec(ctx, `/* ferry:consumer_group_partitions_create */
 		INSERT INTO ferry.group_partitions (group_id, partition, committed_offset, fetch_offset)
@@ -432,7 +438,7 @@ func consumerGroupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, s
 		) c
 		WHERE tp.topic_id = $2
 		ON CONFLICT DO NOTHING`, id, t.ID, start.Earliest, start.Time)
-	return err
+	return err == nil, err
 }
 
 // consumerGroupRebalance gives every partition the owner assignSticky says, if
