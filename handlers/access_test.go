@@ -328,3 +328,36 @@ func nilIfEmpty(pages [][]string) [][]string {
 	}
 	return pages
 }
+
+// Path spellings (encoded names, empty and extra segments, every method)
+// never give a key of team a a 2xx on team b.
+func TestAccessPathSpellings(t *testing.T) {
+	t.Parallel()
+	k := scoped(t, "a", perm("queue:team-a*", "*"), perm("subscription:team-a/*", "*"), perm("topic:team-a*", "read"), perm("group:team-a/*", "*"))
+	env := ferrytest.Start(t, withKeys(testKeys{"a": k}))
+	env.Do("PUT", "/v1/queues/team-b", `{}`)
+	env.Do("PUT", "/v1/topics/team-b", `{}`)
+	env.Do("PUT", "/v1/topics/team-b/subscriptions/s", `{}`)
+	env.Do("PUT", "/v1/queues/team-a", `{}`)
+	env.Do("PUT", "/v1/topics/team-a", `{}`)
+	for _, p := range []string{
+		"/v1/queues/team-b", "/v1/queues/team-b/", "/v1/queues/team-a%2F..%2Fteam-b", "/v1/queues/team-a/../team-b",
+		"/v1/queues/team-%62", "/v1/queues//", "/v1/queues/", "/v1/topics/team-b/subscriptions/s",
+		"/v1/topics/team-b/subscriptions/", "/v1/topics/team-a/subscriptions/", "/v1/topics/team-a/subscriptions//receive",
+		"/v1/topics/team-a%2Fx/subscriptions/s", "/v1/topics/team-b/subscriptions/s/dead-letters",
+		"/v1/topics/team-b/groups/", "/v1/topics/team-b/events", "/v1/topics/team-b", "/v1/topics/team-b/",
+		"/v1/keys", "/v1/keys/", "/v1/audit", "/v1/audit/", "/v1/topics/team-a/subscriptions/s%2F..%2F..%2Fteam-b",
+	} {
+		for _, m := range []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "DELETE", "PATCH"} {
+			r := rawDo(t, env, m, p, []byte(`{}`), bearer("a"))
+			ok := r.Status >= 200 && r.Status < 300
+			if m == "OPTIONS" && r.Status == http.StatusNoContent {
+				ok = false // Echo's route-level Allow answer: no name, no data
+			}
+			if ok {
+				t.Errorf("%s %s: %d %s", m, p, r.Status, r.Body)
+			}
+		}
+	}
+	require.Equal(t, http.StatusOK, env.Do("GET", "/v1/queues/team-b", nil).Status)
+}

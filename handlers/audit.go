@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,6 +112,10 @@ func (a auditRule) resource(c echo.Context, kind access.Kind, answer *answerCapt
 // auditRecord writes one entry. Its failure is the operator's to hear
 // about (a log line, a metric), never the client's.
 func (h *handler) auditRecord(c echo.Context, resource, action string, key access.Key, status int) {
+	// The resource comes from the raw request path (Echo routes on
+	// RawPath), which may hold bytes that are not UTF-8: PostgreSQL would
+	// refuse the row, and the request would go unrecorded.
+	resource = strings.ToValidUTF8(resource, "\uFFFD")
 	e := store.AuditEntry{KeyName: key.Name, Action: action, Resource: resource, RequestID: requestID(c), Status: status}
 	if id, ok := store.ParseKeyID(key.ID); ok && !key.Admin {
 		e.KeyID = &id

@@ -1,10 +1,13 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -228,4 +231,33 @@ func TestAuditListPages(t *testing.T) {
 	p := requireProblem(t, env.DoWith("GET", "/v1/audit", nil, bearer("ops")), http.StatusForbidden, "forbidden")
 	require.Contains(t, p["detail"], "admin")
 	require.Len(t, auditPage(t, env, "?limit=1000").Entries, 9, "reading the log writes nothing")
+}
+
+// rawRequestLine sends a request whose path is written byte for byte (a
+// Go client would percent-encode it) and returns its status.
+func rawRequestLine(t *testing.T, env *ferrytest.Env, method, path, secret string) int {
+	t.Helper()
+	u, err := url.Parse(env.URL)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nX-Request-Id: probe-utf8\r\nConnection: close\r\n\r\n", method, path, u.Host, secret)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// An audited request whose path holds a byte that is not UTF-8 (Echo
+// routes on the raw path) is recorded all the same: PostgreSQL refused the
+// entry, and a key could keep its requests out of the log.
+func TestAuditRecordsNonUTF8Path(t *testing.T) {
+	t.Parallel()
+	var log ferrytest.LogBuffer
+	env := ferrytest.StartLogging(t, &log)
+	status := rawRequestLine(t, env, "DELETE", "/v1/queues/team-b\xff", ferrytest.AdminKey)
+	t.Logf("status %d", status)
+	require.Equal(t, 1, auditCount(t, env, "probe-utf8"), "the request was not audited; log: %s", log.String())
 }

@@ -3,6 +3,9 @@ package access_test
 import (
 	"context"
 	"errors"
+	"math/rand"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -343,3 +346,26 @@ func TestResolvers(t *testing.T) {
 type resolverFunc func(string) (access.Key, error)
 
 func (f resolverFunc) Resolve(_ context.Context, s string) (access.Key, error) { return f(s) }
+
+func TestMatchAgainstRegexp(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewSource(1))
+	alpha := "ab*."
+	for i := 0; i < 200000; i++ {
+		var g, n strings.Builder
+		for j := r.Intn(7); j > 0; j-- {
+			g.WriteByte(alpha[r.Intn(len(alpha))])
+		}
+		for j := r.Intn(8); j > 0; j-- {
+			n.WriteByte("ab."[r.Intn(3)])
+		}
+		parts := strings.Split(g.String(), "*")
+		for k := range parts {
+			parts[k] = regexp.QuoteMeta(parts[k])
+		}
+		re := regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
+		if got, want := access.Match(g.String(), n.String()), re.MatchString(n.String()); got != want {
+			t.Fatalf("Match(%q, %q) = %v, want %v", g.String(), n.String(), got, want)
+		}
+	}
+}
