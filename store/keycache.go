@@ -15,15 +15,17 @@ import (
 // most KeyCacheTTL; every entry is dropped when any instance deletes a
 // key (KeyDelete's NOTIFY of KeysWakeKey, heard through the Notifier) and
 // whenever the Notifier (re)starts listening, since a delete may have
-// gone unheard meanwhile. So a deleted key is refused by every listening
-// instance within the NOTIFY's delivery (milliseconds), and by any
-// instance within KeyCacheTTL. Uses are recorded in memory and written
+// gone unheard meanwhile; while the Notifier is not listening, the cache
+// is not used at all (every request reads its key). So a deleted key is
+// refused by every instance within the NOTIFY's delivery (milliseconds).
+// KeyCacheTTL bounds an entry's life besides. Uses are recorded in memory and written
 // by Flush (KeyTouch: at most once a minute per key).
 //
 // T is the key as its user needs it (internal/access parses the
 // permissions once, when the key is loaded).
 type KeyCache[T any] struct {
 	pool   *pgxpool.Pool
+	n      *Notifier
 	hasher *KeyHasher
 	load   func(APIKey) (T, error)
 	ttl    time.Duration
@@ -50,13 +52,14 @@ var ErrKeyExpired = errors.New("api key expired")
 
 // NewKeyCache makes the cache of pool's keys; load turns a stored key
 // into T (an error refuses the key). With a Notifier, it forgets every
-// key when one is deleted anywhere.
+// key when one is deleted anywhere, and is bypassed while the Notifier
+// does not listen; without one (tests), entries live KeyCacheTTL.
 func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, load func(APIKey) (T, error)) (*KeyCache[T], error) {
 	h, err := NewKeyHasher(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	c := &KeyCache[T]{pool: pool, hasher: h, load: load, ttl: KeyCacheTTL,
+	c := &KeyCache[T]{pool: pool, n: n, hasher: h, load: load, ttl: KeyCacheTTL,
 		entries: map[string]keyEntry[T]{}, used: map[int64]bool{}}
 	if n != nil {
 		n.OnNotify(func(ids []int64) {
@@ -67,6 +70,10 @@ func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, lo
 	}
 	return c, nil
 }
+
+// trusted reports whether a key's delete would be heard now: always
+// without a Notifier, else while it listens.
+func (c *KeyCache[T]) trusted() bool { return c.n == nil || c.n.Listening() }
 
 // Forget drops every cached key.
 func (c *KeyCache[T]) Forget() {
@@ -90,7 +97,7 @@ func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 	e, ok := c.entries[hash]
 	gen := c.gen
 	c.mu.Unlock()
-	if !ok || now.Sub(e.loadedAt) > c.ttl {
+	if !ok || now.Sub(e.loadedAt) > c.ttl || !c.trusted() {
 		k, err := KeyLookup(ctx, c.pool, []byte(hash))
 		if err != nil {
 			return zero, err
@@ -101,7 +108,9 @@ func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 		}
 		e = keyEntry[T]{id: k.ID, key: t, expires: k.ExpiresAt, loadedAt: now}
 		c.mu.Lock()
-		if c.gen == gen { // not forgotten meanwhile: the row read may be gone
+		// Not forgotten meanwhile (the row read may be gone), and heard
+		// of if it goes from now on.
+		if c.gen == gen && c.trusted() {
 			c.entries[hash] = e
 		}
 		c.mu.Unlock()

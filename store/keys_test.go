@@ -387,3 +387,44 @@ func TestKeyCacheFlushRecordsUses(t *testing.T) {
 	require.Nil(t, k.LastUsedAt)
 	require.NoError(t, c.Flush(e.ctx), "nothing to write")
 }
+
+// While its Notifier does not listen, a cache cannot hear deletes, so it
+// is not used: every request reads its key. While it listens, a key is
+// answered from memory.
+func TestKeyCacheBypassedWhileNotListening(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.newPool(4)
+	n := store.NewNotifier(pool, 0, slog.New(slog.DiscardHandler))
+	c, err := store.NewKeyCache(e.ctx, pool, n, cachedKey)
+	require.NoError(t, err)
+	gone := func(k store.APIKey) {
+		_, err := e.pool.Exec(e.ctx, `DELETE FROM ferry.api_keys WHERE id = $1`, k.ID) // no NOTIFY
+		require.NoError(t, err)
+	}
+
+	k, secret := createKey(t, e, "before", nil)
+	_, err = c.Resolve(e.ctx, secret)
+	require.NoError(t, err)
+	gone(k)
+	_, err = c.Resolve(e.ctx, secret)
+	require.ErrorIs(t, err, store.ErrNotFound, "never listened: read from the database")
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, n.Listening, 20*time.Second, time.Millisecond)
+	k, secret = createKey(t, e, "while", nil)
+	_, err = c.Resolve(e.ctx, secret)
+	require.NoError(t, err)
+	gone(k)
+	_, err = c.Resolve(e.ctx, secret)
+	require.NoError(t, err, "listening: answered from memory")
+
+	cancel()
+	<-done
+	require.False(t, n.Listening())
+	_, err = c.Resolve(e.ctx, secret)
+	require.ErrorIs(t, err, store.ErrNotFound, "the listener is gone: read from the database again")
+}

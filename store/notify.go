@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,8 @@ type Notifier struct {
 
 	heard   []func(ids []int64) // see OnNotify
 	claimed func(ids []int64)   // see OnClaimable
+
+	listening atomic.Bool // see Listening
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
@@ -98,6 +101,11 @@ func (n *Notifier) wake(ids []int64) {
 // given is called, in the order given; they run on the listener's
 // goroutine and must not block. Set them before Run.
 func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = append(n.heard, fn) }
+
+// Listening reports whether the listener connection is up now, so that
+// every NOTIFY from here on is heard (what a cache invalidated by NOTIFY
+// may trust only meanwhile).
+func (n *Notifier) Listening() bool { return n.listening.Load() }
 
 // tell calls every OnNotify function with ids.
 func (n *Notifier) tell(ids []int64) {
@@ -209,6 +217,8 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	}
 	n.wake(nil) // anything sent while we were not listening
 	n.tell(nil)
+	n.listening.Store(true)
+	defer n.listening.Store(false)
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
