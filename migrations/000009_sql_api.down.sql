@@ -8,15 +8,36 @@
 
 -- ==== common ================================================================
 
--- Fold the per-transaction counter rows into the base slots first: the
--- previous release would still count them (it sums every slot of a
--- queue), but nothing would fold them any more.
-SELECT ferry.queue_counts_fold(2147483647);
-DROP FUNCTION IF EXISTS ferry.queue_counts_fold(integer);
-DROP INDEX IF EXISTS ferry.queue_counts_transaction_idx;
+-- The counter triggers as 000001 made them.
+CREATE OR REPLACE FUNCTION ferry.messages_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages)
+        SELECT queue_id, ferry.count_slot(), count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET messages = c.messages + excluded.messages;
+    ELSE
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages)
+        SELECT queue_id, ferry.count_slot(), -count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET messages = c.messages + excluded.messages;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION ferry.dead_letters_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, dead_letters)
+        SELECT queue_id, ferry.count_slot(), count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET dead_letters = c.dead_letters + excluded.dead_letters;
+    ELSE
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, dead_letters)
+        SELECT queue_id, ferry.count_slot(), -count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET dead_letters = c.dead_letters + excluded.dead_letters;
+    END IF;
+    RETURN NULL;
+END $$;
+DROP TABLE IF EXISTS ferry.queue_count_deltas;
+DROP FUNCTION IF EXISTS ferry.queue_count_deltas_apply();
 DROP FUNCTION IF EXISTS ferry.counts_per_transaction();
-CREATE OR REPLACE FUNCTION ferry.count_slot() RETURNS integer LANGUAGE sql STABLE AS
-$$ SELECT pg_backend_pid() % 64 $$;
 DROP TABLE IF EXISTS ferry.sql_limits;
 DROP FUNCTION IF EXISTS ferry.raise(integer, text, text);
 REVOKE USAGE ON SCHEMA ferry FROM ferry_producer, ferry_consumer;

@@ -52,50 +52,81 @@ CREATE TABLE ferry.sql_limits (
 INSERT INTO ferry.sql_limits DEFAULT VALUES;
 
 -- Depth counters in a caller's transaction. The triggers of migration
--- 000001 add to the queue_counts row of the slot of the writing backend
+-- 000001 add to the queue_counts row of the writing backend's slot
 -- (pg_backend_pid() % 64) and hold its lock to commit: fine for Ferry's own
 -- short transactions, but an application's transaction that sent or acked
 -- through the SQL API would stall, until it ends, every REST write to the
--- queue from a backend with the same slot. A SQL API function calls
--- ferry.counts_per_transaction() first: for the rest of the transaction its
--- counters go to a row of their own (slot 64 and up, from the transaction
--- id), which no other transaction writes; the maintenance sweep folds such
--- rows back into the 64 base slots (ferry.queue_counts_fold). Sums over a
--- queue's slots (stats, max_depth, orphans) count them all the same.
-CREATE OR REPLACE FUNCTION ferry.count_slot() RETURNS integer LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN current_setting('ferry.counts', true) = 'transaction'
-        THEN 64 + (txid_current() % 2147483583)::integer
-        ELSE pg_backend_pid() % 64 END
-$$;
-
+-- queue from a backend with the same slot. So a SQL API function calls
+-- ferry.counts_per_transaction() before it writes: for the rest of the
+-- transaction the triggers record their changes in
+-- ferry.queue_count_deltas instead, which nobody else writes, and a
+-- deferred trigger adds them up into the slots when the transaction
+-- commits: the slot is locked from then to the end of the commit only,
+-- as a REST write's is. (A caller that runs SET CONSTRAINTS ALL IMMEDIATE
+-- applies them at once, and holds the slot from then on.)
 CREATE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
     SELECT set_config('ferry.counts', 'transaction', true)
 $$;
 
-CREATE INDEX queue_counts_transaction_idx ON ferry.queue_counts (queue_id, slot) WHERE slot >= 64;
+-- Unlogged: a row lives only inside its transaction (the deferred trigger
+-- deletes it before the commit), so there is nothing to recover.
+CREATE UNLOGGED TABLE ferry.queue_count_deltas (
+    xact         xid8   NOT NULL DEFAULT pg_current_xact_id(),
+    queue_id     bigint NOT NULL,
+    messages     bigint NOT NULL DEFAULT 0,
+    dead_letters bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX queue_count_deltas_xact_idx ON ferry.queue_count_deltas (xact);
 
--- Folds up to lim committed per-transaction rows into the base slots, and
--- returns how many it folded. With none it writes nothing.
-CREATE FUNCTION ferry.queue_counts_fold(lim integer) RETURNS bigint LANGUAGE sql AS $$
-    /* ferry:queue_counts_fold */
-    WITH victims AS MATERIALIZED (
-        SELECT ctid FROM ferry.queue_counts WHERE slot >= 64
-        ORDER BY queue_id, slot LIMIT lim
-        FOR UPDATE SKIP LOCKED
-    ),
-    moved AS (
-        DELETE FROM ferry.queue_counts c USING victims v WHERE c.ctid = v.ctid
-        RETURNING c.queue_id, c.slot, c.messages, c.dead_letters
-    ),
-    folded AS (
-        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
-        SELECT queue_id, slot % 64, sum(messages), sum(dead_letters)
-        FROM moved GROUP BY queue_id, slot % 64 ORDER BY queue_id, slot % 64
-        ON CONFLICT (queue_id, slot) DO UPDATE
-            SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters
+-- At commit: every delta of the transaction, summed per queue, into its
+-- slot, in queue order (the lock order of every counter write). The
+-- first of the transaction's delta rows to fire does it all; the others
+-- find nothing left.
+CREATE FUNCTION ferry.queue_count_deltas_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH d AS (
+        DELETE FROM ferry.queue_count_deltas WHERE xact = pg_current_xact_id()
+        RETURNING queue_id, messages, dead_letters
     )
-    SELECT count(*) FROM moved
-$$;
+    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
+    SELECT queue_id, pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+    FROM d GROUP BY queue_id ORDER BY queue_id
+    ON CONFLICT (queue_id, slot) DO UPDATE
+        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER queue_count_deltas_at_commit AFTER INSERT ON ferry.queue_count_deltas
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ferry.queue_count_deltas_apply();
+
+CREATE OR REPLACE FUNCTION ferry.messages_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+BEGIN
+    IF current_setting('ferry.counts', true) = 'transaction' THEN
+        INSERT INTO ferry.queue_count_deltas (queue_id, messages)
+        SELECT queue_id, sign * count(*) FROM changed GROUP BY queue_id;
+    ELSE
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages)
+        SELECT queue_id, ferry.count_slot(), sign * count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET messages = c.messages + excluded.messages;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ferry.dead_letters_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+BEGIN
+    IF current_setting('ferry.counts', true) = 'transaction' THEN
+        INSERT INTO ferry.queue_count_deltas (queue_id, dead_letters)
+        SELECT queue_id, sign * count(*) FROM changed GROUP BY queue_id;
+    ELSE
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, dead_letters)
+        SELECT queue_id, ferry.count_slot(), sign * count(*) FROM changed GROUP BY queue_id ORDER BY queue_id
+        ON CONFLICT (queue_id, slot) DO UPDATE SET dead_letters = c.dead_letters + excluded.dead_letters;
+    END IF;
+    RETURN NULL;
+END $$;
 
 -- ==== consumers =============================================================
 

@@ -198,6 +198,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}()
 
+	// The SQL API applies the REST request limits.
+	if err := store.SQLLimitsSet(ctx, pool, cfg.MaxBodyBytes, cfg.MaxBatch); err != nil {
+		return nil, fmt.Errorf("sql api limits: %w", err)
+	}
+
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
 	// The key cache forgets deleted keys through the Notifier: made

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The SQL API (API.md § SQL API) is a set of functions in schema ferry,
+// made by migration 000009, that applications call inside their own
+// transactions. What they share with REST lives here and in that
+// migration's common section: the request limits they apply, and the
+// depth counters of a caller's transaction (ferry.counts_per_transaction:
+// counted at its commit, so that a transaction held open after a SQL send
+// or ack locks no counter row that REST writers need).
+
+// SQLLimitsSet makes the SQL API apply the REST request limits: the
+// largest body (with attributes) of one message or event, and the most
+// items of one batch. It writes only when they differ from what the
+// database has (a restart with the same configuration writes nothing).
+// With several instances the last one started sets them: configure them
+// alike.
+func SQLLimitsSet(ctx context.Context, db DBTX, maxBodyBytes, maxBatch int) error {
+	_, err := db.Exec(ctx, `/* ferry:sql_limits_set */
+		UPDATE ferry.sql_limits SET max_body_bytes = $1, max_batch = $2
+		WHERE (max_body_bytes, max_batch) IS DISTINCT FROM ($1::integer, $2::integer)`, maxBodyBytes, maxBatch)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		// A schema older than 000009 (FERRY_SKIP_MIGRATIONS): no SQL
+		// API to configure.
+		return nil
+	}
+	return interpretError("sql limits", err)
+}
+
+// SQLLimits reads the limits the SQL API applies.
+func SQLLimits(ctx context.Context, db DBTX) (maxBodyBytes, maxBatch int, err error) {
+	err = db.QueryRow(ctx, `/* ferry:sql_limits */ SELECT max_body_bytes, max_batch FROM ferry.sql_limits`).
+		Scan(&maxBodyBytes, &maxBatch)
+	return maxBodyBytes, maxBatch, interpretError("sql limits", err)
+}
