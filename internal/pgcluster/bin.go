@@ -19,6 +19,10 @@ var ErrNotInstalled = errors.New("PostgreSQL is not installed")
 // version, with the server binaries in VERSION/bin, off PATH.
 const debianRoot = "/usr/lib/postgresql"
 
+// BinDir returns the directory of the machine's PostgreSQL binaries (the
+// one Start uses: initdb, pg_ctl, and psql beside them).
+func BinDir() (string, error) { return findBinDir(os.Getenv("PATH"), debianRoot) }
+
 // findBinDir returns the directory holding initdb and pg_ctl. pathEnv is a
 // PATH value and root is the Debian-style version directory; both are
 // parameters so the search can be tested.
