@@ -276,7 +276,16 @@ func (p *planProbe) check(op string, b workBound) int {
 				worst = n
 			}
 		})
-		if worst.rowsTouched() > b.rows() || s.Plan.buffers() > b.buffers() {
+		buffers := s.Plan.buffers()
+		if isEngineCall(s) {
+			// A call of one of the engine's functions (ferry.message_ack,
+			// ...): its buffers are the sum of its statements' and the
+			// function's own first-call lookups, and each of its
+			// statements was reported (and is checked) on its own.
+			require.Greater(p.t, len(plans), 1, "%s: %s: the probe saw none of the function's statements", op, name)
+			buffers = 0
+		}
+		if worst.rowsTouched() > b.rows() || buffers > b.buffers() {
 			plan, _ := json.MarshalIndent(s.Plan, "", "  ")
 			p.t.Fatalf("%s: statement %s did work out of proportion to its batch of %d:\n"+
 				"  node %s touched %.0f rows (bound %.0f); the statement touched %.0f buffers (bound %.0f)\n"+
@@ -286,6 +295,17 @@ func (p *planProbe) check(op string, b workBound) int {
 		}
 	}
 	return len(plans)
+}
+
+// engineCall matches a statement that only calls a function of the claim
+// engine (migration 000009), as the store runs them.
+var engineCall = regexp.MustCompile(`^/\* ferry:[a-z0-9_]+ \*/ SELECT (\* FROM )?ferry\.message_[a-z_]+\(`)
+
+// isEngineCall is whether s is such a call: a leaf plan of the function
+// call and nothing else.
+func isEngineCall(s plannedStatement) bool {
+	return engineCall.MatchString(s.Query) && len(s.Plan.Plans) == 0 &&
+		(s.Plan.NodeType == "Function Scan" || s.Plan.NodeType == "Result")
 }
 
 // planCase is one hot operation under attack, run under every history.
