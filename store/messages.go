@@ -155,11 +155,11 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // the claim index first), so an idle worker's poll writes nothing. One
 // statement, one round trip, no transaction around it.
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
-	var owner *string
+	sql, owner := claimStatement, (*string)(nil)
 	if p.leaseOwner != "" {
-		owner = &p.leaseOwner
+		sql, owner = fencedClaimStatement, &p.leaseOwner
 	}
-	rows, err := db.Query(ctx, claimStatement, p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds(), owner)
+	rows, err := db.Query(ctx, sql, p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds(), owner)
 	if err != nil {
 		return nil, nil, interpretError("message claim", err)
 	}
@@ -217,10 +217,13 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 }
 
 // claimStatement is messageClaimOnce's statement: $1 queue, $2 limit,
-// $3 max_receives, $4 visibility timeout (ms), $5 the push lease's owner
-// or NULL. Its tag is the claim's, which operators and tests look for in
-// pg_stat_activity.
+// $3 max_receives, $4 visibility timeout (ms), $5 NULL. Its tag is the
+// claim's, which operators and tests look for in pg_stat_activity.
 const claimStatement = `/* ferry:message_claim */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
+
+// fencedClaimStatement is claimStatement fenced by the push lease of
+// owner $5 (see messageClaimOnce): the same function, tagged apart.
+const fencedClaimStatement = `/* ferry:message_claim_fenced */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
 
 // The statements of ferry.message_dead_letter, message_ack, message_nack
 // and message_extend (migration 000009; the REST API and the SQL API both
