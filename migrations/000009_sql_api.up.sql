@@ -115,9 +115,14 @@ $$;
 -- The group locks of the given live messages of a queue, in key order:
 -- taken before any statement that removes a group head, so that group
 -- locks are always taken before row locks.
+-- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
+-- at every call.)
 CREATE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS bigint
-    LANGUAGE sql AS $$
-    SELECT /* ferry:message_group_lock */ count(pg_advisory_xact_lock(k)) FROM (
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    SELECT /* ferry:message_group_lock */ count(pg_advisory_xact_lock(k)) INTO v_n FROM (
         SELECT DISTINCT ferry.group_lock_key(p_queue, m.grp) AS k
         FROM unnest(p_ids) AS r(id)
         CROSS JOIN LATERAL (
@@ -125,8 +130,9 @@ CREATE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS
         ) m
         WHERE m.grp IS NOT NULL
         ORDER BY k
-    ) locks
-$$;
+    ) locks;
+    RETURN v_n;
+END $$;
 REVOKE ALL ON FUNCTION ferry.message_group_lock(bigint, bigint[]) FROM PUBLIC;
 
 -- One claim pass (store.messageClaimOnce): leases up to p_limit visible
@@ -527,9 +533,12 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- does without wait_seconds (it never waits), dead-lettering what has had
 -- its max_receives in up to three passes (store.MessageClaim). The leases
 -- are the rows' locks too until the caller commits: another consumer
--- never gets them meanwhile, even after visible_at. For a subscription,
--- id is the event id, body the event object (the shape of GET .../events)
--- and attributes the event's.
+-- never gets them meanwhile, even after visible_at. Dead-lettering takes
+-- the group locks of the exhausted messages' groups, held until the
+-- caller commits: a send to such a group waits for that commit. A push
+-- queue or subscription can be received from, as over REST. For a
+-- subscription, id is the event id, body the event object (the shape of
+-- GET .../events) and attributes the event's.
 CREATE FUNCTION ferry.receive(target text, max_messages integer DEFAULT 1, visibility_timeout_seconds integer DEFAULT NULL)
     RETURNS TABLE(id text, body jsonb, attributes jsonb, "group" text, dedup_id text, receipt text,
         receive_count integer, sent_at timestamptz)
