@@ -359,3 +359,32 @@ func (c *killedConsumer) terminate(pid uint32) {
 		return !alive
 	})
 }
+
+// TestSQLConsumePushTarget: a push queue can be received from, over REST
+// and through ferry.receive alike (the pull consumer competes with push
+// delivery), and a receive never waits: an empty answer comes at once.
+func TestSQLConsumePushTarget(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, allowPrivatePush)
+	// The receiver holds every delivery until the test ends: push keeps
+	// one message in flight, the others are there to pull.
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, h hookRequest) {
+		<-h.done
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	putQueue(t, env, "pushed", map[string]any{"push": map[string]any{"url": rc.url(), "max_in_flight": 1, "timeout_seconds": 30}})
+	send(t, env, "pushed", msg(1), msg(2), msg(3), msg(4), msg(5))
+	ferrytest.WaitFor(t, waitFor, "push to take one message", func() bool { return len(rc.requests()) == 1 })
+	rest, sql := restFace{t, env}, sqlFace{t, sqlPool(t, env)}
+	for _, f := range []consumerFace{rest, sql} {
+		got, e := f.receive("pushed", ip(2), nil)
+		require.Nil(t, e)
+		require.Len(t, got, 2)
+	}
+	putQueue(t, env, "empty", nil)
+	start := time.Now()
+	got, e := sql.receive("empty", ip(10), nil)
+	require.Nil(t, e)
+	require.Empty(t, got)
+	require.Less(t, time.Since(start), 100*time.Millisecond, "ferry.receive does not wait")
+}
