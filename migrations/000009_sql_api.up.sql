@@ -427,11 +427,17 @@ CREATE FUNCTION ferry.receipt_encode(p_id bigint, p_token bigint) RETURNS text
 $$;
 REVOKE ALL ON FUNCTION ferry.receipt_encode(bigint, bigint) FROM PUBLIC;
 
-CREATE FUNCTION ferry.receipt_decode(p_receipt text, OUT id bigint, OUT token bigint)
+-- (A set-returning SQL function, none for a malformed receipt, so that
+-- the planner inlines it where it is used.)
+CREATE FUNCTION ferry.receipt_decode(p_receipt text) RETURNS TABLE(id bigint, token bigint)
     LANGUAGE sql IMMUTABLE AS $$
     SELECT ('x' || encode(substr(d.b, 1, 8), 'hex'))::bit(64)::bigint, ('x' || encode(substr(d.b, 9, 8), 'hex'))::bit(64)::bigint
-    FROM (SELECT decode(translate(p_receipt, '-_', '+/') || '==', 'base64') AS b) d
-    WHERE p_receipt ~ '^[A-Za-z0-9_-]{21}[AQgw]$' COLLATE "C"
+    FROM (
+        -- CASE: decode() must never see what the pattern refuses.
+        SELECT CASE WHEN p_receipt ~ '^[A-Za-z0-9_-]{21}[AQgw]$' COLLATE "C"
+            THEN decode(translate(p_receipt, '-_', '+/') || '==', 'base64') END AS b
+    ) d
+    WHERE d.b IS NOT NULL
 $$;
 REVOKE ALL ON FUNCTION ferry.receipt_decode(text) FROM PUBLIC;
 

@@ -279,9 +279,10 @@ func (p *planProbe) check(op string, b workBound) int {
 		buffers := s.Plan.buffers()
 		if isEngineCall(s) {
 			// A call of one of the engine's functions (ferry.message_ack,
-			// ...): its buffers are the sum of its statements' and the
-			// function's own first-call lookups, and each of its
-			// statements was reported (and is checked) on its own.
+			// ferry.receive, ...): its buffers are the sum of its
+			// statements' and the function's own first-call lookups, and
+			// each of its statements was reported (and is checked) on its
+			// own.
 			require.Greater(p.t, len(plans), 1, "%s: %s: the probe saw none of the function's statements", op, name)
 			buffers = 0
 		}
@@ -297,15 +298,25 @@ func (p *planProbe) check(op string, b workBound) int {
 	return len(plans)
 }
 
-// engineCall matches a statement that only calls a function of the claim
-// engine (migration 000009), as the store runs them.
-var engineCall = regexp.MustCompile(`^/\* ferry:[a-z0-9_]+ \*/ SELECT (\* FROM )?ferry\.message_[a-z_]+\(`)
+// engineCall matches a statement that calls a function of the claim
+// engine or of the SQL API's consumers (migration 000009).
+var engineCall = regexp.MustCompile(`\bferry\.(message_[a-z_]+|receive|ack|nack|extend)\(`)
 
-// isEngineCall is whether s is such a call: a leaf plan of the function
-// call and nothing else.
+// isEngineCall is whether s only calls such a function: its plan has no
+// node but the function call and what handles the rows it returns.
 func isEngineCall(s plannedStatement) bool {
-	return engineCall.MatchString(s.Query) && len(s.Plan.Plans) == 0 &&
-		(s.Plan.NodeType == "Function Scan" || s.Plan.NodeType == "Result")
+	if !engineCall.MatchString(s.Query) {
+		return false
+	}
+	only := true
+	s.Plan.walk(func(n planNode) {
+		switch n.NodeType {
+		case "Function Scan", "Result", "Sort", "Aggregate", "Limit", "Subquery Scan", "ProjectSet":
+		default:
+			only = false
+		}
+	})
+	return only
 }
 
 // planCase is one hot operation under attack, run under every history.
