@@ -541,7 +541,11 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- are the rows' locks too until the caller commits: another consumer
 -- never gets them meanwhile, even after visible_at. Dead-lettering takes
 -- the group locks of the exhausted messages' groups, held until the
--- caller commits: a send to such a group waits for that commit. A push
+-- caller commits: a send to such a group waits for that commit. (The
+-- claim locked those messages first, so here, unlike in the store's
+-- autocommit passes, a row lock comes before a group lock: a concurrent
+-- dead-lettering of the same message can end in a deadlock error, which
+-- the database reports and which is retried like any other.) A push
 -- queue or subscription can be received from, as over REST. For a
 -- subscription, id is the event id, body the event object (the shape of
 -- GET .../events) and attributes the event's.
