@@ -545,7 +545,7 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- claim locked those messages first, so here, unlike in the store's
 -- autocommit passes, a row lock comes before a group lock: a concurrent
 -- dead-lettering of the same message can end in a deadlock error, which
--- the database reports and which is retried like any other.) A push
+-- reaches the caller like any deadlock: retry the transaction.) A push
 -- queue or subscription can be received from, as over REST. For a
 -- subscription, id is the event id, body the event object (the shape of
 -- GET .../events) and attributes the event's.

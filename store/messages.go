@@ -263,7 +263,9 @@ const lockGroupsNamed = `/* ferry:message_group_lock_named */
 // from a constant, so that no estimate of the queue's size makes walking
 // the queue (or the group) look cheaper than those probes. The caller
 // holds the groups' locks, so the waiting rows found cannot change before
-// the UPDATE finds them by ctid.
+// the UPDATE finds them by ctid. The store's deletes (deleteset.go) use it
+// here; the engine's functions of migration 000009 (ack, nack, dead
+// letter) carry the same text, which TestSQLEnginePromotesAsStore checks.
 const promoteAfter = `
 	promoted AS (
 		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
