@@ -360,7 +360,7 @@ func TestSettleWakesLongPoll(t *testing.T) {
 			since := dbNow(t, dbURL)
 			done := make(chan asyncResult, 1)
 			go func() { done <- doAsync(env, "POST", path, map[string]any{"wait_seconds": 10, "max_messages": 10}) }()
-			if !parkedWithin(t, dbURL, "ferry-wake", since, `%receive_count >= $3 AS exhausted%`, 2*time.Second) {
+			if !parkedWithin(t, dbURL, "ferry-wake", since, `%ferry:message_claim%`, 2*time.Second) {
 				require.Less(t, attempt, 3, "the receive's claim was never seen parked")
 				<-done
 				continue

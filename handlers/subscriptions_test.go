@@ -1202,7 +1202,7 @@ func TestSubscriptionLongPoll(t *testing.T) {
 	putSub(t, a, "lp", "s", map[string]any{"filter": map[string]any{"types": []string{"wake"}}}, http.StatusCreated)
 
 	for round, publisher := range []*ferrytest.Env{a, b} {
-		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%receive_count >= $3 AS exhausted%`, func() asyncResult {
+		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%ferry:message_claim%`, func() asyncResult {
 			return doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 5, "max_messages": 10})
 		})
 		// An event the filter drops neither answers nor ends the wait.

@@ -6,6 +6,24 @@
 
 -- ==== consumers =============================================================
 
+DROP FUNCTION IF EXISTS ferry.extend(text, text[], integer);
+DROP FUNCTION IF EXISTS ferry.nack(text, text[], jsonb);
+DROP FUNCTION IF EXISTS ferry.consumer_nack_options(jsonb);
+DROP FUNCTION IF EXISTS ferry.ack(text, text[]);
+DROP FUNCTION IF EXISTS ferry.receive(text, integer, integer);
+DROP FUNCTION IF EXISTS ferry.consumer_results(text[], bigint[], bigint[], bigint[], bigint[]);
+DROP FUNCTION IF EXISTS ferry.consumer_receipts(text[]);
+DROP FUNCTION IF EXISTS ferry.consumer_target(text, boolean);
+DROP FUNCTION IF EXISTS ferry.consumer_invalid(text[]);
+DROP FUNCTION IF EXISTS ferry.receipt_decode(text);
+DROP FUNCTION IF EXISTS ferry.receipt_encode(bigint, bigint);
+DROP FUNCTION IF EXISTS ferry.message_extend(bigint, bigint[], bigint[], bigint);
+DROP FUNCTION IF EXISTS ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer);
+DROP FUNCTION IF EXISTS ferry.message_ack(bigint, bigint[], bigint[], boolean);
+DROP FUNCTION IF EXISTS ferry.message_dead_letter(bigint, bigint[], integer);
+DROP FUNCTION IF EXISTS ferry.message_claim(bigint, integer, integer, bigint, uuid);
+DROP FUNCTION IF EXISTS ferry.message_group_lock(bigint, bigint[]);
+
 -- ==== common ================================================================
 
 -- The counter triggers as 000001 made them.

@@ -130,6 +130,660 @@ END $$;
 
 -- ==== consumers =============================================================
 
+-- The claim engine: the statements that claim, dead-letter, ack, nack and
+-- extend, one text each. The REST API (store/messages.go) and push
+-- delivery call these functions, and so do ferry.receive, ferry.ack,
+-- ferry.nack and ferry.extend below: both faces run the same statements.
+-- Their shapes keep them O(batch) whatever plan PostgreSQL chooses
+-- (DESIGN.md invariant 11; store/messages.go explains each one; the plan
+-- tests store/plans_queue_test.go call them through the Go store), and a
+-- PL/pgSQL statement may get a generic plan after five calls. The time
+-- a statement compares leases with is the clock at the call, not now():
+-- in an application's transaction now() is when the transaction began.
+-- Not granted to anyone: only Ferry (the owner) and the definer functions
+-- call them.
+
+-- The group locks of the given live messages of a queue, in key order:
+-- taken before any statement that removes a group head, so that group
+-- locks are always taken before row locks.
+-- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
+-- at every call.)
+CREATE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    SELECT /* ferry:message_group_lock */ count(pg_advisory_xact_lock(k)) INTO v_n FROM (
+        SELECT DISTINCT ferry.group_lock_key(p_queue, m.grp) AS k
+        FROM unnest(p_ids) AS r(id)
+        CROSS JOIN LATERAL (
+            SELECT x.grp FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+        ) m
+        WHERE m.grp IS NOT NULL
+        ORDER BY k
+    ) locks;
+    RETURN v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_group_lock(bigint, bigint[]) FROM PUBLIC;
+
+-- One claim pass (store.messageClaimOnce): leases up to p_limit visible
+-- messages of the queue, and returns as exhausted (o_exhausted, o_id only)
+-- the candidates whose receive_count reached p_max_receives. With
+-- p_owner, the claim is fenced by that owner's push lease
+-- (store.PushLeaseClaim), and a lost lease is one row of NULLs.
+CREATE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        p_owner uuid DEFAULT NULL)
+    RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
+        o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    IF p_owner IS NULL THEN
+        RETURN QUERY WITH /* ferry:message_claim */ candidate AS (
+                SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+                FROM ferry.messages m
+                WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at
+                ORDER BY m.visible_at, m.id
+                LIMIT p_limit
+                FOR UPDATE SKIP LOCKED
+            ),
+            claimed AS (
+                UPDATE ferry.messages m SET
+                    visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                    receive_count = m.receive_count + 1,
+                    claim_token = (random() * 9007199254740991)::bigint
+                FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+                RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
+            )
+            SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
+                cl.receive_count, cl.sent_at FROM claimed cl
+            UNION ALL
+            SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted;
+        RETURN;
+    END IF;
+    -- Fenced: the lease is share-locked only when a message is claimable
+    -- (head: one probe of the claim index), before any message is locked;
+    -- with nothing to claim it is only read (live), so an idle worker's
+    -- poll writes nothing. Lost: the lease is neither locked nor live.
+    RETURN QUERY WITH /* ferry:message_claim_fenced */ head AS MATERIALIZED (
+            SELECT 1 FROM ferry.messages h
+            WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at <= v_at
+            ORDER BY h.visible_at, h.id
+            LIMIT 1
+        ),
+        lease AS MATERIALIZED (
+            SELECT 1 FROM ferry.push_leases l
+            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
+            FOR SHARE
+        ),
+        live AS MATERIALIZED (
+            SELECT 1 FROM ferry.push_leases l
+            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
+        ),
+        candidate AS (
+            SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+            FROM ferry.messages m
+            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
+            ORDER BY m.visible_at, m.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ),
+        claimed AS (
+            UPDATE ferry.messages m SET
+                visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                receive_count = m.receive_count + 1,
+                claim_token = (random() * 9007199254740991)::bigint
+            FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+            RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
+        )
+        SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
+            cl.receive_count, cl.sent_at FROM claimed cl
+        UNION ALL
+        SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live);
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_claim(bigint, integer, integer, bigint, uuid) FROM PUBLIC;
+
+-- Moves the given messages to the dead letters if they are still
+-- exhausted (available, received at least p_max_receives times: checked
+-- again under the lock), promoting the next message of their groups;
+-- returns how many it moved (store.messageDeadLetter).
+CREATE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+    v_n bigint;
+BEGIN
+    PERFORM ferry.message_group_lock(p_queue, p_ids);
+    WITH /* ferry:message_dead_letter */ target AS MATERIALIZED (
+        SELECT m.queue_id, m.id FROM unnest(p_ids) AS r(id)
+        CROSS JOIN LATERAL (
+            SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+        ) m
+        LIMIT cardinality(p_ids)
+    ),
+    gone AS (
+        DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
+            AND NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives
+        RETURNING m.*
+    ),
+    dead AS (
+        INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
+        SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
+    ),
+    promoted AS (
+        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+        FROM (
+            SELECT nx.ctid
+            FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
+            CROSS JOIN LATERAL (
+                SELECT w.ctid FROM ferry.messages w
+                WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
+                ORDER BY w.id LIMIT 1
+            ) nx
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM ferry.messages h
+                WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
+                LIMIT 1
+            ) head ON true
+            WHERE head.found IS NULL
+        ) p
+        WHERE n.ctid = p.ctid AND n.waiting
+        RETURNING n.id
+    )
+    SELECT count(*) INTO v_n FROM gone;
+    RETURN v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM PUBLIC;
+
+-- Deletes the messages whose receipts (p_ids, p_tokens) are current and
+-- promotes the next message of their groups (store.MessageAck); returns
+-- (id, token) per applied receipt, and (-1, n) when it promoted n > 0
+-- messages. p_grouped false skips the group locks (the caller knows the
+-- messages have no group).
+CREATE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
+    RETURNS TABLE(o_id bigint, o_token bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    IF p_grouped THEN
+        PERFORM ferry.message_group_lock(p_queue, p_ids);
+    END IF;
+    RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        ),
+        gone AS (
+            DELETE FROM ferry.messages m USING target t
+            WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.queue_id, m.id, m.grp, m.claim_token
+        ),
+        promoted AS (
+            UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+            FROM (
+                SELECT nx.ctid
+                FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
+                CROSS JOIN LATERAL (
+                    SELECT w.ctid FROM ferry.messages w
+                    WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
+                    ORDER BY w.id LIMIT 1
+                ) nx
+                LEFT JOIN LATERAL (
+                    SELECT true AS found FROM ferry.messages h
+                    WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
+                    LIMIT 1
+                ) head ON true
+                WHERE head.found IS NULL
+            ) p
+            WHERE n.ctid = p.ctid AND n.waiting
+            RETURNING n.id
+        )
+        SELECT gn.id, gn.claim_token FROM gone gn
+        UNION ALL SELECT -1, count(*) FROM promoted HAVING count(*) > 0;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FROM PUBLIC;
+
+-- Releases the leases of current receipts (store.MessageNack): visible
+-- again after p_delay_ms (NULL: the queue's exponential backoff with
+-- jitter), or dead-lettered at once with p_dead_letter or on the last
+-- allowed receive; promotes the next message of groups that lost their
+-- head. Returns (id, token, dead) per applied receipt. The targets are
+-- locked as they are found (FOR UPDATE in the probe returns the newest
+-- version of the row, then checked for the lease).
+CREATE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_dead_letter boolean,
+        p_max_receives integer, p_error text, p_delay_ms bigint, p_retry_min integer, p_retry_max integer)
+    RETURNS TABLE(o_id bigint, o_token bigint, o_dead boolean)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    PERFORM ferry.message_group_lock(p_queue, p_ids);
+    RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead
+            FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+                FOR UPDATE
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        ),
+        released AS (
+            UPDATE ferry.messages m SET
+                claim_token = NULL,
+                last_error = coalesce(p_error, m.last_error),
+                visible_at = v_at + coalesce(p_delay_ms * interval '1 millisecond',
+                    -- exponential backoff with equal jitter: half fixed, half random
+                    make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(m.receive_count - 1, 30)))
+                        * (0.5 + random() / 2)))
+            FROM target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead
+                AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.id, t.claim_token
+        ),
+        gone AS (
+            DELETE FROM ferry.messages m USING target t
+            WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.*, t.claim_token AS receipt_token
+        ),
+        dead AS (
+            INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
+            SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce(p_error, last_error), attributes, body FROM gone
+        ),
+        promoted AS (
+            UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+            FROM (
+                SELECT nx.ctid
+                FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
+                CROSS JOIN LATERAL (
+                    SELECT w.ctid FROM ferry.messages w
+                    WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
+                    ORDER BY w.id LIMIT 1
+                ) nx
+                LEFT JOIN LATERAL (
+                    SELECT true AS found FROM ferry.messages h
+                    WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
+                    LIMIT 1
+                ) head ON true
+                WHERE head.found IS NULL
+            ) p
+            WHERE n.ctid = p.ctid AND n.waiting
+            RETURNING n.id
+        )
+        SELECT rl.id, rl.claim_token, false FROM released rl
+        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer) FROM PUBLIC;
+
+-- Moves the lease of current receipts to now + p_timeout_ms
+-- (store.MessageExtend); returns (id, token) per applied receipt.
+CREATE FUNCTION ferry.message_extend(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_timeout_ms bigint)
+    RETURNS TABLE(o_id bigint, o_token bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY WITH /* ferry:message_extend */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        )
+        UPDATE ferry.messages m SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond'
+        FROM target t
+        WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+        RETURNING m.id, m.claim_token;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_extend(bigint, bigint[], bigint[], bigint) FROM PUBLIC;
+
+-- Receipts are store.Receipt's encoding: base64url without padding of the
+-- message id and the claim token, each 8 bytes big-endian. Decoding is as
+-- strict as store.ParseReceipt: exactly 22 characters of the alphabet,
+-- the last one without stray bits (anything else decodes to NULLs).
+CREATE FUNCTION ferry.receipt_encode(p_id bigint, p_token bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT rtrim(translate(encode(int8send(p_id) || int8send(p_token), 'base64'), '+/', '-_'), '=')
+$$;
+REVOKE ALL ON FUNCTION ferry.receipt_encode(bigint, bigint) FROM PUBLIC;
+
+-- (A set-returning SQL function, none for a malformed receipt, so that
+-- the planner inlines it where it is used.)
+CREATE FUNCTION ferry.receipt_decode(p_receipt text) RETURNS TABLE(id bigint, token bigint)
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT ('x' || encode(substr(d.b, 1, 8), 'hex'))::bit(64)::bigint, ('x' || encode(substr(d.b, 9, 8), 'hex'))::bit(64)::bigint
+    FROM (
+        -- CASE: decode() must never see what the pattern refuses.
+        SELECT CASE WHEN p_receipt ~ '^[A-Za-z0-9_-]{21}[AQgw]$' COLLATE "C"
+            THEN decode(translate(p_receipt, '-_', '+/') || '==', 'base64') END AS b
+    ) d
+    WHERE d.b IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION ferry.receipt_decode(text) FROM PUBLIC;
+
+-- Raises the REST answer to invalid fields: one field's message, or, like
+-- handlers' checks, "n invalid fields; first: ...".
+CREATE FUNCTION ferry.consumer_invalid(p_errors text[]) RETURNS void
+    LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(p_errors) = 1 THEN
+        PERFORM ferry.raise(400, 'invalid_request', p_errors[1]);
+    ELSIF cardinality(p_errors) > 1 THEN
+        PERFORM ferry.raise(400, 'invalid_request', format('%s invalid fields; first: %s', cardinality(p_errors), p_errors[1]));
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION ferry.consumer_invalid(text[]) FROM PUBLIC;
+
+-- Checks a consumer target's names as the REST routes do ("queue", or
+-- "topic/sub"); with p_resolve, returns the queue or subscription row
+-- (FR404 when there is none).
+CREATE FUNCTION ferry.consumer_target(p_target text, p_resolve boolean) RETURNS ferry.queues
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_re constant text := '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+    v_slash integer := strpos(p_target, '/');
+    v_topic text := left(p_target, v_slash - 1);
+    v_sub text := substr(p_target, v_slash + 1);
+    v_q ferry.queues;
+BEGIN
+    IF p_target IS NULL THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'target: is required');
+    ELSIF v_slash = 0 AND p_target !~ v_re COLLATE "C" THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'queue: must match ' || v_re);
+    ELSIF v_slash > 0 AND v_topic !~ v_re COLLATE "C" THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'topic: must match ' || v_re);
+    ELSIF v_slash > 0 AND v_sub !~ v_re COLLATE "C" THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'sub: must match ' || v_re);
+    END IF;
+    IF NOT p_resolve THEN
+        RETURN NULL;
+    END IF;
+    IF v_slash = 0 THEN
+        SELECT * INTO v_q FROM ferry.queues q WHERE q.name = p_target AND q.topic_id IS NULL;
+    ELSE
+        SELECT s.* INTO v_q FROM ferry.topics t JOIN ferry.queues s ON s.topic_id = t.id AND s.name = v_sub
+        WHERE t.name = v_topic;
+    END IF;
+    IF v_q.id IS NULL THEN
+        PERFORM ferry.raise(404, 'not_found', 'no such resource');
+    END IF;
+    RETURN v_q;
+END $$;
+REVOKE ALL ON FUNCTION ferry.consumer_target(text, boolean) FROM PUBLIC;
+
+-- Decodes a list of receipts as REST's ack, nack and extend do: required,
+-- not empty, at most sql_limits.max_batch (FR413), each one issued by
+-- Ferry.
+CREATE FUNCTION ferry.consumer_receipts(p_receipts text[], OUT ids bigint[], OUT tokens bigint[])
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_max integer := (SELECT l.max_batch FROM ferry.sql_limits l);
+    v_n integer := cardinality(p_receipts);
+    v_bad integer;
+BEGIN
+    IF p_receipts IS NULL THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'receipts: is required');
+    ELSIF array_ndims(p_receipts) > 1 THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'receipts: must be an array of strings');
+    ELSIF v_n = 0 THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'receipts: must not be empty');
+    ELSIF v_n > v_max THEN
+        PERFORM ferry.raise(413, 'payload_too_large', format('a batch holds at most %s receipts, not %s', v_max, v_n));
+    END IF;
+    SELECT array_agg(d.id ORDER BY r.i), array_agg(d.token ORDER BY r.i), min(r.i) FILTER (WHERE d.id IS NULL)
+    INTO ids, tokens, v_bad
+    FROM unnest(p_receipts) WITH ORDINALITY AS r(s, i)
+    LEFT JOIN LATERAL ferry.receipt_decode(r.s) d ON true;
+    IF v_bad IS NOT NULL THEN
+        PERFORM ferry.raise(400, 'invalid_request', format('receipts[%s]: is not a receipt issued by Ferry', v_bad - 1));
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION ferry.consumer_receipts(text[]) FROM PUBLIC;
+
+-- One result row per receipt, in order: ok when the operation applied it
+-- (its message id is in p_applied_ids with the receipt's token).
+CREATE FUNCTION ferry.consumer_results(p_receipts text[], p_ids bigint[], p_tokens bigint[],
+        p_applied_ids bigint[], p_applied_tokens bigint[])
+    RETURNS TABLE(receipt text, status text)
+    LANGUAGE sql STABLE AS $$
+    SELECT r.s, CASE WHEN EXISTS (
+            SELECT 1 FROM unnest(p_applied_ids, p_applied_tokens) AS a(id, token) WHERE a.id = r.id AND a.token = r.token
+        ) THEN 'ok' ELSE 'stale' END
+    FROM unnest(p_receipts, p_ids, p_tokens) WITH ORDINALITY AS r(s, id, token, i)
+    ORDER BY r.i
+$$;
+REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint[], bigint[]) FROM PUBLIC;
+
+-- ferry.receive (API.md § SQL API): claims up to max_messages of the
+-- queue or subscription in the caller's transaction, as POST .../receive
+-- does without wait_seconds (it never waits), dead-lettering what has had
+-- its max_receives in up to three passes (store.MessageClaim). The leases
+-- are the rows' locks too until the caller commits: another consumer
+-- never gets them meanwhile, even after visible_at. Dead-lettering takes
+-- the group locks of the exhausted messages' groups, held until the
+-- caller commits: a send to such a group waits for that commit. (The
+-- claim locked those messages first, so here, unlike in the store's
+-- autocommit passes, a row lock comes before a group lock: a concurrent
+-- dead-lettering of the same message can end in a deadlock error, which
+-- reaches the caller like any deadlock: retry the transaction.) A push
+-- queue or subscription can be received from, as over REST. For a
+-- subscription, id is the event id, body the event object (the shape of
+-- GET .../events) and attributes the event's.
+CREATE FUNCTION ferry.receive(target text, max_messages integer DEFAULT 1, visibility_timeout_seconds integer DEFAULT NULL)
+    RETURNS TABLE(id text, body jsonb, attributes jsonb, "group" text, dedup_id text, receipt text,
+        receive_count integer, sent_at timestamptz)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_q ferry.queues;
+    v_n integer := coalesce(max_messages, 1);
+    v_errors text[] := '{}';
+    v_timeout_ms bigint;
+    v_got integer := 0;
+    v_over bigint[];
+    v_r record;
+BEGIN
+    PERFORM ferry.consumer_target(target, false);
+    IF v_n NOT BETWEEN 1 AND 100 THEN
+        v_errors := v_errors || 'max_messages: must be between 1 and 100'::text;
+    END IF;
+    IF visibility_timeout_seconds NOT BETWEEN 1 AND 43200 THEN
+        v_errors := v_errors || 'visibility_timeout_seconds: must be between 1 and 43200'::text;
+    END IF;
+    PERFORM ferry.consumer_invalid(v_errors);
+    v_q := ferry.consumer_target(target, true);
+    -- A queue configured with 0 before it was refused gets 1, as in REST.
+    v_timeout_ms := 1000::bigint * coalesce(visibility_timeout_seconds, greatest(1, v_q.visibility_timeout_seconds));
+    PERFORM ferry.counts_per_transaction();
+    FOR pass IN 1..3 LOOP
+        EXIT WHEN v_got >= v_n;
+        v_over := '{}';
+        FOR v_r IN
+            SELECT * FROM ferry.message_claim(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms)
+            ORDER BY o_exhausted, o_sent_at, o_id
+        LOOP
+            IF v_r.o_exhausted THEN
+                v_over := v_over || v_r.o_id;
+                CONTINUE;
+            END IF;
+            v_got := v_got + 1;
+            IF v_q.topic_id IS NULL THEN
+                id := v_r.o_id::text;
+                attributes := coalesce(v_r.o_attributes, '{}')::jsonb;
+            ELSE
+                id := v_r.o_event_id;
+                attributes := coalesce(v_r.o_body::jsonb -> 'attributes', '{}');
+            END IF;
+            body := v_r.o_body::jsonb;
+            "group" := v_r.o_grp;
+            dedup_id := v_r.o_dedup_id;
+            receipt := ferry.receipt_encode(v_r.o_id, v_r.o_claim_token);
+            receive_count := v_r.o_receive_count;
+            sent_at := v_r.o_sent_at;
+            RETURN NEXT;
+        END LOOP;
+        EXIT WHEN cardinality(v_over) = 0;
+        PERFORM ferry.message_dead_letter(v_q.id, v_over, v_q.max_receives);
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION ferry.receive(text, integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ferry.receive(text, integer, integer) TO ferry_consumer;
+
+-- ferry.ack: POST .../ack in the caller's transaction. Its group locks
+-- (messages of a group only) are held until the caller commits: a send to
+-- the group of an acked message waits for that commit.
+CREATE FUNCTION ferry.ack(target text, receipts text[])
+    RETURNS TABLE(receipt text, status text)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_q ferry.queues;
+    v_ids bigint[];
+    v_tokens bigint[];
+    v_applied_ids bigint[];
+    v_applied_tokens bigint[];
+    v_promoted boolean;
+BEGIN
+    PERFORM ferry.consumer_target(target, false);
+    SELECT d.ids, d.tokens INTO v_ids, v_tokens FROM ferry.consumer_receipts(receipts) d;
+    v_q := ferry.consumer_target(target, true);
+    PERFORM ferry.counts_per_transaction();
+    SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
+        coalesce(bool_or(a.o_id = -1), false)
+    INTO v_applied_ids, v_applied_tokens, v_promoted
+    FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
+    IF v_promoted THEN
+        PERFORM pg_notify('ferry_messages', v_q.id::text);
+    END IF;
+    RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
+END $$;
+REVOKE ALL ON FUNCTION ferry.ack(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ferry.ack(text, text[]) TO ferry_consumer;
+
+-- Reads ferry.nack's options as REST reads a nack's body members
+-- (delay_seconds, error, dead_letter; null = absent): unknown members and
+-- wrong types first, then ranges.
+CREATE FUNCTION ferry.consumer_nack_options(p_options jsonb, OUT delay_ms bigint, OUT error text, OUT dead_letter boolean)
+    LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_key text;
+    v_delay jsonb := p_options -> 'delay_seconds';
+    v_error jsonb := p_options -> 'error';
+    v_dead jsonb := p_options -> 'dead_letter';
+BEGIN
+    dead_letter := false;
+    IF p_options IS NULL OR p_options = 'null' THEN
+        RETURN;
+    ELSIF jsonb_typeof(p_options) <> 'object' THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || jsonb_typeof(p_options));
+    END IF;
+    FOR v_key IN SELECT k FROM jsonb_object_keys(p_options) AS k LOOP
+        IF v_key NOT IN ('delay_seconds', 'error', 'dead_letter') THEN
+            PERFORM ferry.raise(400, 'invalid_request', v_key || ': unknown field (member names are case-sensitive)');
+        END IF;
+    END LOOP;
+    IF jsonb_typeof(v_delay) = 'number' AND v_delay::text !~ '^-?[0-9]+$' THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'delay_seconds: must be an integer in range, not number ' || v_delay::text);
+    ELSIF jsonb_typeof(v_delay) NOT IN ('number', 'null') THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'delay_seconds: must be an integer in range, not ' || jsonb_typeof(v_delay));
+    ELSIF jsonb_typeof(v_error) NOT IN ('string', 'null') THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'error: must be a string, not ' || jsonb_typeof(v_error));
+    ELSIF jsonb_typeof(v_dead) NOT IN ('boolean', 'null') THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'dead_letter: must be a boolean, not ' || jsonb_typeof(v_dead));
+    END IF;
+    dead_letter := coalesce((v_dead #>> '{}')::boolean, false);
+    error := v_error #>> '{}';
+    IF jsonb_typeof(v_delay) = 'number' THEN
+        IF length(v_delay::text) > 6 OR (v_delay::text)::integer NOT BETWEEN 0 AND 43200 THEN
+            delay_ms := -1;
+        ELSE
+            delay_ms := 1000::bigint * (v_delay::text)::integer;
+        END IF;
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION ferry.consumer_nack_options(jsonb) FROM PUBLIC;
+
+-- ferry.nack: POST .../nack in the caller's transaction (options
+-- delay_seconds, error, dead_letter). Its group locks are held until the
+-- caller commits, like ferry.ack's.
+CREATE FUNCTION ferry.nack(target text, receipts text[], options jsonb DEFAULT '{}')
+    RETURNS TABLE(receipt text, status text)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_q ferry.queues;
+    v_o record;
+    v_errors text[] := '{}';
+    v_ids bigint[];
+    v_tokens bigint[];
+    v_applied_ids bigint[];
+    v_applied_tokens bigint[];
+    v_dead integer;
+BEGIN
+    PERFORM ferry.consumer_target(target, false);
+    SELECT * INTO v_o FROM ferry.consumer_nack_options(options);
+    SELECT d.ids, d.tokens INTO v_ids, v_tokens FROM ferry.consumer_receipts(receipts) d;
+    IF v_o.delay_ms = -1 THEN
+        v_errors := v_errors || 'delay_seconds: must be between 0 and 43200'::text;
+    END IF;
+    IF octet_length(v_o.error) > 4096 THEN
+        v_errors := v_errors || 'error: must be at most 4096 bytes of text'::text;
+    END IF;
+    PERFORM ferry.consumer_invalid(v_errors);
+    v_q := ferry.consumer_target(target, true);
+    PERFORM ferry.counts_per_transaction();
+    SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
+    INTO v_applied_ids, v_applied_tokens, v_dead
+    FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
+        v_q.retry_min_seconds, v_q.retry_max_seconds) n;
+    -- As store.nackWakes: claimable at once after a nack without delay
+    -- or one that dead-lettered (a group's next message is promoted).
+    IF cardinality(v_applied_ids) > 0 AND (v_dead > 0 OR v_o.delay_ms = 0) THEN
+        PERFORM pg_notify('ferry_messages', v_q.id::text);
+    END IF;
+    RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
+END $$;
+REVOKE ALL ON FUNCTION ferry.nack(text, text[], jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ferry.nack(text, text[], jsonb) TO ferry_consumer;
+
+-- ferry.extend: POST .../extend in the caller's transaction.
+CREATE FUNCTION ferry.extend(target text, receipts text[], visibility_timeout_seconds integer)
+    RETURNS TABLE(receipt text, status text)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_q ferry.queues;
+    v_ids bigint[];
+    v_tokens bigint[];
+    v_applied_ids bigint[];
+    v_applied_tokens bigint[];
+BEGIN
+    PERFORM ferry.consumer_target(target, false);
+    SELECT d.ids, d.tokens INTO v_ids, v_tokens FROM ferry.consumer_receipts(receipts) d;
+    IF visibility_timeout_seconds IS NULL THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'visibility_timeout_seconds: is required');
+    ELSIF visibility_timeout_seconds NOT BETWEEN 1 AND 43200 THEN
+        PERFORM ferry.raise(400, 'invalid_request', 'visibility_timeout_seconds: must be between 1 and 43200');
+    END IF;
+    v_q := ferry.consumer_target(target, true);
+    SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
+    FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
+    RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
+END $$;
+REVOKE ALL ON FUNCTION ferry.extend(text, text[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ferry.extend(text, text[], integer) TO ferry_consumer;
+
 -- ==== producers: send =======================================================
 
 -- ==== producers: publish ====================================================

@@ -18,6 +18,17 @@
 // receipt of the message goes stale; extend moves visible_at of a current
 // lease. A stale receipt changes nothing and is reported as "stale".
 //
+// The statements that claim, dead-letter, ack, nack and extend are SQL
+// functions of the database (ferry.message_claim, message_dead_letter,
+// message_ack, message_nack, message_extend; migration 000009): the store
+// calls them, and so do the SQL API's ferry.receive, ferry.ack, ferry.nack
+// and ferry.extend inside an application's transaction, so both faces run
+// one text of each. They compare leases with the clock at the call, since
+// in an application's transaction now() is when that transaction began.
+// A claim made in an application's transaction also keeps its rows locked
+// until that transaction ends, so no other consumer gets them meanwhile
+// (the claim skips locked rows), even after their lease.
+//
 // # Dead letters
 //
 // A message is dead-lettered instead of being delivered a

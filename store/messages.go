@@ -134,11 +134,12 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 	return msgs, dead, nil
 }
 
-// messageClaimOnce is one claim statement. Its shape is what keeps it
-// O(limit) whatever the planner believes (DESIGN.md invariant 11): the
-// candidates come from the claim index in order, LIMIT inside, and the
-// UPDATE finds them by the ctid of the row version the candidate scan
-// locked. Joined on (queue_id, id) with queue_id = $1, a planner that
+// messageClaimOnce is one claim statement: ferry.message_claim
+// (migration 000009), which ferry.receive runs too. Its shape is what
+// keeps it O(limit) whatever the planner believes (DESIGN.md invariant
+// 11): the candidates come from the claim index in order, LIMIT inside,
+// and the UPDATE finds them by the ctid of the row version the candidate
+// scan locked. Joined on (queue_id, id) with queue_id = $1, a planner that
 // thinks the queue holds one row (a new queue in an analyzed table, a
 // generic plan made while the table was empty) walked the whole queue for
 // every candidate; joined on ctid alone, the only other way in is a scan
@@ -149,15 +150,16 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // the owner's live lease row (a takeover, which must update that row,
 // waits for the claim to commit), claims only if it found it (an
 // uncorrelated EXISTS: checked once, before any message is locked), and
-// reports a missing lease as a row of its own (ErrPushLeaseLost). One
-// statement, one round trip, no transaction around it; with nothing to
-// claim it locks nothing (fencedClaimStatement).
+// reports a missing lease as a row of its own (ErrPushLeaseLost). The
+// lease is share-locked only when a message is claimable (one probe of
+// the claim index first), so an idle worker's poll writes nothing. One
+// statement, one round trip, no transaction around it.
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
-	sql, args := claimStatement, []any{p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds()}
+	sql, owner := claimStatement, (*string)(nil)
 	if p.leaseOwner != "" {
-		sql, args = fencedClaimStatement, append(args, p.leaseOwner)
+		sql, owner = fencedClaimStatement, &p.leaseOwner
 	}
-	rows, err := db.Query(ctx, sql, args...)
+	rows, err := db.Query(ctx, sql, p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds(), owner)
 	if err != nil {
 		return nil, nil, interpretError("message claim", err)
 	}
@@ -215,66 +217,20 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 }
 
 // claimStatement is messageClaimOnce's statement: $1 queue, $2 limit,
-// $3 max_receives, $4 visibility timeout (ms).
-const claimStatement = `/* ferry:message_claim */
-		WITH ` + claimCandidate + claimRest
+// $3 max_receives, $4 visibility timeout (ms), $5 NULL. Its tag is the
+// claim's, which operators and tests look for in pg_stat_activity.
+const claimStatement = `/* ferry:message_claim */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
 
 // fencedClaimStatement is claimStatement fenced by the push lease of
-// owner $5 (see messageClaimOnce). The lease is share-locked only when a
-// message is claimable (head: one probe of the claim index), before any
-// message is locked; with nothing to claim, as an idle worker's poll
-// finds, it is only read (live), so the poll writes nothing. Lost: the
-// lease is neither locked nor live.
-const fencedClaimStatement = `/* ferry:message_claim_fenced */
-		WITH head AS MATERIALIZED (
-			SELECT 1 FROM ferry.messages
-			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()
-			ORDER BY visible_at, id
-			LIMIT 1
-		),
-		lease AS MATERIALIZED (
-			SELECT 1 FROM ferry.push_leases
-			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
-			FOR SHARE
-		),
-		live AS MATERIALIZED (
-			SELECT 1 FROM ferry.push_leases
-			WHERE queue_id = $1 AND owner = $5::uuid AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
-		),
-		` + claimCandidate + ` AND EXISTS (SELECT 1 FROM lease)` + claimRest + `
-		UNION ALL
-		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-		WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live)`
+// owner $5 (see messageClaimOnce): the same function, tagged apart.
+const fencedClaimStatement = `/* ferry:message_claim_fenced */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
 
-// claimCandidate and claimRest are the claim statement around the end of
-// its candidates' WHERE.
-const (
-	claimCandidate = `candidate AS (
-			SELECT ctid, id, receive_count >= $3 AS exhausted
-			FROM ferry.messages
-			WHERE queue_id = $1 AND NOT waiting AND visible_at <= now()`
-	claimRest = `
-			ORDER BY visible_at, id
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		),
-		claimed AS (
-			UPDATE ferry.messages m SET
-				visible_at = clock_timestamp() + $4 * interval '1 millisecond',
-				receive_count = m.receive_count + 1,
-				claim_token = (random() * 9007199254740991)::bigint
-			FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
-			RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
-		)
-		SELECT false, id, body::text, attributes::text, grp, dedup_id, event_id, claim_token, receive_count, sent_at FROM claimed
-		UNION ALL
-		SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate WHERE exhausted`
-)
-
-// The statements below reach rows the same way, whatever the planner
+// The statements of ferry.message_dead_letter, message_ack, message_nack
+// and message_extend (migration 000009; the REST API and the SQL API both
+// call them) reach rows the same way, whatever the planner
 // believes (DESIGN.md invariant 11): from a client's list (receipts, ids)
 // by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
-// (byReceipt), which no plan can turn into a scan of the queue; and a DML
+// (their "target" CTEs), which no plan can turn into a scan of the queue; and a DML
 // statement then finds its rows by their full key joined to those probes
 // (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
 // constant queue id that could make "read the whole queue" look cheap to
@@ -289,37 +245,12 @@ const (
 // updated in between would be skipped: TestSettleRacingExtend. Only the
 // claim joins by ctid, to rows its own statement locked.)
 
-// byReceipt is a FROM item: the live messages of queue $1 named by the
-// receipts ($2 ids, $3 tokens), as r(id, token) and m (the row: ctid and
-// the columns listed), whether or not the receipts are current.
-func byReceipt(columns string) string {
-	return `unnest($2::bigint[], $3::bigint[]) AS r(id, token)
-		CROSS JOIN LATERAL (
-			SELECT ` + columns + ` FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
-		) m`
-}
-
 // lockGroupsNamed is the statement that takes the locks of the named message
 // groups ($2) of queue $1, in key order: a send's, before it writes
 // messages into them, and a redrive's, before it moves dead letters back.
 const lockGroupsNamed = `/* ferry:message_group_lock_named */
 	SELECT count(pg_advisory_xact_lock(k)) FROM (
 		SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
-	) locks`
-
-// lockGroupsOf is the statement that takes the group locks of the given
-// live messages ($1 queue, $2 ids), in key order. It runs before any
-// statement that removes a group head, so that group locks are always
-// taken before row locks.
-const lockGroupsOf = `/* ferry:message_group_lock */
-	SELECT count(pg_advisory_xact_lock(k)) FROM (
-		SELECT DISTINCT ferry.group_lock_key($1, m.grp) AS k
-		FROM unnest($2::bigint[]) AS r(id)
-		CROSS JOIN LATERAL (
-			SELECT x.grp FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
-		) m
-		WHERE m.grp IS NOT NULL
-		ORDER BY k
 	) locks`
 
 // promoteAfter is the tail of a statement whose CTE "gone" (columns
@@ -332,7 +263,9 @@ const lockGroupsOf = `/* ferry:message_group_lock */
 // from a constant, so that no estimate of the queue's size makes walking
 // the queue (or the group) look cheaper than those probes. The caller
 // holds the groups' locks, so the waiting rows found cannot change before
-// the UPDATE finds them by ctid.
+// the UPDATE finds them by ctid. The store's deletes (deleteset.go) use it
+// here; the engine's functions of migration 000009 (ack, nack, dead
+// letter) carry the same text, which TestSQLEnginePromotesAsStore checks.
 const promoteAfter = `
 	promoted AS (
 		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
@@ -358,39 +291,13 @@ const promoteAfter = `
 // messageDeadLetter moves the given messages of queue queueID to the dead
 // letters if they are still exhausted (available, and received at least
 // maxReceives times: re-checked under the lock), promoting the next
-// message of their groups.
+// message of their groups: ferry.message_dead_letter, which takes the
+// messages' group locks first (ferry.message_group_lock).
 func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, maxReceives int) (int, error) {
-	b := &pgx.Batch{}
-	b.Queue(lockGroupsOf, queueID, ids)
-	b.Queue(`/* ferry:message_dead_letter */
-		WITH target AS MATERIALIZED (
-			SELECT m.queue_id, m.id FROM unnest($2::bigint[]) AS r(id)
-			CROSS JOIN LATERAL (
-				SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
-			) m
-			LIMIT cardinality($2::bigint[])
-		),
-		gone AS (
-			DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
-				AND NOT m.waiting AND m.visible_at <= now() AND m.receive_count >= $3
-			RETURNING m.*
-		),
-		dead AS (
-			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
-			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
-		),`+promoteAfter+`
-		SELECT count(*) FROM gone`, queueID, ids, maxReceives)
 	var n int
 	err := retry(ctx, func() error {
-		br := db.SendBatch(ctx, freshBatch(b))
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if err := br.QueryRow().Scan(&n); err != nil {
-			return err
-		}
-		return br.Close()
+		return db.QueryRow(ctx, `/* ferry:message_dead_letter */ SELECT ferry.message_dead_letter($1, $2, $3)`,
+			queueID, ids, maxReceives).Scan(&n)
 	})
 	return n, interpretError("message dead-letter", err)
 }
@@ -432,15 +339,6 @@ func receiptResults(receipts []Receipt, applied map[int64]int64) []ReceiptResult
 	return out
 }
 
-// receiptHeld is the condition that a receipt (r.id, r.token) is the receiptHeld
-// lease of message m.
-const receiptHeld = `m.claim_token = r.token AND m.visible_at > now()`
-
-// stillCurrent is the condition, on the DML target m, that the lease a
-// receipt's lookup found (t.claim_token) is still current: checked again
-// on the newest version of the row if it changed since.
-const stillCurrent = `m.claim_token = t.claim_token AND m.visible_at > now()`
-
 // MessageAck deletes the messages whose receipts are current and promotes
 // the next message of their groups. One round trip.
 // It also reports whether it promoted any message (one that is now
@@ -457,27 +355,16 @@ func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts [
 	return results, err
 }
 
+// messageAck runs ferry.message_ack (migration 000009, which ferry.ack
+// runs too): with grouped, the group locks of the receipts' messages
+// first (ferry.message_group_lock), then the delete of the current ones
+// and the promotion of their groups' next messages. It answers a row
+// (id, token) per applied receipt and (-1, n) when it promoted n > 0
+// messages (no receipt has id -1).
 func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, grouped bool) ([]ReceiptResult, bool, error) {
 	ids, tokens := receiptArrays(receipts)
-	b := &pgx.Batch{}
-	if grouped {
-		b.Queue(lockGroupsOf, queueID, ids)
-	}
-	// The row (-1, n) counts the promoted messages; no receipt has id -1.
-	b.Queue(`/* ferry:message_ack */
-		WITH target AS MATERIALIZED (
-			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
-			WHERE `+receiptHeld+`
-			LIMIT cardinality($2::bigint[])
-		),
-		gone AS (
-			DELETE FROM ferry.messages m USING target t
-			WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+stillCurrent+`
-			RETURNING m.queue_id, m.id, m.grp, m.claim_token
-		),`+promoteAfter+`
-		SELECT id, claim_token FROM gone
-		UNION ALL SELECT -1, count(*) FROM promoted HAVING count(*) > 0`, queueID, ids, tokens)
-	applied, err := runReceiptBatch(ctx, db, b)
+	applied, err := queryApplied(ctx, db, `/* ferry:message_ack */ SELECT * FROM ferry.message_ack($1, $2, $3, $4)`,
+		queueID, ids, tokens, grouped)
 	if err != nil {
 		return nil, false, interpretError("message ack", err)
 	}
@@ -502,87 +389,31 @@ type NackParams struct {
 // jitter) and every receipt of them goes stale. A message nacked with
 // DeadLetter, or on its last allowed receive, is dead-lettered at once. It
 // reports how many messages were dead-lettered.
+//
+// One statement, ferry.message_nack (migration 000009, which ferry.nack
+// runs too): the group locks of the receipts' messages, then the nack
+// itself, which releases or dead-letters each current target, promotes the
+// next message of their groups, and returns one row (id, token, dead) per
+// applied receipt.
 func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, int, error) {
-	applied, dead, err := runNackBatch(ctx, db, nackBatch(p))
-	if err != nil {
-		return nil, 0, interpretError("message nack", err)
-	}
-	return receiptResults(p.Receipts, applied), dead, nil
-}
-
-// nackBatch is a nack's one round trip: the group locks of the receipts'
-// messages (lockGroupsOf), then the nack itself (ferry:message_nack), which
-// releases or dead-letters each current target, promotes the next message
-// of their groups, and returns one row (id, token, dead) per applied
-// receipt.
-func nackBatch(p NackParams) *pgx.Batch {
 	ids, tokens := receiptArrays(p.Receipts)
 	var delayMs *int64
 	if p.Delay != nil {
 		ms := p.Delay.Milliseconds()
 		delayMs = &ms
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockGroupsOf, p.Queue.ID, ids)
-	// The targets are locked as they are found (FOR UPDATE in the probe
-	// returns the newest version of the row, then checked for the lease).
-	b.Queue(`/* ferry:message_nack */
-		WITH target AS MATERIALIZED (
-			SELECT m.queue_id, m.id, m.claim_token, ($4 OR m.receive_count >= $5) AS dead
-			FROM unnest($2::bigint[], $3::bigint[]) AS r(id, token)
-			CROSS JOIN LATERAL (
-				SELECT x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
-				WHERE x.queue_id = $1 AND x.id = r.id LIMIT 1
-				FOR UPDATE
-			) m
-			WHERE `+receiptHeld+`
-			LIMIT cardinality($2::bigint[])
-		),
-		released AS (
-			UPDATE ferry.messages m SET
-				claim_token = NULL,
-				last_error = coalesce($6, m.last_error),
-				visible_at = now() + coalesce($7 * interval '1 millisecond',
-					-- exponential backoff with equal jitter: half fixed, half random
-					make_interval(secs => least($9::float8, $8::float8 * power(2, least(m.receive_count - 1, 30)))
-						* (0.5 + random() / 2)))
-			FROM target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead AND `+stillCurrent+`
-			RETURNING m.id, t.claim_token
-		),
-		gone AS (
-			DELETE FROM ferry.messages m USING target t
-			WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND `+stillCurrent+`
-			RETURNING m.*, t.claim_token AS receipt_token
-		),
-		dead AS (
-			INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
-			SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce($6, last_error), attributes, body FROM gone
-		),`+promoteAfter+`
-		SELECT id, claim_token, false FROM released
-		UNION ALL SELECT id, receipt_token, true FROM gone`,
-		p.Queue.ID, ids, tokens, p.DeadLetter, p.Queue.MaxReceives, p.Error, delayMs,
-		p.Queue.RetryMinSeconds, p.Queue.RetryMaxSeconds)
-	return b
-}
-
-// runNackBatch sends a nackBatch (again, whole, on a retryable error) and
-// reads which receipts applied (message id → token) and how many of their
-// messages were dead-lettered.
-func runNackBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, int, error) {
 	applied := map[int64]int64{}
 	dead := 0
 	err := retry(ctx, func() error {
 		clear(applied)
 		dead = 0
-		br := db.SendBatch(ctx, freshBatch(b))
-		defer br.Close()
-		if _, err := br.Exec(); err != nil { // lockGroupsOf
-			return err
-		}
-		rows, err := br.Query() // ferry:message_nack
+		rows, err := db.Query(ctx, `/* ferry:message_nack */ SELECT * FROM ferry.message_nack($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			p.Queue.ID, ids, tokens, p.DeadLetter, p.Queue.MaxReceives, p.Error, delayMs,
+			p.Queue.RetryMinSeconds, p.Queue.RetryMaxSeconds)
 		if err != nil {
 			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var (
 				id, tok int64
@@ -596,68 +427,45 @@ func runNackBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, 
 				dead++
 			}
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return br.Close()
+		return rows.Err()
 	})
-	return applied, dead, err
+	if err != nil {
+		return nil, 0, interpretError("message nack", err)
+	}
+	return receiptResults(p.Receipts, applied), dead, nil
 }
 
-// MessageExtend moves the lease of current receipts to now + timeout.
+// MessageExtend moves the lease of current receipts to now + timeout:
+// ferry.message_extend (migration 000009, which ferry.extend runs too).
 func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, timeout time.Duration) ([]ReceiptResult, error) {
 	ids, tokens := receiptArrays(receipts)
-	rows, err := db.Query(ctx, `/* ferry:message_extend */
-		WITH target AS MATERIALIZED (
-			SELECT m.queue_id, m.id, m.claim_token FROM `+byReceipt("x.queue_id, x.id, x.claim_token, x.visible_at")+`
-			WHERE `+receiptHeld+`
-			LIMIT cardinality($2::bigint[])
-		)
-		UPDATE ferry.messages m SET visible_at = clock_timestamp() + $4 * interval '1 millisecond'
-		FROM target t
-		WHERE m.queue_id = t.queue_id AND m.id = t.id AND `+stillCurrent+`
-		RETURNING m.id, m.claim_token`, queueID, ids, tokens, timeout.Milliseconds())
-	if err != nil {
-		return nil, interpretError("message extend", err)
-	}
-	applied, err := collectApplied(rows)
+	applied, err := queryApplied(ctx, db, `/* ferry:message_extend */ SELECT * FROM ferry.message_extend($1, $2, $3, $4)`,
+		queueID, ids, tokens, timeout.Milliseconds())
 	if err != nil {
 		return nil, interpretError("message extend", err)
 	}
 	return receiptResults(receipts, applied), nil
 }
 
-func collectApplied(rows pgx.Rows) (map[int64]int64, error) {
-	defer rows.Close()
+// queryApplied runs a settling statement that answers (id, token) per
+// applied receipt (again, whole, on a retryable error) and collects them.
+func queryApplied(ctx context.Context, db DBTX, sql string, args ...any) (map[int64]int64, error) {
 	applied := map[int64]int64{}
-	for rows.Next() {
-		var id, tok int64
-		if err := rows.Scan(&id, &tok); err != nil {
-			return nil, err
-		}
-		applied[id] = tok
-	}
-	return applied, rows.Err()
-}
-
-func runReceiptBatch(ctx context.Context, db DBTX, b *pgx.Batch) (map[int64]int64, error) {
-	var applied map[int64]int64
 	err := retry(ctx, func() error {
-		br := db.SendBatch(ctx, freshBatch(b))
-		defer br.Close()
-		for range b.Len() - 1 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
+		clear(applied)
+		rows, err := db.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
-		if applied, err = collectApplied(rows); err != nil {
-			return err
+		defer rows.Close()
+		for rows.Next() {
+			var id, tok int64
+			if err := rows.Scan(&id, &tok); err != nil {
+				return err
+			}
+			applied[id] = tok
 		}
-		return br.Close()
+		return rows.Err()
 	})
 	return applied, err
 }

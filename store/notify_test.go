@@ -95,7 +95,7 @@ func TestReceiveLongPoll(t *testing.T) {
 
 		e.activityEventually("receiver", "LISTEN %", 1)
 		out := receiveAsync(e.ctx, recvPool, recvNotifier, params(q))
-		e.activityEventually("receiver", "%WITH candidate AS%", 1)
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
 
 		// A send to another queue does not end the wait.
 		_, _, err := sender.Send(e.ctx, other.Name, []store.SendMessage{msg(0)})
@@ -113,7 +113,7 @@ func TestReceiveLongPoll(t *testing.T) {
 		sender := e.newSender(store.SenderConfig{Committed: n.Published})
 
 		out := receiveAsync(e.ctx, recvPool, n, params(q))
-		e.activityEventually("receiver", "%WITH candidate AS%", 1)
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
 		requireSendWakes(t, e, sender, q, out)
 	})
 
@@ -184,7 +184,7 @@ func TestReceiveLongPoll(t *testing.T) {
 		p := params(q)
 		p.Stop = stop
 		out := receiveAsync(e.ctx, recvPool, n, p)
-		e.activityEventually("receiver", "%WITH candidate AS%", 1)
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
 		close(stop)
 		r := <-out
 		require.NoError(t, r.err)

@@ -276,7 +276,17 @@ func (p *planProbe) check(op string, b workBound) int {
 				worst = n
 			}
 		})
-		if worst.rowsTouched() > b.rows() || s.Plan.buffers() > b.buffers() {
+		buffers := s.Plan.buffers()
+		if isEngineCall(s) {
+			// A call of one of the engine's functions (ferry.message_ack,
+			// ferry.receive, ...): its buffers are the sum of its
+			// statements' and the function's own first-call lookups, and
+			// each of its statements was reported (and is checked) on its
+			// own.
+			require.Greater(p.t, len(plans), 1, "%s: %s: the probe saw none of the function's statements", op, name)
+			buffers = 0
+		}
+		if worst.rowsTouched() > b.rows() || buffers > b.buffers() {
 			plan, _ := json.MarshalIndent(s.Plan, "", "  ")
 			p.t.Fatalf("%s: statement %s did work out of proportion to its batch of %d:\n"+
 				"  node %s touched %.0f rows (bound %.0f); the statement touched %.0f buffers (bound %.0f)\n"+
@@ -286,6 +296,27 @@ func (p *planProbe) check(op string, b workBound) int {
 		}
 	}
 	return len(plans)
+}
+
+// engineCall matches a statement that calls a function of the claim
+// engine or of the SQL API's consumers (migration 000009).
+var engineCall = regexp.MustCompile(`\bferry\.(message_[a-z_]+|receive|ack|nack|extend)\(`)
+
+// isEngineCall is whether s only calls such a function: its plan has no
+// node but the function call and what handles the rows it returns.
+func isEngineCall(s plannedStatement) bool {
+	if !engineCall.MatchString(s.Query) {
+		return false
+	}
+	only := true
+	s.Plan.walk(func(n planNode) {
+		switch n.NodeType {
+		case "Function Scan", "Result", "Sort", "Aggregate", "Limit", "Subquery Scan", "ProjectSet":
+		default:
+			only = false
+		}
+	})
+	return only
 }
 
 // planCase is one hot operation under attack, run under every history.

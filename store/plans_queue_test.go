@@ -52,7 +52,7 @@ func TestPlansQueue(t *testing.T) {
 
 // TestPlansQueueSettle attacks the statements that settle claimed
 // messages: claim's dead-lettering of exhausted messages, ack, nack and
-// extend, with their group locks (lockGroupsOf) and group promotions
+// extend, with their group locks (ferry.message_group_lock) and group promotions
 // (promoteAfter). Grouped backlogs hold one group of planBacklog/2
 // messages and many groups of two, so that both walking a group and
 // walking the queue show.
