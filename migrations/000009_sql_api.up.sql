@@ -520,7 +520,6 @@ BEGIN
     IF q.max_depth > 0 THEN
         PERFORM ferry.send_admit(q, p);
     END IF;
-    PERFORM ferry.counts_per_transaction();
     RETURN QUERY SELECT * FROM ferry.send_write(q, p, n);
 END $$;
 REVOKE ALL ON FUNCTION ferry.send_messages(text, jsonb, boolean) FROM PUBLIC;
