@@ -202,6 +202,41 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_send_dedup_answer(bigint, text[]) FROM PUBLIC;
 
+-- max_depth admission, first half: the queues' locks, exclusive, in the
+-- order given (one order for every transaction), held to the commit so
+-- that concurrent sends, from any instance or face, cannot pass a limit
+-- together; then, in a statement of its own (whose snapshot sees every
+-- send that held a lock before), their depths from the counters.
+CREATE FUNCTION ferry.message_send_depth_lock(queue_ids bigint[]) RETURNS TABLE(queue_id bigint, depth bigint)
+    LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM /* ferry:message_send_depth_lock */ count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id);
+    RETURN QUERY SELECT /* ferry:queue_depth */ q.id, coalesce(c.depth, 0) FROM unnest($1::bigint[]) AS q(id)
+        CROSS JOIN LATERAL (
+            SELECT sum(messages)::bigint AS depth FROM ferry.queue_counts WHERE queue_id = q.id
+        ) c;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_send_depth_lock(bigint[]) FROM PUBLIC;
+
+-- max_depth admission, second half: which of the dedup ids are live
+-- (within their window) in the queue, their rows locked FOR KEY SHARE so
+-- that the dedup sweep cannot remove one before the send's INSERT finds
+-- it: a message counted as a duplicate is never written.
+CREATE FUNCTION ferry.message_send_dedup_live(queue_id bigint, dedup_ids text[]) RETURNS SETOF text
+    LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY SELECT /* ferry:dedup_live */ d.dedup_id FROM unnest($2::text[]) AS r(dedup_id)
+        CROSS JOIN LATERAL (
+            SELECT x.dedup_id FROM ferry.dedup x
+            WHERE x.queue_id = $1 AND x.dedup_id = r.dedup_id AND x.expires_at > now()
+            LIMIT 1
+            FOR KEY SHARE
+        ) d;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_send_dedup_live(bigint, text[]) FROM PUBLIC;
+
 -- ---- ferry.send, ferry.send_batch ------------------------------------------
 --
 -- A send in the caller's transaction: the messages exist exactly when it
@@ -229,6 +264,13 @@ REVOKE ALL ON FUNCTION ferry.message_send_dedup_answer(bigint, text[]) FROM PUBL
 --   - for a queue with a max_depth, every send to the queue and its purge
 --     or delete (admission holds the queue's lock exclusively to the
 --     commit, so that concurrent sends cannot pass the limit together).
+-- A send to a message group or to a queue with a max_depth must see what
+-- committed while it waited for that lock, which a REPEATABLE READ or
+-- SERIALIZABLE snapshot, taken before the wait, cannot: in such a
+-- transaction it is refused (FR409) rather than filing a second head of a
+-- group or passing the max_depth. Other sends work at any isolation level
+-- (a concurrent send of the same dedup id may then fail with 40001, as
+-- PostgreSQL's ON CONFLICT does there: retry).
 -- Delays and sent_at count from the start of the caller's transaction
 -- (now()), like every timestamp it writes. A committed send wakes the
 -- queue's long polls and push delivery on every instance (NOTIFY, sent at
@@ -282,45 +324,50 @@ CREATE FUNCTION ferry.send_valid_traceparent(v text) RETURNS boolean LANGUAGE sq
 $$;
 REVOKE ALL ON FUNCTION ferry.send_valid_traceparent(text) FROM PUBLIC;
 
--- The shape of message m (idx 0-based): unknown members and wrong JSON
--- types, which REST's decoder refuses before any other check. Raises
--- FR400 at the first.
-CREATE FUNCTION ferry.send_check_shape(m jsonb, idx integer, single boolean) RETURNS void LANGUAGE plpgsql AS $$
+-- The shape of a send's messages, which REST's decoder checks before
+-- anything else: each an object, no unknown member (first, over the whole
+-- batch, as REST's strict pass), each member of its JSON type. Raises
+-- FR400 at the first. One statement per step for the whole batch.
+CREATE FUNCTION ferry.send_check_shape(messages jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    k text;
-    v jsonb;
-    f text;
+    bad text;
 BEGIN
-    IF jsonb_typeof(m) <> 'object' THEN
-        PERFORM ferry.raise(400, 'invalid_request', format('messages[%s]: must be an object, not %s', idx, ferry.send_json_kind(m)));
+    SELECT format('messages[%s]: must be an object, not %s', e.i - 1, ferry.send_json_kind(e.m)) INTO bad
+    FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i)
+    WHERE jsonb_typeof(e.m) <> 'object' ORDER BY e.i LIMIT 1;
+    IF bad IS NULL THEN
+        SELECT ferry.send_field(single, e.i::integer - 1, kv.key) || ': unknown field (member names are case-sensitive)' INTO bad
+        FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i), jsonb_each(e.m) AS kv
+        WHERE kv.key NOT IN ('body', 'attributes', 'group', 'dedup_id', 'delay_seconds', 'deliver_at')
+        ORDER BY e.i LIMIT 1;
     END IF;
-    FOR k, v IN SELECT * FROM jsonb_each(m) LOOP
-        f := ferry.send_field(single, idx, k);
-        IF k NOT IN ('body', 'attributes', 'group', 'dedup_id', 'delay_seconds', 'deliver_at') THEN
-            PERFORM ferry.raise(400, 'invalid_request', f || ': unknown field (member names are case-sensitive)');
-        END IF;
-        CONTINUE WHEN k = 'body' OR jsonb_typeof(v) = 'null';
-        CASE
-            WHEN k = 'attributes' AND jsonb_typeof(v) <> 'object' THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be an object, not ' || ferry.send_json_kind(v));
-            WHEN k = 'attributes' THEN
-                SELECT ferry.send_field(single, idx, 'attributes.' || a.key) || ': must be a string, not ' || ferry.send_json_kind(a.value)
-                INTO f FROM jsonb_each(v) a WHERE jsonb_typeof(a.value) NOT IN ('string', 'null') LIMIT 1;
-                IF f IS NOT NULL THEN
-                    PERFORM ferry.raise(400, 'invalid_request', f);
-                END IF;
-            WHEN k IN ('group', 'dedup_id') AND jsonb_typeof(v) <> 'string' THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be a string, not ' || ferry.send_json_kind(v));
-            WHEN k = 'delay_seconds' AND (jsonb_typeof(v) <> 'number' OR v::text !~ '^-?[0-9]+$'
-                    OR v::text::numeric NOT BETWEEN -9223372036854775808 AND 9223372036854775807) THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be an integer in range, not ' || ferry.send_json_kind(v));
-            WHEN k = 'deliver_at' AND (jsonb_typeof(v) <> 'string' OR NOT ferry.send_valid_time(v #>> '{}')) THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be an RFC 3339 date-time string, such as 2030-01-02T15:04:05Z');
-            ELSE NULL;
-        END CASE;
-    END LOOP;
+    IF bad IS NULL THEN
+        SELECT x.error INTO bad
+        FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i), jsonb_each(e.m) AS kv,
+            LATERAL (SELECT CASE
+                WHEN kv.key = 'body' OR jsonb_typeof(kv.value) = 'null' THEN NULL
+                WHEN kv.key = 'attributes' AND jsonb_typeof(kv.value) <> 'object' THEN
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an object, not ' || ferry.send_json_kind(kv.value)
+                WHEN kv.key = 'attributes' AND jsonb_path_exists(kv.value, '$.* ? (@.type() != "string" && @.type() != "null")') THEN
+                    (SELECT ferry.send_field(single, e.i::integer - 1, 'attributes.' || a.key) || ': must be a string, not '
+                        || ferry.send_json_kind(a.value)
+                    FROM jsonb_each(kv.value) AS a WHERE jsonb_typeof(a.value) NOT IN ('string', 'null') LIMIT 1)
+                WHEN kv.key IN ('group', 'dedup_id') AND jsonb_typeof(kv.value) <> 'string' THEN
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be a string, not ' || ferry.send_json_kind(kv.value)
+                WHEN kv.key = 'delay_seconds' AND (jsonb_typeof(kv.value) <> 'number' OR kv.value::text !~ '^-?[0-9]+$'
+                        OR kv.value::text::numeric NOT BETWEEN -9223372036854775808 AND 9223372036854775807) THEN
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an integer in range, not ' || ferry.send_json_kind(kv.value)
+                WHEN kv.key = 'deliver_at' AND (jsonb_typeof(kv.value) <> 'string' OR NOT ferry.send_valid_time(kv.value #>> '{}')) THEN
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an RFC 3339 date-time string, such as 2030-01-02T15:04:05Z'
+                END AS error) x
+        WHERE x.error IS NOT NULL
+        ORDER BY e.i LIMIT 1;
+    END IF;
+    IF bad IS NOT NULL THEN
+        PERFORM ferry.raise(400, 'invalid_request', bad);
+    END IF;
 END $$;
-REVOKE ALL ON FUNCTION ferry.send_check_shape(jsonb, integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ferry.send_check_shape(jsonb, boolean) FROM PUBLIC;
 
 -- Whether s is a date-time as REST reads one (RFC 3339, Go's time.Time).
 CREATE FUNCTION ferry.send_valid_time(s text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
@@ -429,8 +476,13 @@ BEGIN
         p.repeat_of[i] := NULL;
         p.sent := p.sent || i;
         p.bodies := p.bodies || (m -> 'body')::text;
-        p.attrs := p.attrs || (SELECT jsonb_object_agg(a.key, coalesce(a.value, ''))::text
-            FROM jsonb_each_text(CASE WHEN jsonb_typeof(m -> 'attributes') = 'object' THEN m -> 'attributes' END) a);
+        IF jsonb_typeof(m -> 'attributes') = 'object' AND m -> 'attributes' <> '{}' THEN
+            -- A null value is "", as REST decodes it.
+            p.attrs := p.attrs || (SELECT jsonb_object_agg(a.key, coalesce(a.value, ''))::text
+                FROM jsonb_each_text(m -> 'attributes') AS a);
+        ELSE
+            p.attrs := p.attrs || NULL::text;
+        END IF;
         p.groups := p.groups || (m ->> 'group');
         p.dedups := p.dedups || d;
         p.delays_ms := p.delays_ms || CASE
@@ -443,26 +495,19 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.send_plan(ferry.queues, jsonb, boolean) FROM PUBLIC;
 
--- max_depth admission (store.admitByDepth for one request): under the
--- queue's lock, taken exclusively and held to the caller's commit (so
--- concurrent sends, from REST or SQL, cannot pass the limit together),
--- the new messages must fit. A dedup id that is live (its row locked FOR
--- KEY SHARE, so that the sweep cannot remove it before the INSERT finds
--- it) takes no room.
+-- max_depth admission (store.admitByDepth for one request), with the
+-- statements REST's admission runs: under the queue's lock, taken
+-- exclusively and held to the caller's commit, the new messages must fit;
+-- a dedup id that is live takes no room.
 CREATE FUNCTION ferry.send_admit(q ferry.queues, p ferry.send_columns) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     depth bigint;
+    live text[];
     fresh bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock(ferry.queue_lock_key(q.id));
-    SELECT coalesce(sum(messages), 0)::bigint INTO depth FROM ferry.queue_counts WHERE queue_id = q.id;
-    SELECT count(*) INTO fresh FROM unnest(p.dedups) AS r(dedup_id)
-    WHERE r.dedup_id IS NULL OR NOT EXISTS (
-        SELECT 1 FROM (
-            SELECT 1 FROM ferry.dedup x
-            WHERE x.queue_id = q.id AND x.dedup_id = r.dedup_id AND x.expires_at > now()
-            LIMIT 1 FOR KEY SHARE
-        ) live);
+    SELECT d.depth INTO depth FROM ferry.message_send_depth_lock(ARRAY[q.id]) AS d;
+    live := ARRAY(SELECT ferry.message_send_dedup_live(q.id, ARRAY(SELECT x FROM unnest(p.dedups) AS x WHERE x IS NOT NULL)));
+    SELECT count(*) INTO fresh FROM unnest(p.dedups) AS r(dedup_id) WHERE r.dedup_id IS NULL OR r.dedup_id <> ALL (live);
     IF fresh > q.max_depth THEN
         PERFORM ferry.raise(400, 'invalid_request', format(
             'messages: the batch has %s new messages, more than the queue''s max_depth of %s: it can never fit', fresh, q.max_depth));
@@ -501,9 +546,7 @@ BEGIN
         ELSE NULL;
     END CASE;
     n := jsonb_array_length(messages);
-    FOR i IN 0 .. n - 1 LOOP
-        PERFORM ferry.send_check_shape(messages -> i, i, single);
-    END LOOP;
+    PERFORM ferry.send_check_shape(messages, single);
     FOR i IN 0 .. n - 1 LOOP
         errs := errs || ferry.send_check_message(messages -> i, i, single, lim.max_body_bytes);
     END LOOP;
@@ -517,6 +560,14 @@ BEGIN
         PERFORM ferry.raise(404, 'not_found', format('no such queue: %s', queue));
     END IF;
     p := ferry.send_plan(q, messages, single);
+    IF current_setting('transaction_isolation') <> 'read committed'
+            AND (q.max_depth > 0 OR EXISTS (SELECT 1 FROM unnest(p.groups) AS g WHERE g IS NOT NULL)) THEN
+        PERFORM ferry.raise(409, 'conflict', format('a send %s must run in a READ COMMITTED transaction, not %s: '
+            'it must see what committed while it waited for the %s lock',
+            CASE WHEN q.max_depth > 0 THEN 'to a queue with a max_depth' ELSE 'to a message group' END,
+            upper(current_setting('transaction_isolation')),
+            CASE WHEN q.max_depth > 0 THEN 'queue''s' ELSE 'group''s' END));
+    END IF;
     IF q.max_depth > 0 THEN
         PERFORM ferry.send_admit(q, p);
     END IF;

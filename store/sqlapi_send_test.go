@@ -259,3 +259,43 @@ func TestSQLSendRoles(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestSQLSendIsolation: a send to a message group or to a queue with a
+// max_depth must see what committed while it waited for the group's or
+// queue's lock, which a REPEATABLE READ or SERIALIZABLE snapshot (taken
+// before the wait) cannot: it is refused (FR409) rather than filing a
+// second head of a group or passing the max_depth. Other sends work at
+// any isolation level.
+func TestSQLSendIsolation(t *testing.T) {
+	t.Parallel()
+	e, q := newQueueEnv(t, "sql-isolation", store.QueuePatch{})
+	bounded := e.queue("sql-isolation-bounded", store.QueuePatch{MaxDepth: ptr[int64](5)})
+	for _, level := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
+		for _, c := range []struct {
+			queue, msgs string
+			refused     bool
+		}{
+			{q.Name, `[{"body": 1, "dedup_id": "` + string(level) + `"}, {"body": 2, "delay_seconds": 5}]`, false},
+			{q.Name, `[{"body": 1}, {"body": 2, "group": "g"}]`, true},
+			{bounded.Name, `[{"body": 1}]`, true},
+		} {
+			tx, err := e.pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: level})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+			_, err = sqlSend(e.ctx, tx, c.queue, c.msgs)
+			if !c.refused {
+				require.NoError(t, err, "%s: %s", level, c.msgs)
+				require.NoError(t, tx.Commit(e.ctx))
+				continue
+			}
+			var pgErr *pgconn.PgError
+			require.True(t, errors.As(err, &pgErr), "%s: %s: %v", level, c.msgs, err)
+			require.Equal(t, "FR409", pgErr.Code, "%s: %s", level, pgErr.Message)
+			require.Contains(t, pgErr.Message, "ferry: conflict: ")
+			require.Contains(t, pgErr.Message, "READ COMMITTED")
+			require.NoError(t, tx.Rollback(e.ctx))
+		}
+	}
+	require.EqualValues(t, 4, e.live(q))
+	require.Zero(t, e.live(bounded))
+}
