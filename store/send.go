@@ -55,9 +55,11 @@ type SendTxResult struct {
 //     a backend with the same slot (sends, acks, claims that dead-letter,
 //     purges) waits for tx.
 //
-// So a caller must not hold tx open long after MessageSendTx; an API that
-// lets clients send inside their own long transactions (the SQL API) must
-// not take these locks this way. The locks are taken in a fixed order
+// So a caller must not hold tx open long after MessageSendTx. The SQL
+// API's ferry.send, which runs the same statements inside applications'
+// transactions of any length, takes none of the first and last kind: no
+// queue lock (unless the queue has a max_depth), and its counters go to a
+// row of the transaction's own (migration 000009, "producers: send"). The locks are taken in a fixed order
 // within one call (queue, then groups in key order); several calls in one
 // transaction take them in call order, so transactions that send to the
 // same groups in different orders can deadlock (Postgres then aborts one).
