@@ -4,6 +4,27 @@
 
 -- ==== producers: send =======================================================
 
+DROP FUNCTION IF EXISTS ferry.send_batch(text, jsonb);
+DROP FUNCTION IF EXISTS ferry.send(text, jsonb, jsonb);
+DROP FUNCTION IF EXISTS ferry.send_write(ferry.queues, ferry.send_columns, integer);
+DROP FUNCTION IF EXISTS ferry.send_messages(text, jsonb, boolean);
+DROP FUNCTION IF EXISTS ferry.send_admit(ferry.queues, ferry.send_columns);
+DROP FUNCTION IF EXISTS ferry.send_plan(ferry.queues, jsonb, boolean);
+DROP TYPE IF EXISTS ferry.send_columns;
+DROP FUNCTION IF EXISTS ferry.send_check_message(jsonb, integer, boolean, integer);
+DROP FUNCTION IF EXISTS ferry.send_valid_time(text);
+DROP FUNCTION IF EXISTS ferry.send_check_shape(jsonb, boolean);
+DROP FUNCTION IF EXISTS ferry.send_valid_traceparent(text);
+DROP FUNCTION IF EXISTS ferry.send_compact_size(jsonb);
+DROP FUNCTION IF EXISTS ferry.send_go_string_size(text);
+DROP FUNCTION IF EXISTS ferry.send_json_kind(jsonb);
+DROP FUNCTION IF EXISTS ferry.send_field(boolean, integer, text);
+DROP FUNCTION IF EXISTS ferry.message_send_dedup_live(bigint, text[]);
+DROP FUNCTION IF EXISTS ferry.message_send_depth_lock(bigint[]);
+DROP FUNCTION IF EXISTS ferry.message_send_dedup_answer(bigint, text[]);
+DROP FUNCTION IF EXISTS ferry.message_send_grouped(bigint, text[], text[], text[], text[], bigint[], timestamptz[], integer);
+DROP FUNCTION IF EXISTS ferry.message_send_plain(bigint, text[], text[], bigint[], timestamptz[]);
+
 -- ==== consumers =============================================================
 
 DROP FUNCTION IF EXISTS ferry.extend(text, text[], integer);

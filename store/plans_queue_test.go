@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -379,35 +380,62 @@ func TestPlansQueueSend(t *testing.T) {
 			return workBound{Batch: len(batch)}
 		}
 	}
+	// The same sends through the SQL API (ferry.send_batch in a
+	// transaction of the probe's pool): the shared INSERTs, and what
+	// ferry.send runs around them (checks, max_depth admission).
+	sqlSend := func(msgs func(run int) []store.SendMessage) func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+		return func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+			run, _ := f.State["run"].(int)
+			f.State["run"] = run + 1
+			batch := msgs(run)
+			res, err := sqlSend(e.ctx, db, f.Queue.Name, sendBatchJSON(t, batch))
+			require.NoError(t, err)
+			require.Len(t, res, len(batch))
+			// The call's statement reports the buffers of every statement
+			// it runs (the checks, the admission, the INSERT, the dedup
+			// answers: REST's statements of the send together, and on a
+			// fresh connection the compiling of the functions), so twice a
+			// statement's; each of those statements is reported, and
+			// checked, on its own too.
+			return workBound{Batch: len(batch), BuffersPerRow: 40}
+		}
+	}
+	maxDepthQueue := func(t *testing.T, e *env) *planFixture {
+		return &planFixture{Queue: e.queue("plan-queue", store.QueuePatch{MaxDepth: ptr(int64(10 * planBacklog))})}
+	}
 	runPlanCases(t, []planCase{
+		{
+			name:  "sql_send",
+			setup: newQueue,
+			fill:  func(t *testing.T, e *env, f *planFixture) { fillQueue(t, e, f.Queue, planBacklog) },
+			run:   sqlSend(hundredPlain),
+		},
+		{
+			name:  "sql_send_grouped",
+			setup: newQueue,
+			fill:  func(t *testing.T, e *env, f *planFixture) { fillGroups(t, e, f.Queue, 0, 0) },
+			run:   sqlSend(halfBusyGroups),
+		},
+		{
+			name:  "sql_send_max_depth",
+			setup: maxDepthQueue,
+			fill: func(t *testing.T, e *env, f *planFixture) {
+				fillQueue(t, e, f.Queue, planBacklog)
+				fillDedup(t, e, f.Queue)
+			},
+			run: sqlSend(halfLiveDedup),
+		},
 		{
 			name:  "send",
 			setup: newQueue,
 			fill:  func(t *testing.T, e *env, f *planFixture) { fillQueue(t, e, f.Queue, planBacklog) },
-			run: send(func(int) []store.SendMessage {
-				var msgs []store.SendMessage
-				for i := range 100 {
-					msgs = append(msgs, msg(i))
-				}
-				return msgs
-			}),
+			run:   send(hundredPlain),
 		},
 		{
 			name:  "send_grouped",
 			setup: newQueue,
 			fill:  func(t *testing.T, e *env, f *planFixture) { fillGroups(t, e, f.Queue, 0, 0) },
-			// Half to groups with live messages (the big one among them),
-			// half to new groups.
-			run: send(func(run int) []store.SendMessage {
-				msgs := []store.SendMessage{grouped("big", 0)}
-				for i := 1; i < 50; i++ {
-					msgs = append(msgs, grouped(fmt.Sprintf("g%d", i), i))
-				}
-				for i := range 50 {
-					msgs = append(msgs, grouped(fmt.Sprintf("new-%d-%d", run, i), i))
-				}
-				return msgs
-			}),
+			run:   send(halfBusyGroups),
 		},
 		{
 			name:  "send_dedup",
@@ -420,10 +448,8 @@ func TestPlansQueueSend(t *testing.T) {
 			run: send(halfLiveDedup),
 		},
 		{
-			name: "send_max_depth",
-			setup: func(t *testing.T, e *env) *planFixture {
-				return &planFixture{Queue: e.queue("plan-queue", store.QueuePatch{MaxDepth: ptr(int64(10 * planBacklog))})}
-			},
+			name:  "send_max_depth",
+			setup: maxDepthQueue,
 			fill: func(t *testing.T, e *env, f *planFixture) {
 				fillQueue(t, e, f.Queue, planBacklog)
 				fillDedup(t, e, f.Queue)
@@ -594,6 +620,46 @@ func requireAllOK(t *testing.T, res []store.ReceiptResult) {
 	for _, r := range res {
 		require.True(t, r.OK, "receipt %v", r.Receipt)
 	}
+}
+
+// hundredPlain is a batch of 100 messages with no group or dedup id.
+func hundredPlain(int) []store.SendMessage {
+	var msgs []store.SendMessage
+	for i := range 100 {
+		msgs = append(msgs, msg(i))
+	}
+	return msgs
+}
+
+// halfBusyGroups is a batch of 100 grouped messages: half to fillGroups'
+// groups with live messages (the big one among them), half to groups new
+// to run.
+func halfBusyGroups(run int) []store.SendMessage {
+	msgs := []store.SendMessage{grouped("big", 0)}
+	for i := 1; i < 50; i++ {
+		msgs = append(msgs, grouped(fmt.Sprintf("g%d", i), i))
+	}
+	for i := range 50 {
+		msgs = append(msgs, grouped(fmt.Sprintf("new-%d-%d", run, i), i))
+	}
+	return msgs
+}
+
+// sendBatchJSON is msgs as the REST (and ferry.send_batch) messages array.
+func sendBatchJSON(t *testing.T, msgs []store.SendMessage) string {
+	t.Helper()
+	type item struct {
+		Body    json.RawMessage `json:"body"`
+		Group   string          `json:"group,omitempty"`
+		DedupID string          `json:"dedup_id,omitempty"`
+	}
+	items := make([]item, len(msgs))
+	for i, m := range msgs {
+		items[i] = item{Body: m.Body, Group: m.Group, DedupID: m.DedupID}
+	}
+	raw, err := json.Marshal(items)
+	require.NoError(t, err)
+	return string(raw)
 }
 
 // halfLiveDedup is a batch of 100 sends whose dedup ids are half live in

@@ -55,9 +55,11 @@ type SendTxResult struct {
 //     a backend with the same slot (sends, acks, claims that dead-letter,
 //     purges) waits for tx.
 //
-// So a caller must not hold tx open long after MessageSendTx; an API that
-// lets clients send inside their own long transactions (the SQL API) must
-// not take these locks this way. The locks are taken in a fixed order
+// So a caller must not hold tx open long after MessageSendTx. The SQL
+// API's ferry.send, which runs the same statements inside applications'
+// transactions of any length, takes none of the first and last kind: no
+// queue lock (unless the queue has a max_depth), and its counters go to a
+// row of the transaction's own (migration 000009, "producers: send"). The locks are taken in a fixed order
 // within one call (queue, then groups in key order); several calls in one
 // transaction take them in call order, so transactions that send to the
 // same groups in different orders can deadlock (Postgres then aborts one).
@@ -300,27 +302,19 @@ func admitByDepth(q Queue, reqs []*sendRequest, depth int64, live map[string]boo
 // ids are live (within their window), in one round trip; db must be a
 // transaction. The live dedup rows are locked (FOR KEY SHARE) so that the
 // dedup sweep cannot remove one before this transaction's INSERT finds
-// it: a message counted as a duplicate is never written.
+// it: a message counted as a duplicate is never written. The statements
+// are the SQL API's admission too (migration 000009,
+// ferry.message_send_depth_lock and ferry.message_send_dedup_live).
 func queueDepthsLocked(ctx context.Context, db DBTX, ids []int64, dedups map[int64][]string) (map[int64]int64, map[int64]map[string]bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(`/* ferry:message_send_depth_lock */ SELECT count(pg_advisory_xact_lock(ferry.queue_lock_key(id))) FROM unnest($1::bigint[]) AS t(id)`, ids)
 	depths := make(map[int64]int64, len(ids))
-	b.Queue(`/* ferry:queue_depth */
-		SELECT q.id, c.depth FROM unnest($1::bigint[]) AS q(id)
-		CROSS JOIN LATERAL (
-			SELECT sum(messages)::bigint AS depth FROM ferry.queue_counts WHERE queue_id = q.id
-		) c`, ids).Query(func(rows pgx.Rows) error {
+	b.Queue(`/* ferry:message_send_depth_lock_call */ SELECT queue_id, depth FROM ferry.message_send_depth_lock($1)`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var (
-				id int64
-				d  *int64
-			)
+			var id, d int64
 			if err := rows.Scan(&id, &d); err != nil {
 				return err
 			}
-			if d != nil {
-				depths[id] = *d
-			}
+			depths[id] = d
 		}
 		return rows.Err()
 	})
@@ -329,14 +323,7 @@ func queueDepthsLocked(ctx context.Context, db DBTX, ids []int64, dedups map[int
 		if len(dedups[id]) == 0 {
 			continue
 		}
-		b.Queue(`/* ferry:dedup_live */
-				SELECT d.dedup_id FROM unnest($2::text[]) AS r(dedup_id)
-				CROSS JOIN LATERAL (
-					SELECT x.dedup_id FROM ferry.dedup x
-					WHERE x.queue_id = $1 AND x.dedup_id = r.dedup_id AND x.expires_at > now()
-					LIMIT 1
-					FOR KEY SHARE
-				) d`, id, dedups[id]).Query(func(rows pgx.Rows) error {
+		b.Queue(`/* ferry:dedup_live_call */ SELECT d FROM ferry.message_send_dedup_live($1, $2) AS d`, id, dedups[id]).Query(func(rows pgx.Rows) error {
 			ds, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			if err != nil {
 				return err

@@ -53,15 +53,14 @@ func planSend(q Queue, msgs []SendMessage) (*sendPlan, error) {
 }
 
 // sendColumns are the messages a plan writes as the INSERT's array
-// parameters, one element per message, and the groups they name.
+// parameters, one element per message.
 type sendColumns struct {
-	bodies     []string
-	attrs      []*string
-	groups     []*string
-	dedups     []*string
-	delaysMs   []int64
-	at         []*time.Time
-	groupNames []string // each group once, in first-use order
+	bodies   []string
+	attrs    []*string
+	groups   []*string
+	dedups   []*string
+	delaysMs []int64
+	at       []*time.Time
 }
 
 // columns lays the written messages out as the INSERT's parameters. A
@@ -72,7 +71,6 @@ func (p *sendPlan) columns() sendColumns {
 		bodies: make([]string, n), attrs: make([]*string, n), groups: make([]*string, n),
 		dedups: make([]*string, n), delaysMs: make([]int64, n), at: make([]*time.Time, n),
 	}
-	seenGroup := map[string]bool{}
 	for k, i := range p.sent {
 		m := p.msgs[i]
 		c.bodies[k] = string(m.Body)
@@ -83,10 +81,6 @@ func (p *sendPlan) columns() sendColumns {
 		if m.Group != "" {
 			g := m.Group
 			c.groups[k] = &g
-			if !seenGroup[g] {
-				seenGroup[g] = true
-				c.groupNames = append(c.groupNames, g)
-			}
 		}
 		if m.DedupID != "" {
 			d := m.DedupID
@@ -106,99 +100,34 @@ func (p *sendPlan) columns() sendColumns {
 }
 
 // addStatements adds the plan's statements to b: the queue lock (shared),
-// the group locks (exclusive, in key order) for grouped messages, and one
-// INSERT of the whole batch that also claims the dedup ids, followed by
-// the read of the dedup answers. Each statement that returns results
-// carries its reader, so nothing counts positions in the batch. The INSERT
+// and one call of the write that the SQL API's ferry.send runs too
+// (migration 000009, "producers: send"): ferry.message_send_plain for
+// messages with no group and no dedup id, else ferry.message_send_grouped,
+// which takes the group locks (exclusive, in key order) and claims the
+// dedup ids, followed by the read of the dedup answers
+// (ferry.message_send_dedup_answer). Each statement that returns results
+// carries its reader, so nothing counts positions in the batch. The write
 // writes nothing if the queue no longer exists (see finish).
+//
+// One statement text for both faces: the INSERTs live in those functions
+// only. Their shapes, and why they are robust to any plan, are in the
+// functions' comments; PL/pgSQL caches their plans per connection as pgx
+// does a prepared statement's.
 func (p *sendPlan) addStatements(b *pgx.Batch) {
 	c := p.columns()
 	b.Queue(`/* ferry:message_send_queue_lock */ SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)
-	if len(c.groupNames) > 0 {
-		b.Queue(lockGroupsNamed, p.q.ID, c.groupNames)
-	}
 	if p.simple() {
-		p.addPlainInsert(b, c)
+		b.Queue(`/* ferry:message_send_call */ SELECT id FROM ferry.message_send_plain($1, $2, $3, $4, $5) AS id`,
+			p.q.ID, c.bodies, c.attrs, c.delaysMs, c.at).Query(p.readPlain)
 		return
 	}
-	p.addGroupedInsert(b, c)
+	b.Queue(`/* ferry:message_send_grouped_call */ SELECT ord, id, inserted FROM ferry.message_send_grouped($1, $2, $3, $4, $5, $6, $7, $8)`,
+		p.q.ID, c.bodies, c.attrs, c.groups, c.dedups, c.delaysMs, c.at, p.q.DedupWindowSeconds).Query(p.readGrouped)
 	if dedups := p.dedupIDs(); dedups != nil {
-		// In the same transaction, after the INSERT: the dedup rows that
-		// beat this send are committed (ON CONFLICT waited for them), so
-		// this statement's snapshot sees them, and no sweep or takeover
-		// can change them before the answer is read.
-		b.Queue(`/* ferry:dedup_answer */
-			SELECT d.dedup_id, d.message_id FROM unnest($2::text[]) AS r(dedup_id)
-			CROSS JOIN LATERAL (
-				SELECT x.dedup_id, x.message_id FROM ferry.dedup x WHERE x.queue_id = $1 AND x.dedup_id = r.dedup_id LIMIT 1
-			) d`,
+		// In the same transaction, after the INSERT: see the function.
+		b.Queue(`/* ferry:dedup_answer_call */ SELECT dedup_id, message_id FROM ferry.message_send_dedup_answer($1, $2)`,
 			p.q.ID, dedups).Query(p.readDedupAnswers)
 	}
-}
-
-// addPlainInsert adds the INSERT of messages with no group and no dedup
-// id: a plain INSERT, without the CTEs and the window the general
-// statement needs. Ids come from the sequence in input order, so the i-th
-// smallest id returned is the i-th message.
-func (p *sendPlan) addPlainInsert(b *pgx.Batch, c sendColumns) {
-	b.Queue(`/* ferry:message_send */
-			INSERT INTO ferry.messages (queue_id, id, visible_at, attributes, body)
-			SELECT $1, nextval('ferry.message_id_seq'),
-				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'), attributes::json, body::json
-			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS t(body, attributes, delay_ms, deliver_at)
-			WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
-			RETURNING id`,
-		p.q.ID, c.bodies, c.attrs, c.delaysMs, c.at).Query(p.readPlain)
-}
-
-// addGroupedInsert adds the INSERT of messages with groups or dedup ids.
-// The groups' live messages and the dedup answers are read by one index
-// probe per group or dedup id (LATERAL ... LIMIT 1): an EXISTS over the
-// queue may be planned as one hashed scan of the whole queue, and
-// "queue_id = $1 AND dedup_id = ANY($2)" as a scan of all the queue's
-// dedup ids, by a planner that believes the queue is small.
-func (p *sendPlan) addGroupedInsert(b *pgx.Batch, c sendColumns) {
-	b.Queue(`/* ferry:message_send_grouped */
-		WITH input AS (
-			SELECT nextval('ferry.message_id_seq') AS id, t.*
-			FROM (
-				SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
-					WITH ORDINALITY AS t(body, attributes, grp, dedup_id, delay_ms, deliver_at, ord)
-				ORDER BY ord
-			) t
-			WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
-		),
-		claimed_dedup AS (
-			INSERT INTO ferry.dedup AS d (queue_id, dedup_id, message_id, expires_at)
-			SELECT $1, dedup_id, id, now() + make_interval(secs => $8) FROM input WHERE dedup_id IS NOT NULL
-			ON CONFLICT (queue_id, dedup_id) DO UPDATE
-				SET message_id = excluded.message_id, expires_at = excluded.expires_at
-				WHERE d.expires_at <= now()
-			RETURNING message_id
-		),
-		fresh AS (
-			SELECT * FROM input WHERE dedup_id IS NULL OR id IN (SELECT message_id FROM claimed_dedup)
-		),
-		-- The groups that already have live messages: new ones wait.
-		busy AS (
-			SELECT g.grp FROM (SELECT DISTINCT grp FROM input WHERE grp IS NOT NULL) g
-			CROSS JOIN LATERAL (
-				SELECT true FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = g.grp LIMIT 1
-			) live
-		),
-		inserted AS (
-			INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, grp, dedup_id, attributes, body)
-			SELECT $1, id,
-				coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'),
-				grp IS NOT NULL AND (
-					row_number() OVER (PARTITION BY grp ORDER BY ord) > 1
-					OR grp IN (SELECT grp FROM busy)),
-				grp, dedup_id, attributes::json, body::json
-			FROM fresh
-			RETURNING id
-		)
-		SELECT input.ord, input.id, inserted.id IS NOT NULL FROM input LEFT JOIN inserted USING (id)`,
-		p.q.ID, c.bodies, c.attrs, c.groups, c.dedups, c.delaysMs, c.at, p.q.DedupWindowSeconds).Query(p.readGrouped)
 }
 
 // dedupIDs lists the dedup ids of the messages written, or nil.
