@@ -105,7 +105,7 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 			return err
 		}
 		defer conn.Release()
-		out, err = batch.write(ctx, conn.Conn(), true)
+		out, err = batch.write(ctx, conn.Conn(), true, true)
 		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 			// Leave the connection clean; the pool drops it if this fails.
 			_, _ = conn.Exec(context.Background(), "ROLLBACK")
@@ -160,7 +160,7 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 // meanwhile, a deadlock) aborted tx: run the whole transaction again.
 // ErrNotFound means the topic is gone.
 func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
-	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false)
+	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false, false)
 	if err != nil {
 		return PublishOutcome{}, interpretError("event publish", err)
 	}
