@@ -178,7 +178,8 @@ REVOKE ALL ON FUNCTION ferry.publish_kind(jsonb) FROM PUBLIC;
 -- of objects with only the members id, type, key, data, attributes (or,
 -- for ferry.publish, options with id, key, attributes), each of its
 -- type. Raises FR400 at the first mistake, FR413 over the batch limit.
--- field(i, name) names a member in errors ("events[3].type", or "type").
+-- Members are named as REST names them, with the event's index where
+-- REST's decoder cannot give it ("events[3].type: must be a string").
 CREATE FUNCTION ferry.publish_check_shape(events jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     max_batch integer := (SELECT l.max_batch FROM ferry.sql_limits l);
@@ -207,7 +208,7 @@ BEGIN
         FOR k, v IN SELECT * FROM jsonb_each(e) LOOP
             f := CASE WHEN single THEN k ELSE format('events[%s].%s', i, k) END;
             IF k NOT IN ('id', 'type', 'key', 'data', 'attributes') THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': unknown field');
+                PERFORM ferry.raise(400, 'invalid_request', f || ': unknown field (member names are case-sensitive)');
             ELSIF k IN ('id', 'type', 'key') AND jsonb_typeof(v) NOT IN ('string', 'null') THEN
                 PERFORM ferry.raise(400, 'invalid_request', f || ': must be a string, not ' || ferry.publish_kind(v));
             ELSIF k = 'attributes' AND jsonb_typeof(v) NOT IN ('object', 'null') THEN
@@ -215,8 +216,8 @@ BEGIN
             ELSIF k = 'attributes' AND jsonb_typeof(v) = 'object' THEN
                 SELECT a.key INTO k FROM jsonb_each(v) a WHERE jsonb_typeof(a.value) <> 'string' ORDER BY a.key LIMIT 1;
                 IF FOUND THEN
-                    PERFORM ferry.raise(400, 'invalid_request', format('%s.%s: must be a string, not %s',
-                        f, k, ferry.publish_kind(v -> k)));
+                    PERFORM ferry.raise(400, 'invalid_request', format('%s: must be a string, not %s',
+                        f, ferry.publish_kind(v -> k)));
                 END IF;
             END IF;
         END LOOP;
@@ -307,7 +308,7 @@ BEGIN
     PERFORM ferry.publish_check_fields(events, single);
     SELECT * INTO t FROM ferry.topics WHERE name = topic_name;
     IF NOT FOUND THEN
-        PERFORM ferry.raise(404, 'not_found', 'no such topic: ' || topic_name);
+        PERFORM ferry.raise(404, 'not_found', 'no such resource');
     END IF;
     -- Ids, then partitions: keyed by the key's hash, keyless from the
     -- spread sequence (one draw per call).
@@ -404,7 +405,7 @@ BEGIN
     END IF;
     IF options ?| ARRAY['type', 'data'] THEN
         PERFORM ferry.raise(400, 'invalid_request',
-            (CASE WHEN options ? 'data' THEN 'data' ELSE 'type' END) || ': unknown field');
+            (CASE WHEN options ? 'data' THEN 'data' ELSE 'type' END) || ': unknown field (member names are case-sensitive)');
     END IF;
     RETURN QUERY SELECT * FROM ferry.publish_events(topic,
         jsonb_build_array(coalesce(options, '{}') || jsonb_build_object('type', type, 'data', data)), true);
