@@ -279,13 +279,13 @@ func TestSQLPublishDualPath(t *testing.T) {
 	env := ferrytest.Start(t)
 	db := sqlDB(t, env)
 	filters := map[string]map[string]any{
-		"all":      nil,
-		"one-word": {"filter": map[string]any{"types": []any{"order.*"}}},
-		"any-word": {"filter": map[string]any{"types": []any{"order.#"}}},
-		"eu":       {"filter": map[string]any{"attributes": map[string]any{"region": []any{"eu"}}}},
-		"gold":     {"filter": map[string]any{"data": map[string]any{"customer.tier": []any{"gold"}}}},
-		"both":     {"filter": map[string]any{"types": []any{"order.#"}, "attributes": map[string]any{"region": []any{"us", "eu"}}}},
-		"ordered":  {"ordered": true},
+		"all":            nil,
+		"one-word":       {"filter": map[string]any{"types": []any{"order.*"}}},
+		"any-word":       {"filter": map[string]any{"types": []any{"order.#"}}},
+		"eu":             {"filter": map[string]any{"attributes": map[string]any{"region": []any{"eu"}}}},
+		"gold":           {"filter": map[string]any{"data": map[string]any{"customer.tier": []any{"gold"}}}},
+		"both":           {"filter": map[string]any{"types": []any{"order.#"}, "attributes": map[string]any{"region": []any{"us", "eu"}}}},
+		"ordered":        {"ordered": true},
 		"ordered-orders": {"ordered": true, "filter": map[string]any{"types": []any{"order.*"}}},
 	}
 	n := 0
