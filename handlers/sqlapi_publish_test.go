@@ -28,9 +28,9 @@ import (
 // same bad input, the same error.
 
 // sqlDB opens a pool on the server's database for the application's side.
-func sqlDB(t testing.TB, env *ferrytest.Env) *pgxpool.Pool {
+func sqlDB(t testing.TB, databaseURL string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), env.DatabaseURL)
+	pool, err := pgxpool.New(context.Background(), databaseURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
@@ -90,7 +90,7 @@ func pendingDrained(t testing.TB, db *pgxpool.Pool) {
 func TestSQLPublishErrorsAsREST(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	db := sqlDB(t, env)
+	db := sqlDB(t, env.DatabaseURL)
 	putTopic(t, env, "errs", map[string]any{"partitions": 2}, http.StatusCreated)
 	long := strings.Repeat("x", 257)
 	many := make([]map[string]any, 1001)
@@ -306,7 +306,7 @@ func drainTwin(t *testing.T, env *ferrytest.Env, topic, sub string, given map[st
 func TestSQLPublishDualPath(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	db := sqlDB(t, env)
+	db := sqlDB(t, env.DatabaseURL)
 	filters := map[string]map[string]any{
 		"all":            nil,
 		"one-word":       {"filter": map[string]any{"types": []any{"order.*"}}},
@@ -444,7 +444,7 @@ func waitingOn(t testing.TB, db *pgxpool.Pool, tag string, since time.Time) {
 func TestSQLPublishWakesLongPolls(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, withPoll(30*time.Second))
-	db := sqlDB(t, env)
+	db := sqlDB(t, env.DatabaseURL)
 	putTopic(t, env, "lp", map[string]any{"partitions": 1}, http.StatusCreated)
 	putSub(t, env, "lp", "s", nil, http.StatusCreated)
 	var logLat, subLat []time.Duration
@@ -520,7 +520,7 @@ func btoi(b bool) int {
 func TestSQLPublishPush(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t, allowPrivatePush, withPoll(30*time.Second))
-	db := sqlDB(t, env)
+	db := sqlDB(t, env.DatabaseURL)
 	rc := newReceiver(t, nil)
 	putTopic(t, env, "pushed", map[string]any{"partitions": 2}, http.StatusCreated)
 	secret := newPushSub(t, env, "pushed", "hook", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
@@ -558,7 +558,7 @@ func TestSQLPublishPush(t *testing.T) {
 func TestSQLPublishPendingDuplicateOverREST(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	db := sqlDB(t, env)
+	db := sqlDB(t, env.DatabaseURL)
 	ctx := context.Background()
 	putTopic(t, env, "pend", map[string]any{"partitions": 2}, http.StatusCreated)
 	var topicID int64
@@ -607,4 +607,70 @@ func TestSQLPublishPendingDuplicateOverREST(t *testing.T) {
 	again := publishEvents(t, env, "pend", evt("t", "id", "fresh"), evt("t", "id", "y"))
 	require.True(t, again[0].Duplicate && again[1].Duplicate, "both were published: %+v", again)
 	require.Len(t, logEvents(t, env, "pend"), 5) // x, wake, y, fresh, wake-2
+}
+
+// Two instances relay one database at once: SQL publishes committed while
+// both run are each appended once, offsets dense, each transaction's
+// events in call order. Events committed while no instance runs wait,
+// pending, for the next start, which appends them.
+func TestSQLPublishTwoInstancesAndRestart(t *testing.T) {
+	t.Parallel()
+	a := ferrytest.Start(t)
+	b := ferrytest.StartOn(t, a.DatabaseURL)
+	db := sqlDB(t, a.DatabaseURL)
+	ctx := context.Background()
+	putTopic(t, a, "two", map[string]any{"partitions": 2}, http.StatusCreated)
+	var txs [][]string
+	for k := range 40 {
+		tx, err := db.Begin(ctx)
+		require.NoError(t, err)
+		var ids []string
+		for j := range 1 + k%3 {
+			id := fmt.Sprintf("t%d-e%d", k, j)
+			ids = append(ids, id)
+			_, err = tx.Exec(ctx, `SELECT ferry.publish('two', 't', NULL, $1::jsonb)`, fmt.Sprintf(`{"id": %q, "key": "k%d"}`, id, k%2))
+			require.NoError(t, err)
+		}
+		require.NoError(t, tx.Commit(ctx))
+		txs = append(txs, ids)
+	}
+	pendingDrained(t, db)
+	requireLogOnce(t, b, "two", txs)
+
+	a.Stop()
+	b.Stop()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = sqlPublishBatch(ctx, tx, "two", []any{evt("t", "id", "late-1", "key", "k0"), evt("t", "id", "late-2", "key", "k0")})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	var pending int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM ferry.event_pending`).Scan(&pending))
+	require.Equal(t, 2, pending, "no instance runs")
+	c := ferrytest.StartOn(t, a.DatabaseURL)
+	pendingDrained(t, db)
+	requireLogOnce(t, c, "two", append(txs, []string{"late-1", "late-2"}))
+}
+
+// requireLogOnce checks that the topic's log holds exactly the events of
+// txs, each once, with dense offsets, and each transaction's events (all
+// of one key) in call order.
+func requireLogOnce(t testing.TB, env *ferrytest.Env, topic string, txs [][]string) {
+	t.Helper()
+	at := map[string]int64{}
+	for p := range getTopic(t, env, topic).Partitions {
+		for i, e := range readEvents(t, env, topic, fmt.Sprintf("?partition=%d&limit=1000", p)).Events {
+			require.Equal(t, int64(i), e.Offset, "dense")
+			require.NotContains(t, at, e.ID, "appended once")
+			at[e.ID] = e.Offset
+		}
+	}
+	n := 0
+	for _, ids := range txs {
+		n += len(ids)
+		for i := 1; i < len(ids); i++ {
+			require.Less(t, at[ids[i-1]], at[ids[i]], "call order %v", ids)
+		}
+	}
+	require.Len(t, at, n)
 }
