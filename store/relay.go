@@ -144,9 +144,9 @@ func (r *Relay) Run(ctx context.Context) {
 
 // anyPending is the fallback poll's one read.
 func (r *Relay) anyPending(ctx context.Context) bool {
-	var any bool
-	err := r.pool.QueryRow(ctx, `/* ferry:event_pending_any */ SELECT EXISTS (SELECT 1 FROM ferry.event_pending)`).Scan(&any)
-	return err != nil || any
+	var found bool
+	err := r.pool.QueryRow(ctx, `/* ferry:event_pending_any */ SELECT EXISTS (SELECT 1 FROM ferry.event_pending)`).Scan(&found)
+	return err != nil || found
 }
 
 // Drain appends every committed pending event that no other instance is
@@ -381,6 +381,6 @@ func EventAwaitAppended(ctx context.Context, db DBTX, n *Notifier, t Topic, resu
 	return nil
 }
 
-// ErrPending: an event id is a duplicate of an event published through
-// the SQL API that is not appended yet.
+// ErrPending says that an event id is a duplicate of an event published
+// through the SQL API that the relay has not appended yet.
 var ErrPending = errors.New("the event with this id was published through the SQL API and is not in the log yet")

@@ -334,7 +334,7 @@ func TestSQLPublishRelayCrashAndTwoInstances(t *testing.T) {
 		WHERE datname = current_database() AND application_name = 'relay-victim' AND wait_event_type = 'Lock'`).Scan(&killed))
 	require.Equal(t, 1, killed)
 	require.NoError(t, hold.Rollback(e.ctx))
-	_ = <-drained // retried on a new connection, or failed: either way, once
+	<-drained // retried on a new connection, or failed: either way, once
 
 	// Many transactions, two relays draining as they commit.
 	relays := []*store.Relay{store.NewRelay(e.newPool(4), nil, store.RelayConfig{MaxEvents: 7}), store.NewRelay(e.newPool(4), nil, store.RelayConfig{MaxEvents: 5})}
