@@ -200,6 +200,13 @@ func (h *handler) eventPublish(c echo.Context) error {
 		// relay has not appended yet: answered once it has its offset.
 		return false, store.EventAwaitAppended(ctx, h.Pool, h.Notifier, t, results, pendingWait, h.FallbackPoll, h.Stop)
 	})
+	if errors.Is(err, store.ErrBusy) {
+		p := problem(http.StatusServiceUnavailable, codeUnavailable,
+			"the topic is busy: an event id of the batch is claimed by a transaction still open (a SQL API publish "+
+				"not committed yet), or its subscriptions kept changing; nothing was written, retry with the same ids")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
+	}
 	if errors.Is(err, store.ErrPending) {
 		p := problem(http.StatusServiceUnavailable, codeUnavailable,
 			"an event of the batch is a duplicate of an event published through the SQL API that is not in the log yet; "+

@@ -104,7 +104,7 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 	if begin {
 		b.Queue(`BEGIN`)
 	}
-	p.claimDedup(b)
+	p.claimDedup(b, begin)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return PublishOutcome{}, err
 	}
@@ -127,16 +127,29 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 // topic's subscriptions with their version. The relay's batch claims
 // nothing new: its ids were claimed pending by ferry.publish, and it
 // turns those claims into this transaction's own (see relayClaim).
-func (p *publishBatch) claimDedup(b *pgx.Batch) {
+//
+// An id claimed by a transaction still in progress makes the claim wait
+// for it. With bounded (a transaction of Ferry's own), that wait is cut
+// after claimWait (lock_not_available: ErrBusy, the Publisher writes the
+// requests merged with it again without it): the claimer may be an
+// application's transaction that called ferry.publish and stays open for
+// minutes, and a publish must not hold everything merged with it, nor a
+// Publisher's worker, that long.
+func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	ids := make([]string, len(p.rows))
 	parts := make([]int32, len(p.rows))
 	for k, r := range p.rows {
 		ids[k], parts[k] = r.id, r.partition
 	}
 	t := p.topic
-	if p.relayed {
+	switch {
+	case p.relayed:
 		relayClaim(b, t, ids)
-	} else {
+	case bounded:
+		b.Queue(`SET LOCAL lock_timeout = '` + claimWait + `'`)
+		restClaim(b, t, ids, parts)
+		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	default:
 		restClaim(b, t, ids, parts)
 	}
 	// Fresh claims read back as offset -1 (this transaction's own rows);
@@ -158,6 +171,11 @@ func (p *publishBatch) claimDedup(b *pgx.Batch) {
 		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
 		WHERE t.id = $1 ORDER BY q.id`, t.ID).Query(p.readSubs)
 }
+
+// claimWait bounds how long a publish of Ferry's own transaction waits
+// for another transaction's claim of one of its ids: a REST publish's
+// takes milliseconds; an application's open transaction may take minutes.
+const claimWait = "250ms"
 
 // restClaim queues the claim of a publish through REST (or Go): an id
 // new in the window is claimed with offset -1, and an id whose window

@@ -563,3 +563,43 @@ func TestSQLPublishTopicDeleted(t *testing.T) {
 	require.Empty(t, e.allEvents(again))
 	require.Zero(t, e.drain(r))
 }
+
+// A REST publish of an id claimed by an application's transaction still
+// open waits for it only briefly: it fails busy (to be retried) within a
+// second, and the publishes merged with it into one transaction are
+// written without it; once the claimer commits, the id is a duplicate.
+func TestSQLPublishOpenClaimBoundsRESTWait(t *testing.T) {
+	t.Parallel()
+	e, tp := newTopicEnv(t, "claimed", 1)
+	p := store.NewPublisher(e.pool, store.PublisherConfig{Workers: 1})
+	t.Cleanup(p.Close)
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(e.ctx) //nolint:errcheck // a no-op after Commit
+	e.sqlPublish(tx, "claimed", ev("x", "t"))
+
+	errs := make([]error, 6)
+	took := make([]time.Duration, 6)
+	atOnce(6, func(i int) {
+		start := time.Now()
+		id := fmt.Sprintf("other-%d", i)
+		if i == 0 {
+			id = "x"
+		}
+		_, errs[i] = p.Publish(e.ctx, tp, []store.PublishEvent{eventWithID(id)})
+		took[i] = time.Since(start)
+	})
+	require.ErrorIs(t, errs[0], store.ErrBusy)
+	for i := range errs {
+		require.Less(t, took[i], time.Second, "publish %d", i)
+		if i > 0 {
+			require.NoError(t, errs[i], "publish %d", i)
+		}
+	}
+	require.NoError(t, tx.Commit(e.ctx))
+	res, err := p.Publish(e.ctx, tp, []store.PublishEvent{eventWithID("x")})
+	require.NoError(t, err)
+	require.Equal(t, store.PendingOffset, res[0].Offset)
+	e.drain(e.newRelay())
+	require.Len(t, e.allEvents(tp), 6)
+}
