@@ -146,9 +146,9 @@ func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	case p.relayed:
 		relayClaim(b, t, ids)
 	case bounded:
-		b.Queue(`SET LOCAL lock_timeout = '` + claimWait + `'`)
+		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + claimWait + `'`)
 		restClaim(b, t, ids, parts)
-		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+		b.Queue(`/* ferry:event_dedup_claim_wait_end */ SET LOCAL lock_timeout TO DEFAULT`)
 	default:
 		restClaim(b, t, ids, parts)
 	}
