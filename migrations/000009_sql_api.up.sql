@@ -400,7 +400,9 @@ CREATE FUNCTION ferry.publish(topic text, type text, data jsonb, options jsonb D
     RETURNS TABLE(id text, "partition" integer, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
 BEGIN
-    IF options IS NOT NULL AND jsonb_typeof(options) <> 'object' THEN
+    IF options IS NULL OR jsonb_typeof(options) = 'null' THEN
+        options := '{}';
+    ELSIF jsonb_typeof(options) <> 'object' THEN
         PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || ferry.publish_kind(options));
     END IF;
     IF options ?| ARRAY['type', 'data'] THEN
@@ -408,7 +410,7 @@ BEGIN
             (CASE WHEN options ? 'data' THEN 'data' ELSE 'type' END) || ': unknown field (member names are case-sensitive)');
     END IF;
     RETURN QUERY SELECT * FROM ferry.publish_events(topic,
-        jsonb_build_array(coalesce(options, '{}') || jsonb_build_object('type', type, 'data', data)), true);
+        jsonb_build_array(options || jsonb_build_object('type', type, 'data', data)), true);
 END $$;
 REVOKE ALL ON FUNCTION ferry.publish(text, text, jsonb, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ferry.publish(text, text, jsonb, jsonb) TO ferry_producer;
