@@ -193,9 +193,27 @@ func (h *handler) eventPublish(c echo.Context) error {
 	ctx := c.Request().Context()
 	var results []store.PublishResult
 	err = h.withTopic(ctx, n, func(t store.Topic) (bool, error) {
-		results, err = h.Publisher.Publish(ctx, t, events)
-		return false, err
+		if results, err = h.Publisher.Publish(ctx, t, events); err != nil {
+			return false, err
+		}
+		// A duplicate of an event published through the SQL API that the
+		// relay has not appended yet: answered once it has its offset.
+		return false, store.EventAwaitAppended(ctx, h.Pool, h.Notifier, t, results, pendingWait, h.FallbackPoll, h.Stop)
 	})
+	if errors.Is(err, store.ErrBusy) {
+		p := problem(http.StatusServiceUnavailable, codeUnavailable,
+			"the topic is busy: an event id of the batch is claimed by a transaction still open (a SQL API publish "+
+				"not committed yet), or its subscriptions kept changing; nothing was written, retry with the same ids")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
+	}
+	if errors.Is(err, store.ErrPending) {
+		p := problem(http.StatusServiceUnavailable, codeUnavailable,
+			"an event of the batch is a duplicate of an event published through the SQL API that is not in the log yet; "+
+				"the batch's other events are published: retry with the same ids (they answer as duplicates) to learn the offsets")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
+	}
 	if err != nil {
 		return err
 	}
@@ -210,6 +228,10 @@ func (h *handler) eventPublish(c echo.Context) error {
 	h.Metrics.published.WithLabelValues(n).Add(float64(fresh))
 	return reply(c, http.StatusCreated, map[string]any{"events": out})
 }
+
+// pendingWait bounds how long a publish that is a duplicate of a pending
+// SQL API event waits for the relay to append it (milliseconds, normally).
+const pendingWait = 5 * time.Second
 
 type eventReply struct {
 	ID          string          `json:"id"`

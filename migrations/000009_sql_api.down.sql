@@ -2,6 +2,23 @@
 
 -- ==== producers: publish ====================================================
 
+-- Events committed through the SQL API but not appended yet are lost with
+-- the table (the previous release has no relay): their dedup claims go too.
+DELETE FROM ferry.event_dedup WHERE "offset" = -2;
+DROP FUNCTION IF EXISTS ferry.publish_batch(text, jsonb);
+DROP FUNCTION IF EXISTS ferry.publish(text, text, jsonb, jsonb);
+DROP FUNCTION IF EXISTS ferry.publish_events(text, jsonb, boolean);
+DROP FUNCTION IF EXISTS ferry.publish_claim(ferry.topics, text[], integer[]);
+DROP FUNCTION IF EXISTS ferry.publish_check_fields(jsonb, boolean);
+DROP FUNCTION IF EXISTS ferry.publish_check_shape(jsonb, boolean);
+DROP FUNCTION IF EXISTS ferry.publish_kind(jsonb);
+DROP FUNCTION IF EXISTS ferry.valid_traceparent(text);
+DROP FUNCTION IF EXISTS ferry.json_compact_size(jsonb);
+DROP FUNCTION IF EXISTS ferry.partition_for_key(text, integer);
+DROP SEQUENCE IF EXISTS ferry.event_spread_seq;
+DROP SEQUENCE IF EXISTS ferry.event_pending_seq;
+DROP TABLE IF EXISTS ferry.event_pending;
+
 -- ==== producers: send =======================================================
 
 DROP FUNCTION IF EXISTS ferry.send_batch(text, jsonb);

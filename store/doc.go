@@ -104,6 +104,16 @@
 // duplicate never consumes an offset; its row remembers where the
 // original landed.
 //
+// A publish through the SQL API (ferry.publish, in the application's own
+// transaction) cannot hold partition locks until its caller commits. It
+// claims its ids in ferry.event_dedup at PendingOffset and records its
+// events in ferry.event_pending; the outbox relay of every instance
+// (Relay), woken by the NOTIFY its commit delivers, appends them through
+// the same engine as a REST publish, per topic one instance at a time, in
+// short transactions of its own: offsets are assigned at append, after
+// the caller's commit. A REST publish that meets a pending claim answers
+// a duplicate once the relay has appended it (EventAwaitAppended).
+//
 // # Subscriptions and fan-out
 //
 // A subscription is a row of ferry.queues with topic_id set: a queue fed

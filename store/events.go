@@ -25,6 +25,8 @@ type PublishEvent struct {
 type PublishResult struct {
 	ID        string
 	Partition int
+	// Offset is PendingOffset for a duplicate of an event of the SQL API
+	// that the relay has not appended yet (see EventAwaitAppended).
 	Offset    int64
 	Duplicate bool
 }
@@ -105,7 +107,7 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 			return err
 		}
 		defer conn.Release()
-		out, err = batch.write(ctx, conn.Conn(), true)
+		out, err = batch.write(ctx, conn.Conn(), true, true)
 		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 			// Leave the connection clean; the pool drops it if this fails.
 			_, _ = conn.Exec(context.Background(), "ROLLBACK")
@@ -141,8 +143,9 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 //     makes offsets dense and visible in offset order (one transaction at
 //     a time assigns a partition's offsets), and it is why these locks
 //     must not be held across a long transaction: a caller whose
-//     transaction may stay open (the SQL API, next, with its clients'
-//     transactions) must not publish this way inside it;
+//     transaction may stay open must not publish this way inside it (the
+//     SQL API's ferry.publish records pending events for the Relay
+//     instead);
 //   - the event ids claimed: a publish of the same ids waits for tx to
 //     learn whether they are duplicates;
 //   - the advisory locks of the key groups of ordered subscriptions that
@@ -160,7 +163,7 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 // meanwhile, a deadlock) aborted tx: run the whole transaction again.
 // ErrNotFound means the topic is gone.
 func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
-	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false)
+	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false, false)
 	if err != nil {
 		return PublishOutcome{}, interpretError("event publish", err)
 	}

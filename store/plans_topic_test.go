@@ -43,6 +43,32 @@ func TestPlansTopic(t *testing.T) {
 			},
 		},
 		{
+			// The SQL API's publish (its functions' statements) and the
+			// relay's append of what it left pending.
+			name:   "sql_publish_relay",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithSubs,
+			fill:   fillPlanTopic(topicFill{}),
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				evs := make([]map[string]any, 100)
+				for i := range evs {
+					evs[i] = map[string]any{"type": "order.created", "key": fmt.Sprintf("key-%d", i), "data": map[string]any{"n": 1}}
+					if i%10 == 0 {
+						evs[i]["id"] = fmt.Sprintf("evt-%d-%d-%d", f.Topic.ID, i%4, i)
+					}
+				}
+				_, err := sqlPublish(e.ctx, db, f.Topic.Name, evs...)
+				require.NoError(t, err)
+				_, err = store.NewRelay(db, nil, store.RelayConfig{}).Drain(e.ctx)
+				require.NoError(t, err)
+				// The call of ferry.publish_batch counts the buffers of
+				// every statement it runs (each checked on its own too):
+				// per event a dedup claim, a pending row (a heap tuple
+				// and two index entries each), a read and a nextval.
+				return workBound{Batch: 100, BuffersPerRow: 40}
+			},
+		},
+		{
 			name:   "event_read",
 			warmUp: warmUpOtherTopic,
 			setup:  planTopic,

@@ -28,6 +28,7 @@ import (
 type publishBatch struct {
 	topic    Topic
 	filters  *filterCache // the caller's, or nil
+	relayed  bool         // the relay's: the ids are claimed already, pending
 	ids      []string     // per event given: its id
 	repeatOf []int        // per event given: the earlier one with its id, or -1
 	rows     []publishRow
@@ -92,16 +93,18 @@ func newPublishBatch(t Topic, events []PublishEvent, spread *Spreader, filters *
 }
 
 // write runs the publish on db in two round trips and says where each
-// event landed and what to wake. With own, db is a connection outside any
-// transaction, and the publish is a transaction of its own: BEGIN travels
-// with the first round trip and COMMIT with the second. Without, db is the
-// caller's transaction, and the publish commits with it.
-func (p *publishBatch) write(ctx context.Context, db DBTX, own bool) (PublishOutcome, error) {
+// event landed and what to wake. With begin and commit, db is a
+// connection outside any transaction, and the publish is a transaction of
+// its own: BEGIN travels with the first round trip and COMMIT with the
+// second. Without either, db is the caller's transaction, and the publish
+// commits with it. The relay begins its transaction before (it takes the
+// pending events in it) and commits with the second round trip.
+func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (PublishOutcome, error) {
 	b := &pgx.Batch{}
-	if own {
+	if begin {
 		b.Queue(`BEGIN`)
 	}
-	p.claimDedup(b)
+	p.claimDedup(b, begin)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return PublishOutcome{}, err
 	}
@@ -109,7 +112,7 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, own bool) (PublishOut
 	b = &pgx.Batch{}
 	p.lockPartitions(b)
 	p.appendAndFanOut(b)
-	if own {
+	if commit {
 		b.Queue(`COMMIT`)
 	}
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
@@ -121,23 +124,37 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, own bool) (PublishOut
 // claimDedup queues the first round trip: claim the ids in
 // ferry.event_dedup (in id order, so two publishes of the same ids never
 // wait on each other crosswise), read every id's row back, and read the
-// topic's subscriptions with their version.
-func (p *publishBatch) claimDedup(b *pgx.Batch) {
+// topic's subscriptions with their version. The relay's batch claims
+// nothing new: its ids were claimed pending by ferry.publish, and it
+// turns those claims into this transaction's own (see relayClaim).
+//
+// An id claimed by a transaction still in progress makes the claim wait
+// for it. With bounded (a transaction of Ferry's own), that wait is cut
+// after claimWait (lock_not_available: ErrBusy, the Publisher writes the
+// requests merged with it again without it): the claimer may be an
+// application's transaction that called ferry.publish and stays open for
+// minutes, and a publish must not hold everything merged with it, nor a
+// Publisher's worker, that long.
+func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	ids := make([]string, len(p.rows))
 	parts := make([]int32, len(p.rows))
 	for k, r := range p.rows {
 		ids[k], parts[k] = r.id, r.partition
 	}
 	t := p.topic
-	b.Queue(`/* ferry:event_dedup_claim */
-		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
-		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
-		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
-		ON CONFLICT (topic_id, event_id) DO UPDATE
-			SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
-			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
+	switch {
+	case p.relayed:
+		relayClaim(b, t, ids)
+	case bounded:
+		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + claimWait + `'`)
+		restClaim(b, t, ids, parts)
+		b.Queue(`/* ferry:event_dedup_claim_wait_end */ SET LOCAL lock_timeout TO DEFAULT`)
+	default:
+		restClaim(b, t, ids, parts)
+	}
 	// Fresh claims read back as offset -1 (this transaction's own rows);
-	// duplicates as the committed original.
+	// duplicates as the committed original, or as PendingOffset when the
+	// original is an event of the SQL API not appended yet.
 	// One probe per id, by the whole key: with topic_id = $1 AND event_id
 	// = ANY($2) the planner may descend on topic_id alone and walk every
 	// id the topic remembers.
@@ -153,6 +170,40 @@ func (p *publishBatch) claimDedup(b *pgx.Batch) {
 		SELECT t.subs_version, q.id, q.filter::text, q.ordered
 		FROM ferry.topics t LEFT JOIN ferry.queues q ON q.topic_id = t.id
 		WHERE t.id = $1 ORDER BY q.id`, t.ID).Query(p.readSubs)
+}
+
+// claimWait bounds how long a publish of Ferry's own transaction waits
+// for another transaction's claim of one of its ids: a REST publish's
+// takes milliseconds; an application's open transaction may take minutes.
+const claimWait = "250ms"
+
+// restClaim queues the claim of a publish through REST (or Go): an id
+// new in the window is claimed with offset -1, and an id whose window
+// ended is taken over; a pending claim (PendingOffset) never ends before
+// the relay appends its event (its expiry is infinity until then).
+func restClaim(b *pgx.Batch, t Topic, ids []string, parts []int32) {
+	b.Queue(`/* ferry:event_dedup_claim */
+		INSERT INTO ferry.event_dedup AS d (topic_id, event_id, partition, "offset", expires_at)
+		SELECT $1, id, p, -1, now() + make_interval(secs => $4)
+		FROM unnest($2::text[], $3::int[]) AS t(id, p) ORDER BY id
+		ON CONFLICT (topic_id, event_id) DO UPDATE
+			SET partition = excluded.partition, "offset" = -1, expires_at = excluded.expires_at
+			WHERE d.expires_at <= now()`, t.ID, ids, parts, t.DedupWindowSeconds)
+}
+
+// relayClaim queues the relay's claim: the pending claims of the ids
+// (offset PendingOffset, made by ferry.publish in a transaction that has
+// committed) become this transaction's (offset -1), and their dedup
+// window starts now. An id whose claim is not pending any more (it
+// cannot be, but if it were) reads back as a duplicate and is not
+// appended twice. One probe per id by the whole key, then by ctid.
+func relayClaim(b *pgx.Batch, t Topic, ids []string) {
+	b.Queue(`/* ferry:event_dedup_relay_claim */
+		UPDATE ferry.event_dedup d SET "offset" = -1, expires_at = now() + make_interval(secs => $3)
+		FROM unnest($2::text[]) AS i(id) CROSS JOIN LATERAL (
+			SELECT x.ctid FROM ferry.event_dedup x WHERE x.topic_id = $1 AND x.event_id = i.id LIMIT 1
+		) x
+		WHERE d.ctid = x.ctid AND d."offset" = `+pendingOffsetSQL, t.ID, ids, t.DedupWindowSeconds)
 }
 
 // readClaims reads ferry:event_dedup_read.
@@ -194,7 +245,9 @@ func (p *publishBatch) plan() {
 	p.results = make([]PublishResult, len(p.ids))
 	p.fresh = p.fresh[:0]
 	for _, r := range p.rows {
-		if c := p.claims[r.id]; c.Offset >= 0 {
+		// An id without a row (only the relay's can lack one) is not
+		// appended either.
+		if c, ok := p.claims[r.id]; !ok || c.Offset != -1 {
 			p.results[r.at] = PublishResult{ID: r.id, Partition: c.Partition, Offset: c.Offset, Duplicate: true}
 			continue
 		}

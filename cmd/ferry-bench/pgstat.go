@@ -35,7 +35,8 @@ func tagOf(query string) string {
 // (store/publishbatch.go), and publishClaimTag its first statement, whose
 // calls count the transactions.
 func publishTags() []string {
-	return []string{"ferry:event_dedup_claim", "ferry:event_dedup_read", "ferry:topic_subscriptions_read",
+	return []string{"ferry:event_dedup_claim_wait", "ferry:event_dedup_claim", "ferry:event_dedup_claim_wait_end",
+		"ferry:event_dedup_read", "ferry:topic_subscriptions_read",
 		"ferry:topic_partitions_lock", "ferry:topic_subscriptions_check", "ferry:event_group_locks", "ferry:event_append"}
 }
 

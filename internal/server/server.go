@@ -139,6 +139,11 @@ func (c Config) checkTLS() error {
 // (see river.Config.FetchPollInterval).
 const fetchPollInterval = 30 * time.Second
 
+// relayPollInterval is how often the outbox relay looks for pending SQL
+// API events without having heard a NOTIFY: a fallback (the Notifier wakes
+// it on every reconnect too), so an idle Ferry reads twice a minute.
+const relayPollInterval = 30 * time.Second
+
 // pingAfterIdle is how long a pooled connection may sit idle before the
 // pool checks it with a ping when handing it out.
 const pingAfterIdle = 30 * time.Second
@@ -152,6 +157,7 @@ type Server struct {
 	river     *river.Client[pgx.Tx]
 	sender    *store.Sender
 	publisher *store.Publisher
+	relay     *store.Relay
 	notifier  *store.Notifier
 	pusher    *jobs.Pusher
 	http      *http.Server
@@ -275,8 +281,23 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if flushEvery <= 0 {
 		flushEvery = store.KeyUsedEvery
 	}
-	s.bg.Add(3)
+	published := func(topicIDs, subscriptionIDs []int64) {
+		keys := make([]int64, 0, len(topicIDs)+len(subscriptionIDs))
+		for _, id := range topicIDs {
+			keys = append(keys, store.TopicWakeKey(id))
+		}
+		// A subscription is a queue: its id is its key.
+		s.notifier.Published(append(keys, subscriptionIDs...))
+		s.pusher.Kick(bgCtx, subscriptionIDs)
+	}
+	// The outbox relay of the SQL API hears ferry.publish's NOTIFY
+	// through the Notifier: made before it runs.
+	s.relay = store.NewRelay(pool, s.notifier, store.RelayConfig{
+		Published: published, FallbackPoll: relayPollInterval, Log: log.With("component", "relay"),
+	})
+	s.bg.Add(4)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
+	go func() { defer s.bg.Done(); s.relay.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); keys.flushKeyUses(bgCtx, flushEvery, log.With("component", "keys")) }()
 	queues := store.NewQueueCache(time.Second)
@@ -288,18 +309,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		},
 	})
 
-	s.publisher = store.NewPublisher(pool, store.PublisherConfig{
-		Workers: cfg.SendWorkers,
-		Published: func(topicIDs, subscriptionIDs []int64) {
-			keys := make([]int64, 0, len(topicIDs)+len(subscriptionIDs))
-			for _, id := range topicIDs {
-				keys = append(keys, store.TopicWakeKey(id))
-			}
-			// A subscription is a queue: its id is its key.
-			s.notifier.Published(append(keys, subscriptionIDs...))
-			s.pusher.Kick(bgCtx, subscriptionIDs)
-		},
-	})
+	s.publisher = store.NewPublisher(pool, store.PublisherConfig{Workers: cfg.SendWorkers, Published: published})
 
 	e := handlers.New(handlers.Deps{
 		Pool:      pool,

@@ -1,0 +1,386 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PendingOffset is the offset of an event id claimed by the SQL API
+// (ferry.publish) in a transaction that has committed, whose event the
+// relay has not appended yet. A publish that finds such a claim answers a
+// duplicate at this offset; EventAwaitAppended waits for the real one.
+const PendingOffset int64 = -2
+
+const pendingOffsetSQL = "-2"
+
+// RelayWakeKey is the Notifier payload of ferry.publish: its NOTIFY,
+// delivered when the caller's transaction commits, tells the relay of
+// every instance that there are pending events. It is no queue's, topic's
+// or push target's id.
+const RelayWakeKey int64 = math.MinInt64 + 2
+
+// relayLockClass is the first key of the relay's advisory locks (the
+// two-integer form, apart from the bigint keys of queues and groups);
+// the second is the topic's id.
+const relayLockClass = 1718772334
+
+// Relay is the built-in outbox relay: it appends the events published
+// through the SQL API, once the transactions that published them have
+// committed, to their topics' logs, with their deliveries, through the
+// engine REST publishes use (publishBatch). Every instance runs one.
+//
+// ferry.publish records an event in ferry.event_pending with its id,
+// partition and a pending dedup claim, and NOTIFYs RelayWakeKey; the
+// Relay hears it (Notifier.OnNotify) and appends what is pending, per
+// topic in seq order (a transaction's events in call order), one batch per
+// short transaction: the pending rows are deleted and the events appended
+// in the same transaction, so an event is appended once even if a relay
+// dies mid-batch (its transaction rolls back, the rows stay for the next)
+// or two instances relay at once (a topic's batches are serialized by a
+// transaction advisory lock that the other instance does not wait for:
+// the holder drains what is committed, and looks again after its commit).
+// Events of a topic that is gone are dropped with their claims.
+//
+// Without a NOTIFY (a lost listener connection; the Notifier wakes it on
+// reconnecting too) it looks for pending events every FallbackPoll: one
+// read, nothing written when there are none (DESIGN.md invariant 12).
+type Relay struct {
+	pool      *pgxpool.Pool
+	published func(topicIDs, subscriptionIDs []int64)
+	poll      time.Duration
+	batch     int
+	log       *slog.Logger
+	kick      chan struct{}
+	filters   filterCache
+	running   sync.Mutex // one drain at a time in a process
+}
+
+// RelayConfig configures NewRelay.
+type RelayConfig struct {
+	// Published is called after every commit with the topic that got
+	// events and the subscriptions that got deliveries (what Publisher
+	// calls it with).
+	Published func(topicIDs, subscriptionIDs []int64)
+	// FallbackPoll is how often it looks for pending events without a
+	// wake (default 30s).
+	FallbackPoll time.Duration
+	// MaxEvents caps the events of one transaction (default 1000).
+	MaxEvents int
+	Log       *slog.Logger
+}
+
+// NewRelay makes a Relay woken by n (set up before n runs); Run runs it.
+func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
+	r := &Relay{
+		pool: pool, published: cfg.Published, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
+		log: cfg.Log, kick: make(chan struct{}, 1),
+	}
+	if r.poll <= 0 {
+		r.poll = 30 * time.Second
+	}
+	if r.batch <= 0 {
+		r.batch = 1000
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if n != nil {
+		n.OnNotify(func(ids []int64) {
+			if ids == nil || slices.Contains(ids, RelayWakeKey) {
+				r.Kick()
+			}
+		})
+	}
+	return r
+}
+
+// Kick has the Relay look for pending events now.
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx ends; a batch in progress then still commits.
+func (r *Relay) Run(ctx context.Context) {
+	backoff := time.Duration(0)
+	r.Kick() // what was left pending before this start
+	for {
+		wait := r.poll
+		if backoff > 0 {
+			wait = backoff
+		}
+		timer := time.NewTimer(wait)
+		polled := false
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-r.kick:
+		case <-timer.C:
+			polled = backoff == 0
+		}
+		timer.Stop()
+		if polled && !r.anyPending(ctx) {
+			continue
+		}
+		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+			backoff = min(max(2*backoff, 50*time.Millisecond), r.poll)
+			r.log.Warn("relay: pending events not appended; retrying", "error", err, "in", backoff)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// anyPending is the fallback poll's one read.
+func (r *Relay) anyPending(ctx context.Context) bool {
+	var found bool
+	err := r.pool.QueryRow(ctx, `/* ferry:event_pending_any */ SELECT EXISTS (SELECT 1 FROM ferry.event_pending)`).Scan(&found)
+	return err != nil || found
+}
+
+// Drain appends every committed pending event that no other instance is
+// appending, and reports how many it appended. It stops at ctx's end
+// between two batches.
+func (r *Relay) Drain(ctx context.Context) (int, error) {
+	r.running.Lock()
+	defer r.running.Unlock()
+	total := 0
+	for ctx.Err() == nil {
+		topics, err := r.pendingTopics(ctx)
+		if err != nil {
+			return total, err
+		}
+		progress := false
+		for _, id := range topics {
+			for ctx.Err() == nil {
+				n, done, err := r.relayBatch(id)
+				if err != nil {
+					return total, err
+				}
+				total += n
+				progress = progress || done
+				if !done || n < r.batch {
+					break
+				}
+			}
+		}
+		if !progress {
+			return total, nil
+		}
+	}
+	return total, nil
+}
+
+// pendingTopics lists the topics with committed pending events: one probe
+// of the index per topic.
+func (r *Relay) pendingTopics(ctx context.Context) ([]int64, error) {
+	rows, err := r.pool.Query(ctx, `/* ferry:event_pending_topics */
+		WITH RECURSIVE t AS (
+			(SELECT topic_id FROM ferry.event_pending ORDER BY topic_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT p.topic_id FROM ferry.event_pending p WHERE p.topic_id > t.topic_id ORDER BY p.topic_id LIMIT 1)
+			FROM t WHERE t.topic_id IS NOT NULL
+		)
+		SELECT topic_id FROM t WHERE topic_id IS NOT NULL`)
+	if err != nil {
+		return nil, interpretError("relay", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, interpretError("relay", err)
+}
+
+// relayBatch appends up to r.batch pending events of the topic in one
+// transaction and wakes their readers. done is false when another
+// instance holds the topic (it appends them). A transaction that failed
+// through concurrency is run again.
+func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
+	ctx := context.Background() // a batch begun is finished
+	var out PublishOutcome
+	err = retryN(ctx, 10, func() error {
+		conn, err := r.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		n, done, out, err = r.relayTx(ctx, conn.Conn(), topicID)
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.Background(), "ROLLBACK")
+		}
+		return err
+	})
+	if err != nil {
+		return 0, false, interpretError("relay", err)
+	}
+	if n > 0 && r.published != nil {
+		r.published([]int64{topicID}, out.Subscriptions)
+	}
+	return n, done, nil
+}
+
+// relayTx is one batch's transaction on conn: the topic's lock, without
+// waiting; the topic and its oldest pending events, deleted; and the
+// publish of those events (with COMMIT in its last round trip).
+func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (int, bool, PublishOutcome, error) {
+	var (
+		got   bool
+		topic *Topic
+	)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`/* ferry:event_relay_lock */ SELECT pg_try_advisory_xact_lock($1, ($2 % 2147483647)::integer)`,
+		relayLockClass, topicID).QueryRow(func(row pgx.Row) error { return row.Scan(&got) })
+	b.Queue(`/* ferry:event_relay_topic */
+		SELECT id, name, partitions, retention_seconds, dedup_window_seconds FROM ferry.topics WHERE id = $1`,
+		topicID).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var t Topic
+			if err := rows.Scan(&t.ID, &t.Name, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds); err != nil {
+				return err
+			}
+			topic = &t
+		}
+		return rows.Err()
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, false, PublishOutcome{}, err
+	}
+	if !got {
+		_, err := conn.Exec(ctx, `ROLLBACK`)
+		return 0, false, PublishOutcome{}, err
+	}
+	events, err := r.takePending(ctx, conn, topicID)
+	if err != nil || len(events) == 0 {
+		if err == nil {
+			_, err = conn.Exec(ctx, `COMMIT`)
+		}
+		return 0, true, PublishOutcome{}, err
+	}
+	if topic == nil {
+		return r.drop(ctx, conn, topicID, events)
+	}
+	p := &publishBatch{topic: *topic, filters: &r.filters, relayed: true, ids: make([]string, len(events)), repeatOf: make([]int, len(events)), rows: events}
+	for i, e := range events {
+		p.ids[i], p.repeatOf[i], p.rows[i].at = e.id, -1, i
+	}
+	out, err := p.write(ctx, conn, false, true)
+	if err != nil {
+		return 0, false, PublishOutcome{}, err
+	}
+	fresh := 0
+	for _, res := range out.Results {
+		if !res.Duplicate {
+			fresh++
+		}
+	}
+	return fresh, true, out, nil
+}
+
+// takePending deletes and returns the topic's oldest pending events, in
+// seq order. Found by the index in its order, then deleted by ctid.
+func (r *Relay) takePending(ctx context.Context, conn *pgx.Conn, topicID int64) ([]publishRow, error) {
+	rows, err := conn.Query(ctx, `/* ferry:event_pending_take */
+		WITH taken AS (
+			DELETE FROM ferry.event_pending e USING (
+				SELECT ctid FROM ferry.event_pending WHERE topic_id = $1 ORDER BY topic_id, seq LIMIT $2
+			) old
+			WHERE e.ctid = old.ctid
+			RETURNING e.seq, e.id, e.type, e.key, e.partition, e.data::text, e.attributes::text
+		)
+		SELECT id, type, key, partition, data, attributes FROM taken ORDER BY seq`, topicID, r.batch)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishRow, error) {
+		var e publishRow
+		err := row.Scan(&e.id, &e.typ, &e.key, &e.partition, &e.data, &e.attrs)
+		return e, err
+	})
+}
+
+// drop deletes the pending claims of events whose topic is gone (their
+// rows are deleted already) and commits.
+func (r *Relay) drop(ctx context.Context, conn *pgx.Conn, topicID int64, events []publishRow) (int, bool, PublishOutcome, error) {
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.id
+	}
+	b := &pgx.Batch{}
+	b.Queue(`/* ferry:event_dedup_relay_drop */
+		DELETE FROM ferry.event_dedup d USING unnest($2::text[]) AS i(id)
+		CROSS JOIN LATERAL (
+			SELECT x.ctid FROM ferry.event_dedup x WHERE x.topic_id = $1 AND x.event_id = i.id LIMIT 1
+		) x
+		WHERE d.ctid = x.ctid AND d."offset" = `+pendingOffsetSQL, topicID, ids)
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, false, PublishOutcome{}, err
+	}
+	r.log.Warn("relay: events of a deleted topic dropped", "topic_id", topicID, "events", len(events))
+	return 0, true, PublishOutcome{}, nil
+}
+
+// EventAwaitAppended waits, up to wait, until the events of results at
+// PendingOffset (duplicates of SQL API events the relay has not appended
+// yet) are appended, and sets their offsets. Woken by the topic's
+// appends (TopicWakeKey); ErrPending if some are still pending then.
+func EventAwaitAppended(ctx context.Context, db DBTX, n *Notifier, t Topic, results []PublishResult, wait, poll time.Duration, stop <-chan struct{}) error {
+	var ids []string
+	for _, r := range results {
+		if r.Offset == PendingOffset {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	offsets := map[string]int64{}
+	err := longPoll(ctx, n, TopicWakeKey(t.ID), wait, poll, stop, func() (bool, error) {
+		rows, err := db.Query(ctx, `/* ferry:event_dedup_await */
+			SELECT d.event_id, d."offset" FROM unnest($2::text[]) AS i(id)
+			CROSS JOIN LATERAL (
+				SELECT event_id, "offset" FROM ferry.event_dedup WHERE topic_id = $1 AND event_id = i.id LIMIT 1
+			) d`, t.ID, ids)
+		if err != nil {
+			return false, interpretError("event publish", err)
+		}
+		var (
+			id  string
+			off int64
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &off}, func() error {
+			if off >= 0 {
+				offsets[id] = off
+			}
+			return nil
+		})
+		return len(offsets) == len(ids), interpretError("event publish", err)
+	})
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if r.Offset == PendingOffset {
+			off, ok := offsets[r.ID]
+			if !ok {
+				return ErrPending
+			}
+			results[i].Offset = off
+		}
+	}
+	return nil
+}
+
+// ErrPending says that an event id is a duplicate of an event published
+// through the SQL API that the relay has not appended yet.
+var ErrPending = errors.New("the event with this id was published through the SQL API and is not in the log yet")
