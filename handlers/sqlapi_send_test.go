@@ -320,24 +320,17 @@ func sqlOutcome(t *testing.T, conn *pgx.Conn, query string, args ...any) sendOut
 	if err := rows.Err(); err != nil {
 		var pgErr *pgconn.PgError
 		require.True(t, errors.As(err, &pgErr), "%v", err)
-		return sqlProblem(t, pgErr)
+		return sendProblem(t, pgErr)
 	}
 	require.NoError(t, tx.Commit(ctx))
 	o.Status = http.StatusCreated
 	return o
 }
 
-// sqlProblem reads a SQL API error as REST's status, code and detail:
-// SQLSTATE FR<status>, message "ferry: <code>: <detail>".
-func sqlProblem(t *testing.T, e *pgconn.PgError) sendOutcome {
+// sendProblem is a SQL API send's error as REST's outcome (sqlProblem).
+func sendProblem(t *testing.T, e *pgconn.PgError) sendOutcome {
 	t.Helper()
-	require.True(t, strings.HasPrefix(e.Code, "FR"), "SQLSTATE %s: %s", e.Code, e.Message)
-	status, err := strconv.Atoi(e.Code[2:])
-	require.NoError(t, err)
-	rest, ok := strings.CutPrefix(e.Message, "ferry: ")
-	require.True(t, ok, "message %q", e.Message)
-	code, detail, ok := strings.Cut(rest, ": ")
-	require.True(t, ok, "message %q", e.Message)
+	status, code, detail := sqlProblem(t, e)
 	return sendOutcome{Status: status, Code: code, Detail: detail}
 }
 
