@@ -237,7 +237,7 @@ func (p *Pusher) heard(ids []int64) {
 	p.mu.Lock()
 	sweep := false
 	for _, id := range ids {
-		if id <= store.PushConfigWakeKey(0) {
+		if store.IsPushConfigWakeKey(id) {
 			sweep = true
 		} else if id > 0 {
 			p.kicked[id] = true

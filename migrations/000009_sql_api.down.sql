@@ -91,8 +91,11 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
-DROP TABLE IF EXISTS ferry.queue_count_deltas;
-DROP FUNCTION IF EXISTS ferry.queue_count_deltas_apply();
+DROP TABLE IF EXISTS ferry.at_commit;
+DROP FUNCTION IF EXISTS ferry.at_commit_apply();
+DROP FUNCTION IF EXISTS ferry.wake_at_commit(bigint);
+DROP SEQUENCE IF EXISTS ferry.sql_wake_clock;
+DROP TABLE IF EXISTS ferry.sql_wakes;
 DROP FUNCTION IF EXISTS ferry.counts_per_transaction();
 DROP TABLE IF EXISTS ferry.sql_limits;
 DROP FUNCTION IF EXISTS ferry.raise(integer, text, text);

@@ -51,59 +51,120 @@ CREATE TABLE ferry.sql_limits (
 );
 INSERT INTO ferry.sql_limits DEFAULT VALUES;
 
--- Depth counters in a caller's transaction. The triggers of migration
--- 000001 add to the queue_counts row of the writing backend's slot
--- (pg_backend_pid() % 64) and hold its lock to commit: fine for Ferry's own
--- short transactions, but an application's transaction that sent or acked
--- through the SQL API would stall, until it ends, every REST write to the
--- queue from a backend with the same slot. So a SQL API function calls
+-- What a caller's transaction does at its commit: ferry.at_commit holds,
+-- until then, the depth-counter changes and the wakes of the transaction's
+-- SQL API calls, and a deferred trigger applies them just before the
+-- commit. Unlogged: a row lives only inside its transaction (the trigger
+-- deletes it), so there is nothing to recover.
+CREATE UNLOGGED TABLE ferry.at_commit (
+    xact         xid8    NOT NULL DEFAULT pg_current_xact_id(),
+    -- A queue's id for counters; for a wake, the Notifier key to wake.
+    key          bigint  NOT NULL,
+    messages     bigint  NOT NULL DEFAULT 0,
+    dead_letters bigint  NOT NULL DEFAULT 0,
+    wake         boolean NOT NULL DEFAULT false
+);
+CREATE INDEX at_commit_xact_idx ON ferry.at_commit (xact);
+
+-- Depth counters. The triggers of migration 000001 add to the
+-- queue_counts row of the writing backend's slot (pg_backend_pid() % 64)
+-- and hold its lock to commit: fine for Ferry's own short transactions,
+-- but an application's transaction that sent or acked through the SQL API
+-- would stall, until it ends, every REST write to the queue from a backend
+-- with the same slot. So a SQL API function calls
 -- ferry.counts_per_transaction() before it writes: for the rest of the
--- transaction the triggers record their changes in
--- ferry.queue_count_deltas instead, which nobody else writes, and a
--- deferred trigger adds them up into the slots when the transaction
--- commits: the slot is locked from then to the end of the commit only,
--- as a REST write's is. (A caller that runs SET CONSTRAINTS ALL IMMEDIATE
--- applies them at once, and holds the slot from then on.)
+-- transaction the triggers record their changes in ferry.at_commit
+-- instead, which nobody else writes, and they are added up into the slots
+-- when the transaction commits: the slot is locked from then to the end
+-- of the commit only, as a REST write's is. (A caller that runs SET
+-- CONSTRAINTS ALL IMMEDIATE applies them at once, and holds the slot from
+-- then on.)
 CREATE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
     SELECT set_config('ferry.counts', 'transaction', true)
 $$;
 
--- Unlogged: a row lives only inside its transaction (the deferred trigger
--- deletes it before the commit), so there is nothing to recover.
-CREATE UNLOGGED TABLE ferry.queue_count_deltas (
-    xact         xid8   NOT NULL DEFAULT pg_current_xact_id(),
-    queue_id     bigint NOT NULL,
-    messages     bigint NOT NULL DEFAULT 0,
-    dead_letters bigint NOT NULL DEFAULT 0
+-- Wakes. A NOTIFY costs its transaction a lock that every notifying
+-- commit of the cluster takes in turn and holds until its commit record
+-- is on disk: one NOTIFY per application transaction would line their
+-- commits up one behind the other (a SQL API send ran at two thirds of
+-- its rate without NOTIFY). So a SQL API function records what its
+-- transaction must wake (ferry.wake_at_commit: a queue's or
+-- subscription's id, or another Notifier key), and at commit the keys go
+-- into ferry.sql_wakes with the time; the transaction NOTIFYs
+-- store.SQLWakeKey only if no commit did in the last 10 ms
+-- (ferry.sql_wake_clock, which is not transactional). Every Ferry
+-- instance that hears it reads the keys woken since its last read, and
+-- reads again a few times over the next few hundred milliseconds, which
+-- finds the commits that came right after without a NOTIFY of their own
+-- (store/sqlwake.go). One row per key and backend slot: a commit holds it
+-- from its trigger to the end of its commit only.
+CREATE UNLOGGED TABLE ferry.sql_wakes (
+    key  bigint      NOT NULL,
+    slot integer     NOT NULL,
+    at   timestamptz NOT NULL,
+    PRIMARY KEY (key, slot)
 );
-CREATE INDEX queue_count_deltas_xact_idx ON ferry.queue_count_deltas (xact);
+CREATE INDEX sql_wakes_at_idx ON ferry.sql_wakes (at);
+CREATE UNLOGGED SEQUENCE ferry.sql_wake_clock;
 
--- At commit: every delta of the transaction, summed per queue, into its
--- slot, in queue order (the lock order of every counter write). The
--- first of the transaction's delta rows to fire does it all; the others
--- find nothing left.
-CREATE FUNCTION ferry.queue_count_deltas_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION ferry.wake_at_commit(key bigint) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO ferry.at_commit (key, wake) VALUES (key, true)
+$$;
+
+-- At commit: the transaction's counter changes, summed per queue, into
+-- its slot, in queue order (the lock order of every counter write); its
+-- wakes into ferry.sql_wakes, and the NOTIFY if none went out in the last
+-- 10 ms. The first of the transaction's rows to fire does it all; the
+-- others find nothing left.
+-- A deferred trigger runs as whoever commits (the application's role, which
+-- may not touch Ferry's tables): it runs with Ferry's rights.
+CREATE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+DECLARE
+    woken   bigint;
+    now_ms  bigint;
 BEGIN
     WITH d AS (
-        DELETE FROM ferry.queue_count_deltas WHERE xact = pg_current_xact_id()
-        RETURNING queue_id, messages, dead_letters
+        DELETE FROM ferry.at_commit WHERE xact = pg_current_xact_id()
+        RETURNING key, messages, dead_letters, wake
+    ),
+    counted AS (
+        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
+        SELECT key, pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+        FROM d WHERE NOT wake GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
+        ON CONFLICT (queue_id, slot) DO UPDATE
+            SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters
+    ),
+    woke AS (
+        INSERT INTO ferry.sql_wakes AS w (key, slot, at)
+        SELECT k.key, pg_backend_pid() % 64, clock_timestamp()
+        FROM (SELECT DISTINCT key FROM d WHERE wake) k ORDER BY k.key
+        ON CONFLICT (key, slot) DO UPDATE SET at = excluded.at
+        RETURNING 1
     )
-    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
-    SELECT queue_id, pg_backend_pid() % 64, sum(messages), sum(dead_letters)
-    FROM d GROUP BY queue_id ORDER BY queue_id
-    ON CONFLICT (queue_id, slot) DO UPDATE
-        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters;
+    SELECT count(*) INTO woken FROM woke;
+    IF woken > 0 THEN
+        now_ms := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+        IF now_ms - (SELECT last_value FROM ferry.sql_wake_clock) >= 10 THEN
+            PERFORM setval('ferry.sql_wake_clock', now_ms);
+            PERFORM pg_notify('ferry_messages', '-9223372036854775805'); -- store.SQLWakeKey
+        END IF;
+    END IF;
     RETURN NULL;
 END $$;
-CREATE CONSTRAINT TRIGGER queue_count_deltas_at_commit AFTER INSERT ON ferry.queue_count_deltas
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ferry.queue_count_deltas_apply();
+CREATE CONSTRAINT TRIGGER at_commit_apply AFTER INSERT ON ferry.at_commit
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ferry.at_commit_apply();
+
+-- Called by the SQL API's functions with Ferry's rights; nobody else's.
+REVOKE ALL ON FUNCTION ferry.raise(integer, text, text), ferry.counts_per_transaction(),
+    ferry.wake_at_commit(bigint), ferry.at_commit_apply() FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION ferry.messages_counted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
     IF current_setting('ferry.counts', true) = 'transaction' THEN
-        INSERT INTO ferry.queue_count_deltas (queue_id, messages)
+        INSERT INTO ferry.at_commit (key, messages)
         SELECT queue_id, sign * count(*) FROM changed GROUP BY queue_id;
     ELSE
         INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages)
@@ -118,7 +179,7 @@ DECLARE
     sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
     IF current_setting('ferry.counts', true) = 'transaction' THEN
-        INSERT INTO ferry.queue_count_deltas (queue_id, dead_letters)
+        INSERT INTO ferry.at_commit (key, dead_letters)
         SELECT queue_id, sign * count(*) FROM changed GROUP BY queue_id;
     ELSE
         INSERT INTO ferry.queue_counts AS c (queue_id, slot, dead_letters)
@@ -664,7 +725,7 @@ BEGIN
     INTO v_applied_ids, v_applied_tokens, v_promoted
     FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
     IF v_promoted THEN
-        PERFORM pg_notify('ferry_messages', v_q.id::text);
+        PERFORM ferry.wake_at_commit(v_q.id);
     END IF;
     RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
 END $$;
@@ -750,7 +811,7 @@ BEGIN
     -- As store.nackWakes: claimable at once after a nack without delay
     -- or one that dead-lettered (a group's next message is promoted).
     IF cardinality(v_applied_ids) > 0 AND (v_dead > 0 OR v_o.delay_ms = 0) THEN
-        PERFORM pg_notify('ferry_messages', v_q.id::text);
+        PERFORM ferry.wake_at_commit(v_q.id);
     END IF;
     RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
 END $$;
@@ -1310,7 +1371,7 @@ BEGIN
         END IF;
     END LOOP;
     IF fresh THEN
-        PERFORM pg_notify('ferry_messages', q.id::text);
+        PERFORM ferry.wake_at_commit(q.id);
     END IF;
     RETURN QUERY SELECT t.i::text, t.d FROM unnest(ids, dup) WITH ORDINALITY AS t(i, d, o) ORDER BY t.o;
 END $$;
@@ -1586,7 +1647,7 @@ BEGIN
     ) f;
     IF cardinality(claimed) > 0 THEN
         -- store.RelayWakeKey: heard by every relay at commit.
-        PERFORM pg_notify('ferry_messages', '-9223372036854775806');
+        PERFORM ferry.wake_at_commit(-9223372036854775806);
     END IF;
     RETURN QUERY
         SELECT u.id, d.partition, NOT (u.id = ANY(claimed)) OR u.ord > min(u.ord) OVER (PARTITION BY u.id)

@@ -44,6 +44,7 @@ type Notifier struct {
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
 	pending map[int64]struct{}
 	kick    chan struct{}
+	sqlKick chan struct{} // see readSQLWakes
 }
 
 // NewNotifier makes a Notifier; Run starts it.
@@ -58,6 +59,7 @@ func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *No
 		waiters: map[int64]chan struct{}{},
 		pending: map[int64]struct{}{},
 		kick:    make(chan struct{}, 1),
+		sqlKick: make(chan struct{}, 1),
 	}
 }
 
@@ -96,10 +98,11 @@ func (n *Notifier) wake(ids []int64) {
 }
 
 // OnNotify has fn called with the ids of every NOTIFY the listener hears
-// (this instance's own included), and with nil whenever it (re)starts
-// listening (anything may have been missed meanwhile). Each function
-// given is called, in the order given; they run on the listener's
-// goroutine and must not block. Set them before Run.
+// (this instance's own included) and of every SQL API commit's wakes
+// (SQLWakeKey), and with nil whenever it (re)starts listening (anything
+// may have been missed meanwhile). Each function given is called, in the
+// order given; they run on the listener's goroutines (two: calls may be
+// concurrent) and must not block. Set them before Run.
 func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = append(n.heard, fn) }
 
 // Listening reports whether the listener connection is up now, so that
@@ -131,9 +134,10 @@ func (n *Notifier) Published(queueIDs []int64) {
 // Run listens and notifies until ctx ends.
 func (n *Notifier) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); n.listen(ctx) }()
 	go func() { defer wg.Done(); n.announce(ctx) }()
+	go func() { defer wg.Done(); n.readSQLWakes(ctx) }()
 	wg.Wait()
 }
 
@@ -217,6 +221,7 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	}
 	n.wake(nil) // anything sent while we were not listening
 	n.tell(nil)
+	n.kickSQLWakes()
 	n.listening.Store(true)
 	defer n.listening.Store(false)
 	for {
@@ -229,6 +234,10 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
 				ids = append(ids, id)
 			}
+		}
+		ids, sqlWakes := withoutSQLWake(ids)
+		if sqlWakes {
+			n.kickSQLWakes()
 		}
 		if len(ids) > 0 {
 			n.wake(ids)

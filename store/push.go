@@ -139,6 +139,13 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 // their id as key and topics minus theirs; these keys lie below both.
 func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
+// IsPushConfigWakeKey reports whether a Notifier key is a
+// PushConfigWakeKey, and not one of the fixed keys at the bottom of the
+// range (KeysWakeKey, RelayWakeKey, SQLWakeKey): those announce other
+// things, and a Pusher that took them for push configuration changes
+// would sweep at every SQL API publish.
+func IsPushConfigWakeKey(id int64) bool { return id <= PushConfigWakeKey(0) && id > math.MinInt64+1<<20 }
+
 // PushTarget is what a push worker needs of a queue or subscription.
 type PushTarget struct {
 	Queue

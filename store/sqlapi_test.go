@@ -87,7 +87,7 @@ func TestCountsPerTransactionLockNoCounterRow(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	e.requireCountersExact(q)
 	require.Equal(t, int64(5), e.live(q)) // 2 + 1 (REST) + 3 (tx) - 1 (acked)
-	require.Zero(t, e.count(`SELECT count(*) FROM ferry.queue_count_deltas`), "the deltas are gone with their commit")
+	require.Zero(t, e.count(`SELECT count(*) FROM ferry.at_commit`), "the deltas are gone with their commit")
 
 	// A rolled-back transaction counts nothing.
 	tx, err = e.pool.Begin(e.ctx)
@@ -144,4 +144,16 @@ func TestCountsPerTransactionCommitInQueueOrder(t *testing.T) {
 	e.requireCountersExact(a)
 	e.requireCountersExact(b)
 	require.Equal(t, int64(n), e.live(a))
+}
+
+// The fixed Notifier keys are not push configuration wakes: a Pusher
+// that took RelayWakeKey for one swept its targets at every SQL publish.
+func TestFixedWakeKeysAreNoPushConfigWakes(t *testing.T) {
+	t.Parallel()
+	for _, k := range []int64{store.KeysWakeKey, store.RelayWakeKey, store.SQLWakeKey, store.TopicWakeKey(7), 7} {
+		require.False(t, store.IsPushConfigWakeKey(k), "%d", k)
+	}
+	for _, q := range []int64{1, 7, 1 << 40} {
+		require.True(t, store.IsPushConfigWakeKey(store.PushConfigWakeKey(q)), "%d", q)
+	}
 }
