@@ -167,6 +167,7 @@ func scenarios() []scenario {
 		{"groups", "Consumer groups", (*Bench).groups},
 		{"coldstart", "Cold start", (*Bench).coldStart},
 		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
+		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI},
 	}
 }
 
