@@ -219,9 +219,8 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
-	n.wake(nil) // anything sent while we were not listening
+	n.wake(nil) // anything sent while we were not listening (SQL API wakes included)
 	n.tell(nil)
-	n.kickSQLWakes()
 	n.listening.Store(true)
 	defer n.listening.Store(false)
 	for {

@@ -144,7 +144,9 @@ func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 // range (KeysWakeKey, RelayWakeKey, SQLWakeKey): those announce other
 // things, and a Pusher that took them for push configuration changes
 // would sweep at every SQL API publish.
-func IsPushConfigWakeKey(id int64) bool { return id <= PushConfigWakeKey(0) && id > math.MinInt64+1<<20 }
+func IsPushConfigWakeKey(id int64) bool {
+	return id <= PushConfigWakeKey(0) && id > math.MinInt64+1<<20
+}
 
 // PushTarget is what a push worker needs of a queue or subscription.
 type PushTarget struct {

@@ -36,8 +36,9 @@ const sqlWakeMargin = 100 * time.Millisecond
 const sqlWakeTrailing = 5
 
 // sqlWakesSince reads the keys woken by SQL API commits since a read that
-// began at since (minus the margin; nil: the margin before now), and the
-// database's time as this read began.
+// began at since (minus the margin; nil, or longer ago than a second: a
+// second before now, as a NOTIFY comes within milliseconds of the commits
+// it is for), and the database's time as this read began.
 func sqlWakesSince(ctx context.Context, db interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, since *time.Time) ([]int64, time.Time, error) {
@@ -47,7 +48,7 @@ func sqlWakesSince(ctx context.Context, db interface {
 	)
 	err := db.QueryRow(ctx, `/* ferry:sql_wakes_read */
 		SELECT clock_timestamp(), coalesce(array_agg(DISTINCT key), '{}') FROM ferry.sql_wakes
-		WHERE at >= coalesce($1, clock_timestamp()) - $2 * interval '1 millisecond'`,
+		WHERE at >= greatest($1, clock_timestamp() - interval '1 second') - $2 * interval '1 millisecond'`,
 		since, sqlWakeMargin.Milliseconds()).Scan(&at, &keys)
 	return keys, at, interpretError("sql wakes", err)
 }
