@@ -76,7 +76,11 @@ CREATE INDEX at_commit_xact_idx ON ferry.at_commit (xact);
 -- transaction the triggers record their changes in ferry.at_commit
 -- instead, which nobody else writes, and they are added up into the slots
 -- when the transaction commits: the slot is locked from then to the end
--- of the commit only, as a REST write's is. (A caller that runs SET
+-- of the commit only, as a REST write's is. Those slots are 64..127, apart
+-- from REST's 0..63: a REST transaction holds its slot while it waits for
+-- a group lock (a send to a group after one to another queue), and a
+-- committing SQL API transaction may hold that group's lock, so sharing
+-- slots would let the two deadlock. (A caller that runs SET
 -- CONSTRAINTS ALL IMMEDIATE applies them at once, and holds the slot from
 -- then on.)
 CREATE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
@@ -90,21 +94,24 @@ $$;
 -- its rate without NOTIFY). So a SQL API function records what its
 -- transaction must wake (ferry.wake_at_commit: a queue's or
 -- subscription's id, or another Notifier key), and at commit the keys go
--- into ferry.sql_wakes with the time; the transaction NOTIFYs
+-- into ferry.sql_wakes with the transaction's id; the transaction NOTIFYs
 -- store.SQLWakeKey only if no commit did in the last 10 ms
 -- (ferry.sql_wake_clock, which is not transactional). Every Ferry
 -- instance that hears it reads the keys woken since its last read, and
--- reads again a few times over the next few hundred milliseconds, which
+-- reads again a few times over the next second or so, which
 -- finds the commits that came right after without a NOTIFY of their own
 -- (store/sqlwake.go). One row per key and backend slot: a commit holds it
 -- from its trigger to the end of its commit only.
 CREATE UNLOGGED TABLE ferry.sql_wakes (
-    key  bigint      NOT NULL,
-    slot integer     NOT NULL,
-    at   timestamptz NOT NULL,
+    key  bigint NOT NULL,
+    slot integer NOT NULL,
+    -- The last transaction that woke key from slot: a reader reads again
+    -- every row of a transaction that was still running when it last read
+    -- (its snapshot's xmin), so no commit is missed however long it took.
+    xact xid8    NOT NULL,
     PRIMARY KEY (key, slot)
 );
-CREATE INDEX sql_wakes_at_idx ON ferry.sql_wakes (at);
+CREATE INDEX sql_wakes_xact_idx ON ferry.sql_wakes (xact);
 CREATE UNLOGGED SEQUENCE ferry.sql_wake_clock;
 
 CREATE FUNCTION ferry.wake_at_commit(key bigint) RETURNS void LANGUAGE sql AS $$
@@ -118,8 +125,11 @@ $$;
 -- others find nothing left.
 -- A deferred trigger runs as whoever commits (the application's role, which
 -- may not touch Ferry's tables): it runs with Ferry's rights.
+-- Its DELETE finds the transaction's rows by the index, whatever plan
+-- the session cached while the table was small (a sequential scan would
+-- read every dead row a busy table holds).
 CREATE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
-    SECURITY DEFINER SET search_path = ferry, pg_temp AS $$
+    SECURITY DEFINER SET search_path = ferry, pg_temp SET enable_seqscan = off AS $$
 DECLARE
     woken   bigint;
     now_ms  bigint;
@@ -130,16 +140,16 @@ BEGIN
     ),
     counted AS (
         INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
-        SELECT key, pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+        SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters)
         FROM d WHERE NOT wake GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
         ON CONFLICT (queue_id, slot) DO UPDATE
             SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters
     ),
     woke AS (
-        INSERT INTO ferry.sql_wakes AS w (key, slot, at)
-        SELECT k.key, pg_backend_pid() % 64, clock_timestamp()
+        INSERT INTO ferry.sql_wakes AS w (key, slot, xact)
+        SELECT k.key, pg_backend_pid() % 64, pg_current_xact_id()
         FROM (SELECT DISTINCT key FROM d WHERE wake) k ORDER BY k.key
-        ON CONFLICT (key, slot) DO UPDATE SET at = excluded.at
+        ON CONFLICT (key, slot) DO UPDATE SET xact = excluded.xact
         RETURNING 1
     )
     SELECT count(*) INTO woken FROM woke;
@@ -1252,6 +1262,10 @@ DECLARE
     fresh bigint;
 BEGIN
     SELECT d.depth INTO depth FROM ferry.message_send_depth_lock(ARRAY[q.id]) AS d;
+    -- What this transaction sent and removed before is counted at its
+    -- commit only (ferry.at_commit): it takes room now.
+    depth := depth + (SELECT coalesce(sum(a.messages), 0) FROM ferry.at_commit a
+        WHERE a.xact = pg_current_xact_id() AND a.key = q.id AND NOT a.wake);
     live := ARRAY(SELECT ferry.message_send_dedup_live(q.id, ARRAY(SELECT x FROM unnest(p.dedups) AS x WHERE x IS NOT NULL)));
     SELECT count(*) INTO fresh FROM unnest(p.dedups) AS r(dedup_id) WHERE r.dedup_id IS NULL OR r.dedup_id <> ALL (live);
     IF fresh > q.max_depth THEN
@@ -1462,7 +1476,7 @@ REVOKE ALL ON FUNCTION ferry.partition_for_key(text, integer) FROM PUBLIC;
 CREATE FUNCTION ferry.json_compact_size(j jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT octet_length(t) - (length(s) - length(replace(s, ' ', '')))
     FROM (SELECT j::text AS t) a
-    CROSS JOIN LATERAL (SELECT regexp_replace(a.t, '"(\\.|[^"\\])*"', '', 'g') AS s) b
+    CROSS JOIN LATERAL (SELECT regexp_replace(a.t, E'"(\\\\.|[^"\\\\])*"', '', 'g') AS s) b
 $$;
 REVOKE ALL ON FUNCTION ferry.json_compact_size(jsonb) FROM PUBLIC;
 

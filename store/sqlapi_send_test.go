@@ -86,7 +86,7 @@ func TestSQLSendCommitOrRollback(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	require.Equal(t, store.QueueStats{Available: 2, Delayed: 1}, e.counts(q), "depth right after the commit")
 	require.EqualValues(t, 3, e.live(q))
-	require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.queue_counts WHERE queue_id = $1 AND slot < 64 AND messages = 3`, q.ID),
+	require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.queue_counts WHERE queue_id = $1 AND slot >= 64 AND messages = 3`, q.ID),
 		"the transaction's changes, in one slot")
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.at_commit`), "nothing left for a later commit")
 	require.EqualValues(t, 1, e.count(slots, q.ID))

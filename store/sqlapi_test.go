@@ -157,3 +157,40 @@ func TestFixedWakeKeysAreNoPushConfigWakes(t *testing.T) {
 		require.True(t, store.IsPushConfigWakeKey(store.PushConfigWakeKey(q)), "%d", q)
 	}
 }
+
+// max_depth counts what the same transaction sent before: those messages
+// are counted into the queue's depth only at its commit (ferry.at_commit),
+// and without them one transaction could send any number of batches that
+// each fit alone.
+func TestSQLSendMaxDepthCountsTheTransactionsOwnSends(t *testing.T) {
+	t.Parallel()
+	e, q := newQueueEnv(t, "bounded", store.QueuePatch{MaxDepth: ptr[int64](3)})
+	tx := e.begin()
+	_, err := sqlSend(e.ctx, tx, q.Name, `[{"body": 1}, {"body": 2}]`)
+	require.NoError(t, err)
+	_, err = sqlSend(e.ctx, tx, q.Name, `[{"body": 3}]`)
+	require.NoError(t, err)
+	_, err = sqlSend(e.ctx, tx, q.Name, `[{"body": 4}]`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "FR429", pgErr.Code, pgErr.Message)
+	require.Equal(t, "ferry: queue_full: the queue holds 3 of at most 3 messages; retry later", pgErr.Message)
+}
+
+// The SQL API's functions do not depend on the caller's settings: with
+// standard_conforming_strings off, a backslash in a plain string literal
+// would change the size check's pattern (an invalid regular expression,
+// not FR413).
+func TestSQLFunctionsIgnoreCallerStringSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, _, err := store.TopicUpsert(e.ctx, e.pool, "sized", store.TopicPatch{})
+	require.NoError(t, err)
+	tx := e.begin()
+	_, err = tx.Exec(e.ctx, `SET LOCAL standard_conforming_strings = off`)
+	require.NoError(t, err)
+	_, err = tx.Exec(e.ctx, `SELECT * FROM ferry.publish('sized', 't', to_jsonb(repeat('x', 300000)))`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "FR413", pgErr.Code, pgErr.Message)
+}

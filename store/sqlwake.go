@@ -24,33 +24,56 @@ import (
 // waiters' own fallback polls.
 const SQLWakeKey int64 = math.MinInt64 + 3
 
-// sqlWakeMargin is how far before its previous read a read of
-// ferry.sql_wakes starts: a row's time is taken just before its
-// transaction commits, so a commit may become visible a little after a
-// read that began later than its time.
-const sqlWakeMargin = 100 * time.Millisecond
-
 // sqlWakeTrailing is how many reads follow the one a NOTIFY starts, each
 // after twice the wait of the one before (the first after the Notifier's
-// window).
-const sqlWakeTrailing = 5
+// window): with the default window, for about 1.3 s.
+const sqlWakeTrailing = 7
 
-// sqlWakesSince reads the keys woken by SQL API commits since a read that
-// began at since (minus the margin; nil, or longer ago than a second: a
-// second before now, as a NOTIFY comes within milliseconds of the commits
-// it is for), and the database's time as this read began.
+// sqlWakeLookBack is how many transaction ids before its snapshot's xmin
+// a first read looks (it has no earlier read to start from).
+const sqlWakeLookBack = 10000
+
+// sqlWakeReadLimit bounds the rows one read takes; more (a read long
+// after a burst of SQL API commits to many queues) are read by the next.
+const sqlWakeReadLimit = 10000
+
+// sqlWakesSince reads the keys woken by SQL API commits of transactions
+// not yet finished when the read that returned from began (its snapshot's
+// xmin; 0: the first read, which looks back sqlWakeLookBack transaction
+// ids), and this read's xmin. A transaction older than a snapshot's xmin
+// had finished when that snapshot was taken, so what it wrote was seen by
+// that read; anything newer is read again. In xact order with a limit:
+// the index's range, whatever plan a generic parameter gets.
 func sqlWakesSince(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, since *time.Time) ([]int64, time.Time, error) {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, from uint64) ([]int64, uint64, error) {
+	rows, err := db.Query(ctx, `/* ferry:sql_wakes_read */
+		WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)
+		SELECT s.xmin, w.key FROM s
+		LEFT JOIN LATERAL (
+			SELECT key FROM ferry.sql_wakes
+			WHERE xact >= (CASE WHEN $1::bigint > 0 THEN $1::bigint ELSE greatest(s.xmin - $2, 0) END)::text::xid8
+			ORDER BY xact LIMIT $3
+		) w ON true`, int64(from), sqlWakeLookBack, sqlWakeReadLimit)
+	if err != nil {
+		return nil, 0, interpretError("sql wakes", err)
+	}
+	defer rows.Close()
 	var (
 		keys []int64
-		at   time.Time
+		xmin int64
 	)
-	err := db.QueryRow(ctx, `/* ferry:sql_wakes_read */
-		SELECT clock_timestamp(), coalesce(array_agg(DISTINCT key), '{}') FROM ferry.sql_wakes
-		WHERE at >= greatest($1, clock_timestamp() - interval '1 second') - $2 * interval '1 millisecond'`,
-		since, sqlWakeMargin.Milliseconds()).Scan(&at, &keys)
-	return keys, at, interpretError("sql wakes", err)
+	for rows.Next() {
+		var key *int64
+		if err := rows.Scan(&xmin, &key); err != nil {
+			return nil, 0, interpretError("sql wakes", err)
+		}
+		if key != nil {
+			keys = append(keys, *key)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), uint64(xmin), interpretError("sql wakes", rows.Err())
 }
 
 // kickSQLWakes asks readSQLWakes for a read now and its trailing reads.
@@ -68,10 +91,10 @@ func (n *Notifier) kickSQLWakes() {
 // reads would come between the statements of a request.
 func (n *Notifier) readSQLWakes(ctx context.Context) {
 	var (
-		conn  *pgx.Conn
-		since *time.Time
-		left  int
-		wait  = n.window
+		conn *pgx.Conn
+		from uint64
+		left int
+		wait = n.window
 	)
 	defer func() {
 		if conn != nil {
@@ -91,14 +114,14 @@ func (n *Notifier) readSQLWakes(ctx context.Context) {
 		}
 		var (
 			keys []int64
-			at   time.Time
+			xmin uint64
 			err  error
 		)
 		if conn == nil {
 			conn, err = pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
 		}
 		if err == nil {
-			keys, at, err = sqlWakesSince(ctx, conn, since)
+			keys, xmin, err = sqlWakesSince(ctx, conn, from)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -110,7 +133,7 @@ func (n *Notifier) readSQLWakes(ctx context.Context) {
 			}
 			continue
 		}
-		since = &at
+		from = xmin
 		if len(keys) > 0 {
 			n.wake(keys)
 			n.tell(keys)
