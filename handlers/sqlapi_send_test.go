@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/store"
 )
 
 // The SQL API's producers against REST: ferry.send and ferry.send_batch
@@ -513,38 +512,31 @@ func TestSQLSendWakes(t *testing.T) {
 	})
 	rolledBack, _ := heldSQLSend(t, dbURL, "woken", `[{"body": "rolled back"}]`)
 	require.NoError(t, rolledBack.Rollback(ctx))
-	// A commit records its wakes in ferry.sql_wakes and NOTIFYs
-	// store.SQLWakeKey (at most one commit in 10 ms does); a rollback
-	// records and sends nothing: the first notification is the commit's,
-	// and the rolled-back send left no wake for its queue.
+	// Notifications arrive in commit order: had the rollback sent one, it
+	// would come before the next commit's.
 	committed, _ := heldSQLSend(t, dbURL, "other", `[{"body": "other"}]`)
 	require.NoError(t, committed.Commit(ctx))
 	note, err := waitNotification(listener)
 	require.NoError(t, err)
-	require.Equal(t, strconv.FormatInt(store.SQLWakeKey, 10), note.Payload)
-	var woken []string
-	rows, err := listener.Query(ctx, `SELECT key::text FROM ferry.sql_wakes ORDER BY key`)
-	require.NoError(t, err)
-	woken, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.Equal(t, []string{otherID}, woken, "only the committed send's queue is to be woken")
+	require.Equal(t, otherID, note.Payload, "the first notification is the commit's, not the rollback's")
 	select {
 	case res := <-done:
 		t.Fatalf("the long poll returned without a send to its queue: %d %s", res.status, res.body)
 	default:
 	}
 
-	// The next commit comes within milliseconds, without a NOTIFY of its
-	// own: the servers' trailing reads of ferry.sql_wakes find it.
 	tx, _ := heldSQLSend(t, dbURL, "woken", `[{"body": "committed"}]`)
 	require.NoError(t, tx.Commit(ctx))
 	committedAt := time.Now()
+	note, err = waitNotification(listener)
+	require.NoError(t, err)
+	require.Equal(t, wokenID, note.Payload)
 	res := <-done
 	msgs, err := decodeReceived(res)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.JSONEq(t, `"committed"`, string(msgs[0].Body))
-	require.Less(t, time.Since(committedAt), 1500*time.Millisecond, "the wake-up must travel through NOTIFY and ferry.sql_wakes, not a poll")
+	require.Less(t, time.Since(committedAt), 1500*time.Millisecond, "the wake-up must travel through NOTIFY, not a poll")
 }
 
 // waitNotification waits at most 5 s for conn's next notification.

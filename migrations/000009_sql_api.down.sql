@@ -94,8 +94,6 @@ END $$;
 DROP TABLE IF EXISTS ferry.at_commit;
 DROP FUNCTION IF EXISTS ferry.at_commit_apply();
 DROP FUNCTION IF EXISTS ferry.wake_at_commit(bigint);
-DROP SEQUENCE IF EXISTS ferry.sql_wake_clock;
-DROP TABLE IF EXISTS ferry.sql_wakes;
 DROP FUNCTION IF EXISTS ferry.counts_per_transaction();
 DROP TABLE IF EXISTS ferry.sql_limits;
 DROP FUNCTION IF EXISTS ferry.raise(integer, text, text);

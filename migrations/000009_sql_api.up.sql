@@ -52,17 +52,15 @@ CREATE TABLE ferry.sql_limits (
 INSERT INTO ferry.sql_limits DEFAULT VALUES;
 
 -- What a caller's transaction does at its commit: ferry.at_commit holds,
--- until then, the depth-counter changes and the wakes of the transaction's
--- SQL API calls, and a deferred trigger applies them just before the
--- commit. Unlogged: a row lives only inside its transaction (the trigger
--- deletes it), so there is nothing to recover.
+-- until then, the depth-counter changes of the transaction's SQL API
+-- calls, and a deferred trigger applies them just before the commit.
+-- Unlogged: a row lives only inside its transaction (the trigger deletes
+-- it), so there is nothing to recover.
 CREATE UNLOGGED TABLE ferry.at_commit (
-    xact         xid8    NOT NULL DEFAULT pg_current_xact_id(),
-    -- A queue's id for counters; for a wake, the Notifier key to wake.
-    key          bigint  NOT NULL,
-    messages     bigint  NOT NULL DEFAULT 0,
-    dead_letters bigint  NOT NULL DEFAULT 0,
-    wake         boolean NOT NULL DEFAULT false
+    xact         xid8   NOT NULL DEFAULT pg_current_xact_id(),
+    key          bigint NOT NULL, -- the queue's id
+    messages     bigint NOT NULL DEFAULT 0,
+    dead_letters bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX at_commit_xact_idx ON ferry.at_commit (xact);
 
@@ -87,79 +85,38 @@ CREATE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
     SELECT set_config('ferry.counts', 'transaction', true)
 $$;
 
--- Wakes. A NOTIFY costs its transaction a lock that every notifying
--- commit of the cluster takes in turn and holds until its commit record
--- is on disk: one NOTIFY per application transaction would line their
--- commits up one behind the other (a SQL API send ran at two thirds of
--- its rate without NOTIFY). So a SQL API function records what its
--- transaction must wake (ferry.wake_at_commit: a queue's or
--- subscription's id, or another Notifier key), and at commit the keys go
--- into ferry.sql_wakes with the transaction's id; the transaction NOTIFYs
--- store.SQLWakeKey only if no commit did in the last 10 ms
--- (ferry.sql_wake_clock, which is not transactional). Every Ferry
--- instance that hears it reads the keys woken since its last read, and
--- reads again a few times over the next second or so, which
--- finds the commits that came right after without a NOTIFY of their own
--- (store/sqlwake.go). One row per key and backend slot: a commit holds it
--- from its trigger to the end of its commit only.
-CREATE UNLOGGED TABLE ferry.sql_wakes (
-    key  bigint NOT NULL,
-    slot integer NOT NULL,
-    -- The last transaction that woke key from slot: a reader reads again
-    -- every row of a transaction that was still running when it last read
-    -- (its snapshot's xmin), so no commit is missed however long it took.
-    xact xid8    NOT NULL,
-    PRIMARY KEY (key, slot)
-);
-CREATE INDEX sql_wakes_xact_idx ON ferry.sql_wakes (xact);
-CREATE UNLOGGED SEQUENCE ferry.sql_wake_clock;
-
+-- Wakes: a SQL API function that makes messages claimable (or events
+-- pending) NOTIFYs the Notifier key in the caller's transaction; PostgreSQL
+-- delivers it to every Ferry instance at the commit, and drops it on
+-- rollback. One NOTIFY per application transaction has a cost: a NOTIFY
+-- takes a cluster-wide lock from its commit until its commit record is on
+-- disk, so notifying commits wait for each other's fsync (REST avoids it
+-- by sending at most one NOTIFY per window from Go; docs/outbox.md has the
+-- numbers).
 CREATE FUNCTION ferry.wake_at_commit(key bigint) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO ferry.at_commit (key, wake) VALUES (key, true)
+    SELECT pg_notify('ferry_messages', key::text)
 $$;
 
 -- At commit: the transaction's counter changes, summed per queue, into
--- its slot, in queue order (the lock order of every counter write); its
--- wakes into ferry.sql_wakes, and the NOTIFY if none went out in the last
--- 10 ms. The first of the transaction's rows to fire does it all; the
--- others find nothing left.
--- A deferred trigger runs as whoever commits (the application's role, which
--- may not touch Ferry's tables): it runs with Ferry's rights.
--- Its DELETE finds the transaction's rows by the index, whatever plan
--- the session cached while the table was small (a sequential scan would
--- read every dead row a busy table holds).
+-- its slot, in queue order (the lock order of every counter write). The
+-- first of the transaction's rows to fire does it all; the others find
+-- nothing left. A deferred trigger runs as whoever commits (the
+-- application's role, which may not touch Ferry's tables): it runs with
+-- Ferry's rights. Its DELETE finds the transaction's rows by the index,
+-- whatever plan the session cached while the table was small (a
+-- sequential scan would read every dead row a busy table holds).
 CREATE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
     SECURITY DEFINER SET search_path = ferry, pg_temp SET enable_seqscan = off AS $$
-DECLARE
-    woken   bigint;
-    now_ms  bigint;
 BEGIN
     WITH d AS (
         DELETE FROM ferry.at_commit WHERE xact = pg_current_xact_id()
-        RETURNING key, messages, dead_letters, wake
-    ),
-    counted AS (
-        INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
-        SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters)
-        FROM d WHERE NOT wake GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
-        ON CONFLICT (queue_id, slot) DO UPDATE
-            SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters
-    ),
-    woke AS (
-        INSERT INTO ferry.sql_wakes AS w (key, slot, xact)
-        SELECT k.key, pg_backend_pid() % 64, pg_current_xact_id()
-        FROM (SELECT DISTINCT key FROM d WHERE wake) k ORDER BY k.key
-        ON CONFLICT (key, slot) DO UPDATE SET xact = excluded.xact
-        RETURNING 1
+        RETURNING key, messages, dead_letters
     )
-    SELECT count(*) INTO woken FROM woke;
-    IF woken > 0 THEN
-        now_ms := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-        IF now_ms - (SELECT last_value FROM ferry.sql_wake_clock) >= 10 THEN
-            PERFORM setval('ferry.sql_wake_clock', now_ms);
-            PERFORM pg_notify('ferry_messages', '-9223372036854775805'); -- store.SQLWakeKey
-        END IF;
-    END IF;
+    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
+    SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+    FROM d GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
+    ON CONFLICT (queue_id, slot) DO UPDATE
+        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters;
     RETURN NULL;
 END $$;
 CREATE CONSTRAINT TRIGGER at_commit_apply AFTER INSERT ON ferry.at_commit
@@ -1265,7 +1222,7 @@ BEGIN
     -- What this transaction sent and removed before is counted at its
     -- commit only (ferry.at_commit): it takes room now.
     depth := depth + (SELECT coalesce(sum(a.messages), 0) FROM ferry.at_commit a
-        WHERE a.xact = pg_current_xact_id() AND a.key = q.id AND NOT a.wake);
+        WHERE a.xact = pg_current_xact_id() AND a.key = q.id);
     live := ARRAY(SELECT ferry.message_send_dedup_live(q.id, ARRAY(SELECT x FROM unnest(p.dedups) AS x WHERE x IS NOT NULL)));
     SELECT count(*) INTO fresh FROM unnest(p.dedups) AS r(dedup_id) WHERE r.dedup_id IS NULL OR r.dedup_id <> ALL (live);
     IF fresh > q.max_depth THEN

@@ -44,7 +44,6 @@ type Notifier struct {
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
 	pending map[int64]struct{}
 	kick    chan struct{}
-	sqlKick chan struct{} // see readSQLWakes
 }
 
 // NewNotifier makes a Notifier; Run starts it.
@@ -59,7 +58,6 @@ func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *No
 		waiters: map[int64]chan struct{}{},
 		pending: map[int64]struct{}{},
 		kick:    make(chan struct{}, 1),
-		sqlKick: make(chan struct{}, 1),
 	}
 }
 
@@ -98,11 +96,10 @@ func (n *Notifier) wake(ids []int64) {
 }
 
 // OnNotify has fn called with the ids of every NOTIFY the listener hears
-// (this instance's own included) and of every SQL API commit's wakes
-// (SQLWakeKey), and with nil whenever it (re)starts listening (anything
-// may have been missed meanwhile). Each function given is called, in the
-// order given; they run on the listener's goroutines (two: calls may be
-// concurrent) and must not block. Set them before Run.
+// (this instance's own included), and with nil whenever it (re)starts
+// listening (anything may have been missed meanwhile). Each function
+// given is called, in the order given; they run on the listener's
+// goroutine and must not block. Set them before Run.
 func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = append(n.heard, fn) }
 
 // Listening reports whether the listener connection is up now, so that
@@ -134,10 +131,9 @@ func (n *Notifier) Published(queueIDs []int64) {
 // Run listens and notifies until ctx ends.
 func (n *Notifier) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() { defer wg.Done(); n.listen(ctx) }()
 	go func() { defer wg.Done(); n.announce(ctx) }()
-	go func() { defer wg.Done(); n.readSQLWakes(ctx) }()
 	wg.Wait()
 }
 
@@ -219,7 +215,7 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
-	n.wake(nil) // anything sent while we were not listening (SQL API wakes included)
+	n.wake(nil) // anything sent while we were not listening
 	n.tell(nil)
 	n.listening.Store(true)
 	defer n.listening.Store(false)
@@ -233,10 +229,6 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
 				ids = append(ids, id)
 			}
-		}
-		ids, sqlWakes := withoutSQLWake(ids)
-		if sqlWakes {
-			n.kickSQLWakes()
 		}
 		if len(ids) > 0 {
 			n.wake(ids)

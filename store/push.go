@@ -141,7 +141,7 @@ func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
 // IsPushConfigWakeKey reports whether a Notifier key is a
 // PushConfigWakeKey, and not one of the fixed keys at the bottom of the
-// range (KeysWakeKey, RelayWakeKey, SQLWakeKey): those announce other
+// range (KeysWakeKey, RelayWakeKey): those announce other
 // things, and a Pusher that took them for push configuration changes
 // would sweep at every SQL API publish.
 func IsPushConfigWakeKey(id int64) bool {
