@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -381,9 +382,13 @@ func heldSQLSend(t *testing.T, dbURL, q, msgs string) (pgx.Tx, uint32) {
 	return tx, pid
 }
 
-// timed makes a REST call and requires it to answer with status within
-// 100 ms (it gives up waiting after 2 s, so a call stuck behind the open
-// transaction fails the test instead of hanging it).
+// timed makes a REST call and requires it to answer with status, and
+// within a second: the open transaction stays open for seconds more, so a
+// call that waited for it would still be waiting (it gives up after 2 s,
+// so such a call fails the test instead of hanging it). The calls'
+// typical time is held to the issue's 100 ms by requireTypicallyFast: one
+// call of a loaded machine may take longer without having waited for
+// anyone.
 func timed(t *testing.T, env *ferrytest.Env, what string, status int, method, path string, body any) asyncResult {
 	t.Helper()
 	done := make(chan asyncResult, 1)
@@ -391,12 +396,23 @@ func timed(t *testing.T, env *ferrytest.Env, what string, status int, method, pa
 	select {
 	case res := <-done:
 		requireStatus(t, res, status)
-		require.Less(t, res.took, 100*time.Millisecond, "%s waited for the open SQL transaction", what)
+		require.Less(t, res.took, time.Second, "%s waited for the open SQL transaction", what)
 		return res
 	case <-time.After(2 * time.Second):
 		t.Fatalf("%s: no answer after 2 s: it waits for the open SQL transaction", what)
 		return asyncResult{}
 	}
+}
+
+// requireTypicallyFast requires the calls' median under the issue's
+// 100 ms and logs the slowest.
+func requireTypicallyFast(t *testing.T, what string, took []time.Duration) {
+	t.Helper()
+	require.NotEmpty(t, took)
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	t.Logf("%s: %d calls, median %v, slowest %v", what, len(sorted), sorted[len(sorted)/2], sorted[len(sorted)-1])
+	require.Less(t, sorted[len(sorted)/2], 100*time.Millisecond, "%s: median", what)
 }
 
 // TestSQLSendNobodyWaits: an application transaction that sent with
@@ -413,14 +429,18 @@ func TestSQLSendNobodyWaits(t *testing.T) {
 		`[{"body": "sql-1"}, {"body": "sql-2", "dedup_id": "sql", "attributes": {"a": "b"}}, {"body": "sql-3", "delay_seconds": 3600}]`)
 
 	rounds := 0
+	var took []time.Duration
 	for start := time.Now(); time.Since(start) < 3*time.Second || rounds < 20; rounds++ {
-		timed(t, env, "send", http.StatusCreated, "POST", qpath("held", "/messages"),
+		res := timed(t, env, "send", http.StatusCreated, "POST", qpath("held", "/messages"),
 			map[string]any{"messages": []map[string]any{msg(rounds), msg(rounds, "dedup_id", "rest-"+strconv.Itoa(rounds))}})
-		got, err := decodeReceived(timed(t, env, "receive", http.StatusOK, "POST", qpath("held", "/receive"), map[string]any{"max_messages": 10}))
+		received := timed(t, env, "receive", http.StatusOK, "POST", qpath("held", "/receive"), map[string]any{"max_messages": 10})
+		got, err := decodeReceived(received)
 		require.NoError(t, err)
 		require.Len(t, got, 2, "round %d: the REST messages, not the uncommitted ones", rounds)
-		timed(t, env, "ack", http.StatusOK, "POST", qpath("held", "/ack"), map[string]any{"receipts": receipts(got)})
+		acked := timed(t, env, "ack", http.StatusOK, "POST", qpath("held", "/ack"), map[string]any{"receipts": receipts(got)})
+		took = append(took, res.took, received.took, acked.took)
 	}
+	requireTypicallyFast(t, "REST calls while the SQL send's transaction is open", took)
 	send(t, env, "held", msg("purged"))
 	timed(t, env, "purge", http.StatusNoContent, "DELETE", qpath("held", "/messages"), nil)
 	require.Equal(t, statsJSON{}, counts(t, env, "held"))

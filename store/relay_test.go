@@ -221,15 +221,21 @@ func TestSQLPublishHeldTransactionStallsNoOne(t *testing.T) {
 
 	e.sqlPublish(e.pool, "held", ev("other", "t"))
 	require.Equal(t, 1, e.drain(r), "the relay appends what committed")
-	var slowest time.Duration
+	var took []time.Duration
 	n := 0
 	for start := time.Now(); time.Since(start) < 2*time.Second; n++ {
 		t0 := time.Now()
 		e.publish(tp, eventWithID(fmt.Sprintf("rest-%d", n)))
-		slowest = max(slowest, time.Since(t0))
+		took = append(took, time.Since(t0))
 	}
-	t.Logf("%d REST publishes to the partition while a SQL publish was held open; slowest %v", n, slowest)
-	require.Less(t, slowest, 100*time.Millisecond)
+	// A publish that waited for the held transaction would take until its
+	// commit, after the loop: every one is well under a second, and the
+	// typical one under the 100 ms (one publish of a loaded
+	// machine may take longer without having waited for anyone).
+	slices.Sort(took)
+	t.Logf("%d REST publishes to the partition while a SQL publish was held open; median %v, slowest %v", n, took[len(took)/2], took[len(took)-1])
+	require.Less(t, took[len(took)-1], time.Second)
+	require.Less(t, took[len(took)/2], 100*time.Millisecond)
 	require.NoError(t, held.Commit(e.ctx))
 	require.Equal(t, 2, e.drain(r))
 	evs, _ := e.read(store.ReadParams{Topic: tp, Partition: 0, Limit: 1 << 20})
