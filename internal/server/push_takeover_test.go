@@ -99,6 +99,7 @@ type ferryProc struct {
 	name     string
 	cmd      *exec.Cmd
 	url      string
+	dbURL    string
 	instance string // its push lease owner id
 	mu       sync.Mutex
 	log      strings.Builder
@@ -114,7 +115,7 @@ var (
 // shown if the test failed.
 func startFerry(t *testing.T, bin, dbURL, name string) *ferryProc {
 	t.Helper()
-	p := &ferryProc{name: name, cmd: exec.Command(bin, "serve")}
+	p := &ferryProc{name: name, cmd: exec.Command(bin, "serve"), dbURL: dbURL}
 	p.cmd.Env = append(p.cmd.Environ(),
 		"FERRY_DATABASE_URL="+dbURL, "FERRY_ADMIN_KEY="+ferrytest.AdminKey, "FERRY_LISTEN=127.0.0.1:0",
 		"FERRY_ALLOW_PRIVATE_PUSH=true", "FERRY_LOG_LEVEL=info", "FERRY_DB_MAX_CONNS=10")
@@ -167,7 +168,7 @@ func (p *ferryProc) scan(r io.Reader, ready chan struct{}) {
 
 // env is a spec-validating client of the process's API.
 func (p *ferryProc) env(t *testing.T) *ferrytest.Env {
-	return &ferrytest.Env{T: t, URL: p.url, Client: openapitest.New(t).Client(t, nil)}
+	return &ferrytest.Env{T: t, URL: p.url, DatabaseURL: p.dbURL, Client: openapitest.New(t).Client(t, nil)}
 }
 
 // kill kills the process with SIGKILL and returns when it is gone.
@@ -240,13 +241,47 @@ func drained(t *testing.T, api *ferrytest.Env, path string) bool {
 	r := api.Do("GET", path, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var out struct {
+		// The wire names: untagged, InFlight and DeadLetters matched
+		// nothing ("in_flight", "dead_letters") and stayed 0, so a target
+		// whose last message was in flight passed for drained.
 		Stats struct {
-			Available, InFlight, Delayed, DeadLetters int
+			Available   int `json:"available"`
+			InFlight    int `json:"in_flight"`
+			Delayed     int `json:"delayed"`
+			DeadLetters int `json:"dead_letters"`
 		} `json:"stats"`
 	}
 	r.JSON(t, &out)
 	require.Zero(t, out.Stats.DeadLetters, "%s: nothing dead-lettered", path)
-	return out.Stats.Available == 0 && out.Stats.InFlight == 0 && out.Stats.Delayed == 0
+	done := out.Stats.Available == 0 && out.Stats.InFlight == 0 && out.Stats.Delayed == 0
+	if done && api.DatabaseURL != "" {
+		requireNoLiveMessages(t, api.DatabaseURL, path)
+	}
+	return done
+}
+
+// requireNoLiveMessages checks what the stats said (drained) against the
+// messages table itself.
+func requireNoLiveMessages(t *testing.T, dbURL, path string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	parts := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
+	var live []string
+	q := `SELECT m.id || ' receive_count=' || m.receive_count || ' waiting=' || m.waiting || ' visible_at=' || m.visible_at || ' claimed=' || (m.claim_token IS NOT NULL)
+		FROM ferry.messages m JOIN ferry.queues q ON q.id = m.queue_id`
+	var rows pgx.Rows
+	if parts[0] == "queues" {
+		rows, err = conn.Query(ctx, q+` WHERE q.name = $1 AND q.topic_id IS NULL`, parts[1])
+	} else {
+		rows, err = conn.Query(ctx, q+` JOIN ferry.topics t ON t.id = q.topic_id WHERE t.name = $1 AND q.name = $2`, parts[1], parts[3])
+	}
+	require.NoError(t, err)
+	live, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, live, "%s: the stats say drained, but these messages are live", path)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
