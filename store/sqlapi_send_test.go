@@ -62,8 +62,9 @@ func (e *env) begin() pgx.Tx {
 // TestSQLSendCommitOrRollback: a SQL send exists exactly when its
 // transaction commits. Rolled back: no message, no dedup claim, depth and
 // counter rows as before. Committed: the messages, the dedup claim, and
-// the depth right at once, added up into the committing backend's slot at
-// the commit (ferry.at_commit), none of it left behind.
+// the depth right at once, added up at the commit (ferry.at_commit) into
+// one of the SQL API's counter slots (64..127, apart from REST's), none of
+// it left behind.
 func TestSQLSendCommitOrRollback(t *testing.T) {
 	t.Parallel()
 	e, q := newQueueEnv(t, "sql-tx", store.QueuePatch{})
