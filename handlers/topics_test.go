@@ -432,13 +432,16 @@ func TestEventLongPollAcrossInstances(t *testing.T) {
 			return getAsync(a, tpath("lp", "/events")+fmt.Sprintf("?partition=1&from_offset=%d&wait_seconds=10", next))
 		})
 		// A publish to the other partition does not answer this read.
+		start := time.Now()
 		publishEvents(t, b, "lp", evt("other", "key", keyFor(t, 0, 2)))
+		other := time.Since(start)
 		sent := publishEvents(t, b, "lp", evt("wake", "id", fmt.Sprintf("wake-%d", round), "key", keyFor(t, 1, 2)))
 		sentAt := time.Now()
 		res := <-done
 		requireOK(t, res)
 		page := decodePage(t, res.body)
-		require.Len(t, page.Events, 1, "round %d", round)
+		require.Len(t, page.Events, 1, "round %d: the read took %s; the publishes %s and %s; published %+v",
+			round, res.took, other, sentAt.Sub(start)-other, sent)
 		require.Equal(t, sent[0].ID, page.Events[0].ID)
 		require.Equal(t, next, page.Events[0].Offset)
 		require.Equal(t, next+1, page.NextOffset)

@@ -86,7 +86,7 @@ type PublishOutcome struct {
 // transaction that fails only through concurrency (a subscription change,
 // a deadlock) is run again, up to 10 times.
 func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
-	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events}, nil)
+	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events}, nil, claimWaitAlone)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,9 +95,11 @@ func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []Pub
 
 // eventPublish is EventPublish with its parameters, for the Publisher,
 // which keeps the subscriptions' parsed filters in filters (nil: parsed
-// by each publish).
-func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filters *filterCache) (PublishOutcome, error) {
+// by each publish) and bounds the wait for an id claimed by another
+// transaction by claimWait (see claimDedup).
+func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filters *filterCache, claimWait string) (PublishOutcome, error) {
 	batch := newPublishBatch(p.Topic, p.Events, p.Spreader, filters)
+	batch.claimWait = claimWait
 	var out PublishOutcome
 	// More attempts than other transactions: a publish also starts again
 	// when a subscription of the topic changed meanwhile.

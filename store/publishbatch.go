@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,12 +27,15 @@ import (
 // Each queued statement reads its own result (pgx's QueuedQuery
 // callbacks), so results are read by statement, never by position.
 type publishBatch struct {
-	topic    Topic
-	filters  *filterCache // the caller's, or nil
-	relayed  bool         // the relay's: the ids are claimed already, pending
-	ids      []string     // per event given: its id
-	repeatOf []int        // per event given: the earlier one with its id, or -1
-	rows     []publishRow
+	topic   Topic
+	filters *filterCache // the caller's, or nil
+	relayed bool         // the relay's: the ids are claimed already, pending
+	// claimWait, in a transaction of Ferry's own, bounds the wait for an
+	// id claimed by another transaction (see claimDedup).
+	claimWait string
+	ids       []string // per event given: its id
+	repeatOf  []int    // per event given: the earlier one with its id, or -1
+	rows      []publishRow
 
 	// Per attempt, from the first round trip (claimDedup)…
 	claims      map[string]PublishResult // id → where it landed; offset -1: claimed now
@@ -130,11 +134,11 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 //
 // An id claimed by a transaction still in progress makes the claim wait
 // for it. With bounded (a transaction of Ferry's own), that wait is cut
-// after claimWait (lock_not_available: ErrBusy, the Publisher writes the
-// requests merged with it again without it): the claimer may be an
+// after p.claimWait (lock_not_available: ErrBusy): the claimer may be an
 // application's transaction that called ferry.publish and stays open for
-// minutes, and a publish must not hold everything merged with it, nor a
-// Publisher's worker, that long.
+// minutes. The Publisher keeps that cut short (claimWaitMerged), so that
+// a publish holds neither the requests merged with it nor a worker long,
+// and tries a busy request again on its own (see Publisher.Publish).
 func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	ids := make([]string, len(p.rows))
 	parts := make([]int32, len(p.rows))
@@ -146,7 +150,7 @@ func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	case p.relayed:
 		relayClaim(b, t, ids)
 	case bounded:
-		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + claimWait + `'`)
+		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + cmp.Or(p.claimWait, claimWaitAlone) + `'`)
 		restClaim(b, t, ids, parts)
 		b.Queue(`/* ferry:event_dedup_claim_wait_end */ SET LOCAL lock_timeout TO DEFAULT`)
 	default:
@@ -172,10 +176,17 @@ func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 		WHERE t.id = $1 ORDER BY q.id`, t.ID).Query(p.readSubs)
 }
 
-// claimWait bounds how long a publish of Ferry's own transaction waits
-// for another transaction's claim of one of its ids: a REST publish's
-// takes milliseconds; an application's open transaction may take minutes.
-const claimWait = "250ms"
+// How long a publish of Ferry's own transaction waits for another
+// transaction's claim of one of its ids: a REST publish's claim is held
+// for milliseconds (longer on a loaded machine); an application's open
+// transaction may hold one for minutes. EventPublish, whose transaction
+// holds nobody else up, waits as a send waits for a lock
+// (sendLockTimeout); the Publisher's transactions, which hold the
+// requests merged into them and a worker, wait claimWaitMerged at a time.
+const (
+	claimWaitAlone  = sendLockTimeout
+	claimWaitMerged = "250ms"
+)
 
 // restClaim queues the claim of a publish through REST (or Go): an id
 // new in the window is claimed with offset -1, and an id whose window

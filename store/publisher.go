@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -64,6 +66,15 @@ func (p *Publisher) Close() { p.c.close() }
 
 // Publish appends events to topic t, as EventPublish does, sharing the
 // transaction with concurrent publishes to the same topic.
+//
+// A transaction of the Publisher waits only claimWaitMerged for an event
+// id that another transaction claimed (so that one request cannot hold up
+// the requests merged with it, nor a worker, for long). A request that
+// fails busy that way is submitted again, after a short pause, until
+// busyWait has passed since it was first submitted: a claim held by
+// another REST publish (milliseconds; more on a loaded machine) is waited
+// out, one held by an application's open transaction answers ErrBusy
+// after busyWait, as a send's lock wait does.
 func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent) ([]PublishResult, error) {
 	// Ids are given before queueing, so a publish written again after a
 	// failed merged transaction keeps them (and its dedup protection).
@@ -73,13 +84,29 @@ func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent)
 			events[i].ID = NewEventID()
 		}
 	}
-	req := &publishRequest{ctx: ctx, topic: t, events: events, done: make(chan struct{})}
-	if err := p.c.submit(ctx, req); err != nil {
-		return nil, fmt.Errorf("event publish: %w", err)
+	deadline := time.Now().Add(busyWait)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		req := &publishRequest{ctx: ctx, topic: t, events: events, done: make(chan struct{})}
+		if err := p.c.submit(ctx, req); err != nil {
+			return nil, fmt.Errorf("event publish: %w", err)
+		}
+		<-req.done // a taken request is always answered
+		if !errors.Is(req.err, ErrBusy) || time.Now().Add(pause).After(deadline) {
+			return req.results, req.err
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, req.err
+		}
 	}
-	<-req.done // a taken request is always answered
-	return req.results, req.err
 }
+
+// busyWait bounds how long Publish tries again a request that failed
+// busy: as long as a send waits for a lock (sendLockTimeout).
+const busyWait = 5 * time.Second
 
 // write publishes batch, one transaction per topic. If the database
 // refused a merged transaction, its requests are retried one by one, so
@@ -136,7 +163,7 @@ func (p *Publisher) publish(ctx context.Context, reqs []*publishRequest) ([]int6
 			t = r.topic // the freshest view of a growing topic
 		}
 	}
-	out, err := eventPublish(ctx, p.pool, PublishParams{Topic: t, Events: all, Spreader: &p.spread}, &p.filters)
+	out, err := eventPublish(ctx, p.pool, PublishParams{Topic: t, Events: all, Spreader: &p.spread}, &p.filters, claimWaitMerged)
 	results := out.Results
 	for _, r := range reqs {
 		if err != nil {
