@@ -469,8 +469,43 @@ func decodeReceived(a asyncResult) ([]receivedJSON, error) {
 // nothing and now waits, so what happens next must wake it.
 func parkedQuery(t testing.TB, dbURL, app string, since time.Time, pattern string) {
 	t.Helper()
-	require.True(t, parkedWithin(t, dbURL, app, since, pattern, 10*time.Second),
-		"the server (%s) never ran a statement like %s", app, pattern)
+	if parkedWithin(t, dbURL, app, since, pattern, 10*time.Second) {
+		return
+	}
+	t.Fatalf("the server (%s) never ran a statement like %s after %s; its sessions now:\n%s",
+		app, pattern, since.Format(time.RFC3339Nano), sessionsOf(t, dbURL, app))
+}
+
+// sessionsOf describes the sessions named app: what each ran last, when,
+// and its state (what a failed parkedQuery reports).
+func sessionsOf(t testing.TB, dbURL, app string) string {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT pid, state, coalesce(wait_event_type || ':' || wait_event, ''), query_start, left(regexp_replace(query, '\s+', ' ', 'g'), 120)
+		FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 ORDER BY query_start`, app)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	var (
+		pid         int
+		state, wait string
+		start       time.Time
+		query       string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pid, &state, &wait, &start, &query}, func() error {
+		fmt.Fprintf(&b, "  %d %s %s %s %s\n", pid, state, wait, start.Format(time.RFC3339Nano), query)
+		return nil
+	})
+	if err != nil {
+		return err.Error()
+	}
+	return b.String()
 }
 
 // parkedWithin is parkedQuery's wait, at most d: whether it saw the park.
