@@ -214,8 +214,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
-	// The key cache forgets deleted keys through the Notifier: made
-	// before it runs.
+	// The key cache forgets deleted keys, and the unknown secrets it
+	// remembers when a key is created, through the Notifier: made before
+	// it runs.
 	keys, err := newKeyStore(ctx, pool, s.notifier)
 	if err != nil {
 		return nil, err
@@ -324,7 +325,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Log:       log,
 		AdminKey:  cfg.AdminKey,
 		Resolver:  resolver,
-		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget},
+		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget, ForgetMissing: keys.cache.ForgetMissing},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
