@@ -76,6 +76,12 @@ type Config struct {
 	DatabaseDirectURL string `envconfig:"FERRY_DATABASE_DIRECT_URL"`
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
 	DBDirectMaxConns int32 `envconfig:"FERRY_DB_DIRECT_MAX_CONNS" default:"5"`
+	// DBTCPUserTimeout bounds how long a database connection waits for
+	// the server to acknowledge what it sent (TCP_USER_TIMEOUT, Linux)
+	// and, through TCP keepalives, how long an idle one takes to notice
+	// that the server's host is gone; 0: neither (pgx's defaults). See
+	// dial.go.
+	DBTCPUserTimeout time.Duration `envconfig:"FERRY_DB_TCP_USER_TIMEOUT" default:"30s"`
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
 	// admin key (`ferry dev` only).
 	DataDir string `envconfig:"FERRY_DATA_DIR" default:".ferry"`
@@ -118,6 +124,9 @@ func (c Config) Check() error {
 	}
 	if len(c.AdminKey) < 16 {
 		return errors.New("FERRY_ADMIN_KEY must be at least 16 characters")
+	}
+	if err := c.checkTCPUserTimeout(); err != nil {
+		return err
 	}
 	return c.checkTLS()
 }
