@@ -18,12 +18,14 @@ import (
 // secret is in POST's answer only; the store keeps its hash.
 
 // KeyStore is what the key routes need beside the pool: the hasher of
-// secrets, and Forget, which drops this instance's cached keys at once
-// when one is deleted here (the other instances hear the delete's
-// NOTIFY).
+// secrets; Forget, which drops this instance's cached keys at once when
+// one is deleted here; and ForgetMissing, which drops the secrets it
+// found no key for at once when one is created here (the other instances
+// hear the delete's or create's NOTIFY).
 type KeyStore struct {
-	Hasher *store.KeyHasher
-	Forget func()
+	Hasher        *store.KeyHasher
+	Forget        func()
+	ForgetMissing func()
 }
 
 // maxKeyPermissions bounds the permissions of one key: each request
@@ -135,6 +137,9 @@ func (h *handler) keyCreate(c echo.Context) error {
 	k, secret, err := store.KeyCreate(c.Request().Context(), h.Pool, h.Keys.Hasher, p)
 	if err != nil {
 		return err
+	}
+	if h.Keys.ForgetMissing != nil {
+		h.Keys.ForgetMissing() // before the secret is shown: never refused here
 	}
 	out, err := toKeyResponse(k)
 	if err != nil {

@@ -1,11 +1,16 @@
 package handlers_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/ferrytest"
@@ -192,6 +197,74 @@ func TestKeyUnknown(t *testing.T) {
 	for _, secret := range []string{store.NewKeySecret(), store.KeySecretPrefix + "abc", "ferry_sk_", ferrytest.AdminKey + "x"} {
 		requireProblem(t, env.DoWith("GET", "/v1/queues", nil, bearer(secret)), http.StatusUnauthorized, "unauthorized")
 	}
+}
+
+// A client hammering with one unknown key gets the same 401 each time and
+// costs the database one lookup, not one per request (the key cache
+// remembers unknown secrets for a few seconds).
+func TestKeyUnknownCostsOneLookup(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	bad := store.NewKeySecret() // well formed: only the database can tell
+	const requests = 40
+	type answer struct {
+		status int
+		www    string
+		body   []byte
+		err    error
+	}
+	answers := make(chan answer, requests)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() {
+			req, err := http.NewRequest("GET", env.URL+"/v1/queues", nil)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+bad)
+			resp, err := env.Client.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			answers <- answer{resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, err}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	want := requireProblem(t, env.DoWith("GET", "/v1/queues", nil, bearer(bad)), http.StatusUnauthorized, "unauthorized")
+	require.Equal(t, "the API key is not valid", want["detail"])
+	delete(want, "request_id")
+	for a := range answers {
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusUnauthorized, a.status, "%s", a.body)
+		require.Equal(t, `Bearer realm="ferry", error="invalid_token"`, a.www)
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(a.body, &p))
+		delete(p, "request_id")
+		require.Equal(t, want, p, "every refusal is the same problem")
+	}
+
+	// Each lookup is one scan of ferry.api_keys; the server's idle
+	// sessions flush their statistics first.
+	ctx := context.Background()
+	for _, c := range env.Server.Pool().AcquireAllIdle(ctx) {
+		_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		c.Release()
+		require.NoError(t, err)
+	}
+	conn, err := pgx.Connect(ctx, env.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var scans int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0)
+		FROM pg_stat_user_tables WHERE relid = 'ferry.api_keys'::regclass`).Scan(&scans))
+	// One lookup, and one more if the server's notifier began listening
+	// meanwhile: its first LISTEN empties the key cache.
+	require.LessOrEqual(t, scans, int64(2), "lookups of ferry.api_keys for %d requests with one unknown key", requests+1)
 }
 
 // A deleted key is refused by every instance within a second: the one

@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 )
 
 // KeyCache answers "which key is this secret?" from memory: a request
@@ -15,11 +18,25 @@ import (
 // most KeyCacheTTL; every entry is dropped when any instance deletes a
 // key (KeyDelete's NOTIFY of KeysWakeKey, heard through the Notifier) and
 // whenever the Notifier (re)starts listening, since a delete may have
-// gone unheard meanwhile; while the Notifier is not listening, the cache
-// is not used at all (every request reads its key). So a deleted key is
-// refused by every instance within the NOTIFY's delivery (milliseconds).
-// KeyCacheTTL bounds an entry's life besides. Uses are recorded in memory and written
-// by Flush (KeyTouch: at most once a minute per key).
+// gone unheard meanwhile; while the Notifier is not listening, known keys
+// are not answered from memory (every such request reads its key). So a
+// deleted key is refused by every instance within the NOTIFY's delivery
+// (milliseconds). KeyCacheTTL bounds an entry's life besides. Uses are
+// recorded in memory and written by Flush (KeyTouch: at most once a
+// minute per key).
+//
+// A secret no key has is remembered too (by its hash), for KeyMissTTL, so
+// that a client presenting one over and over costs one lookup per
+// KeyMissTTL, not one per request, and is refused without the database
+// while that is down. At most KeyMissLimit such secrets are remembered,
+// the oldest forgotten first, so random secrets cannot grow the cache.
+// They are dropped with the keys (above), and also when any instance
+// creates a key (KeyCreate's NOTIFY of KeyCreatedWakeKey, which leaves
+// the known keys be); a remembered secret outlives its key's creation
+// only on an instance that did not hear of it (its listener down, or a
+// key row written behind Ferry's back, e.g. restored): there it is
+// refused for at most KeyMissTTL. Concurrent lookups of one secret share
+// one query.
 //
 // T is the key as its user needs it (internal/access parses the
 // permissions once, when the key is loaded).
@@ -29,12 +46,20 @@ type KeyCache[T any] struct {
 	hasher *KeyHasher
 	load   func(APIKey) (T, error)
 	ttl    time.Duration
+	flight singleflight.Group // lookups in progress, by hash and gen
 
-	mu      sync.Mutex
-	entries map[string]keyEntry[T] // by hash
-	used    map[int64]bool
-	gen     uint64 // bumped by Forget: a load begun before it is not kept
+	mu        sync.Mutex
+	entries   map[string]keyEntry[T] // by hash
+	missing   keyMisses
+	missTTL   time.Duration
+	missLimit int
+	used      map[int64]bool
+	gen       uint64 // bumped by Forget: a key read before it is not kept
+	missGen   uint64 // bumped by Forget and ForgetMissing: nor a miss
 }
+
+// keyGens are the cache's generations when a lookup began.
+type keyGens struct{ key, miss uint64 }
 
 type keyEntry[T any] struct {
 	id       int64
@@ -47,24 +72,43 @@ type keyEntry[T any] struct {
 // database: the revocation bound on an instance that missed a NOTIFY.
 const KeyCacheTTL = 30 * time.Second
 
+// KeyMissTTL bounds how long a secret no key has is refused from memory:
+// the bound on refusing a new key on an instance that missed its NOTIFY.
+const KeyMissTTL = 5 * time.Second
+
+// KeyMissLimit bounds how many secrets no key has are remembered (about
+// 150 bytes each: 1.5 MB at most).
+const KeyMissLimit = 10000
+
+// keyLookupTimeout bounds a lookup, which is shared by the requests that
+// present the same secret meanwhile and so outlives the one that began it.
+const keyLookupTimeout = 10 * time.Second
+
 // ErrKeyExpired means the key exists but its expires_at has passed.
 var ErrKeyExpired = errors.New("api key expired")
 
 // NewKeyCache makes the cache of pool's keys; load turns a stored key
 // into T (an error refuses the key). With a Notifier, it forgets every
-// key when one is deleted anywhere, and is bypassed while the Notifier
-// does not listen; without one (tests), entries live KeyCacheTTL.
+// key and every secret it found no key for when a key is deleted
+// anywhere, those secrets when a key is created anywhere, and does not
+// answer known keys from memory while the Notifier does not listen;
+// without one (tests), entries live KeyCacheTTL (KeyMissTTL for secrets
+// no key has).
 func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, load func(APIKey) (T, error)) (*KeyCache[T], error) {
 	h, err := NewKeyHasher(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	c := &KeyCache[T]{pool: pool, n: n, hasher: h, load: load, ttl: KeyCacheTTL,
-		entries: map[string]keyEntry[T]{}, used: map[int64]bool{}}
+		entries: map[string]keyEntry[T]{}, missing: newKeyMisses(), missTTL: KeyMissTTL, missLimit: KeyMissLimit,
+		used: map[int64]bool{}}
 	if n != nil {
 		n.OnNotify(func(ids []int64) {
-			if ids == nil || slices.Contains(ids, KeysWakeKey) {
+			switch {
+			case ids == nil || slices.Contains(ids, KeysWakeKey):
 				c.Forget()
+			case slices.Contains(ids, KeyCreatedWakeKey):
+				c.ForgetMissing()
 			}
 		})
 	}
@@ -75,12 +119,23 @@ func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, lo
 // without a Notifier, else while it listens.
 func (c *KeyCache[T]) trusted() bool { return c.n == nil || c.n.Listening() }
 
-// Forget drops every cached key.
+// Forget drops every cached key and every remembered secret no key has.
 func (c *KeyCache[T]) Forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.entries)
+	c.missing.clear()
 	c.gen++
+	c.missGen++
+}
+
+// ForgetMissing drops every remembered secret no key has (a key was
+// created), keeping the keys.
+func (c *KeyCache[T]) ForgetMissing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.missing.clear()
+	c.missGen++
 }
 
 // Resolve returns the key whose secret this is: ErrNotFound for a secret
@@ -95,25 +150,18 @@ func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[hash]
-	gen := c.gen
+	ok = ok && now.Sub(e.loadedAt) <= c.ttl && c.trusted()
+	missed := !ok && c.missing.has(hash, now.Add(-c.missTTL))
+	gen := keyGens{key: c.gen, miss: c.missGen}
 	c.mu.Unlock()
-	if !ok || now.Sub(e.loadedAt) > c.ttl || !c.trusted() {
-		k, err := KeyLookup(ctx, c.pool, []byte(hash))
-		if err != nil {
+	if missed {
+		return zero, fmt.Errorf("api key lookup: %w", ErrNotFound)
+	}
+	if !ok {
+		var err error
+		if e, err = c.lookup(ctx, hash, gen); err != nil {
 			return zero, err
 		}
-		t, err := c.load(k)
-		if err != nil {
-			return zero, err
-		}
-		e = keyEntry[T]{id: k.ID, key: t, expires: k.ExpiresAt, loadedAt: now}
-		c.mu.Lock()
-		// Not forgotten meanwhile (the row read may be gone), and heard
-		// of if it goes from now on.
-		if c.gen == gen && c.trusted() {
-			c.entries[hash] = e
-		}
-		c.mu.Unlock()
 	}
 	if e.expires != nil && !now.Before(*e.expires) {
 		return zero, ErrKeyExpired
@@ -123,6 +171,121 @@ func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 	c.mu.Unlock()
 	return e.key, nil
 }
+
+// lookup reads the key of hash, sharing the query with every request for
+// the same hash that comes meanwhile (and after the same forgetting,
+// gen): each waits for it as long as its own ctx lets it.
+func (c *KeyCache[T]) lookup(ctx context.Context, hash string, gen keyGens) (keyEntry[T], error) {
+	flight := hash + strconv.FormatUint(gen.key, 10) + "." + strconv.FormatUint(gen.miss, 10)
+	result := c.flight.DoChan(flight, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyLookupTimeout)
+		defer cancel()
+		return c.read(lctx, hash, gen)
+	})
+	select {
+	case r := <-result:
+		if r.Err != nil {
+			return keyEntry[T]{}, r.Err
+		}
+		return r.Val.(keyEntry[T]), nil //nolint:forcetypeassert // read returns nothing else
+	case <-ctx.Done():
+		return keyEntry[T]{}, ctx.Err()
+	}
+}
+
+// read reads the key of hash from the database and keeps what it found,
+// or that there is none, unless the cache forgot such answers (gen
+// changed) meanwhile: the row read may be gone, or there since.
+func (c *KeyCache[T]) read(ctx context.Context, hash string, gen keyGens) (keyEntry[T], error) {
+	began := time.Now()
+	k, err := KeyLookup(ctx, c.pool, []byte(hash))
+	if errors.Is(err, ErrNotFound) {
+		c.mu.Lock()
+		if c.missGen == gen.miss {
+			c.missing.add(hash, began, c.missLimit)
+		}
+		c.mu.Unlock()
+	}
+	if err != nil {
+		return keyEntry[T]{}, err
+	}
+	t, err := c.load(k)
+	if err != nil {
+		return keyEntry[T]{}, err
+	}
+	e := keyEntry[T]{id: k.ID, key: t, expires: k.ExpiresAt, loadedAt: began}
+	c.mu.Lock()
+	// Heard of if it goes from now on.
+	if c.gen == gen.key && c.trusted() {
+		c.entries[hash] = e
+	}
+	c.missing.remove(hash)
+	c.mu.Unlock()
+	return e, nil
+}
+
+// keyMisses remembers the hashes of secrets no key has, with when each
+// was looked up, oldest first: a ring of at most the limit's length, so
+// that the oldest is the one forgotten to make room.
+type keyMisses struct {
+	at    map[string]keyMiss
+	order []keyMissRef // a ring from next once it is full
+	next  int
+	seq   uint64
+}
+
+type keyMiss struct {
+	at  time.Time
+	seq uint64 // which of the hash's references in order is current
+}
+
+type keyMissRef struct {
+	hash string
+	seq  uint64
+}
+
+func newKeyMisses() keyMisses { return keyMisses{at: map[string]keyMiss{}} }
+
+// has reports whether hash was found missing after since.
+func (m *keyMisses) has(hash string, since time.Time) bool {
+	miss, ok := m.at[hash]
+	return ok && miss.at.After(since)
+}
+
+// add remembers that hash was missing at, forgetting the oldest hash if
+// limit are remembered already. A hash added again is referenced anew;
+// its earlier reference, when its turn comes, forgets nothing.
+func (m *keyMisses) add(hash string, at time.Time, limit int) {
+	if limit <= 0 {
+		return
+	}
+	m.seq++
+	ref := keyMissRef{hash: hash, seq: m.seq}
+	if len(m.order) < limit {
+		m.order = append(m.order, ref)
+	} else {
+		old := m.order[m.next]
+		if cur, ok := m.at[old.hash]; ok && cur.seq == old.seq {
+			delete(m.at, old.hash)
+		}
+		m.order[m.next] = ref
+		m.next = (m.next + 1) % limit
+	}
+	m.at[hash] = keyMiss{at: at, seq: ref.seq}
+}
+
+// remove forgets hash (its reference in order stays, and forgets nothing
+// when its turn comes).
+func (m *keyMisses) remove(hash string) { delete(m.at, hash) }
+
+// clear forgets every hash.
+func (m *keyMisses) clear() {
+	clear(m.at)
+	m.order, m.next = m.order[:0], 0
+}
+
+// len is how many hashes are remembered.
+func (m *keyMisses) len() int { return len(m.at) }
 
 // Flush writes the uses recorded since the last Flush (KeyTouch). Call
 // it every KeyUsedEvery or so; a failed write keeps the uses for the

@@ -34,6 +34,13 @@ const keySecretBytes = 32
 // hold. It is no queue's, topic's or push target's id.
 const KeysWakeKey int64 = math.MinInt64 + 1
 
+// KeyCreatedWakeKey is the Notifier payload that tells every instance
+// that a key was created: their key caches must forget the secrets they
+// found no key for (not the keys they know, which a new key leaves as
+// they are). Like KeysWakeKey, it is no queue's, topic's or push
+// target's id.
+const KeyCreatedWakeKey int64 = math.MinInt64 + 3
+
 // APIKey is a stored API key (never its secret).
 type APIKey struct {
 	ID          int64
@@ -150,16 +157,29 @@ func scanAPIKey(row pgx.Row) (APIKey, error) {
 }
 
 // KeyCreate stores a new key and returns it with its secret, which
-// exists nowhere else: the caller shows it once.
+// exists nowhere else: the caller shows it once. Every instance is told
+// (KeyCreatedWakeKey) when it commits.
 func KeyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams) (APIKey, string, error) {
 	secret := NewKeySecret()
+	k, err := keyCreate(ctx, db, h, p, secret)
+	return k, secret, err
+}
+
+// keyCreate stores a new key whose secret is secret, and tells every
+// instance (a NOTIFY of KeyCreatedWakeKey in the same transaction, so it
+// is heard exactly when the key exists): their caches forget the secrets
+// they found no key for, this one's perhaps among them.
+func keyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams, secret string) (APIKey, error) {
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_create */
-		INSERT INTO ferry.api_keys (name, secret_hash, permissions, expires_at) VALUES ($1, $2, $3, $4)
-		RETURNING `+apiKeyColumns, p.Name, h.Hash(secret), p.Permissions, p.ExpiresAt))
+		WITH made AS (
+			INSERT INTO ferry.api_keys (name, secret_hash, permissions, expires_at) VALUES ($1, $2, $3, $4)
+			RETURNING `+apiKeyColumns+`)
+		SELECT made.* FROM made, pg_notify($5, $6) AS told`,
+		p.Name, h.Hash(secret), p.Permissions, p.ExpiresAt, notifyChannel, strconv.FormatInt(KeyCreatedWakeKey, 10)))
 	if err != nil {
-		return APIKey{}, "", interpretError("api key create", err)
+		return APIKey{}, interpretError("api key create", err)
 	}
-	return k, secret, nil
+	return k, nil
 }
 
 // KeyGet returns one key; ErrNotFound if there is none.

@@ -15,9 +15,10 @@ import (
 )
 
 // keyStore resolves the scoped keys of the database (POST /v1/keys) from
-// the key cache: no database read per request once a key has been seen,
-// and a key deleted on any instance is forgotten here when its NOTIFY is
-// heard.
+// the key cache: no database read per request once a key has been seen
+// (nor, for a few seconds, once a secret was found to be no key's), and a
+// key deleted on any instance is forgotten here when its NOTIFY is heard,
+// as are the unknown secrets when a key is created.
 type keyStore struct{ cache *store.KeyCache[access.Key] }
 
 // newKeyStore makes the key store of pool, told of deletes by n.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,7 +100,7 @@ func mainPoolConfig(cfg Config) (*pgxpool.Config, error) {
 		return nil, fmt.Errorf("FERRY_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.DBMaxConns
-	boundConnect(pcfg)
+	boundConnect(pcfg, cfg.DBTCPUserTimeout)
 	if cfg.DatabaseDirectURL != "" {
 		raw, err := pgconn.ParseConfig(cfg.DatabaseURL)
 		if err != nil {
@@ -119,7 +120,7 @@ func directPoolConfig(cfg Config) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("FERRY_DATABASE_DIRECT_URL: %w", err)
 	}
-	boundConnect(dcfg)
+	boundConnect(dcfg, cfg.DBTCPUserTimeout)
 	// River holds one connection for its LISTEN; a seek holds one.
 	dcfg.MaxConns = max(cmp.Or(cfg.DBDirectMaxConns, defaultDirectMaxConns), 2)
 	return dcfg, nil
@@ -129,15 +130,20 @@ func directPoolConfig(cfg Config) (*pgxpool.Config, error) {
 // connect_timeout (pgconfig.BoundConnect): without one, pgx would wait two
 // minutes in the pool and forever in the notifier's LISTEN connection
 // (which copies its pool's configuration) for a host that answers
-// nothing. An explicit connect_timeout, 0 included, stands.
+// nothing. An explicit connect_timeout, 0 included, stands. Once
+// connected, a connection waits for a host that vanished at most about
+// userTimeout (dbDialFunc; 0: pgx's dialer).
 //
 // It also pings a connection before handing it out only when it has been
 // idle for longer than pingAfterIdle. pgxpool's default pings one idle for
 // over a second, and every ping is a transaction: on an idle server, whose
 // periodic work takes a connection every few seconds, that alone is tens
 // of commits a minute (DESIGN.md invariant 12).
-func boundConnect(c *pgxpool.Config) {
+func boundConnect(c *pgxpool.Config, userTimeout time.Duration) {
 	pgconfig.BoundConnect(&c.ConnConfig.Config, c.ConnString())
+	if dial := dbDialFunc(userTimeout); dial != nil {
+		c.ConnConfig.DialFunc = dial
+	}
 	c.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration > pingAfterIdle
 	}

@@ -76,6 +76,12 @@ type Config struct {
 	DatabaseDirectURL string `envconfig:"FERRY_DATABASE_DIRECT_URL"`
 	// DBDirectMaxConns sizes the direct pool (with DatabaseDirectURL).
 	DBDirectMaxConns int32 `envconfig:"FERRY_DB_DIRECT_MAX_CONNS" default:"5"`
+	// DBTCPUserTimeout bounds how long a database connection waits for
+	// the server to acknowledge what it sent (TCP_USER_TIMEOUT, Linux)
+	// and, through TCP keepalives, how long an idle one takes to notice
+	// that the server's host is gone; 0: neither (pgx's defaults). See
+	// dial.go.
+	DBTCPUserTimeout time.Duration `envconfig:"FERRY_DB_TCP_USER_TIMEOUT" default:"30s"`
 	// DataDir is where `ferry dev` keeps its private PostgreSQL and the
 	// admin key (`ferry dev` only).
 	DataDir string `envconfig:"FERRY_DATA_DIR" default:".ferry"`
@@ -118,6 +124,9 @@ func (c Config) Check() error {
 	}
 	if len(c.AdminKey) < 16 {
 		return errors.New("FERRY_ADMIN_KEY must be at least 16 characters")
+	}
+	if err := c.checkTCPUserTimeout(); err != nil {
+		return err
 	}
 	return c.checkTLS()
 }
@@ -214,8 +223,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 	// The Notifier LISTENs: on a session.
 	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
-	// The key cache forgets deleted keys through the Notifier: made
-	// before it runs.
+	// The key cache forgets deleted keys, and the unknown secrets it
+	// remembers when a key is created, through the Notifier: made before
+	// it runs.
 	keys, err := newKeyStore(ctx, pool, s.notifier)
 	if err != nil {
 		return nil, err
@@ -324,7 +334,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Log:       log,
 		AdminKey:  cfg.AdminKey,
 		Resolver:  resolver,
-		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget},
+		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget, ForgetMissing: keys.cache.ForgetMissing},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
