@@ -141,9 +141,9 @@ func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
 // IsPushConfigWakeKey reports whether a Notifier key is a
 // PushConfigWakeKey, and not one of the fixed keys at the bottom of the
-// range (KeysWakeKey, RelayWakeKey): those announce other
-// things, and a Pusher that took them for push configuration changes
-// would sweep at every SQL API publish.
+// range (KeysWakeKey, RelayWakeKey, KeyCreatedWakeKey): those announce
+// other things, and a Pusher that took them for push configuration
+// changes would sweep at every SQL API publish.
 func IsPushConfigWakeKey(id int64) bool {
 	return id <= PushConfigWakeKey(0) && id > math.MinInt64+1<<20
 }

@@ -150,7 +150,7 @@ func TestCountsPerTransactionCommitInQueueOrder(t *testing.T) {
 // that took RelayWakeKey for one swept its targets at every SQL publish.
 func TestFixedWakeKeysAreNoPushConfigWakes(t *testing.T) {
 	t.Parallel()
-	for _, k := range []int64{store.KeysWakeKey, store.RelayWakeKey, store.TopicWakeKey(7), 7} {
+	for _, k := range []int64{store.KeysWakeKey, store.RelayWakeKey, store.KeyCreatedWakeKey, store.TopicWakeKey(7), 7} {
 		require.False(t, store.IsPushConfigWakeKey(k), "%d", k)
 	}
 	for _, q := range []int64{1, 7, 1 << 40} {
