@@ -537,8 +537,18 @@ func startParked(t testing.TB, dbURL, app, pattern string, req func() asyncResul
 	since := dbNow(t, dbURL)
 	done := make(chan asyncResult, 1)
 	go func() { done <- req() }()
-	parkedQuery(t, dbURL, app, since, pattern)
-	return done
+	if parkedWithin(t, dbURL, app, since, pattern, 10*time.Second) {
+		return done
+	}
+	answer := "the request is not answered"
+	select {
+	case res := <-done:
+		answer = fmt.Sprintf("the request was answered %d after %s (error %v): %s", res.status, res.took, res.err, res.body)
+	default:
+	}
+	t.Fatalf("the server (%s) never ran a statement like %s after %s; %s; its sessions now:\n%s",
+		app, pattern, since.Format(time.RFC3339Nano), answer, sessionsOf(t, dbURL, app))
+	return nil
 }
 
 // parked is startParked that also requires the request not to have been
