@@ -24,7 +24,7 @@ func gleave(t testing.TB, env *ferrytest.Env, topic, group, consumer string) {
 // of a rejoins it as a new member.
 func TestGroupLeave(t *testing.T) {
 	t.Parallel()
-	dbURL, envs := pollingServers(t, "ferry-l1", "ferry-l2")
+	_, envs := pollingServers(t, "ferry-l1", "ferry-l2")
 	s1, s2 := envs[0], envs[1]
 	putTopic(t, s1, "lv", map[string]any{"partitions": 4}, http.StatusCreated)
 	publishTo(t, s1, "lv", 4, 2, 0, 1, 2, 3)
@@ -39,7 +39,7 @@ func TestGroupLeave(t *testing.T) {
 	gcommitOK(t, s2, "lv", "g", "b", b.Generation, lastOffsets(b.Events))
 	gcommitOK(t, s1, "lv", "g", "a", a.Generation, map[int]int64{a.Partitions[0]: 0})
 
-	done := startParked(t, dbURL, "ferry-l2", `%from_offset%`, func() asyncResult {
+	done := startParked(t, s2, func() asyncResult {
 		_, res, _ := gpollAsync(s2, "lv", "g", "b", map[string]any{"wait_seconds": 10})
 		return res
 	})

@@ -843,7 +843,7 @@ func TestGroupConcurrentMembers(t *testing.T) {
 // publish through the other (NOTIFY: both poll only every 30 s).
 func TestGroupTwoServers(t *testing.T) {
 	t.Parallel()
-	dbURL, envs := pollingServers(t, "ferry-g1", "ferry-g2")
+	_, envs := pollingServers(t, "ferry-g1", "ferry-g2")
 	s1, s2 := envs[0], envs[1]
 	putTopic(t, s1, "shared", map[string]any{"partitions": 4}, http.StatusCreated)
 
@@ -858,7 +858,7 @@ func TestGroupTwoServers(t *testing.T) {
 	require.Equal(t, owners(g1), owners(g2))
 	require.Equal(t, a.Generation, g2.Generation)
 
-	done := parked(t, "group poll", dbURL, "ferry-g2", `%from_offset%`, func() asyncResult {
+	done := parked(t, "group poll", s2, func() asyncResult {
 		_, res, _ := gpollAsync(s2, "shared", "g", "b", map[string]any{"wait_seconds": 10})
 		return res
 	})
@@ -1151,7 +1151,7 @@ func TestGroupBadInput(t *testing.T) {
 // promptly when an event of the member's partitions is published.
 func TestGroupLongPoll(t *testing.T) {
 	t.Parallel()
-	dbURL, envs := pollingServers(t, "ferry-lp")
+	_, envs := pollingServers(t, "ferry-lp")
 	env := envs[0]
 	putTopic(t, env, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 	require.Empty(t, gpoll(t, env, "lp", "g", "a", nil).Events)
@@ -1161,7 +1161,7 @@ func TestGroupLongPoll(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.took, 900*time.Millisecond, "a long poll with nothing to read must wait")
 
-	done := parked(t, "group poll", dbURL, "ferry-lp", `%from_offset%`, func() asyncResult {
+	done := parked(t, "group poll", env, func() asyncResult {
 		_, res, _ := gpollAsync(env, "lp", "g", "a", map[string]any{"wait_seconds": 5})
 		return res
 	})

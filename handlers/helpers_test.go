@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -463,81 +464,33 @@ func decodeReceived(a asyncResult) ([]receivedJSON, error) {
 	return out.Messages, nil
 }
 
-// parkedQuery waits until a session of the server whose connections carry
-// application_name app has run a statement matching the LIKE pattern
-// after since (the database's clock) and is idle: a long poll found
-// nothing and now waits, so what happens next must wake it.
-func parkedQuery(t testing.TB, dbURL, app string, since time.Time, pattern string) {
-	t.Helper()
-	if parkedWithin(t, dbURL, app, since, pattern, 10*time.Second) {
-		return
-	}
-	t.Fatalf("the server (%s) never ran a statement like %s after %s; its sessions now:\n%s",
-		app, pattern, since.Format(time.RFC3339Nano), sessionsOf(t, dbURL, app))
-}
-
-// sessionsOf describes the sessions named app: what each ran last, when,
-// and its state (what a failed parkedQuery reports).
-func sessionsOf(t testing.TB, dbURL, app string) string {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err.Error()
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `
-		SELECT pid, state, coalesce(wait_event_type || ':' || wait_event, ''), query_start, left(regexp_replace(query, '\s+', ' ', 'g'), 120)
-		FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 ORDER BY query_start`, app)
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	var (
-		pid         int
-		state, wait string
-		start       time.Time
-		query       string
-	)
-	_, err = pgx.ForEachRow(rows, []any{&pid, &state, &wait, &start, &query}, func() error {
-		fmt.Fprintf(&b, "  %d %s %s %s %s\n", pid, state, wait, start.Format(time.RFC3339Nano), query)
-		return nil
-	})
-	if err != nil {
-		return err.Error()
-	}
-	return b.String()
-}
-
-// parkedWithin is parkedQuery's wait, at most d: whether it saw the park.
-func parkedWithin(t testing.TB, dbURL, app string, since time.Time, pattern string, d time.Duration) bool {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		var n int
-		err := conn.QueryRow(ctx, `
-			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()
-				AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`, app, since, pattern).Scan(&n)
-		if err == nil && n > 0 {
+// parkedWithin waits, at most d, until env's server has more long polls
+// parked than before (store.Notifier.Parked: found nothing and waiting
+// for a wake-up), and says whether it saw that. A long poll counts as
+// parked only after its first try, and it took the wake-up it waits for
+// before that try: whatever happens next must wake it.
+//
+// (Tests used to find a parked long poll by its statement in
+// pg_stat_activity; that trace is gone as soon as the pool lends the
+// connection to another statement, which at a server's start is within
+// milliseconds, so under load the park was often never seen.)
+func parkedWithin(env *ferrytest.Env, before int64, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		if env.Server.LongPollsParked() > before {
 			return true
 		}
 	}
 	return false
 }
 
-// startParked starts req in a goroutine and waits until the server whose
-// connections carry application_name app has parked it: run a statement
-// like pattern and gone idle (see parkedQuery). Its answer comes on the
-// channel.
-func startParked(t testing.TB, dbURL, app, pattern string, req func() asyncResult) <-chan asyncResult {
+// startParked starts req in a goroutine and waits until env's server has
+// parked it (see parkedWithin). Its answer comes on the channel.
+func startParked(t testing.TB, env *ferrytest.Env, req func() asyncResult) <-chan asyncResult {
 	t.Helper()
-	since := dbNow(t, dbURL)
+	before := env.Server.LongPollsParked()
 	done := make(chan asyncResult, 1)
 	go func() { done <- req() }()
-	if parkedWithin(t, dbURL, app, since, pattern, 10*time.Second) {
+	if parkedWithin(env, before, 10*time.Second) {
 		return done
 	}
 	answer := "the request is not answered"
@@ -546,16 +499,29 @@ func startParked(t testing.TB, dbURL, app, pattern string, req func() asyncResul
 		answer = fmt.Sprintf("the request was answered %d after %s (error %v): %s", res.status, res.took, res.err, res.body)
 	default:
 	}
-	t.Fatalf("the server (%s) never ran a statement like %s after %s; %s; its sessions now:\n%s",
-		app, pattern, since.Format(time.RFC3339Nano), answer, sessionsOf(t, dbURL, app))
+	t.Fatalf("the long poll was never parked; %s; handler goroutines:\n%s", answer, handlerStacks())
 	return nil
+}
+
+// handlerStacks is the stacks of the goroutines serving requests in this
+// process (a failed park names where its request stands).
+func handlerStacks() string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "ferry/handlers.") && strings.Contains(g, "echo") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // parked is startParked that also requires the request not to have been
 // answered yet (what names it in the failure).
-func parked(t testing.TB, what, dbURL, app, pattern string, req func() asyncResult) <-chan asyncResult {
+func parked(t testing.TB, what string, env *ferrytest.Env, req func() asyncResult) <-chan asyncResult {
 	t.Helper()
-	done := startParked(t, dbURL, app, pattern, req)
+	done := startParked(t, env, req)
 	select {
 	case res := <-done:
 		t.Fatalf("%s: the long poll returned before any publish: %d %s after %s", what, res.status, res.body, res.took)

@@ -350,28 +350,17 @@ func TestSettleWakesLongPoll(t *testing.T) {
 
 	// parked starts a receive at path, waits until it has found nothing
 	// and waits, runs write, and returns the ids the receive answered.
-	// The claim shows as its session's last statement until the pool
-	// lends that connection to another statement (a sweep at the server's
-	// start, rarely): a park not seen within 2 s is not trusted, the
-	// receive is let run out and a new one parked.
 	parked := func(t *testing.T, path string, write func()) []string {
 		t.Helper()
-		for attempt := 1; ; attempt++ {
-			since := dbNow(t, dbURL)
-			done := make(chan asyncResult, 1)
-			go func() { done <- doAsync(env, "POST", path, map[string]any{"wait_seconds": 10, "max_messages": 10}) }()
-			if !parkedWithin(t, dbURL, "ferry-wake", since, `%ferry:message_claim%`, 2*time.Second) {
-				require.Less(t, attempt, 3, "the receive's claim was never seen parked")
-				<-done
-				continue
-			}
-			write()
-			res := <-done
-			got, err := decodeReceived(res)
-			require.NoError(t, err)
-			require.Less(t, res.took, 5*time.Second, "woken, not timed out: %s", res.body)
-			return msgIDs(got)
-		}
+		done := startParked(t, env, func() asyncResult {
+			return doAsync(env, "POST", path, map[string]any{"wait_seconds": 10, "max_messages": 10})
+		})
+		write()
+		res := <-done
+		got, err := decodeReceived(res)
+		require.NoError(t, err)
+		require.Less(t, res.took, 5*time.Second, "woken, not timed out: %s", res.body)
+		return msgIDs(got)
 	}
 
 	t.Run("ack promotes the next of a group", func(t *testing.T) {

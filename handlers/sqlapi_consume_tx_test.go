@@ -104,7 +104,7 @@ func TestSQLConsumeReceiptsInterchangeable(t *testing.T) {
 // answer.
 func TestSQLConsumeWakes(t *testing.T) {
 	t.Parallel()
-	dbURL, envs := pollingServers(t, "ferry-sqlwake")
+	_, envs := pollingServers(t, "ferry-sqlwake")
 	env := envs[0]
 	db := sqlPool(t, env)
 	ctx := context.Background()
@@ -129,7 +129,7 @@ func TestSQLConsumeWakes(t *testing.T) {
 			sent := ids(send(t, env, q, c.msgs...))
 			var receipt string
 			require.NoError(t, db.QueryRow(ctx, `SELECT receipt FROM ferry.receive($1)`, q).Scan(&receipt))
-			done := parked(t, c.name, dbURL, "ferry-sqlwake", `%ferry:message_claim%`, func() asyncResult {
+			done := parked(t, c.name, env, func() asyncResult {
 				return doAsync(env, "POST", qpath(q, "/receive"), map[string]any{"wait_seconds": 20})
 			})
 			tx, err := db.Begin(ctx)

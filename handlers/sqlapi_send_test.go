@@ -527,7 +527,7 @@ func TestSQLSendWakes(t *testing.T) {
 	var wokenID, otherID string
 	require.NoError(t, listener.QueryRow(ctx, `SELECT (SELECT id::text FROM ferry.queues WHERE name = 'woken'), (SELECT id::text FROM ferry.queues WHERE name = 'other')`).Scan(&wokenID, &otherID))
 
-	done := parked(t, "long poll", dbURL, "ferry-sqlwake", `%ferry:message_claim%`, func() asyncResult {
+	done := parked(t, "long poll", env, func() asyncResult {
 		return doAsync(env, "POST", qpath("woken", "/receive"), map[string]any{"wait_seconds": 10})
 	})
 	rolledBack, _ := heldSQLSend(t, dbURL, "woken", `[{"body": "rolled back"}]`)

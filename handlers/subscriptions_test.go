@@ -1196,13 +1196,13 @@ func TestSubscriptionAndQueueShareName(t *testing.T) {
 // explain a prompt return.
 func TestSubscriptionLongPoll(t *testing.T) {
 	t.Parallel()
-	dbURL, envs := pollingServers(t, "ferry-a", "ferry-b")
+	_, envs := pollingServers(t, "ferry-a", "ferry-b")
 	a, b := envs[0], envs[1]
 	putTopic(t, a, "lp", map[string]any{"partitions": 2}, http.StatusCreated)
 	putSub(t, a, "lp", "s", map[string]any{"filter": map[string]any{"types": []string{"wake"}}}, http.StatusCreated)
 
 	for round, publisher := range []*ferrytest.Env{a, b} {
-		done := parked(t, fmt.Sprintf("round %d", round), dbURL, "ferry-a", `%ferry:message_claim%`, func() asyncResult {
+		done := parked(t, fmt.Sprintf("round %d", round), a, func() asyncResult {
 			return doAsync(a, "POST", spath("lp", "s", "/receive"), map[string]any{"wait_seconds": 5, "max_messages": 10})
 		})
 		// An event the filter drops neither answers nor ends the wait.

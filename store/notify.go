@@ -38,7 +38,8 @@ type Notifier struct {
 	heard   []func(ids []int64) // see OnNotify
 	claimed func(ids []int64)   // see OnClaimable
 
-	listening atomic.Bool // see Listening
+	listening atomic.Bool  // see Listening
+	parked    atomic.Int64 // see Parked
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
@@ -113,6 +114,12 @@ func (n *Notifier) tell(ids []int64) {
 		fn(ids)
 	}
 }
+
+// Parked is how many long polls of this instance wait now: each has
+// found nothing and waits for a wake-up, its fallback poll or its end
+// (what a gauge reports, and what a test awaits before it makes the
+// change that must wake one).
+func (n *Notifier) Parked() int64 { return n.parked.Load() }
 
 // Published announces that the queues got messages (call after commit).
 func (n *Notifier) Published(queueIDs []int64) {
@@ -291,12 +298,14 @@ func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Durat
 			return nil
 		}
 		timer := time.NewTimer(min(left, poll))
+		n.parked.Add(1)
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-stop:
 		case <-ctx.Done():
 		}
+		n.parked.Add(-1)
 		timer.Stop()
 		if ctx.Err() != nil || IsClosed(stop) {
 			return nil

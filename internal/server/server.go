@@ -404,6 +404,10 @@ func (s *Server) URL() string {
 // Pool is the server's database pool (for tests and tools).
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }
 
+// LongPollsParked is how many long polls wait now on this server (see
+// store.Notifier.Parked).
+func (s *Server) LongPollsParked() int64 { return s.notifier.Parked() }
+
 func (s *Server) ready(ctx context.Context) error {
 	var (
 		version int64
