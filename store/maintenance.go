@@ -171,8 +171,11 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 // messageExpireQueue expires one due queue's oldest messages and dead
 // letters, counting them in x.
 func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int) (Expiry, error) {
-	n, err := messageDeleteSet(ctx, db, deleteSet{victims: expiredVictims, queueID: x.QueueID, limit: limit})
-	x.Messages = n
+	// Messages that other transactions hold (an application's
+	// transaction that received them through the SQL API, a group lock)
+	// are left to the next sweep: it does not wait for them.
+	d, err := messageDeleteSet(ctx, db, deleteSet{victims: expiredVictims, queueID: x.QueueID, limit: limit})
+	x.Messages = d.n
 	if err != nil {
 		return x, err
 	}
