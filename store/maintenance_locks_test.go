@@ -344,3 +344,104 @@ func TestOrderedSeekWaitsOutsideTopicLocks(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, s.ID),
 		"seek to latest left deliveries")
 }
+
+// TestDedupExpireSkipsHeldRows: a send or publish that takes over a dedup
+// id whose window has ended holds its row until its transaction ends (an
+// application's transaction may stay open for minutes). The expiry sweeps
+// do not wait for it: they delete every other expired id at once, and the
+// held one (its takeover rolled back, so it is still expired) at the next
+// sweep.
+func TestDedupExpireSkipsHeldRows(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// setup makes three expired ids "a", "b" and "c" and returns the
+		// table's rows of them (a query counting them).
+		setup func(e *env) (count string, id int64)
+		// takeOver takes over "a" in tx.
+		takeOver func(e *env, tx pgx.Tx)
+		sweep    func(ctx context.Context, db store.DBTX, limit int) (int64, error)
+	}{
+		{
+			name: "Messages",
+			setup: func(e *env) (string, int64) {
+				q := e.queue("dedup", store.QueuePatch{})
+				for _, id := range []string{"a", "b", "c"} {
+					m := msg(1)
+					m.DedupID = id
+					e.send(q, m)
+				}
+				_, err := e.pool.Exec(e.ctx, `UPDATE ferry.dedup SET expires_at = now() - interval '1 minute' WHERE queue_id = $1`, q.ID)
+				require.NoError(e.t, err)
+				return `SELECT count(*) FROM ferry.dedup WHERE queue_id = $1`, q.ID
+			},
+			takeOver: func(e *env, tx pgx.Tx) {
+				got, err := sqlSend(e.ctx, tx, "dedup", `[{"body": 2, "dedup_id": "a"}]`)
+				require.NoError(e.t, err)
+				require.False(e.t, got[0].Duplicate, "the id's window has ended")
+			},
+			sweep: store.DedupExpire,
+		},
+		{
+			name: "Events",
+			setup: func(e *env) (string, int64) {
+				tp := e.topic("dedup", store.TopicPatch{})
+				for _, id := range []string{"a", "b", "c"} {
+					e.publish(tp, store.PublishEvent{ID: id, Type: "t"})
+				}
+				_, err := e.pool.Exec(e.ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 minute' WHERE topic_id = $1`, tp.ID)
+				require.NoError(e.t, err)
+				return `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, tp.ID
+			},
+			takeOver: func(e *env, tx pgx.Tx) {
+				got := e.sqlPublish(tx, "dedup", map[string]any{"id": "a", "type": "t"})
+				require.False(e.t, got[0].Duplicate, "the id's window has ended")
+			},
+			sweep: store.EventDedupExpire,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			count, id := tc.setup(e)
+			require.EqualValues(t, 3, e.count(count, id))
+			sweeper := e.newNamedPool(2, "sweep") // before tx: on failure tx ends before the pool closes
+			tx := e.begin()
+			tc.takeOver(e, tx)
+
+			type swept struct {
+				n   int64
+				err error
+			}
+			done := inBackground(func(time.Time) swept {
+				n, err := tc.sweep(e.ctx, sweeper, 100)
+				return swept{n, err}
+			})
+			var (
+				got      swept
+				finished bool
+			)
+			require.Eventually(t, func() bool {
+				select {
+				case got = <-done:
+					finished = true
+					return true
+				default:
+				}
+				n, err := e.lockWaiters("sweep")
+				return err == nil && n > 0
+			}, 10*time.Second, time.Millisecond, "the sweep neither finished nor waited for a lock")
+			require.True(t, finished, "the sweep waited for the transaction that took over an id")
+			require.NoError(t, got.err)
+			require.EqualValues(t, 2, got.n, "the ids nobody holds")
+			require.EqualValues(t, 1, e.count(count, id))
+
+			require.NoError(t, tx.Rollback(e.ctx))
+			n, err := tc.sweep(e.ctx, e.pool, 100)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n, "the id whose takeover rolled back, at the next sweep")
+			require.Zero(t, e.count(count, id))
+		})
+	}
+}
