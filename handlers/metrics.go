@@ -74,7 +74,7 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 		deadLettered: counter("messages_dead_lettered_total", "Messages moved to the dead letters."),
 		published: func() *prometheus.CounterVec {
 			c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "events_published_total",
-				Help: "Events appended to a topic (duplicates excluded)."}, []string{"topic"})
+				Help: "Events appended to a topic (duplicates excluded), by REST publishes and by the relay of SQL API publishes."}, []string{"topic"})
 			reg.MustRegister(c)
 			return c
 		}(),
@@ -133,6 +133,13 @@ func (m *Metrics) ObservePush(outcome string, sinceSent time.Duration) {
 	if outcome == "ok" {
 		m.pushLatency.Observe(sinceSent.Seconds())
 	}
+}
+
+// ObservePublished counts events appended to a topic (duplicates
+// excluded): by a REST publish, or by the outbox relay for events
+// published through the SQL API (store.RelayConfig.Appended).
+func (m *Metrics) ObservePublished(topic string, events int) {
+	m.published.WithLabelValues(topic).Add(float64(events))
 }
 
 // ObserveExpired counts what retention removed from a queue or a

@@ -225,7 +225,7 @@ func (h *handler) eventPublish(c echo.Context) error {
 			fresh++
 		}
 	}
-	h.Metrics.published.WithLabelValues(n).Add(float64(fresh))
+	h.Metrics.ObservePublished(n, fresh)
 	return reply(c, http.StatusCreated, map[string]any{"events": out})
 }
 

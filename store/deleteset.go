@@ -62,17 +62,20 @@ func (d deleteSet) statements() (lock, del string, args []any) {
 	groupsParam := fmt.Sprintf("$%d", len(args)+1)
 	boundParam := fmt.Sprintf("$%d", len(args)+2)
 	lock += `
-		SELECT g, pg_advisory_xact_lock(k) FROM (
+		SELECT g, pg_try_advisory_xact_lock(k) FROM (
 			SELECT DISTINCT grp AS g, ferry.group_lock_key($1, grp) AS k
 			FROM (` + victims + `) v WHERE grp IS NOT NULL ORDER BY k LIMIT ` + fmt.Sprint(maxGroupLocks) + `
 		) s`
 	del += `
-		WITH target AS MATERIALIZED (
-			SELECT m.queue_id, m.id FROM (` + victims + `) v
+		WITH victims AS MATERIALIZED (
+			SELECT id, grp FROM (` + victims + `) v WHERE v.grp IS NULL OR v.grp = ANY(` + groupsParam + `::text[])
+		),
+		target AS MATERIALIZED (
+			SELECT m.queue_id, m.id FROM victims v
 			CROSS JOIN LATERAL (
 				SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = $1 AND x.id = v.id LIMIT 1
+				FOR UPDATE SKIP LOCKED
 			) m
-			WHERE v.grp IS NULL OR v.grp = ANY(` + groupsParam + `::text[])
 			LIMIT ` + boundParam + `
 		),
 		gone AS (
@@ -80,16 +83,40 @@ func (d deleteSet) statements() (lock, del string, args []any) {
 			WHERE m.queue_id = t.queue_id AND m.id = t.id AND (m.grp IS NULL OR m.grp = ANY(` + groupsParam + `::text[]))
 			RETURNING m.queue_id, m.id, m.grp
 		),` + promoteAfter + `
-		SELECT count(*) FROM gone`
+		SELECT (SELECT count(*) FROM gone),
+			coalesce((SELECT v.id FROM victims v WHERE v.id NOT IN (SELECT id FROM target) LIMIT 1), 0)`
 	return lock, del, args
 }
+
+// deleted is what one messageDeleteSet transaction did: how many messages
+// it deleted, and what it left because another transaction held it: a
+// message whose row was locked (lockedID, 0 for none) and a group whose
+// lock was taken (busyGroup, nil for none). Each is one of possibly
+// several.
+type deleted struct {
+	n         int64
+	lockedID  int64
+	busyGroup *string
+}
+
+// blocked reports whether the transaction left something another held.
+func (d deleted) blocked() bool { return d.lockedID != 0 || d.busyGroup != nil }
 
 // messageDeleteSet deletes, in one transaction, the messages of the set,
 // promoting the next message of every group whose head it removes. It
 // takes the victims' group locks first, at most maxGroupLocks of them (in
 // key order), and then deletes only victims whose group it holds (the set
 // may have grown in between); victims of other groups are left to the
-// next call. It reports how many it deleted.
+// next call.
+//
+// It never waits for a lock another transaction holds: the group locks
+// are tried (pg_try_advisory_xact_lock), the rows locked with SKIP
+// LOCKED, and what it cannot have is left and reported (deleted). An
+// application's transaction may hold both kinds for as long as it stays
+// open, taken in any order (ferry.receive locks rows, ferry.ack then
+// takes their groups' locks), so a delete that waited for one while
+// holding another could deadlock with it; holding nothing while it waits
+// (messageDeleteAll) it cannot.
 //
 // The DELETE finds its rows through one primary-key probe per victim,
 // joined to the probes on the full key (see messages.go on settle
@@ -97,9 +124,10 @@ func (d deleteSet) statements() (lock, del string, args []any) {
 // planner that believes the queue is small walks the whole queue per
 // victim; joined by ctid, a victim a claim or an extend changed meanwhile
 // would be skipped, and the purge would end with it still there.
-func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (int64, error) {
-	var n int64
+func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (deleted, error) {
+	var d deleted
 	err := retry(ctx, func() error {
+		d = deleted{}
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			lock, del, args := set.statements()
 			rows, err := tx.Query(ctx, lock, args...)
@@ -109,19 +137,61 @@ func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (int64,
 			groups := []string{}
 			for rows.Next() {
 				var (
-					g string
-					v any
+					g   string
+					got bool
 				)
-				if err := rows.Scan(&g, &v); err != nil {
+				if err := rows.Scan(&g, &got); err != nil {
 					return err
 				}
-				groups = append(groups, g)
+				if got {
+					groups = append(groups, g)
+				} else if d.busyGroup == nil {
+					d.busyGroup = &g
+				}
 			}
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, del, append(args, groups, math.MaxInt32)...).Scan(&n)
+			return tx.QueryRow(ctx, del, append(args, groups, math.MaxInt32)...).Scan(&d.n, &d.lockedID)
 		})
 	})
-	return n, err
+	return d, err
+}
+
+// messageDeleteAll deletes the whole set, in as many messageDeleteSet
+// transactions as it takes. When one could delete nothing and left what
+// another transaction holds, it waits for that holder before the next
+// (messageDeleteWait), holding no lock of its own meanwhile.
+func messageDeleteAll(ctx context.Context, db TxBeginner, set deleteSet) error {
+	for {
+		d, err := messageDeleteSet(ctx, db, set)
+		if err != nil {
+			return err
+		}
+		if d.n > 0 {
+			continue
+		}
+		if !d.blocked() {
+			return nil
+		}
+		if err := messageDeleteWait(ctx, db, set.queueID, d); err != nil {
+			return err
+		}
+	}
+}
+
+// messageDeleteWait waits until the transaction that held what d left has
+// ended: it takes the message's row lock, or else the group's lock, in a
+// statement of its own (its own implicit transaction, which releases it
+// at once), so that while it waits it holds nothing.
+func messageDeleteWait(ctx context.Context, db DBTX, queueID int64, d deleted) error {
+	var err error
+	if d.lockedID != 0 {
+		_, err = db.Exec(ctx, `/* ferry:message_delete_wait_row */
+			SELECT 1 FROM ferry.messages WHERE queue_id = $1 AND id = $2 FOR UPDATE`, queueID, d.lockedID)
+	} else {
+		_, err = db.Exec(ctx, `/* ferry:message_delete_wait_group */
+			SELECT pg_advisory_xact_lock(ferry.group_lock_key($1, $2))`, queueID, *d.busyGroup)
+	}
+	return err
 }

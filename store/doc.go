@@ -79,6 +79,14 @@
 // being removed. A poison head holds its group only until it is
 // dead-lettered.
 //
+// An application's transaction that consumes through the SQL API holds
+// the rows it received and the group locks of its acks until it ends,
+// taken in the order of its calls, not in that one. So the deletes of
+// purge, retention and seek (messageDeleteSet) never wait for a lock
+// while they hold one: they try the group locks and skip locked rows,
+// and a purge or seek then waits for what it left holding nothing, and
+// goes on; retention leaves it to its next sweep.
+//
 // # Dedup
 //
 // ferry.dedup has one row per (queue, dedup_id) with the message it made and

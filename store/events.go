@@ -317,13 +317,19 @@ const eventExpireDue = `EXISTS (
 		)`
 
 // EventDedupExpire deletes up to limit event ids whose window has ended.
+// It skips ids whose rows other transactions hold (a publish taking over
+// an expired id holds its row to its commit, and an application's
+// transaction may stay open for minutes): the next sweep deletes them if
+// they are still expired then.
 func EventDedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
-	// The oldest ids by the expiry index, each deleted by its ctid in a
+	// The oldest ids by the expiry index, locked unless another
+	// transaction holds them (SKIP LOCKED), each deleted by its ctid in a
 	// statement of its own (see ferry.event_dedup_delete).
 	var n int64
 	err := db.QueryRow(ctx, `/* ferry:event_dedup_expire */
 		SELECT count(ferry.event_dedup_delete(ctid, expires_at)) FROM (
 			SELECT ctid, expires_at FROM ferry.event_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+			FOR UPDATE SKIP LOCKED
 		) old`, limit).Scan(&n)
 	if err != nil {
 		return 0, interpretError("event dedup expire", err)

@@ -171,8 +171,11 @@ func queuesDueIn(ctx context.Context, tx pgx.Tx) ([]Expiry, error) {
 // messageExpireQueue expires one due queue's oldest messages and dead
 // letters, counting them in x.
 func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int) (Expiry, error) {
-	n, err := messageDeleteSet(ctx, db, deleteSet{victims: expiredVictims, queueID: x.QueueID, limit: limit})
-	x.Messages = n
+	// Messages that other transactions hold (an application's
+	// transaction that received them through the SQL API, a group lock)
+	// are left to the next sweep: it does not wait for them.
+	d, err := messageDeleteSet(ctx, db, deleteSet{victims: expiredVictims, queueID: x.QueueID, limit: limit})
+	x.Messages = d.n
 	if err != nil {
 		return x, err
 	}
@@ -199,18 +202,26 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int)
 // the server's lock table (max_locks_per_transaction per connection).
 const maxGroupLocks = 500
 
-// DedupExpire deletes up to limit dedup ids whose window has ended.
+// DedupExpire deletes up to limit dedup ids whose window has ended. It
+// skips ids whose rows other transactions hold (a send taking over an
+// expired id holds its row to its commit, and an application's
+// transaction may stay open for minutes): the next sweep deletes them if
+// they are still expired then.
 func DedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 	// Found in expiry order, one expires_at at a time (walkValues), each
-	// value's rows by their own probe, and deleted by the ctid the probe
-	// saw, joined (ctid = ANY(ARRAY(...)) lets a plan made while the table
-	// was small scan the whole table instead), if still expired (a row
-	// taken over meanwhile has a new window).
+	// value's rows by their own probe, locked unless another transaction
+	// holds them (SKIP LOCKED: the probe then returns the newest version,
+	// or nothing if it has a new window), and deleted by the ctid the probe
+	// locked, joined (ctid = ANY(ARRAY(...)) lets a plan made while the
+	// table was small scan the whole table instead), if still expired.
 	tag, err := db.Exec(ctx, `/* ferry:dedup_expire */
 		WITH RECURSIVE `+walkValues("dedup", "expires_at", "", "now()")+`,
 		victims AS MATERIALIZED (
 			SELECT d.ctid FROM walk w
-			CROSS JOIN LATERAL (SELECT x.ctid FROM ferry.dedup x WHERE x.expires_at = w.v LIMIT $1) d
+			CROSS JOIN LATERAL (
+				SELECT x.ctid FROM ferry.dedup x WHERE x.expires_at = w.v LIMIT $1
+				FOR UPDATE SKIP LOCKED
+			) d
 			LIMIT $1
 		)
 		DELETE FROM ferry.dedup d USING (SELECT ctid FROM victims LIMIT $1) v

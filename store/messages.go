@@ -476,7 +476,11 @@ func queryApplied(ctx context.Context, db DBTX, sql string, args ...any) (map[in
 // bounded batches, each its own short transaction, so a purge of millions
 // neither holds a lock for long nor stalls sends to other queues. Messages
 // sent meanwhile are kept; a group whose head is purged gets its next
-// message promoted.
+// message promoted. A message another transaction holds (received in an
+// application's transaction through the SQL API, or whose group's lock
+// it holds) is deleted once that transaction ends: the purge returns only
+// then, and waits for it holding no lock (messageDeleteAll), so it cannot
+// deadlock with it.
 func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
 	return messagePurge(ctx, db, queueID, purgeBatch)
 }
@@ -501,15 +505,8 @@ func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) 
 	if err != nil {
 		return interpretError("message purge", err)
 	}
-	for {
-		n, err := messageDeleteSet(ctx, db, deleteSet{victims: purgeVictims, queueID: queueID, limit: batch, fence: fence})
-		if err != nil {
-			return interpretError("message purge", err)
-		}
-		if n == 0 {
-			return nil
-		}
-	}
+	err = messageDeleteAll(ctx, db, deleteSet{victims: purgeVictims, queueID: queueID, limit: batch, fence: fence})
+	return interpretError("message purge", err)
 }
 
 // purgeBatch bounds the messages one purge transaction deletes.

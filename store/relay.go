@@ -55,6 +55,7 @@ const relayLockClass = 1718772334
 type Relay struct {
 	pool      *pgxpool.Pool
 	published func(topicIDs, subscriptionIDs []int64)
+	appended  func(topic string, events int)
 	poll      time.Duration
 	batch     int
 	log       *slog.Logger
@@ -69,6 +70,11 @@ type RelayConfig struct {
 	// events and the subscriptions that got deliveries (what Publisher
 	// calls it with).
 	Published func(topicIDs, subscriptionIDs []int64)
+	// Appended is called after every commit that appended events with
+	// the topic's name and how many it appended (duplicates excluded),
+	// once per event however often a batch was tried (Ferry counts them
+	// in ferry_events_published_total).
+	Appended func(topic string, events int)
 	// FallbackPoll is how often it looks for pending events without a
 	// wake (default 30s).
 	FallbackPoll time.Duration
@@ -80,7 +86,7 @@ type RelayConfig struct {
 // NewRelay makes a Relay woken by n (set up before n runs); Run runs it.
 func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
 	r := &Relay{
-		pool: pool, published: cfg.Published, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
+		pool: pool, published: cfg.Published, appended: cfg.Appended, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
 		log: cfg.Log, kick: make(chan struct{}, 1),
 	}
 	if r.poll <= 0 {
@@ -206,14 +212,14 @@ func (r *Relay) pendingTopics(ctx context.Context) ([]int64, error) {
 // through concurrency is run again.
 func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
 	ctx := context.Background() // a batch begun is finished
-	var out PublishOutcome
+	var b relayed
 	err = retryN(ctx, 10, func() error {
 		conn, err := r.pool.Acquire(ctx)
 		if err != nil {
 			return err
 		}
 		defer conn.Release()
-		n, done, out, err = r.relayTx(ctx, conn.Conn(), topicID)
+		b, err = r.relayTx(ctx, conn.Conn(), topicID)
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.Background(), "ROLLBACK")
 		}
@@ -222,16 +228,29 @@ func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
 	if err != nil {
 		return 0, false, interpretError("relay", err)
 	}
-	if n > 0 && r.published != nil {
-		r.published([]int64{topicID}, out.Subscriptions)
+	if b.n > 0 && r.published != nil {
+		r.published([]int64{topicID}, b.out.Subscriptions)
 	}
-	return n, done, nil
+	if b.n > 0 && r.appended != nil {
+		r.appended(b.topic, b.n)
+	}
+	return b.n, b.done, nil
+}
+
+// relayed is what one relay transaction did: n events appended to the
+// topic named topic (duplicates excluded), with out the publish's outcome;
+// done false when another instance held the topic.
+type relayed struct {
+	n     int
+	done  bool
+	topic string
+	out   PublishOutcome
 }
 
 // relayTx is one batch's transaction on conn: the topic's lock, without
 // waiting; the topic and its oldest pending events, deleted; and the
 // publish of those events (with COMMIT in its last round trip).
-func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (int, bool, PublishOutcome, error) {
+func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (relayed, error) {
 	var (
 		got   bool
 		topic *Topic
@@ -253,21 +272,21 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (int
 		return rows.Err()
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, false, PublishOutcome{}, err
+		return relayed{}, err
 	}
 	if !got {
 		_, err := conn.Exec(ctx, `ROLLBACK`)
-		return 0, false, PublishOutcome{}, err
+		return relayed{}, err
 	}
 	events, err := r.takePending(ctx, conn, topicID)
 	if err != nil || len(events) == 0 {
 		if err == nil {
 			_, err = conn.Exec(ctx, `COMMIT`)
 		}
-		return 0, true, PublishOutcome{}, err
+		return relayed{done: true}, err
 	}
 	if topic == nil {
-		return r.drop(ctx, conn, topicID, events)
+		return relayed{done: true}, r.drop(ctx, conn, topicID, events)
 	}
 	p := &publishBatch{topic: *topic, filters: &r.filters, relayed: true, ids: make([]string, len(events)), repeatOf: make([]int, len(events)), rows: events}
 	for i, e := range events {
@@ -275,7 +294,7 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (int
 	}
 	out, err := p.write(ctx, conn, false, true)
 	if err != nil {
-		return 0, false, PublishOutcome{}, err
+		return relayed{}, err
 	}
 	fresh := 0
 	for _, res := range out.Results {
@@ -283,7 +302,7 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (int
 			fresh++
 		}
 	}
-	return fresh, true, out, nil
+	return relayed{n: fresh, done: true, topic: topic.Name, out: out}, nil
 }
 
 // takePending deletes and returns the topic's oldest pending events, in
@@ -310,7 +329,7 @@ func (r *Relay) takePending(ctx context.Context, conn *pgx.Conn, topicID int64) 
 
 // drop deletes the pending claims of events whose topic is gone (their
 // rows are deleted already) and commits.
-func (r *Relay) drop(ctx context.Context, conn *pgx.Conn, topicID int64, events []publishRow) (int, bool, PublishOutcome, error) {
+func (r *Relay) drop(ctx context.Context, conn *pgx.Conn, topicID int64, events []publishRow) error {
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.id
@@ -324,10 +343,10 @@ func (r *Relay) drop(ctx context.Context, conn *pgx.Conn, topicID int64, events 
 		WHERE d.ctid = x.ctid AND d."offset" = `+pendingOffsetSQL, topicID, ids)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, false, PublishOutcome{}, err
+		return err
 	}
 	r.log.Warn("relay: events of a deleted topic dropped", "topic_id", topicID, "events", len(events))
-	return 0, true, PublishOutcome{}, nil
+	return nil
 }
 
 // EventAwaitAppended waits, up to wait, until the events of results at

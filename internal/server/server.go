@@ -306,7 +306,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The outbox relay of the SQL API hears ferry.publish's NOTIFY
 	// through the Notifier: made before it runs.
 	s.relay = store.NewRelay(pool, s.notifier, store.RelayConfig{
-		Published: published, FallbackPoll: relayPollInterval, Log: log.With("component", "relay"),
+		Published: published, Appended: metrics.ObservePublished, FallbackPoll: relayPollInterval,
+		Log: log.With("component", "relay"),
 	})
 	s.bg.Add(4)
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
