@@ -77,11 +77,11 @@
 // head leaves (ack, dead letter, retention) the next message is promoted in
 // the same statement, by ferry.message_promote (migration 000010), which
 // every statement that removes messages calls: one text of the promotion
-// for the engine's functions and the store's deletes. Sends and promotions of a group are serialised by a
-// transaction advisory lock on (queue, group), always taken before any row
-// lock, so a send never files a message as waiting behind a head that is
-// being removed. A poison head holds its group only until it is
-// dead-lettered.
+// for the engine's functions and the store's deletes. Sends and promotions
+// of a group are serialised by a transaction advisory lock on (queue,
+// group), always taken before any row lock, so a send never files a
+// message as waiting behind a head that is being removed. A poison head
+// holds its group only until it is dead-lettered.
 //
 // # Dedup
 //

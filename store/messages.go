@@ -325,9 +325,8 @@ func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts [
 // runs too): with grouped, the group locks of the receipts' messages
 // first (ferry.message_group_lock), then the delete of the current ones
 // and the promotion of their groups' next messages (ferry.message_promote,
-// migration 000010). It answers a row
-// (id, token) per applied receipt and (-1, n) when it promoted n > 0
-// messages (no receipt has id -1).
+// migration 000010). It answers a row (id, token) per applied receipt and
+// (-1, n) when it promoted n > 0 messages (no receipt has id -1).
 func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, grouped bool) ([]ReceiptResult, bool, error) {
 	ids, tokens := receiptArrays(receipts)
 	applied, err := queryApplied(ctx, db, `/* ferry:message_ack */ SELECT * FROM ferry.message_ack($1, $2, $3, $4)`,
@@ -360,8 +359,8 @@ type NackParams struct {
 // One statement, ferry.message_nack (migration 000009, which ferry.nack
 // runs too): the group locks of the receipts' messages, then the nack
 // itself, which releases or dead-letters each current target, promotes the
-// next message of their groups (ferry.message_promote), and returns one row (id, token, dead) per
-// applied receipt.
+// next message of their groups (ferry.message_promote), and returns one
+// row (id, token, dead) per applied receipt.
 func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, int, error) {
 	ids, tokens := receiptArrays(p.Receipts)
 	var delayMs *int64
