@@ -82,9 +82,14 @@ func (d deleteSet) statements() (lock, del string, args []any) {
 			DELETE FROM ferry.messages m USING target t
 			WHERE m.queue_id = t.queue_id AND m.id = t.id AND (m.grp IS NULL OR m.grp = ANY(` + groupsParam + `::text[]))
 			RETURNING m.queue_id, m.id, m.grp
-		),` + promoteAfter + `
+		),
+		promoted AS (
+			SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+			FROM gone WHERE grp IS NOT NULL
+		)
 		SELECT (SELECT count(*) FROM gone),
-			coalesce((SELECT v.id FROM victims v WHERE v.id NOT IN (SELECT id FROM target) LIMIT 1), 0)`
+			coalesce((SELECT v.id FROM victims v WHERE v.id NOT IN (SELECT id FROM target) LIMIT 1), 0)
+		FROM promoted`
 	return lock, del, args
 }
 
@@ -103,7 +108,9 @@ type deleted struct {
 func (d deleted) blocked() bool { return d.lockedID != 0 || d.busyGroup != nil }
 
 // messageDeleteSet deletes, in one transaction, the messages of the set,
-// promoting the next message of every group whose head it removes. It
+// promoting the next message of every group whose head it removes (in the
+// DELETE's statement, by ferry.message_promote: migration 000010 explains
+// the call, which the engine's ack, nack and dead letter make alike). It
 // takes the victims' group locks first, at most maxGroupLocks of them (in
 // key order), and then deletes only victims whose group it holds (the set
 // may have grown in between); victims of other groups are left to the

@@ -12,7 +12,3 @@ func MessagePurgeBatch(ctx context.Context, db TxBeginner, queueID int64, batch 
 func DeadLetterPurgeBatch(ctx context.Context, db DBTX, queueID int64, batch int) error {
 	return deadLetterPurge(ctx, db, queueID, batch)
 }
-
-// PromoteAfter is promoteAfter, which the engine's SQL functions must
-// carry as it is (TestSQLEnginePromotesAsStore).
-const PromoteAfter = promoteAfter

@@ -683,3 +683,44 @@ func TestAckReportsPromotion(t *testing.T) {
 		require.Equal(t, m.Group != nil, promoted, "message %d", m.ID)
 	}
 }
+
+// ferry.message_promote (migration 000010) promotes, per group of the rows
+// that left, the oldest waiting message when no other head remains, skips
+// the rows that left by id (a caller's statement may still see them), and
+// keeps to the queues given: the same group name in another queue, a
+// group that still has a head, and rows without a group are left alone.
+func TestMessagePromote(t *testing.T) {
+	t.Parallel()
+	e := newTxEnv(t)
+	q := e.queue(e.name("promote"), store.QueuePatch{})
+	other := e.queue(e.name("promote-other"), store.QueuePatch{})
+	sent := resultIDs(e.send(q, grouped("g", 1), grouped("g", 2), grouped("g", 3), grouped("h", 1), grouped("h", 2), msg(1)))
+	otherIDs := resultIDs(e.send(other, grouped("g", 1), grouped("g", 2)))
+	waiting := func(id int64) bool {
+		var w bool
+		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT waiting FROM ferry.messages WHERE id = $1`, id).Scan(&w))
+		return w
+	}
+	promote := func(queues []int64, groups []*string, ids []int64) int64 {
+		var n int64
+		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT ferry.message_promote($1, $2, $3)`, queues, groups, ids).Scan(&n))
+		return n
+	}
+	g, h := ptr("g"), ptr("h")
+
+	// g's head is named as gone though its row is still there; h's head
+	// is not: only g's next message is promoted, in q only.
+	require.EqualValues(t, 1, promote([]int64{q.ID, q.ID, q.ID}, []*string{g, h, nil}, []int64{sent[0], sent[5], sent[5]}))
+	require.False(t, waiting(sent[1]), "g's next message is its head")
+	require.True(t, waiting(sent[2]))
+	require.True(t, waiting(sent[4]), "h still has its head")
+	require.True(t, waiting(otherIDs[1]), "the other queue's group g is not touched")
+
+	// Again: g now has a head that did not leave, so nothing moves.
+	require.Zero(t, promote([]int64{q.ID}, []*string{g}, []int64{sent[0]}))
+	require.True(t, waiting(sent[2]))
+
+	// Rows without a group, or none at all, promote nothing.
+	require.Zero(t, promote([]int64{q.ID}, []*string{nil}, []int64{sent[5]}))
+	require.Zero(t, promote(nil, nil, nil))
+}

@@ -253,46 +253,12 @@ const lockGroupsNamed = `/* ferry:message_group_lock_named */
 		SELECT DISTINCT ferry.group_lock_key($1, g) AS k FROM unnest($2::text[]) AS g ORDER BY k
 	) locks`
 
-// promoteAfter is the tail of a statement whose CTE "gone" (columns
-// queue_id, id, grp) removed messages from a queue: it makes the oldest
-// waiting message of each group that lost its head the new head. Per
-// group, the next message is one probe of the group index in id order
-// (LIMIT 1, skipping only what this statement removed), and a head still
-// there is another (a LATERAL with LIMIT: NOT EXISTS may be planned as an
-// anti-join over the queue's heads). The queue id comes from "gone", not
-// from a constant, so that no estimate of the queue's size makes walking
-// the queue (or the group) look cheaper than those probes. The caller
-// holds the groups' locks, so the waiting rows found cannot change before
-// the UPDATE finds them by ctid. The store's deletes (deleteset.go) use it
-// here; the engine's functions of migration 000009 (ack, nack, dead
-// letter) carry the same text, which TestSQLEnginePromotesAsStore checks.
-const promoteAfter = `
-	promoted AS (
-		UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
-		FROM (
-			SELECT nx.ctid
-			FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
-			CROSS JOIN LATERAL (
-				SELECT w.ctid FROM ferry.messages w
-				WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
-				ORDER BY w.id LIMIT 1
-			) nx
-			LEFT JOIN LATERAL (
-				SELECT true AS found FROM ferry.messages h
-				WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
-				LIMIT 1
-			) head ON true
-			WHERE head.found IS NULL
-		) p
-		WHERE n.ctid = p.ctid AND n.waiting
-		RETURNING n.id
-	)`
-
 // messageDeadLetter moves the given messages of queue queueID to the dead
 // letters if they are still exhausted (available, and received at least
 // maxReceives times: re-checked under the lock), promoting the next
 // message of their groups: ferry.message_dead_letter, which takes the
-// messages' group locks first (ferry.message_group_lock).
+// messages' group locks first (ferry.message_group_lock) and promotes by
+// ferry.message_promote.
 func messageDeadLetter(ctx context.Context, db DBTX, queueID int64, ids []int64, maxReceives int) (int, error) {
 	var n int
 	err := retry(ctx, func() error {
@@ -358,9 +324,9 @@ func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts [
 // messageAck runs ferry.message_ack (migration 000009, which ferry.ack
 // runs too): with grouped, the group locks of the receipts' messages
 // first (ferry.message_group_lock), then the delete of the current ones
-// and the promotion of their groups' next messages. It answers a row
-// (id, token) per applied receipt and (-1, n) when it promoted n > 0
-// messages (no receipt has id -1).
+// and the promotion of their groups' next messages (ferry.message_promote,
+// migration 000010). It answers a row (id, token) per applied receipt and
+// (-1, n) when it promoted n > 0 messages (no receipt has id -1).
 func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, grouped bool) ([]ReceiptResult, bool, error) {
 	ids, tokens := receiptArrays(receipts)
 	applied, err := queryApplied(ctx, db, `/* ferry:message_ack */ SELECT * FROM ferry.message_ack($1, $2, $3, $4)`,
@@ -393,8 +359,8 @@ type NackParams struct {
 // One statement, ferry.message_nack (migration 000009, which ferry.nack
 // runs too): the group locks of the receipts' messages, then the nack
 // itself, which releases or dead-letters each current target, promotes the
-// next message of their groups, and returns one row (id, token, dead) per
-// applied receipt.
+// next message of their groups (ferry.message_promote), and returns one
+// row (id, token, dead) per applied receipt.
 func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, int, error) {
 	ids, tokens := receiptArrays(p.Receipts)
 	var delayMs *int64

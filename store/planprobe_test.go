@@ -240,6 +240,11 @@ type workBound struct {
 	RowsFixed     float64 // default 200
 	BuffersPerRow float64 // default 20
 	BuffersFixed  float64 // default 300
+	// Seen lists the tags of statements the operation must have run, and
+	// the probe checked: a statement nested in another's function (such as
+	// ferry:message_promote, called from the statements that remove group
+	// heads) must not drop out of the check unnoticed.
+	Seen []string
 }
 
 func (b workBound) rows() float64 {
@@ -265,6 +270,13 @@ func (p *planProbe) check(op string, b workBound) int {
 	p.t.Helper()
 	plans := p.taken()
 	require.NotEmpty(p.t, plans, "%s: the probe saw no statement (is it running on the probe's pool?)", op)
+	seen := map[string]bool{}
+	for _, s := range plans {
+		seen[statementName(s.Query)] = true
+	}
+	for _, name := range b.Seen {
+		require.True(p.t, seen[name], "%s: the probe saw no statement %s", op, name)
+	}
 	for _, s := range plans {
 		name := statementName(s.Query)
 		if os.Getenv("FERRY_PLAN_PROBE_VERBOSE") != "" {

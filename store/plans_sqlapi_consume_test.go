@@ -54,12 +54,12 @@ func TestPlansSQLConsume(t *testing.T) {
 				var n int
 				require.NoError(t, db.QueryRow(e.ctx, `SELECT count(*) FROM ferry.receive($1, 100, 60)`, f.Queue.Name).Scan(&n))
 				require.Zero(t, n)
-				return promoting(100)
+				return promotes(promoting(100))
 			},
 		},
 		{
 			name: "sql_ack", setup: newQueue, fill: groups,
-			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.ack($1, $2)`, true, promoting),
+			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.ack($1, $2)`, true, func(n int) workBound { return promotes(promoting(n)) }),
 		},
 		{
 			name: "sql_nack_release", setup: newQueue, fill: groups,
@@ -67,7 +67,7 @@ func TestPlansSQLConsume(t *testing.T) {
 		},
 		{
 			name: "sql_nack_dead_letter", setup: newQueue, fill: groups,
-			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.nack($1, $2, '{"dead_letter": true}')`, true, promoting),
+			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.nack($1, $2, '{"dead_letter": true}')`, true, func(n int) workBound { return promotes(promoting(n)) }),
 		},
 		{
 			name: "sql_extend", setup: newQueue, fill: plain,

@@ -139,17 +139,24 @@ func TestSQLConsumeRoles(t *testing.T) {
 	denied(asRole("ferry_producer", `SELECT * FROM ferry.ack('roles', '{}')`), "producer acks")
 }
 
-// TestSQLEnginePromotesAsStore holds the engine's functions to the one
-// promotion the store's other deletes (purge, retention, seek) use: each
-// function that removes group heads carries promoteAfter's text.
-func TestSQLEnginePromotesAsStore(t *testing.T) {
+// TestPromotionWrittenOnce: the promotion of a group's next message has
+// one text, ferry.message_promote (migration 000010), which the engine's
+// functions that remove group heads call. No other function of the schema
+// promotes by itself (sets waiting = false), as migration 000009's ack,
+// nack and dead letter did with copies of the store's text. (The store's
+// deletes call it too: TestMessageExpire and the purge and seek tests see
+// their groups promoted.)
+func TestPromotionWrittenOnce(t *testing.T) {
 	t.Parallel()
 	e := newTxEnv(t)
-	space := regexp.MustCompile(`\s+`)
-	want := strings.TrimSpace(space.ReplaceAllString(store.PromoteAfter, " "))
+	var promoting []string
+	require.NoError(t, e.db.QueryRow(e.ctx, `
+		SELECT coalesce(array_agg(proname::text ORDER BY proname), '{}') FROM pg_proc
+		WHERE pronamespace = 'ferry'::regnamespace AND prosrc ~* 'waiting\s*=\s*false'`).Scan(&promoting))
+	require.Equal(t, []string{"message_promote"}, promoting, "the functions that set waiting = false")
 	for _, fn := range []string{"message_ack", "message_nack", "message_dead_letter"} {
 		var src string
 		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'ferry'::regnamespace`, fn).Scan(&src))
-		require.Contains(t, space.ReplaceAllString(src, " "), want, "ferry.%s promotes as promoteAfter does", fn)
+		require.Contains(t, src, "ferry.message_promote(", "ferry.%s promotes by ferry.message_promote", fn)
 	}
 }
