@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -46,7 +47,7 @@ func sqlAPISection(results []sqlAPIResult, w sqlAPIWake, d time.Duration, prefil
 	if n := sqlPushNote(w.push); n != "" {
 		s.Notes = append(s.Notes, n)
 	}
-	s.Notes = append(s.Notes, sqlPushSplit(w.push))
+	s.Notes = append(s.Notes, sqlPushSplit(w.push, sqlPublishCapacity(results)))
 	return s
 }
 
@@ -122,16 +123,36 @@ func sqlPushNote(p [2]publishLatency) string {
 	return "**Push:** " + strings.Join(out, ". ") + "."
 }
 
+// sqlPublishCapacity is the rate of the closed-loop order +
+// ferry.publish part to one subscription (0 if it did not run).
+func sqlPublishCapacity(results []sqlAPIResult) float64 {
+	for _, r := range results {
+		if strings.HasPrefix(r.part, "order + ferry.publish, 1 ") {
+			return r.ferry.Rate()
+		}
+	}
+	return 0
+}
+
 // sqlPushSplit says where a SQL publish's push latency goes, against
-// REST's, from the measured split.
-func sqlPushSplit(p [2]publishLatency) string {
+// REST's, from the measured split, and how the push part's offered rate
+// compares with capacity, the closed-loop rate of SQL publishes measured
+// before it.
+func sqlPushSplit(p [2]publishLatency, capacity float64) string {
 	rest, sql := p[viaREST], p[viaSQL]
+	load := ""
+	if capacity > 0 && !math.IsInf(capacity, 0) {
+		load = fmt.Sprintf(" The push part offers %d events/s: %.0f%% of the %s the %d closed-loop clients above reached with order + ferry.publish "+
+			"to one subscription; near or above 100%% its SQL transactions queue behind each other, and the figures above measure that queue.",
+			pushRate, 100*pushRate/capacity, fmtRateOf(capacity, unit{"transaction", "tx"}), sqlAPIClients)
+	}
 	return fmt.Sprintf("Where a SQL publish's push latency goes: of the p50 of %s from sending the transaction to delivery (REST: %s), the "+
 		"transaction itself takes %s at p50 (REST's publish request, group-committed with others: %s); the rest, from COMMIT's answer to the POST "+
 		"arriving (the commit's NOTIFY, the relay's append, the push worker's wake-up, claim and request), %s at p50 and %s at p99 "+
-		"(REST, from its 201: %s and %s).",
+		"(REST, from its 201: %s and %s). A SQL API commit NOTIFYs, and notifying commits wait for each other's fsync (docs/outbox.md): "+
+		"at a fixed rate the transactions queue behind each other once the rate nears 1/fsync, where REST's publishes share theirs.",
 		fmtMs(sql.latency.P50), fmtMs(rest.latency.P50), fmtMs(sql.publish.P50), fmtMs(rest.publish.P50),
-		fmtMs(sql.after.P50), fmtMs(sql.after.P99), fmtMs(rest.after.P50), fmtMs(rest.after.P99))
+		fmtMs(sql.after.P50), fmtMs(sql.after.P99), fmtMs(rest.after.P50), fmtMs(rest.after.P99)) + load
 }
 
 // sqlAPIWakeHow says how the latency parts measure.

@@ -62,3 +62,13 @@ func TestMergeArrivalsKeepsEveryReceiversFirstArrivals(t *testing.T) {
 	at, _ = m.arrival("b2")
 	require.Equal(t, t0.Add(3*time.Second), at)
 }
+
+func TestSQLPushSplitComparesTheOfferedRateWithTheClosedLoopRate(t *testing.T) {
+	t.Parallel()
+	publish := sqlAPIResult{part: "order + ferry.publish, 1 subscription(s)", ferry: Phase{Messages: 400, Elapsed: time.Second}}
+	other := sqlAPIResult{part: "order + ferry.publish, 10 subscription(s)", ferry: Phase{Messages: 100, Elapsed: time.Second}}
+	capacity := sqlPublishCapacity([]sqlAPIResult{{part: "order + ferry.send"}, other, publish})
+	require.InDelta(t, 400, capacity, 1e-9, "the one-subscription part's rate")
+	require.Contains(t, sqlPushSplit([2]publishLatency{}, capacity), "offers 200 events/s: 50% of the 400 tx/s")
+	require.NotContains(t, sqlPushSplit([2]publishLatency{}, sqlPublishCapacity(nil)), "offers", "no capacity measured, none compared")
+}

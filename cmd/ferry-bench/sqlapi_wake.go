@@ -65,8 +65,12 @@ type sqlAPIWake struct {
 
 // sqlAPILatency runs both latency parts.
 func (b *Bench) sqlAPILatency(ctx context.Context) (sqlAPIWake, error) {
-	_, pushFor := b.fanoutTimes()
-	out := sqlAPIWake{pushFor: pushFor / 2, polls: 2 * max(b.opts.WakeIters/2, 1)}
+	// Push runs: 2 per side of 2.5 s (1 s with -quick), 1,000 events per
+	// side (400).
+	out := sqlAPIWake{pushFor: 2500 * time.Millisecond, polls: 2 * max(b.opts.WakeIters/2, 1)}
+	if b.opts.Quick {
+		out.pushFor = time.Second
+	}
 	var err error
 	progress("  SQL API: publish → push delivered, %d events/s, %s per run (%v)", pushRate, out.pushFor, viaOrder())
 	if out.push, err = b.sqlAPIPush(ctx, out.pushFor); err != nil {
