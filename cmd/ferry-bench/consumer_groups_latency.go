@@ -112,7 +112,7 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 	}()
 
 	keys := eventKeys()
-	warm, err := b.warmUp(ctx, topic, "evt_grp_warmup", groupRate, keys, arrived, "polled")
+	warm, err := b.warmUp(ctx, b.restPublisher(topic), "evt_grp_warmup", groupRate, keys, arrived, "polled")
 	if err != nil {
 		return out, err
 	}
@@ -121,7 +121,7 @@ func (b *Bench) measureGroupLatency(ctx context.Context, d time.Duration) (group
 		before := latencyPolls{polls: m.polls.Load(), pollsWithEvents: m.pollsWithEvents.Load(), commits: m.commits.Load(), emptyPolls: m.emptyPolls.Load()}
 		emptyNanos := m.emptyNanos.Load()
 		var err error
-		pubs, out.elapsed, err = b.publishAndAwait(ctx, topic, "evt_grp", int(d.Seconds()*groupRate), groupRate, keys, arrived, warm)
+		pubs, out.elapsed, err = b.publishAndAwait(ctx, b.restPublisher(topic), "evt_grp", int(d.Seconds()*groupRate), groupRate, keys, arrived, warm)
 		out.latencyPolls = m.since(before, emptyNanos)
 		return err
 	}

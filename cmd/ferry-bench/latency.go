@@ -24,9 +24,25 @@ const rawSendNotify = `
 	)
 	SELECT pg_notify('ferry_bench_wake', queue_id::text) FROM m`
 
-// wakeResult is what one wake-latency variant measured.
+// wakeResult is what one wake-latency variant measured: send start →
+// receive returned, the send alone, and send answered → receive returned.
 type wakeResult struct {
-	wake, send Summary
+	wake, send, after Summary
+}
+
+// wakeSamples are a wake-latency run's measurements, as wakeResult
+// summarises them.
+type wakeSamples struct {
+	wake, send, after []time.Duration
+}
+
+func (s wakeSamples) result() wakeResult {
+	return wakeResult{wake: Summarize(s.wake), send: Summarize(s.send), after: Summarize(s.after)}
+}
+
+// add appends o's measurements.
+func (s *wakeSamples) add(o wakeSamples) {
+	s.wake, s.send, s.after = append(s.wake, o.wake...), append(s.send, o.send...), append(s.after, o.after...)
 }
 
 // pause is the producer's random pause before each message: the consumer
@@ -35,12 +51,11 @@ func pause() time.Duration { return 5*time.Millisecond + rand.N(20*time.Millisec
 
 // wakeLoop runs iters rounds of: the consumer announces it is about to
 // wait, the producer pauses and sends one message, the consumer's receive
-// returns it. It returns send-start → receive-returned latencies and the
-// send latencies.
+// returns it. It returns what it measured.
 func wakeLoop(ctx context.Context, iters int,
 	consume func(ctx context.Context) (ack func() error, err error),
 	produce func(ctx context.Context) error,
-) (_ wakeResult, err error) {
+) (_ wakeSamples, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type got struct {
 		at  time.Time
@@ -84,40 +99,40 @@ func wakeLoop(ctx context.Context, iters int,
 			}
 		}
 	}()
-	var wake, send []time.Duration
+	var out wakeSamples
 	for range iters {
 		select {
 		case <-ready:
 		case g := <-received: // an ack failed
-			return wakeResult{}, g.err
+			return wakeSamples{}, g.err
 		case <-ctx.Done():
-			return wakeResult{}, ctx.Err()
+			return wakeSamples{}, ctx.Err()
 		}
 		sleepUntil(ctx, time.Now().Add(pause()))
 		t0 := time.Now()
 		if err := produce(ctx); err != nil {
-			return wakeResult{}, err
+			return wakeSamples{}, err
 		}
-		send = append(send, time.Since(t0))
+		t1 := time.Now()
 		var g got
 		select {
 		case g = <-received:
 		case <-ctx.Done():
-			return wakeResult{}, ctx.Err()
+			return wakeSamples{}, ctx.Err()
 		}
 		if g.err != nil {
-			return wakeResult{}, g.err
+			return wakeSamples{}, g.err
 		}
-		wake = append(wake, g.at.Sub(t0))
+		out.wake, out.send, out.after = append(out.wake, g.at.Sub(t0)), append(out.send, t1.Sub(t0)), append(out.after, g.at.Sub(t1))
 	}
-	return wakeResult{wake: Summarize(wake), send: Summarize(send)}, nil
+	return out, nil
 }
 
 // wakeFerry measures Ferry's long poll: the consumer receives with
 // wait_seconds 20 through cons, the producer sends through prod.
 func (b *Bench) wakeFerry(ctx context.Context, prod, cons *FerryClient, queue string) (wakeResult, error) {
 	req := SendRequest(1)
-	return wakeLoop(ctx, b.opts.WakeIters,
+	s, err := wakeLoop(ctx, b.opts.WakeIters,
 		func(ctx context.Context) (func() error, error) {
 			receipts, err := cons.Receive(ctx, queue, 1, 20)
 			if err != nil {
@@ -129,6 +144,7 @@ func (b *Bench) wakeFerry(ctx context.Context, prod, cons *FerryClient, queue st
 			return func() error { return cons.Ack(ctx, queue, receipts) }, nil
 		},
 		func(ctx context.Context) error { return prod.Send(ctx, queue, req) })
+	return s.result(), err
 }
 
 // wakeRaw measures the same with raw SQL: the consumer LISTENs on its own
@@ -143,7 +159,7 @@ func (b *Bench) wakeRaw(ctx context.Context, queueID int64) (wakeResult, error) 
 	if _, err := conn.Exec(ctx, `LISTEN ferry_bench_wake`); err != nil {
 		return wakeResult{}, err
 	}
-	return wakeLoop(ctx, b.opts.WakeIters,
+	s, err := wakeLoop(ctx, b.opts.WakeIters,
 		func(ctx context.Context) (func() error, error) {
 			for {
 				ids, err := rawClaimIDs(ctx, conn, queueID, 1)
@@ -168,6 +184,7 @@ func (b *Bench) wakeRaw(ctx context.Context, queueID int64) (wakeResult, error) 
 			_, err := b.raw.Exec(ctx, rawSendNotify, queueID, body)
 			return err
 		})
+	return s.result(), err
 }
 
 func (b *Bench) wakeLatency(ctx context.Context) (*Section, error) {

@@ -22,10 +22,26 @@ type timedPublish struct {
 	err        error
 }
 
-// publishAtRate publishes n single events, one every 1/rate s from a
-// schedule (open loop: a slow publish does not delay the next), with ids
-// prefix-000000 ... It returns when every publish has been answered.
-func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate int, keys []string) []timedPublish {
+// publisher prepares one single-event publish of the id and key given
+// (its encoding, before the clock starts); the function it returns sends
+// it and returns once its answer was read.
+type publisher func(id, key string) func(ctx context.Context) error
+
+// restPublisher publishes to topic through the REST API: one request of
+// one event with the bench body.
+func (b *Bench) restPublisher(topic string) publisher {
+	return func(id, key string) func(ctx context.Context) error {
+		k, _ := json.Marshal(key)
+		req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(k) + `,"data":` + body + `}]}`)
+		return func(ctx context.Context) error { return b.client.Publish(ctx, topic, req) }
+	}
+}
+
+// publishAtRate publishes n single events through pub, one every 1/rate s
+// from a schedule (open loop: a slow publish does not delay the next),
+// with ids prefix-000000 ... It returns when every publish has been
+// answered.
+func (b *Bench) publishAtRate(ctx context.Context, pub publisher, prefix string, n, rate int, keys []string) []timedPublish {
 	out := make([]timedPublish, n)
 	var wg sync.WaitGroup
 	interval := time.Second / time.Duration(rate)
@@ -38,13 +54,12 @@ func (b *Bench) publishAtRate(ctx context.Context, topic, prefix string, n, rate
 				continue
 			}
 			id := fmt.Sprintf("%s-%06d", prefix, i)
-			key, _ := json.Marshal(keys[i%len(keys)])
-			req := []byte(`{"events":[{"id":"` + id + `","type":"` + eventType + `","key":` + string(key) + `,"data":` + body + `}]}`)
+			send := pub(id, keys[i%len(keys)])
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				p := timedPublish{id: id, sent: time.Now()}
-				p.err = b.client.Publish(ctx, topic, req)
+				p.err = send(ctx)
 				p.back = time.Now()
 				out[i] = p
 			}()
@@ -116,12 +131,12 @@ func (a *arrivals) await(ctx context.Context, n int64, deadline time.Time) error
 	return nil
 }
 
-// warmUp publishes half a second of events at rate, not measured, and
-// waits up to 15 s for all of them to arrive (what: "pushed", "polled").
-// It returns how many it published.
-func (b *Bench) warmUp(ctx context.Context, topic, prefix string, rate int, keys []string, a *arrivals, what string) (int, error) {
+// warmUp publishes, through pub, half a second of events at rate, not
+// measured, and waits up to 15 s for all of them to arrive (what:
+// "pushed", "polled"). It returns how many it published.
+func (b *Bench) warmUp(ctx context.Context, pub publisher, prefix string, rate int, keys []string, a *arrivals, what string) (int, error) {
 	warm := rate / 2
-	for _, p := range b.publishAtRate(ctx, topic, prefix, warm, rate, keys) {
+	for _, p := range b.publishAtRate(ctx, pub, prefix, warm, rate, keys) {
 		if p.err != nil {
 			return 0, fmt.Errorf("warm-up publish: %w", p.err)
 		}
@@ -135,12 +150,12 @@ func (b *Bench) warmUp(ctx context.Context, topic, prefix string, rate int, keys
 	return warm, nil
 }
 
-// publishAndAwait publishes n events at rate, then waits up to 10 s for
-// every one that was published to arrive (after the before that had
-// already). It returns the publishes and the time it took.
-func (b *Bench) publishAndAwait(ctx context.Context, topic, prefix string, n, rate int, keys []string, a *arrivals, before int) ([]timedPublish, time.Duration, error) {
+// publishAndAwait publishes n events at rate through pub, then waits up
+// to 10 s for every one that was published to arrive (after the before
+// that had already). It returns the publishes and the time it took.
+func (b *Bench) publishAndAwait(ctx context.Context, pub publisher, prefix string, n, rate int, keys []string, a *arrivals, before int) ([]timedPublish, time.Duration, error) {
 	started := time.Now()
-	pubs := b.publishAtRate(ctx, topic, prefix, n, rate, keys)
+	pubs := b.publishAtRate(ctx, pub, prefix, n, rate, keys)
 	ok := 0
 	for _, p := range pubs {
 		if p.err == nil {

@@ -90,14 +90,14 @@ func (b *Bench) measurePush(ctx context.Context, d time.Duration) (pushOutcome, 
 
 	// Warm-up: half a second at the same rate, all delivered, not counted
 	// (the first kick starts the push job).
-	warm, err := b.warmUp(ctx, topic, "evt_warmup", pushRate, keys, recv.arrivals, "pushed")
+	warm, err := b.warmUp(ctx, b.restPublisher(topic), "evt_warmup", pushRate, keys, recv.arrivals, "pushed")
 	if err != nil {
 		return out, err
 	}
 	var pubs []timedPublish
 	measure := func() error {
 		var err error
-		pubs, out.elapsed, err = b.publishAndAwait(ctx, topic, "evt_bench", int(d.Seconds()*pushRate), pushRate, keys, recv.arrivals, warm)
+		pubs, out.elapsed, err = b.publishAndAwait(ctx, b.restPublisher(topic), "evt_bench", int(d.Seconds()*pushRate), pushRate, keys, recv.arrivals, warm)
 		if err != nil {
 			return err
 		}

@@ -95,6 +95,7 @@ func TestEverySectionRendersFromAnEmptyOutcome(t *testing.T) {
 		"groups":     groupsSection(groupRead{}, groupRead{}, groupRead{}, groupRead{}, groupLatency{}, rebalance{}, nil, 0, time.Second, "no pg_stat_statements"),
 		"coldstart":  coldSection(sz, ms, coldSide{runs: make([]coldRun, len(ms))}, coldSide{runs: make([]coldRun, len(ms))}),
 		"leave":      leaveSection(nil, takeover{}),
+		"sqlapi":     sqlAPISection([]sqlAPIResult{{part: "order + ferry.send"}}, sqlAPIWake{}, time.Second, 1, noteRounds),
 	}
 	rep := &Report{}
 	for name, s := range sections {

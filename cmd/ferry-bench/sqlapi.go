@@ -17,7 +17,8 @@ import (
 // with a plain INSERT into an outbox table instead (what a team writes
 // before it adds a relay). A consumer's transaction receives 100 messages
 // and acks them (ferry.receive, ferry.ack), against Ferry's raw claim and
-// a DELETE in one transaction.
+// a DELETE in one transaction. The latency parts (sqlapi_wake.go) measure
+// how soon a SQL publish is pushed and wakes a long poll, against REST.
 
 // sqlAPIClients is the concurrency of every part.
 const sqlAPIClients = 8
@@ -208,5 +209,9 @@ func (b *Bench) sqlAPI(ctx context.Context) (*Section, error) {
 		}
 		results = append(results, r)
 	}
-	return sqlAPISection(results, b.opts.Duration, b.opts.Prefill, b.roundsNote), nil
+	w, err := b.sqlAPILatency(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sqlAPISection(results, w, b.opts.Duration, b.opts.Prefill, b.roundsNote), nil
 }
