@@ -14,7 +14,7 @@ import (
 // transactions (their ratios are reported, not judged); a SQL publish's
 // push delivery has REST's targets.
 func sqlAPISection(results []sqlAPIResult, w sqlAPIWake, d time.Duration, prefill int, roundsNote func(string) string) *Section {
-	s := &Section{Columns: &Columns{Raw: "raw SQL (outbox INSERT; claim + DELETE) or, in the latency rows, REST publish", Ferry: "Ferry SQL API", Ratio: "SQL API ÷ left"}}
+	s := &Section{Columns: &Columns{Raw: "raw SQL, or REST (latency rows)", Ferry: "SQL API", Ratio: "SQL API ÷ left"}}
 	txs := unit{"transaction", "tx"}
 	for _, r := range results {
 		each := make([]string, len(r.pairs))
