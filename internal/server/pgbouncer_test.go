@@ -468,39 +468,37 @@ func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 	bouncerOK(t, b.Do("POST", "/v1/topics/wake-g/groups/g/poll", map[string]any{"consumer": "w", "start": "latest"}), http.StatusOK, "join")
 
 	type round struct {
-		name, poll, parked string
-		body               map[string]any
-		send               func(marker string) ferrytest.Response
+		name, poll string
+		body       map[string]any
+		send       func(marker string) ferrytest.Response
 	}
 	rounds := []round{{
-		name: "queue receive", poll: "/v1/queues/wake/receive", parked: "%ferry:message_claim%",
+		name: "queue receive", poll: "/v1/queues/wake/receive",
 		body: map[string]any{"max_messages": 1, "wait_seconds": 20},
 		send: func(marker string) ferrytest.Response {
 			return a.Do("POST", "/v1/queues/wake/messages", map[string]any{"messages": []map[string]any{{"body": marker}}})
 		},
 	}, {
-		name: "subscription receive", poll: "/v1/topics/wake/subscriptions/s/receive", parked: "%ferry:message_claim%",
+		name: "subscription receive", poll: "/v1/topics/wake/subscriptions/s/receive",
 		body: map[string]any{"max_messages": 1, "wait_seconds": 20},
 		send: func(marker string) ferrytest.Response {
 			return a.Do("POST", "/v1/topics/wake/events", map[string]any{"events": []map[string]any{{"type": "t", "data": marker}}})
 		},
 	}, {
-		name: "group poll", poll: "/v1/topics/wake-g/groups/g/poll", parked: "%from_offset%",
+		name: "group poll", poll: "/v1/topics/wake-g/groups/g/poll",
 		body: map[string]any{"consumer": "w", "wait_seconds": 20},
 		send: func(marker string) ferrytest.Response {
 			return a.Do("POST", "/v1/topics/wake-g/events", map[string]any{"events": []map[string]any{{"type": "t", "data": marker}}})
 		},
 	}}
-	direct := bouncerConnect(t, s.directURL("test"))
 	var all []time.Duration
 	for _, r := range rounds {
 		var took []time.Duration
 		for i := range 3 {
-			var since time.Time
-			require.NoError(t, direct.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&since))
+			before := b.Server.LongPollsParked()
 			res := make(chan bouncerResult, 1)
 			go func() { res <- bouncerDo(b, "POST", r.poll, r.body) }()
-			bouncerParked(t, direct, "ferry-b", since, r.parked)
+			parkedOn(t, b, before)
 			begin := time.Now()
 			marker := fmt.Sprintf("wake-%s-%d", strings.ReplaceAll(r.name, " ", "-"), i)
 			require.Equal(t, http.StatusCreated, r.send(marker).Status, "%s: send", r.name)
@@ -526,22 +524,6 @@ func bouncerWakes(t *testing.T, s behindBouncer, a, b *ferrytest.Env) {
 	slices.Sort(all)
 	t.Logf("long-poll wake through NOTIFY behind PgBouncer, %d rounds: median %s, max %s (bound %s)",
 		len(all), all[len(all)/2], all[len(all)-1], maxWake)
-}
-
-// bouncerParked waits until a session whose application_name is app ran a
-// statement matching the LIKE pattern after since and is idle: the long
-// poll found nothing and waits (its waiter was registered before the
-// statement, so what happens next must wake it).
-func bouncerParked(t *testing.T, conn *pgx.Conn, app string, since time.Time, pattern string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		var n int
-		err := conn.QueryRow(context.Background(), `
-			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = 'ferry' AND application_name = $1 AND query LIKE $3 AND query_start >= $2 AND state = 'idle'`,
-			app, since, pattern).Scan(&n)
-		return err == nil && n > 0
-	}, 20*time.Second, time.Millisecond, "%s never ran a statement like %s", app, pattern)
 }
 
 // bouncerResult is a response read off the test's goroutine.
