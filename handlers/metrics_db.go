@@ -167,3 +167,13 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) ObservePool(name string, pool *pgxpool.Pool) {
 	m.reg.MustRegister(&poolCollector{pool: pool, name: name})
 }
+
+// ObserveParked exports parked, read at every scrape, as
+// ferry_long_polls_parked: the receives, event reads, group polls and
+// publishes waiting for a pending SQL API event that wait now on this
+// instance (store.Notifier.Parked).
+func (m *Metrics) ObserveParked(parked func() int64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ferry", Name: "long_polls_parked",
+		Help: "Long polls of this instance (receives, event reads, group polls, publishes awaiting a SQL API event's append) waiting now for something to arrive."},
+		func() float64 { return float64(parked()) }))
+}

@@ -134,6 +134,28 @@ func metrics(t testing.TB, env *ferrytest.Env) (map[string]float64, string) {
 	return out, string(r.Body)
 }
 
+// ferry_long_polls_parked counts the long polls waiting on the instance:
+// one while a receive waits, none once a send has answered it.
+func TestMetricsLongPollsParked(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	putQueue(t, env, "lp", nil)
+	m, text := metrics(t, env)
+	require.Contains(t, text, "# TYPE ferry_long_polls_parked gauge")
+	require.Equal(t, 0.0, m["ferry_long_polls_parked"])
+	done := startParked(t, env, func() asyncResult {
+		return doAsync(env, "POST", qpath("lp", "/receive"), map[string]any{"wait_seconds": 10})
+	})
+	m, _ = metrics(t, env)
+	require.Equal(t, 1.0, m["ferry_long_polls_parked"])
+	sent := send(t, env, "lp", msg("wake"))
+	got, err := decodeReceived(<-done)
+	require.NoError(t, err)
+	require.Equal(t, []string{sent[0].ID}, msgIDs(got))
+	m, _ = metrics(t, env)
+	require.Equal(t, 0.0, m["ferry_long_polls_parked"])
+}
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)

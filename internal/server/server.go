@@ -239,6 +239,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		resolver = access.Chain(access.NewAdminKey(cfg.AdminKey), keys)
 	}
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
+	metrics.ObserveParked(s.notifier.Parked)
 	if ps.direct != ps.main {
 		metrics.ObservePool("direct", ps.direct)
 	}
