@@ -59,6 +59,7 @@ DROP FUNCTION IF EXISTS ferry.message_extend(bigint, bigint[], bigint[], bigint)
 DROP FUNCTION IF EXISTS ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer);
 DROP FUNCTION IF EXISTS ferry.message_ack(bigint, bigint[], bigint[], boolean);
 DROP FUNCTION IF EXISTS ferry.message_dead_letter(bigint, bigint[], integer);
+DROP FUNCTION IF EXISTS ferry.message_promote(bigint[], text[], bigint[]);
 DROP FUNCTION IF EXISTS ferry.message_claim(bigint, integer, integer, bigint, uuid);
 DROP FUNCTION IF EXISTS ferry.message_group_lock(bigint, bigint[]);
 

@@ -275,6 +275,72 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_claim(bigint, integer, integer, bigint, uuid) FROM PUBLIC;
 
+-- The promotion of a group's next message, written once: the engine's
+-- dead letter, ack and nack below and the store's deletes
+-- (store/deleteset.go: purge, retention, seek) all call it.
+--
+-- The rows that left a queue (p_queues, p_groups, p_ids: each row's
+-- queue_id, grp and id; rows without a group are ignored) make the oldest
+-- waiting message of each group that lost its head the new head; returns
+-- how many it promoted. Per group, the next message is one probe of the
+-- group index in id order (LIMIT 1, skipping the rows that left), and a
+-- head still there is another (a LATERAL with LIMIT: NOT EXISTS may be
+-- planned as an anti-join over the queue's heads). The queue ids come from
+-- the rows, not from a constant, so that no estimate of the queue's size
+-- makes walking the queue (or the group) look cheaper than those probes
+-- (DESIGN.md invariant 11; store/plans_queue_test.go attacks its plan in
+-- every case that promotes). The rows that left are skipped by id, so the
+-- result does not depend on whether the caller's statement still sees
+-- them. The caller holds the groups' locks (ferry.message_group_lock,
+-- store.messageDeleteSet), so the waiting rows found cannot change before
+-- the UPDATE finds them by ctid. Not granted to anyone.
+--
+-- Its callers run it from the statement that removes the rows, as the CTE
+--     promoted AS (
+--         SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+--         FROM gone WHERE grp IS NOT NULL
+--     )
+-- over the removing CTE "gone": no round trip and no statement more, and
+-- when no row that left had a group (an ungrouped ack) the function is not
+-- called at all. The aggregate reads all of "gone" (the DELETE has run to
+-- its end) before the call. A CTE that is a SELECT runs only if the
+-- statement reads it: each caller's final SELECT reads "promoted" (one
+-- row, n) after "gone".
+-- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
+-- at every call.)
+CREATE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    WITH /* ferry:message_promote */ promoted AS (
+        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+        FROM (
+            SELECT nx.ctid
+            FROM (
+                SELECT DISTINCT l.queue_id, l.grp FROM unnest(p_queues, p_groups) AS l(queue_id, grp)
+                WHERE l.grp IS NOT NULL
+            ) g
+            CROSS JOIN LATERAL (
+                SELECT w.ctid FROM ferry.messages w
+                WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT unnest(p_ids))
+                ORDER BY w.id LIMIT 1
+            ) nx
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM ferry.messages h
+                WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT unnest(p_ids))
+                LIMIT 1
+            ) head ON true
+            WHERE head.found IS NULL
+        ) p
+        WHERE n.ctid = p.ctid AND n.waiting
+        RETURNING n.id
+    )
+    SELECT count(*) INTO v_n FROM promoted;
+    RETURN v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_promote(bigint[], text[], bigint[]) FROM PUBLIC;
+
 -- Moves the given messages to the dead letters if they are still
 -- exhausted (available, received at least p_max_receives times: checked
 -- again under the lock), promoting the next message of their groups;
@@ -303,26 +369,10 @@ BEGIN
         SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
     ),
     promoted AS (
-        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
-        FROM (
-            SELECT nx.ctid
-            FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
-            CROSS JOIN LATERAL (
-                SELECT w.ctid FROM ferry.messages w
-                WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
-                ORDER BY w.id LIMIT 1
-            ) nx
-            LEFT JOIN LATERAL (
-                SELECT true AS found FROM ferry.messages h
-                WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
-                LIMIT 1
-            ) head ON true
-            WHERE head.found IS NULL
-        ) p
-        WHERE n.ctid = p.ctid AND n.waiting
-        RETURNING n.id
+        SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+        FROM gone WHERE grp IS NOT NULL
     )
-    SELECT count(*) INTO v_n FROM gone;
+    SELECT count(*) INTO v_n FROM gone, promoted;
     RETURN v_n;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM PUBLIC;
@@ -356,27 +406,11 @@ BEGIN
             RETURNING m.queue_id, m.id, m.grp, m.claim_token
         ),
         promoted AS (
-            UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
-            FROM (
-                SELECT nx.ctid
-                FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
-                CROSS JOIN LATERAL (
-                    SELECT w.ctid FROM ferry.messages w
-                    WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
-                    ORDER BY w.id LIMIT 1
-                ) nx
-                LEFT JOIN LATERAL (
-                    SELECT true AS found FROM ferry.messages h
-                    WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
-                    LIMIT 1
-                ) head ON true
-                WHERE head.found IS NULL
-            ) p
-            WHERE n.ctid = p.ctid AND n.waiting
-            RETURNING n.id
+            SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+            FROM gone WHERE grp IS NOT NULL
         )
         SELECT gn.id, gn.claim_token FROM gone gn
-        UNION ALL SELECT -1, count(*) FROM promoted HAVING count(*) > 0;
+        UNION ALL SELECT -1, p.n FROM promoted p WHERE p.n > 0;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FROM PUBLIC;
 
@@ -428,27 +462,11 @@ BEGIN
             SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce(p_error, last_error), attributes, body FROM gone
         ),
         promoted AS (
-            UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
-            FROM (
-                SELECT nx.ctid
-                FROM (SELECT DISTINCT queue_id, grp FROM gone WHERE grp IS NOT NULL) g
-                CROSS JOIN LATERAL (
-                    SELECT w.ctid FROM ferry.messages w
-                    WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT id FROM gone)
-                    ORDER BY w.id LIMIT 1
-                ) nx
-                LEFT JOIN LATERAL (
-                    SELECT true AS found FROM ferry.messages h
-                    WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT id FROM gone)
-                    LIMIT 1
-                ) head ON true
-                WHERE head.found IS NULL
-            ) p
-            WHERE n.ctid = p.ctid AND n.waiting
-            RETURNING n.id
+            SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+            FROM gone WHERE grp IS NOT NULL
         )
         SELECT rl.id, rl.claim_token, false FROM released rl
-        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn;
+        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn, promoted;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer) FROM PUBLIC;
 

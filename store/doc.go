@@ -22,7 +22,7 @@
 // functions of the database (ferry.message_claim, message_dead_letter,
 // message_ack, message_nack, message_extend; migration 000009, with the
 // promotion of a group's next message in one function of its own,
-// ferry.message_promote, since migration 000010): the store
+// ferry.message_promote): the store
 // calls them, and so do the SQL API's ferry.receive, ferry.ack, ferry.nack
 // and ferry.extend inside an application's transaction, so both faces run
 // one text of each. They compare leases with the clock at the call, since
@@ -75,7 +75,7 @@
 // group's head (its oldest live message) is claimable; the others are
 // stored with waiting = true and are invisible to the claim index. When the
 // head leaves (ack, dead letter, retention) the next message is promoted in
-// the same statement, by ferry.message_promote (migration 000010), which
+// the same statement, by ferry.message_promote, which
 // every statement that removes messages calls: one text of the promotion
 // for the engine's functions and the store's deletes. Sends and promotions
 // of a group are serialised by a transaction advisory lock on (queue,

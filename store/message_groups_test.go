@@ -684,7 +684,7 @@ func TestAckReportsPromotion(t *testing.T) {
 	}
 }
 
-// ferry.message_promote (migration 000010) promotes, per group of the rows
+// ferry.message_promote promotes, per group of the rows
 // that left, the oldest waiting message when no other head remains, skips
 // the rows that left by id (a caller's statement may still see them), and
 // keeps to the queues given: the same group name in another queue, a

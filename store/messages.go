@@ -324,8 +324,8 @@ func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts [
 // messageAck runs ferry.message_ack (migration 000009, which ferry.ack
 // runs too): with grouped, the group locks of the receipts' messages
 // first (ferry.message_group_lock), then the delete of the current ones
-// and the promotion of their groups' next messages (ferry.message_promote,
-// migration 000010). It answers a row (id, token) per applied receipt and
+// and the promotion of their groups' next messages
+// (ferry.message_promote). It answers a row (id, token) per applied receipt and
 // (-1, n) when it promoted n > 0 messages (no receipt has id -1).
 func messageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, grouped bool) ([]ReceiptResult, bool, error) {
 	ids, tokens := receiptArrays(receipts)

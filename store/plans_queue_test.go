@@ -617,7 +617,7 @@ func promoting(batch int) workBound {
 
 // promotes is b for an operation that removes group heads: the probe must
 // also have seen (and checked) the promotion's own statement, which runs
-// inside ferry.message_promote (migration 000010).
+// inside ferry.message_promote.
 func promotes(b workBound) workBound {
 	b.Seen = append(b.Seen, "ferry:message_promote")
 	return b

@@ -140,7 +140,7 @@ func TestSQLConsumeRoles(t *testing.T) {
 }
 
 // TestPromotionWrittenOnce: the promotion of a group's next message has
-// one text, ferry.message_promote (migration 000010), which the engine's
+// one text, ferry.message_promote, which the engine's
 // functions that remove group heads call. No other function of the schema
 // promotes by itself (sets waiting = false), as migration 000009's ack,
 // nack and dead letter did with copies of the store's text. (The store's

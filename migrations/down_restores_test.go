@@ -16,21 +16,24 @@ import (
 	"github.com/ferry-mq/ferry/migrations"
 )
 
-// Migration 000010 moves the promotion of a group's next message into
-// ferry.message_promote and replaces the engine's functions that called a
-// copy of it; its down must leave the functions exactly as 000009 made
-// them: every function of the ferry schema, after up to the latest and
-// down to 9, has the definition and the grants it has in a database only
-// ever migrated up to 9.
-func TestMessagePromoteDownRestores000009(t *testing.T) {
+// Every down migration leaves the functions as the migrations before it
+// made them: after up to the latest and down one step at a time, at each
+// version every function of the ferry schema has the definition and the
+// grants it has in a database only ever migrated up to that version (a
+// down that forgot a function, or restored an older text of one, shows).
+func TestDownRestoresFunctions(t *testing.T) {
 	t.Parallel()
-	_, down := migratedDownTo(t, 9)
-	fresh := migratedUpTo(t, 9)
-	want, got := functionDefinitions(t, fresh), functionDefinitions(t, down)
-	require.Contains(t, want, "ferry.message_ack(bigint,bigint[],bigint[],boolean)")
-	require.Equal(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "the functions after 000010's down")
-	for _, sig := range slices.Sorted(maps.Keys(want)) {
-		require.Equal(t, want[sig], got[sig], "%s after 000010's down", sig)
+	ctx := context.Background()
+	latest, err := migrations.Latest()
+	require.NoError(t, err)
+	dbURL, down := migratedDownTo(t, latest)
+	for v := latest - 1; v >= 1; v-- {
+		require.NoError(t, migrations.Down(ctx, dbURL))
+		want, got := functionDefinitions(t, migratedUpTo(t, v)), functionDefinitions(t, down)
+		require.Equal(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "the functions after the down to %d", v)
+		for _, sig := range slices.Sorted(maps.Keys(want)) {
+			require.Equal(t, want[sig], got[sig], "%s after the down to %d", sig, v)
+		}
 	}
 }
 
