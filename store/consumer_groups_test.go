@@ -373,7 +373,7 @@ func TestGroupNewOwnerStartsAfterConcurrentCommit(t *testing.T) {
 			Topic: tp, Group: "g", Consumer: "a", Generation: a.Generation, Offsets: map[int]int64{0: 4, 1: 4},
 		})
 	}()
-	outcome := doneOrWaiting(t, commitOut, func() (int, error) { return e.lockWaiters("committer") },
+	outcome, _ := doneOrWaiting(t, commitOut, func() (int, error) { return e.lockWaiters("committer") },
 		"a's commit neither ended nor waited")
 	release()
 	b := <-bOut

@@ -407,13 +407,10 @@ func atOnce(n int, f func(i int)) {
 // finished, or waiters (sessions waiting for a lock) is positive, failing
 // with msg after 10 seconds. The returned function gives the outcome:
 // the one already received, or the one still to come (after the caller
-// let go of the lock).
-func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, error), msg string) (outcome func() T) {
+// let go of the lock); finished says which.
+func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, error), msg string) (outcome func() T, finished bool) {
 	t.Helper()
-	var (
-		got      T
-		finished bool
-	)
+	var got T
 	require.Eventually(t, func() bool {
 		select {
 		case got = <-done:
@@ -429,7 +426,7 @@ func doneOrWaiting[T any](t *testing.T, done <-chan T, waiters func() (int, erro
 			got = <-done
 		}
 		return got
-	}
+	}, finished
 }
 
 // inBackground runs f in a goroutine, given the time it was started, and

@@ -253,20 +253,8 @@ func (mc maintenanceCase) runAgainst(e *env, queueID int64, c *consumerTx, then 
 	t.Cleanup(func() { _ = c.tx.Rollback(context.Background()) })
 	done := make(chan error, 1)
 	go func() { done <- mc.op(e, pool, queueID) }()
-	var (
-		opErr    error
-		finished bool
-	)
-	require.Eventually(t, func() bool {
-		select {
-		case opErr = <-done:
-			finished = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("maint")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the operation neither finished nor waited for a lock")
+	outcome, finished := doneOrWaiting(t, done, func() (int, error) { return e.lockWaiters("maint") },
+		"the operation neither finished nor waited for a lock")
 
 	err := then()
 	var pgErr *pgconn.PgError
@@ -278,10 +266,7 @@ func (mc maintenanceCase) runAgainst(e *env, queueID int64, c *consumerTx, then 
 		require.True(t, finished, "the operation waited for the application's transaction")
 	}
 	require.NoError(t, c.tx.Commit(context.Background()))
-	if !finished {
-		opErr = <-done
-	}
-	require.NoError(t, opErr)
+	require.NoError(t, outcome())
 	mc.finish(e, queueID)
 	require.Zero(t, e.count(`SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, queueID), "messages left")
 	require.Zero(t, e.count(`SELECT coalesce(sum(messages), 0) FROM ferry.queue_counts WHERE queue_id = $1`, queueID),
@@ -314,7 +299,7 @@ func TestOrderedSeekWaitsOutsideTopicLocks(t *testing.T) {
 		_, err := store.SubscriptionSeek(e.ctx, maint, s, store.StartPosition{}) // latest
 		return err
 	})
-	seekOutcome := doneOrWaiting(t, seekDone, func() (int, error) { return e.lockWaiters("maint") },
+	seekOutcome, _ := doneOrWaiting(t, seekDone, func() (int, error) { return e.lockWaiters("maint") },
 		"the seek neither finished nor waited for a lock")
 
 	pubDone := inBackground(func(time.Time) error {

@@ -420,7 +420,7 @@ func (e *env) whileHeld(q store.Queue, hold func(tx pgx.Tx), m store.SendMessage
 		res, _, err := e.sender.Send(context.Background(), q.Name, []store.SendMessage{m})
 		done <- sent{res, err}
 	}()
-	outcome := doneOrWaiting(e.t, done, e.advisoryWaiters, "the send neither finished nor waited for a lock")
+	outcome, _ := doneOrWaiting(e.t, done, e.advisoryWaiters, "the send neither finished nor waited for a lock")
 	require.NoError(e.t, tx.Commit(e.ctx))
 	s := outcome()
 	require.NoError(e.t, s.err)
@@ -543,7 +543,7 @@ func (e *env) sendHeld(q store.Queue, m store.SendMessage, op func(opPool *pgxpo
 	opPool := e.newNamedPool(4, "op")
 	opDone := make(chan error, 1)
 	go func() { opDone <- op(opPool) }()
-	outcome := doneOrWaiting(e.t, opDone, func() (int, error) { return e.lockWaiters("op") },
+	outcome, _ := doneOrWaiting(e.t, opDone, func() (int, error) { return e.lockWaiters("op") },
 		"the operation neither finished nor waited for a lock")
 
 	release()
