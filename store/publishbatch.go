@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,8 +29,9 @@ type publishBatch struct {
 	topic   Topic
 	filters *filterCache // the caller's, or nil
 	relayed bool         // the relay's: the ids are claimed already, pending
-	// claimWait, in a transaction of Ferry's own, bounds the wait for an
-	// id claimed by another transaction (see claimDedup).
+	// claimWait, in a transaction of Ferry's own (claimWaitAlone or
+	// claimWaitMerged), bounds the wait for an id claimed by another
+	// transaction (see claimDedup).
 	claimWait string
 	ids       []string // per event given: its id
 	repeatOf  []int    // per event given: the earlier one with its id, or -1
@@ -150,7 +150,7 @@ func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	case p.relayed:
 		relayClaim(b, t, ids)
 	case bounded:
-		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + cmp.Or(p.claimWait, claimWaitAlone) + `'`)
+		b.Queue(`/* ferry:event_dedup_claim_wait */ SET LOCAL lock_timeout = '` + p.claimWait + `'`)
 		restClaim(b, t, ids, parts)
 		b.Queue(`/* ferry:event_dedup_claim_wait_end */ SET LOCAL lock_timeout TO DEFAULT`)
 	default:
