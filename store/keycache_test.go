@@ -1,13 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -222,20 +220,7 @@ func TestKeyCreateNotifies(t *testing.T) {
 	e := newEnv(t)
 	h, err := store.NewKeyHasher(e.ctx, e.pool)
 	require.NoError(t, err)
-	listener, err := pgx.Connect(e.ctx, e.dbURL)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(e.ctx, `LISTEN ferry_messages`)
-	require.NoError(t, err)
-	heard := func() (string, bool) {
-		ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
-		defer cancel()
-		n, err := listener.WaitForNotification(ctx)
-		if err != nil {
-			return "", false
-		}
-		return n.Payload, true
-	}
+	heard := e.listenNotifications()
 	p := store.KeyCreateParams{Name: "new", Permissions: json.RawMessage(`[]`)}
 
 	tx, err := e.pool.Begin(e.ctx)

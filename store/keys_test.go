@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -151,20 +150,7 @@ func TestKeyDeleteNotifies(t *testing.T) {
 	require.NoError(t, err)
 	k, _, err := store.KeyCreate(e.ctx, e.pool, h, store.KeyCreateParams{Name: "gone", Permissions: json.RawMessage(`[]`)})
 	require.NoError(t, err)
-	listener, err := pgx.Connect(e.ctx, e.dbURL)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(e.ctx, `LISTEN ferry_messages`)
-	require.NoError(t, err)
-	heard := func() (string, bool) {
-		ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
-		defer cancel()
-		n, err := listener.WaitForNotification(ctx)
-		if err != nil {
-			return "", false
-		}
-		return n.Payload, true
-	}
+	heard := e.listenNotifications()
 
 	tx, err := e.pool.Begin(e.ctx)
 	require.NoError(t, err)

@@ -499,3 +499,25 @@ func (e *env) activityWaitingEventually(appName string) {
 		return err == nil && n > 0
 	}, 10*time.Second, time.Millisecond, "%s never waited for a lock", appName)
 }
+
+// listenNotifications LISTENs on Ferry's notification channel on a
+// connection of its own (closed at cleanup) and returns a function that
+// gives the next notification's payload, or false when none comes within
+// 300 ms.
+func (e *env) listenNotifications() (heard func() (string, bool)) {
+	e.t.Helper()
+	listener, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { listener.Close(context.Background()) })
+	_, err = listener.Exec(e.ctx, `LISTEN ferry_messages`)
+	require.NoError(e.t, err)
+	return func() (string, bool) {
+		ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+		defer cancel()
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil {
+			return "", false
+		}
+		return n.Payload, true
+	}
+}

@@ -306,22 +306,10 @@ func TestOrderedSeekWaitsOutsideTopicLocks(t *testing.T) {
 		_, _, err := store.EventPublish(e.ctx, pub, tp, []store.PublishEvent{{Type: "t", Key: ptr("k")}})
 		return err
 	})
-	var (
-		pubErr      error
-		pubFinished bool
-	)
-	require.Eventually(t, func() bool {
-		select {
-		case pubErr = <-pubDone:
-			pubFinished = true
-			return true
-		default:
-		}
-		n, err := e.lockWaiters("pub")
-		return err == nil && n > 0
-	}, 10*time.Second, time.Millisecond, "the publish neither finished nor waited for a lock")
+	pubOutcome, pubFinished := doneOrWaiting(t, pubDone, func() (int, error) { return e.lockWaiters("pub") },
+		"the publish neither finished nor waited for a lock")
 	require.True(t, pubFinished, "a publish waited for the seek, which waited for the application's transaction")
-	require.NoError(t, pubErr)
+	require.NoError(t, pubOutcome())
 
 	require.NoError(t, c.ack(got...))
 	require.NoError(t, c.tx.Commit(e.ctx))
