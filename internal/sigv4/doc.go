@@ -10,28 +10,37 @@
 //
 // # What is checked, in order
 //
-// Cheap checks come first, so that junk costs a parse and no key lookup:
+// Cheap checks come first, so that junk costs a parse and no key lookup.
+// Each step names the code its refusals get:
 //
 //  1. An Authorization header `AWS4-HMAC-SHA256 Credential=…,
-//     SignedHeaders=…, Signature=…` with an X-Amz-Date header, or presigned
+//     SignedHeaders=…, Signature=…` with one X-Amz-Date header, or presigned
 //     query parameters (X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date,
-//     X-Amz-SignedHeaders, X-Amz-Signature, optional X-Amz-Expires); never
-//     both. None → MissingAuthenticationToken; a part missing, another
-//     algorithm (SigV2, SigV4a) or a malformed X-Amz-Date →
+//     X-Amz-SignedHeaders, X-Amz-Signature, optional X-Amz-Expires of 1 s
+//     to 7 days); never both. None at all → MissingAuthenticationToken; a
+//     part missing or repeated, another algorithm (SigV2, SigV4a), an
+//     X-Amz-Date not in ISO 8601 basic format or a bad X-Amz-Expires →
 //     IncompleteSignature.
 //  2. The credential scope `<key id>/<YYYYMMDD>/<region>/<service>/aws4_request`:
 //     the service is the Verifier's, any region name is accepted, and the
-//     day is X-Amz-Date's day.
-//  3. X-Amz-Date within [MaxSkew] (15 minutes) of now, either way.
-//  4. SignedHeaders: sorted, distinct, lowercase, `host` among them.
-//  5. The secret, from [SecretFunc]: [ErrUnknownKey] → InvalidClientTokenId.
+//     day is X-Amz-Date's day → SignatureDoesNotMatch, in AWS's words
+//     ("Credential should be scoped to correct service: 'sqs'."); an empty
+//     key id → InvalidClientTokenId.
+//  3. X-Amz-Date within [MaxSkew] (15 minutes) of now, either way →
+//     SignatureDoesNotMatch, marked [Error.Expired] (see Time below).
+//  4. SignedHeaders sorted, distinct, lowercase, `host` among them, and a
+//     signature of 64 lowercase hex digits → SignatureDoesNotMatch.
+//  5. The secret, from [SecretFunc]: [ErrUnknownKey] → InvalidClientTokenId;
+//     another error is returned as the server's own, not as an *Error.
 //  6. The payload: X-Amz-Content-Sha256, when sent, must be the body's
-//     SHA-256 (hex).
+//     SHA-256 in hex → SignatureDoesNotMatch.
 //  7. The signature: HMAC-SHA256 of the string to sign under the key derived
-//     from the secret, compared in constant time ([crypto/hmac.Equal]).
+//     from the secret, compared in constant time ([crypto/hmac.Equal]) →
+//     SignatureDoesNotMatch, with the canonical request and string to sign
+//     the server computed ([Error.CanonicalRequest]).
 //
-// Every refusal but 1 and 5 is SignatureDoesNotMatch, as AWS answers it
-// (e.g. "Credential should be scoped to correct service: 'sqs'.").
+// The caller passes the body exactly as it arrived (no decoding), read
+// whole within its own size limit.
 //
 // # The canonical request
 //
@@ -56,12 +65,14 @@
 //     ','. A header the client signed but the request lacks signs as empty,
 //     so removing it breaks the signature; a header added but not signed
 //     (User-Agent, Accept-Encoding: a proxy's or a transport's) changes
-//     nothing. Host comes from r.Host, as the client sent it.
+//     nothing. Host comes from r.Host, as the client sent it: a reverse proxy
+//     in front of the server must pass Host through unchanged.
 //   - Payload hash: always the SHA-256 of the body. X-Amz-Content-Sha256
 //     may repeat it (S3 habit) but not replace it: `UNSIGNED-PAYLOAD` is
 //     refused. S3 accepts it for large uploads; an SQS request's body is the
 //     whole call, and leaving it unsigned would let anyone who sees a
-//     request send another within 15 minutes. No SDK sends it for SQS.
+//     request send another within 15 minutes. aws-sdk-go-v2's SQS client
+//     signs the body of every action.
 //
 // # Time
 //

@@ -163,8 +163,7 @@ func mustParse(t *testing.T, raw string) *url.URL {
 func sdkClient(srv *httptest.Server, keyID, secret string, retryer aws.Retryer) *sqs.Client {
 	return sqs.New(sqs.Options{
 		Region:       "eu-central-1",
-		BaseEndpoint: aws.String(srv.URL),
-		HTTPClient:   srv.Client(),
+		BaseEndpoint: aws.String(srv.URL), // the SDK's own HTTP client
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: keyID, SecretAccessKey: secret, Source: "test"}, nil
 		}),
@@ -173,8 +172,8 @@ func sdkClient(srv *httptest.Server, keyID, secret string, retryer aws.Retryer) 
 }
 
 // TestVerifySDKClient: aws-sdk-go-v2's real SQS client (AWS JSON 1.0,
-// its own signing middleware, its own HTTP client) is verified by a Go
-// server; wrong secrets and unknown keys come back to it as SQS's codes.
+// its own signing middleware, its own default HTTP client) is verified by a
+// Go server; wrong secrets and unknown keys come back to it as SQS's codes.
 func TestVerifySDKClient(t *testing.T) {
 	t.Parallel()
 	f, srv := startFakeSQS(t, 0)
