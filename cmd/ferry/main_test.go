@@ -159,7 +159,7 @@ func TestLogLevel(t *testing.T) {
 	require.ErrorContains(t, err, "FERRY_LOG_FORMAT")
 }
 
-// With no FERRY_* variable set, `ferry serve` gets the defaults the README
+// With no FERRY_* variable set, `ferry serve` gets the defaults docs/configuration.md
 // documents (server.DefaultConfig), and `ferry dev` the same but for its
 // own listen address and private push; a variable that is set wins.
 func TestConfigDefaults(t *testing.T) {

@@ -114,7 +114,7 @@ func TestPgBouncerDefaultExecModeFails(t *testing.T) {
 	require.Equal(t, []error{nil, nil}, run("cache_describe"))
 }
 
-// The README's walkthrough through PgBouncer, two Ferry instances on one
+// A walkthrough of the API through PgBouncer, two Ferry instances on one
 // database: queues (send, receive, ack, nack, dead letters, redrive),
 // concurrent sends and receives across instances, a topic with a pull
 // subscription, a push subscription and a consumer group, a seek; and

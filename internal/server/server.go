@@ -29,7 +29,7 @@ import (
 )
 
 // Config is Ferry's configuration, read from FERRY_* environment
-// variables (see the README's table) by LoadConfig. A variable that is
+// variables (see docs/configuration.md) by LoadConfig. A variable that is
 // unset takes the field's default tag (DefaultConfig), or under `ferry
 // dev` its dev tag where it has one.
 type Config struct {
