@@ -143,6 +143,30 @@ func (h *handler) guardBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// boundWrite bounds the time the answer of a request may take to be
+// written (WriteTimeout), against clients that read it slowly or not at
+// all, which would otherwise hold the connection, its goroutine and the
+// answer's memory for as long as they please.
+//
+// An http.Server WriteTimeout would be counted from the end of the
+// request's headers, so it would also cut long polls, which wait before
+// they write. So the deadline is set when the answer's headers are
+// written: a long poll waits without one, and every answer, a 10 MiB
+// page too, then has WriteTimeout to reach the client. A client that
+// does not read it by then has its connection closed (net/http lifts the
+// deadline again after each request).
+func (h *handler) boundWrite(next echo.HandlerFunc) echo.HandlerFunc {
+	if h.WriteTimeout <= 0 {
+		return next
+	}
+	return func(c echo.Context) error {
+		c.Response().Before(func() {
+			_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(h.WriteTimeout))
+		})
+		return next(c)
+	}
+}
+
 // guardedBody is a request body that lifts the read deadline once it has
 // been read to its end.
 type guardedBody struct {
