@@ -269,7 +269,7 @@ func TestAccessTeamIsolation(t *testing.T) {
 		{"GET", qpath("b-q"), "queue:b-q read"},
 		{"POST", qpath("b-q", "/messages"), "queue:b-q send"},
 		{"POST", qpath("b-q", "/receive"), "queue:b-q receive"},
-		{"GET", qpath("b-q", "/dead-letters"), "queue:b-q manage"},
+		{"GET", qpath("b-q", "/dead-letters"), "queue:b-q receive"},
 		{"POST", qpath("b-q", "/dead-letters/redrive"), "queue:b-q manage"},
 		{"GET", qpath("b-q", "/attempts"), "queue:b-q manage"},
 		{"DELETE", qpath("b-q", "/messages"), "queue:b-q manage"},
@@ -288,4 +288,106 @@ func TestAccessTeamIsolation(t *testing.T) {
 	m.requireDelta(t, before, map[string]float64{"forbidden": float64(len(probes))})
 	q := call[queueJSON](t, a, "GET", qpath("b-q"), nil, nil, http.StatusOK)
 	require.Equal(t, int64(1), q.Stats.Available, "b-q keeps its message")
+}
+
+// pushURLNow is the push.url of the queue or subscription at path as the
+// admin key sees it ("" for none, or when there is no such target).
+func pushURLNow(t *testing.T, env *ferrytest.Env, path string) string {
+	t.Helper()
+	r := env.Do("GET", path, nil)
+	if r.Status == http.StatusNotFound {
+		return ""
+	}
+	require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
+	push, _ := r.Map(t)["push"].(map[string]any)
+	if push == nil {
+		return ""
+	}
+	return push["url"].(string)
+}
+
+// pushStep is one PUT of a push test: the key (by name), the target's
+// path, the body, the status it must get, what a 403 must name, and the
+// push URL the target must have afterwards.
+type pushStep struct {
+	key, path string
+	body      any
+	status    int
+	missing   string
+	after     string
+}
+
+// Whatever delivers messages needs receive (issue 18 item 3): a PUT that
+// sets a push URL the queue or subscription does not push to yet (a first
+// one too) needs manage and receive. On either of two servers, with real
+// keys: a key with manage alone gets 403 naming `<kind>:<name> receive`
+// (before the URL is checked, and for a target that does not exist
+// before any 404 or creation) and nothing changes, while it may still
+// repeat the current URL, change other settings and remove push; manage
+// and receive, or the topic's manage, may set a new URL. The refusals are
+// counted as forbidden.
+func TestAccessPushURLNeedsReceive(t *testing.T) {
+	t.Parallel()
+	a := ferrytest.Start(t, allowPrivatePush)
+	m := &matrix{envs: [2]*ferrytest.Env{a, ferrytest.StartOn(t, a.DatabaseURL, allowPrivatePush)}, made: map[string]string{}}
+	const urlA, urlB = "http://127.0.0.1:9/a?token=one", "http://127.0.0.1:9/b?token=two"
+	putTopic(t, a, "t1", nil, http.StatusCreated)
+	for _, path := range []string{qpath("q1"), tpath("t1", "/subscriptions/s1")} {
+		r := a.Do("PUT", path, map[string]any{"push": map[string]any{"url": urlA}})
+		require.Equal(t, http.StatusCreated, r.Status, "%s: %s", path, r.Body)
+	}
+	keys := map[string]string{
+		"manage":         m.key(t, []access.Spec{perm("queue:q*", "manage"), perm("subscription:t*/*", "manage")}),
+		"manage+receive": m.key(t, []access.Spec{perm("queue:q*", "manage", "receive"), perm("subscription:t*/*", "manage", "receive")}),
+		"receive":        m.key(t, []access.Spec{perm("queue:q*", "receive"), perm("subscription:t*/*", "receive")}),
+		"topic manage":   m.key(t, []access.Spec{perm("topic:t1", "manage")}),
+	}
+	push := func(fields ...any) map[string]any {
+		p := map[string]any{}
+		for i := 0; i < len(fields); i += 2 {
+			p[fields[i].(string)] = fields[i+1]
+		}
+		return map[string]any{"push": p}
+	}
+	var steps []pushStep
+	for _, tg := range []struct{ path, other, missing, missingOther string }{
+		{qpath("q1"), qpath("q-new"), "queue:q1 receive", "queue:q-new receive"},
+		{tpath("t1", "/subscriptions/s1"), tpath("t-none", "/subscriptions/s1"), "subscription:t1/s1 receive", "subscription:t-none/s1 receive"},
+	} {
+		steps = append(steps,
+			pushStep{"manage", tg.path, push("url", urlB), http.StatusForbidden, tg.missing, urlA},
+			// Refused before the URL is checked: no 400 for a bad one.
+			pushStep{"manage", tg.path, push("url", "ftp://nowhere"), http.StatusForbidden, tg.missing, urlA},
+			pushStep{"manage+receive", tg.path, push("url", "ftp://nowhere"), http.StatusBadRequest, "", urlA},
+			// Before the target's existence: no 201, and no 404 for a
+			// topic that does not exist.
+			pushStep{"manage", tg.other, push("url", urlA), http.StatusForbidden, tg.missingOther, ""},
+			pushStep{"receive", tg.path, push("url", urlA), http.StatusForbidden, strings.Replace(tg.missing, "receive", "manage", 1), urlA},
+			// What changes no URL needs manage only.
+			pushStep{"manage", tg.path, push("url", urlA, "timeout_seconds", 5), http.StatusOK, "", urlA},
+			pushStep{"manage", tg.path, map[string]any{"visibility_timeout_seconds": 45}, http.StatusOK, "", urlA},
+			pushStep{"manage", tg.path, push("timeout_seconds", 6), http.StatusOK, "", urlA},
+			pushStep{"manage+receive", tg.path, push("url", urlB), http.StatusOK, "", urlB},
+			pushStep{"manage", tg.path, map[string]any{"push": nil}, http.StatusOK, "", ""},
+			// A first URL is a new one.
+			pushStep{"manage", tg.path, push("url", urlB), http.StatusForbidden, tg.missing, ""},
+		)
+	}
+	steps = append(steps, pushStep{"topic manage", tpath("t1", "/subscriptions/s1"), push("url", urlA), http.StatusOK, "", urlA})
+
+	before := m.authFailures(t)
+	forbidden := 0
+	for i, st := range steps {
+		env := m.envs[i%2]
+		what := fmt.Sprintf("step %d: PUT %s %v with %s", i, st.path, st.body, st.key)
+		r := env.DoWith("PUT", st.path, st.body, bearer(keys[st.key]))
+		require.Equal(t, st.status, r.Status, "%s: %s", what, r.Body)
+		if st.status == http.StatusForbidden {
+			forbidden++
+			require.Contains(t, requireProblem(t, r, http.StatusForbidden, "forbidden")["detail"], st.missing, what)
+		}
+		require.Equal(t, st.after, pushURLNow(t, a, st.path), what)
+	}
+	require.Equal(t, http.StatusNotFound, a.Do("GET", qpath("q-new"), nil).Status, "the refused PUT created nothing")
+	m.requireDelta(t, before, map[string]float64{"forbidden": float64(forbidden)})
 }

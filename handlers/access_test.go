@@ -90,11 +90,15 @@ func routePermissions() []routePermission {
 		path string
 		kind access.Kind
 	}{{q, access.Queue}, {s, access.Subscription}} {
-		for _, r := range []struct{ method, path string }{{"POST", "/receive"}, {"POST", "/ack"}, {"POST", "/nack"}, {"POST", "/extend"}} {
+		// Whatever reveals bodies or delivers messages needs receive:
+		// dead letters are listed with it, not with manage.
+		for _, r := range []struct{ method, path string }{
+			{"POST", "/receive"}, {"POST", "/ack"}, {"POST", "/nack"}, {"POST", "/extend"}, {"GET", "/dead-letters"},
+		} {
 			rs = append(rs, routePermission{r.method, base.path + r.path, base.kind, access.Receive, false})
 		}
 		for _, r := range []struct{ method, path string }{
-			{"GET", "/dead-letters"}, {"DELETE", "/dead-letters"}, {"POST", "/dead-letters/redrive"},
+			{"DELETE", "/dead-letters"}, {"POST", "/dead-letters/redrive"},
 			{"POST", "/rotate-secret"}, {"POST", "/enable"}, {"GET", "/attempts"},
 		} {
 			rs = append(rs, routePermission{r.method, base.path + r.path, base.kind, access.Manage, false})
@@ -157,7 +161,13 @@ func (r routePermission) denying(t testing.TB, id string) access.Key {
 		specs = append(specs, perm("queue:*", "*"))
 	}
 	if r.kind == access.Subscription || r.kind == access.Group {
-		specs = append(specs, perm("topic:t1", "publish", "read"))
+		// Reading the topic lets a key list its subscriptions and groups
+		// (those it may read: maybe none).
+		if r.list {
+			specs = append(specs, perm("topic:t1", "publish"))
+		} else {
+			specs = append(specs, perm("topic:t1", "publish", "read"))
+		}
 	}
 	if r.kind == access.Queue {
 		specs = append(specs, perm("topic:*", "*"), perm("subscription:*/*", "*"), perm("group:*/*", "*"))
@@ -310,15 +320,26 @@ func TestListsShowOnlyWhatTheKeyMayRead(t *testing.T) {
 	require.Equal(t, [][]string{{"g-a1"}, {"g-a2"}}, keyPages(t, env, "/v1/topics/t-1/groups", "groups", "subs", 1))
 	require.Equal(t, [][]string{{"g-a1", "g-a2", "g-b1"}}, keyPages(t, env, "/v1/topics/t-2/groups", "groups", "subs", 5))
 
-	// A topic's list for a key that may read none of its subscriptions or
-	// groups is a 403 before the topic is looked up (no 404 for u-1 nor
-	// for a topic that does not exist).
+	// A key that may read the topic but none of its subscriptions or
+	// groups gets empty lists, not a 403 (issue 18 item 7); for a topic
+	// that does not exist, the 404 that GET of the topic answers it too.
+	for _, member := range []string{"subscriptions", "groups"} {
+		path := "/v1/topics/t-1/" + member
+		require.Equal(t, [][]string(nil), nilIfEmpty(keyPages(t, env, path, member, "topics", 10)), path)
+		requireProblem(t, env.DoWith("GET", "/v1/topics/t-9/"+member, nil, bearer("topics")), http.StatusNotFound, "not_found")
+	}
+
+	// A topic's list for a key that may read neither the topic nor any of
+	// its subscriptions or groups is a 403 before the topic is looked up
+	// (no 404 for u-1 nor for a topic that does not exist).
 	for _, path := range []string{"/v1/topics/u-1/groups", "/v1/topics/nope/groups"} {
 		p := requireProblem(t, env.DoWith("GET", path, nil, bearer("subs")), http.StatusForbidden, "forbidden")
 		require.Contains(t, p["detail"], "group:"+strings.Split(path, "/")[3]+"/* read")
 	}
-	p := requireProblem(t, env.DoWith("GET", "/v1/topics/u-1/subscriptions", nil, bearer("topics")), http.StatusForbidden, "forbidden")
-	require.Contains(t, p["detail"], "subscription:u-1/* read")
+	for _, path := range []string{"/v1/topics/u-1/subscriptions", "/v1/topics/nope/subscriptions"} {
+		p := requireProblem(t, env.DoWith("GET", path, nil, bearer("topics")), http.StatusForbidden, "forbidden")
+		require.Contains(t, p["detail"], "subscription:"+strings.Split(path, "/")[3]+"/* read")
+	}
 }
 
 // nilIfEmpty is nil for the one empty page of an empty list.
@@ -360,4 +381,59 @@ func TestAccessPathSpellings(t *testing.T) {
 		}
 	}
 	require.Equal(t, http.StatusOK, env.Do("GET", "/v1/queues/team-b", nil).Status)
+}
+
+// pushURLsSeen maps the names in the answer of GET path (one resource or a
+// list under member) to their push.url as the key with secret sees it.
+func pushURLsSeen(t *testing.T, env *ferrytest.Env, path, member, secret string) map[string]string {
+	t.Helper()
+	r := env.DoWith("GET", path, nil, bearer(secret))
+	require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
+	m := r.Map(t)
+	items := []any{m}
+	if member != "" {
+		items = m[member].([]any)
+	}
+	out := map[string]string{}
+	for _, x := range items {
+		o := x.(map[string]any)
+		out[o["name"].(string)] = o["push"].(map[string]any)["url"].(string)
+	}
+	return out
+}
+
+// A key that may not manage a queue or subscription sees its push.url
+// with the query's values masked (issue 18 item 7: tokens live there), in
+// GETs and lists alike, resource by resource; a key that may manage it,
+// the topic's manage included, and the admin key see it whole.
+func TestPushURLQueryMaskedWithoutManage(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, allowPrivatePush, withKeys(testKeys{
+		"reader": scoped(t, "reader", perm("queue:*", "read"), perm("subscription:*/*", "read")),
+		"mixed":  scoped(t, "mixed", perm("queue:*", "read"), perm("queue:q2", "manage"), perm("topic:t1", "manage")),
+	}))
+	const (
+		url1 = "http://127.0.0.1:9/hook/q1?token=s3cret&v=2&bare&empty=&=x"
+		url2 = "http://127.0.0.1:9/hook/q2?sig=abc%20def"
+		url3 = "http://127.0.0.1:9/plain/path"
+	)
+	putTopic(t, env, "t1", nil, http.StatusCreated)
+	for path, url := range map[string]string{qpath("q1"): url1, qpath("q2"): url2, qpath("q3"): url3, tpath("t1", "/subscriptions/s1"): url1} {
+		r := env.Do("PUT", path, map[string]any{"push": map[string]any{"url": url}})
+		require.Equal(t, http.StatusCreated, r.Status, "%s: %s", path, r.Body)
+	}
+	masked1 := "http://127.0.0.1:9/hook/q1?token=***&v=***&***&empty=***&=***"
+	masked2 := "http://127.0.0.1:9/hook/q2?sig=***"
+
+	require.Equal(t, map[string]string{"q1": masked1}, pushURLsSeen(t, env, qpath("q1"), "", "reader"))
+	require.Equal(t, map[string]string{"q1": masked1, "q2": masked2, "q3": url3}, pushURLsSeen(t, env, "/v1/queues", "queues", "reader"))
+	require.Equal(t, map[string]string{"s1": masked1}, pushURLsSeen(t, env, tpath("t1", "/subscriptions/s1"), "", "reader"))
+	require.Equal(t, map[string]string{"s1": masked1}, pushURLsSeen(t, env, tpath("t1", "/subscriptions"), "subscriptions", "reader"))
+
+	require.Equal(t, map[string]string{"q2": url2}, pushURLsSeen(t, env, qpath("q2"), "", "mixed"))
+	require.Equal(t, map[string]string{"q1": masked1, "q2": url2, "q3": url3}, pushURLsSeen(t, env, "/v1/queues", "queues", "mixed"))
+	require.Equal(t, map[string]string{"s1": url1}, pushURLsSeen(t, env, tpath("t1", "/subscriptions"), "subscriptions", "mixed"))
+
+	require.Equal(t, map[string]string{"q1": url1, "q2": url2, "q3": url3}, pushURLsSeen(t, env, "/v1/queues", "queues", ferrytest.AdminKey))
+	require.Equal(t, map[string]string{"s1": url1}, pushURLsSeen(t, env, tpath("t1", "/subscriptions/s1"), "", ferrytest.AdminKey))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,11 +21,14 @@ import (
 // server sends it: a client that has its answer finds the entry),
 // successful or not —
 // 400s, 403s and 404s too — with its key, the action, the resource as
-// permissions name it, the request id and the status answered. A request
+// permissions name it, Ferry's request id (and the client's X-Request-Id
+// beside it, if it sent a sane one), the status answered, and the hosts
+// of a push URL it changed or tried to change. A request
 // without a valid key (401) is not recorded: there is no key to name, and
-// anyone could fill the log with them. Only changes are audited: sends,
-// receives, acks, nacks, extends, publishes, polls, commits and leaves
-// (the hot paths) and every read are not. A failed write of the log is
+// anyone could fill the log with them. Changes are audited, and the reads
+// of dead letters (their bodies were not received by whoever reads them);
+// sends, receives, acks, nacks, extends, publishes, polls, commits and
+// leaves (the hot paths) and every other read are not. A failed write of the log is
 // logged as an ERROR and counted (ferry_audit_write_errors_total); it
 // never changes the answer, which is made before.
 
@@ -38,7 +42,8 @@ type auditRule struct {
 
 // auditedRoutes returns the audited /v1 routes, by method and Echo path
 // (as routeRules), with the action each records. Every other route that
-// changes something is on the hot path (TestEveryChangeIsAudited).
+// changes something is on the hot path, and the only reads recorded are
+// of dead letters (TestEveryChangeIsAudited).
 func auditedRoutes() map[string]auditRule {
 	rs := map[string]auditRule{
 		"PUT /v1/queues/:queue":                      {action: "queue.put"},
@@ -55,6 +60,7 @@ func auditedRoutes() map[string]auditRule {
 		"DELETE /v1/keys/:id":                        {action: "key.delete"},
 	}
 	for _, base := range []string{"/v1" + queuePath, "/v1" + subscriptionPath} {
+		rs["GET "+base+"/dead-letters"] = auditRule{action: "dead_letters.list"}
 		rs["DELETE "+base+"/dead-letters"] = auditRule{action: "dead_letters.purge"}
 		rs["POST "+base+"/dead-letters/redrive"] = auditRule{action: "dead_letters.redrive"}
 		rs["POST "+base+"/rotate-secret"] = auditRule{action: "push.rotate_secret"}
@@ -117,6 +123,12 @@ func (h *handler) auditRecord(c echo.Context, resource, action string, key acces
 	// refuse the row, and the request would go unrecorded.
 	resource = strings.ToValidUTF8(resource, "\uFFFD")
 	e := store.AuditEntry{KeyName: key.Name, Action: action, Resource: resource, RequestID: requestID(c), Status: status}
+	if id := clientRequestID(c); id != "" {
+		e.ClientRequestID = &id
+	}
+	if ch, ok := c.Get(auditPushChange).(pushChange); ok {
+		e.PushFromHost, e.PushToHost = ch.from, ch.to
+	}
 	if id, ok := store.ParseKeyID(key.ID); ok && !key.Admin {
 		e.KeyID = &id
 	}
@@ -127,6 +139,40 @@ func (h *handler) auditRecord(c echo.Context, resource, action string, key acces
 			"resource", resource, "status", status, "key_id", key.ID, "error", err)
 		h.Metrics.auditWriteFailed()
 	}
+}
+
+// auditPushChange is the echo.Context key of the pushChange a request
+// made or tried (notePushChange).
+const auditPushChange = "audit_push_change"
+
+// pushChange is a change of push URL, for an audit entry: the hosts
+// before and after (nil: no URL then).
+type pushChange struct{ from, to *string }
+
+// notePushChange notes that the request changes (or tries to change) the
+// push URL of its target from before to after ("": none), for its audit
+// entry.
+func notePushChange(c echo.Context, before, after string) {
+	c.Set(auditPushChange, pushChange{from: auditHost(before), to: auditHost(after)})
+}
+
+// maxAuditHost bounds a host kept in the audit log (a DNS name is at most
+// 253 bytes; a port and IPv6 brackets add a few).
+const maxAuditHost = 300
+
+// auditHost is the host (with its port, if given) of a push URL as the
+// audit log keeps it: never its path or query, which may hold tokens; ""
+// for a URL that has none or does not parse; nil for no URL.
+func auditHost(u string) *string {
+	if u == "" {
+		return nil
+	}
+	host := ""
+	if p, err := url.Parse(u); err == nil {
+		host = p.Host
+	}
+	host = strings.ToValidUTF8(host[:min(len(host), maxAuditHost)], "\uFFFD")
+	return &host
 }
 
 // answerCapture keeps the start of a 201 answer, for the id of the key it
@@ -173,13 +219,21 @@ func (w *answerCapture) id() string {
 
 // auditEntryJSON is one entry of GET /v1/audit.
 type auditEntryJSON struct {
-	At        time.Time `json:"at"`
-	KeyID     string    `json:"key_id"`
-	KeyName   string    `json:"key_name"`
-	Action    string    `json:"action"`
-	Resource  string    `json:"resource"`
-	RequestID string    `json:"request_id"`
-	Status    int       `json:"status"`
+	At              time.Time       `json:"at"`
+	KeyID           string          `json:"key_id"`
+	KeyName         string          `json:"key_name"`
+	Action          string          `json:"action"`
+	Resource        string          `json:"resource"`
+	RequestID       string          `json:"request_id"`
+	ClientRequestID *string         `json:"client_request_id"`
+	Status          int             `json:"status"`
+	PushChange      *pushChangeJSON `json:"push_change"`
+}
+
+// pushChangeJSON is the push_change of an audit entry.
+type pushChangeJSON struct {
+	FromHost *string `json:"from_host"`
+	ToHost   *string `json:"to_host"`
 }
 
 // auditList answers GET /v1/audit: a page of entries, newest first.
@@ -203,9 +257,12 @@ func (h *handler) auditList(c echo.Context) error {
 	out := make([]auditEntryJSON, len(entries))
 	for i, e := range entries {
 		out[i] = auditEntryJSON{At: e.At, KeyID: access.AdminKeyID, KeyName: e.KeyName, Action: e.Action,
-			Resource: e.Resource, RequestID: e.RequestID, Status: e.Status}
+			Resource: e.Resource, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Status: e.Status}
 		if e.KeyID != nil {
 			out[i].KeyID = store.FormatKeyID(*e.KeyID)
+		}
+		if e.PushFromHost != nil || e.PushToHost != nil {
+			out[i].PushChange = &pushChangeJSON{FromHost: e.PushFromHost, ToHost: e.PushToHost}
 		}
 	}
 	last := ""

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,13 +20,21 @@ import (
 
 // auditEntryJSON is one entry of GET /v1/audit.
 type auditEntryJSON struct {
-	At        time.Time `json:"at"`
-	KeyID     string    `json:"key_id"`
-	KeyName   string    `json:"key_name"`
-	Action    string    `json:"action"`
-	Resource  string    `json:"resource"`
-	RequestID string    `json:"request_id"`
-	Status    int       `json:"status"`
+	At              time.Time       `json:"at"`
+	KeyID           string          `json:"key_id"`
+	KeyName         string          `json:"key_name"`
+	Action          string          `json:"action"`
+	Resource        string          `json:"resource"`
+	RequestID       string          `json:"request_id"`
+	ClientRequestID *string         `json:"client_request_id"`
+	Status          int             `json:"status"`
+	PushChange      *pushChangeJSON `json:"push_change"`
+}
+
+// pushChangeJSON is an audit entry's push_change.
+type pushChangeJSON struct {
+	FromHost *string `json:"from_host"`
+	ToHost   *string `json:"to_host"`
 }
 
 type auditPageJSON struct {
@@ -33,7 +42,7 @@ type auditPageJSON struct {
 	Next    *string          `json:"next"`
 }
 
-var auditEntryKeys = []string{"at", "key_id", "key_name", "action", "resource", "request_id", "status"}
+var auditEntryKeys = []string{"at", "key_id", "key_name", "action", "resource", "request_id", "client_request_id", "status", "push_change"}
 
 // auditPage GETs a page of the audit log with the admin key.
 func auditPage(t testing.TB, env *ferrytest.Env, query string) auditPageJSON {
@@ -41,13 +50,13 @@ func auditPage(t testing.TB, env *ferrytest.Env, query string) auditPageJSON {
 	return getPage[auditPageJSON](t, env, "/v1/audit"+query, []string{"entries", "next"}, keysOf(auditEntryKeys, "audit entry"))
 }
 
-// auditCount counts the audit log's entries, all of them or those of one
-// request id.
-func auditCount(t testing.TB, env *ferrytest.Env, requestID string) int {
+// auditCount counts the audit log's entries, all of them or those of the
+// requests that sent one X-Request-Id.
+func auditCount(t testing.TB, env *ferrytest.Env, clientRequestID string) int {
 	t.Helper()
 	var n int
 	err := dbConn(t, env.DatabaseURL).QueryRow(context.Background(),
-		`SELECT count(*) FROM ferry.audit_log WHERE $1 = '' OR request_id = $1`, requestID).Scan(&n)
+		`SELECT count(*) FROM ferry.audit_log WHERE $1 = '' OR client_request_id = $1`, clientRequestID).Scan(&n)
 	require.NoError(t, err)
 	return n
 }
@@ -100,6 +109,11 @@ func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
 		{"PUT", "/v1/queues/q2", map[string]any{}, "deployer", 403, "queue.put", "queue:q2"},
 		{"PUT", "/v1/queues/q3", map[string]any{}, "deployer", 201, "queue.put", "queue:q3"},
 		{"DELETE", "/v1/queues/q3/dead-letters", nil, "deployer", 204, "dead_letters.purge", "queue:q3"},
+		// Reading dead letters is recorded too (issue 18 item 3): it
+		// shows bodies no consumer received.
+		{"GET", "/v1/queues/q3/dead-letters", nil, "", 200, "dead_letters.list", "queue:q3"},
+		{"GET", "/v1/queues/q3/dead-letters", nil, "deployer", 403, "dead_letters.list", "queue:q3"},
+		{"GET", "/v1/queues/q9/dead-letters", nil, "", 404, "dead_letters.list", "queue:q9"},
 	}
 	for i, st := range steps {
 		id := fmt.Sprintf("audit-step-%d", i)
@@ -119,7 +133,7 @@ func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
 		require.WithinDuration(t, time.Now(), got[0].At, time.Minute)
 		got[0].At = time.Time{}
 		require.Equal(t, auditEntryJSON{KeyID: keyID, KeyName: keyName, Action: st.action, Resource: st.resource,
-			RequestID: id, Status: r.Status}, got[0], "%s %s", st.method, st.path)
+			RequestID: r.Header.Get("X-Request-Id"), ClientRequestID: &id, Status: r.Status}, got[0], "%s %s", st.method, st.path)
 	}
 	require.Equal(t, len(steps), auditCount(t, env, ""), "one entry per audited request, and none for the rest")
 
@@ -146,8 +160,8 @@ func withName(k access.Key, name string) access.Key {
 }
 
 // The hot paths (send, receive, ack, nack, extend, publish, poll, commit,
-// leave) and every read write no audit entry; neither does a request
-// without a valid key (401).
+// leave) and every read but of dead letters write no audit entry; neither
+// does a request without a valid key (401).
 func TestHotPathsAreNotAudited(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
@@ -173,7 +187,7 @@ func TestHotPathsAreNotAudited(t *testing.T) {
 	requireNoContent(t, env.Do("POST", "/v1/topics/t1/groups/g1/commit",
 		map[string]any{"consumer": "w", "generation": poll.Generation, "offsets": map[string]any{"0": 0}}), "commit")
 	requireNoContent(t, env.Do("POST", "/v1/topics/t1/groups/g1/leave", map[string]any{"consumer": "w"}), "leave")
-	for _, path := range []string{"/v1/queues", "/v1/queues/q1", "/v1/queues/q1/dead-letters", "/v1/topics", "/v1/topics/t1",
+	for _, path := range []string{"/v1/queues", "/v1/queues/q1", "/v1/topics", "/v1/topics/t1",
 		"/v1/topics/t1/events?partition=0", "/v1/topics/t1/subscriptions", "/v1/topics/t1/subscriptions/s1",
 		"/v1/topics/t1/groups", "/v1/topics/t1/groups/g1", "/v1/audit"} {
 		r := env.Do("GET", path, nil)
@@ -260,4 +274,111 @@ func TestAuditRecordsNonUTF8Path(t *testing.T) {
 	status := rawRequestLine(t, env, "DELETE", "/v1/queues/team-b\xff", ferrytest.AdminKey)
 	t.Logf("status %d", status)
 	require.Equal(t, 1, auditCount(t, env, "probe-utf8"), "the request was not audited; log: %s", log.String())
+}
+
+// auditLast is the newest entry of the audit log.
+func auditLast(t *testing.T, env *ferrytest.Env) auditEntryJSON {
+	t.Helper()
+	got := auditPage(t, env, "?limit=1").Entries
+	require.Len(t, got, 1)
+	return got[0]
+}
+
+func strPtr(s string) *string { return &s }
+
+// The audit log records each push URL change (issue 18 item 3) with the
+// host before and after, never the path or query where tokens live: a
+// first URL, a change, a refused change (403, recorded all the same),
+// a removal; a PUT that changes no URL records none.
+func TestAuditPushURLChanges(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, allowPrivatePush, withKeys(testKeys{"ops": scoped(t, "key_5", perm("queue:q1", "manage"))}))
+	putTopic(t, env, "t1", nil, http.StatusCreated)
+	push := func(url string) map[string]any { return map[string]any{"push": map[string]any{"url": url}} }
+	change := func(from, to *string) *pushChangeJSON { return &pushChangeJSON{FromHost: from, ToHost: to} }
+	for i, st := range []struct {
+		path   string
+		body   any
+		secret string
+		status int
+		want   *pushChangeJSON
+	}{
+		{qpath("q1"), push("http://127.0.0.1:9/secret-path-a?token=one"), "", 201, change(nil, strPtr("127.0.0.1:9"))},
+		{qpath("q1"), map[string]any{"push": map[string]any{"url": "http://127.0.0.1:9/secret-path-a?token=one", "timeout_seconds": 5}}, "", 200, nil},
+		{qpath("q1"), map[string]any{"visibility_timeout_seconds": 40}, "", 200, nil},
+		{qpath("q1"), push("http://hooks.invalid:8443/secret-path-b?token=two"), "", 200, change(strPtr("127.0.0.1:9"), strPtr("hooks.invalid:8443"))},
+		{qpath("q1"), push("http://evil.invalid/secret-path-x?steal=1"), "ops", 403, change(strPtr("hooks.invalid:8443"), strPtr("evil.invalid"))},
+		{qpath("q1"), map[string]any{"push": nil}, "ops", 200, change(strPtr("hooks.invalid:8443"), nil)},
+		{qpath("q1"), map[string]any{"push": nil}, "", 200, nil},
+		{tpath("t1", "/subscriptions/s1"), push("https://[::1]/secret-path-s?token=three"), "", 201, change(nil, strPtr("[::1]"))},
+	} {
+		secret := ferrytest.AdminKey
+		if st.secret != "" {
+			secret = st.secret
+		}
+		r := env.DoWith("PUT", st.path, st.body, bearer(secret))
+		require.Equal(t, st.status, r.Status, "step %d: %s", i, r.Body)
+		got := auditLast(t, env)
+		require.Equal(t, r.Header.Get("X-Request-Id"), got.RequestID, "step %d is the newest entry", i)
+		require.Equal(t, st.want, got.PushChange, "step %d", i)
+	}
+	var leaked int
+	err := dbConn(t, env.DatabaseURL).QueryRow(context.Background(),
+		`SELECT count(*) FROM ferry.audit_log a WHERE a::text ~ '(token|steal|secret-path)'`).Scan(&leaked)
+	require.NoError(t, err)
+	require.Zero(t, leaked, "no path or query of a push URL is in the audit log")
+}
+
+// Ferry names every request with an id of its own (issue 18 item 7): the
+// X-Request-Id it answers, the audit entry's request_id and the log
+// line's request_id are Ferry's, unique per request whatever the client
+// sends; a sane client X-Request-Id is kept beside it as
+// client_request_id, and any other (too long, odd characters) is dropped.
+func TestRequestIDsAreFerrys(t *testing.T) {
+	t.Parallel()
+	var log ferrytest.LogBuffer
+	env := ferrytest.StartLogging(t, &log)
+	seen := map[string]bool{}
+	for i, st := range []struct {
+		sent string
+		kept *string
+	}{
+		{"same-id", strPtr("same-id")},
+		{"same-id", strPtr("same-id")},
+		{strings.Repeat("a", 128), strPtr(strings.Repeat("a", 128))},
+		{strings.Repeat("a", 129), nil},
+		{"no spaces, please", nil},
+		{"", nil},
+	} {
+		h := bearer(ferrytest.AdminKey)
+		if st.sent != "" {
+			h.Set("X-Request-Id", st.sent)
+		}
+		r := env.DoWith("PUT", qpath(fmt.Sprint("q", i)), map[string]any{}, h)
+		require.Equal(t, http.StatusCreated, r.Status, r.Body)
+		id := r.Header.Get("X-Request-Id")
+		require.Regexp(t, `^[0-9a-f]{24}$`, id, "step %d: Ferry's own id, never the client's", i)
+		require.False(t, seen[id], "step %d: a new id for each request", i)
+		seen[id] = true
+		got := auditLast(t, env)
+		require.Equal(t, id, got.RequestID, "step %d", i)
+		require.Equal(t, st.kept, got.ClientRequestID, "step %d", i)
+		ferrytest.WaitFor(t, 5*time.Second, "the request's log line", func() bool { return strings.Contains(log.String(), "request_id="+id) })
+		line := logLine(log.String(), "request_id="+id)
+		if st.kept != nil {
+			require.Contains(t, line, "client_request_id="+*st.kept, "step %d", i)
+		} else {
+			require.NotContains(t, line, "client_request_id", "step %d", i)
+		}
+	}
+}
+
+// logLine is the first line of log that contains s.
+func logLine(log, s string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
 }

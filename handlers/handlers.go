@@ -62,6 +62,9 @@ type Deps struct {
 	// BodyReadTimeout bounds how long a request's body may take to arrive
 	// (0: no bound); see guardBody.
 	BodyReadTimeout time.Duration
+	// WriteTimeout bounds how long an answer may take to be written,
+	// from its headers on (0: no bound); see boundWrite.
+	WriteTimeout time.Duration
 	// SessionPool serves what needs one session across transactions (a
 	// subscription seek holds its queue's advisory lock across its
 	// batches): a pool on FERRY_DATABASE_DIRECT_URL when Pool goes through
@@ -99,7 +102,7 @@ func New(d Deps) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(h.requestID, h.recover, h.observe, h.guardBody)
+	e.Use(h.requestID, h.recover, h.observe, h.guardBody, h.boundWrite)
 
 	h.operationalRoutes(e)
 	v1 := h.v1Routes(e)

@@ -19,24 +19,38 @@ import (
 
 const headerRequestID = "X-Request-Id"
 
-var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// clientRequestIDRe is what a client's X-Request-Id must be to be kept: at
+// most 128 letters, digits and ._:- (a UUID, a trace id).
+var clientRequestIDRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
+// requestID is Ferry's own id of the request (see h.requestID).
 func requestID(c echo.Context) string {
 	id, _ := c.Get("request_id").(string)
 	return id
 }
 
-// requestID takes the client's X-Request-Id when it is sane, else makes one,
-// and echoes it in the response.
+// clientRequestID is the X-Request-Id the client sent, if it is sane; ""
+// otherwise.
+func clientRequestID(c echo.Context) string {
+	id, _ := c.Get("client_request_id").(string)
+	return id
+}
+
+// requestID gives every request an id of Ferry's own, made here and
+// answered in X-Request-Id: in the logs, problems and the audit log, a
+// request is named by it alone, so that no client can pass its request off
+// as another's by sending that one's id. The X-Request-Id the client sent,
+// if it matches clientRequestIDRe, is kept beside it (clientRequestID: in
+// the request's log line and audit entry); any other is dropped.
 func (h *handler) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := c.Request().Header.Get(headerRequestID)
-		if !requestIDRe.MatchString(id) {
-			var b [12]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
-		}
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id := hex.EncodeToString(b[:])
 		c.Set("request_id", id)
+		if client := c.Request().Header.Get(headerRequestID); clientRequestIDRe.MatchString(client) {
+			c.Set("client_request_id", client)
+		}
 		c.Response().Header().Set(headerRequestID, id)
 		return next(c)
 	}
@@ -77,6 +91,9 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			attrs := append([]any{"request_id", requestID(c), "method", c.Request().Method,
 				"path", c.Request().URL.Path, "route", route, "status", status, "duration_ms", took.Milliseconds()},
 				targetAttrs(c)...)
+			if client := clientRequestID(c); client != "" {
+				attrs = append(attrs, "client_request_id", client)
+			}
 			h.Log.Log(ctx, level, "request", attrs...)
 		}
 		return nil
@@ -138,6 +155,30 @@ func (h *handler) guardBody(next echo.HandlerFunc) echo.HandlerFunc {
 				c.Response().Header().Set(echo.HeaderConnection, "close")
 				_ = rc.SetReadDeadline(time.Now())
 			}
+		})
+		return next(c)
+	}
+}
+
+// boundWrite bounds the time the answer of a request may take to be
+// written (WriteTimeout), against clients that read it slowly or not at
+// all, which would otherwise hold the connection, its goroutine and the
+// answer's memory for as long as they please.
+//
+// An http.Server WriteTimeout would be counted from the end of the
+// request's headers, so it would also cut long polls, which wait before
+// they write. So the deadline is set when the answer's headers are
+// written: a long poll waits without one, and every answer, a 10 MiB
+// page too, then has WriteTimeout to reach the client. A client that
+// does not read it by then has its connection closed (net/http lifts the
+// deadline again after each request).
+func (h *handler) boundWrite(next echo.HandlerFunc) echo.HandlerFunc {
+	if h.WriteTimeout <= 0 {
+		return next
+	}
+	return func(c echo.Context) error {
+		c.Response().Before(func() {
+			_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(h.WriteTimeout))
 		})
 		return next(c)
 	}

@@ -10,13 +10,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/store"
 )
 
 // rule is the permission a route needs: action on the resource of kind
 // its path names (the queue, topic, topic/sub or topic/group params; see
 // resourceName). A list needs nothing up front (it shows what the key may
 // read), except that a topic's subscriptions or groups are listed only for
-// a key that may read some of them.
+// a key that may read the topic or some of them (to any other key the
+// answer, a 404 for a topic that does not exist, would tell names).
 type rule struct {
 	kind   access.Kind
 	action access.Action
@@ -26,7 +28,10 @@ type rule struct {
 // routeRules returns the permission of every /v1 route, by method and
 // Echo path (API.md § Access control). A route not in it is refused to
 // every key, the admin key too (fail closed), and
-// TestEveryRouteHasAPermission fails.
+// TestEveryRouteHasAPermission fails. Whatever reveals message bodies or
+// delivers messages needs receive: listing dead letters here, and a PUT
+// that sets a queue's or subscription's push URL beyond the route's manage
+// (pushURLPermission, which needs the body to tell).
 func routeRules() map[string]rule {
 	return map[string]rule{
 		"GET /v1/queues":                                                 {access.Queue, access.Read, true},
@@ -39,7 +44,7 @@ func routeRules() map[string]rule {
 		"POST /v1/queues/:queue/ack":                                     {access.Queue, access.Receive, false},
 		"POST /v1/queues/:queue/nack":                                    {access.Queue, access.Receive, false},
 		"POST /v1/queues/:queue/extend":                                  {access.Queue, access.Receive, false},
-		"GET /v1/queues/:queue/dead-letters":                             {access.Queue, access.Manage, false},
+		"GET /v1/queues/:queue/dead-letters":                             {access.Queue, access.Receive, false},
 		"DELETE /v1/queues/:queue/dead-letters":                          {access.Queue, access.Manage, false},
 		"POST /v1/queues/:queue/dead-letters/redrive":                    {access.Queue, access.Manage, false},
 		"POST /v1/queues/:queue/rotate-secret":                           {access.Queue, access.Manage, false},
@@ -60,7 +65,7 @@ func routeRules() map[string]rule {
 		"POST /v1/topics/:topic/subscriptions/:sub/ack":                  {access.Subscription, access.Receive, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/nack":                 {access.Subscription, access.Receive, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/extend":               {access.Subscription, access.Receive, false},
-		"GET /v1/topics/:topic/subscriptions/:sub/dead-letters":          {access.Subscription, access.Manage, false},
+		"GET /v1/topics/:topic/subscriptions/:sub/dead-letters":          {access.Subscription, access.Receive, false},
 		"DELETE /v1/topics/:topic/subscriptions/:sub/dead-letters":       {access.Subscription, access.Manage, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/dead-letters/redrive": {access.Subscription, access.Manage, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/rotate-secret":        {access.Subscription, access.Manage, false},
@@ -137,11 +142,17 @@ func (h *handler) permit(c echo.Context, r rule, ruled bool, key access.Key, nex
 		return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
 	}
 	if missing, ok := r.check(c, key); !ok {
-		h.Metrics.authFailed(authForbidden)
-		return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
+		return h.forbidden(missing)
 	}
 	c.Set("access_key", key)
 	return next(c)
+}
+
+// forbidden is the 403 of a request whose key lacks the permission
+// missing, counted in ferry_auth_failures_total.
+func (h *handler) forbidden(missing access.Permission) error {
+	h.Metrics.authFailed(authForbidden)
+	return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
 }
 
 // authenticate resolves the request's Bearer key. Its 401s, and
@@ -178,7 +189,7 @@ func (r rule) check(c echo.Context, key access.Key) (access.Permission, bool) {
 		}
 		topic := c.Param("topic")
 		return access.Permission{Kind: r.kind, Name: topic + "/*", Action: r.action},
-			key.AllowsSome(r.kind, topic, r.action)
+			key.AllowsSome(r.kind, topic, r.action) || key.Allows(access.Topic, topic, access.Read)
 	}
 	p := access.Permission{Kind: r.kind, Name: resourceName(c, r.kind), Action: r.action}
 	return p, key.Allows(p.Kind, p.Name, p.Action)
@@ -232,4 +243,68 @@ func mayRead(c echo.Context, kind access.Kind, topic string) func(string) bool {
 		return func(n string) bool { return key.Allows(kind, topic+"/"+n, access.Read) }
 	}
 	return func(n string) bool { return key.Allows(kind, n, access.Read) }
+}
+
+// pushURLPermission is what a PUT of the route's queue or subscription
+// that sets its push URL needs beyond the route's manage: receive on it,
+// since whoever chooses where its messages are pushed receives them. A
+// PUT that gives the URL the target pushes to already changes nothing,
+// and needs manage only; one that removes push (null) too.
+func pushURLPermission(c echo.Context) access.Permission {
+	kind := access.Queue
+	if c.Param("sub") != "" {
+		kind = access.Subscription
+	}
+	return access.Permission{Kind: kind, Name: resourceName(c, kind), Action: access.Receive}
+}
+
+// mayChangePushURL reports whether the request's key may set the push URL
+// of the route's target to a new one, and if not the permission it lacks.
+func mayChangePushURL(c echo.Context) (access.Permission, bool) {
+	p := pushURLPermission(c)
+	return p, keyOf(c).Allows(p.Kind, p.Name, p.Action)
+}
+
+// pushURLAllowed checks that the request's key may have the route's target
+// push to url: one with receive on the target may (mayChangePushURL); any
+// other only when url is the URL the target pushes to now, and then the
+// store keeps it so (keep: store.PushPatch.KeepURL), whatever changes
+// meanwhile. A 403 names the missing permission, also when the target
+// does not exist (no 404 tells names). A new URL is noted for the
+// request's audit entry, allowed or not.
+func (h *handler) pushURLAllowed(c echo.Context, url string) (keep bool, err error) {
+	before, err := h.pushURLNow(c)
+	if err != nil {
+		return false, err
+	}
+	missing, may := mayChangePushURL(c)
+	if before == url {
+		return !may, nil
+	}
+	notePushChange(c, before, url)
+	if !may {
+		return false, h.forbidden(missing)
+	}
+	return false, nil
+}
+
+// upsertError is the answer to a failed upsert of the route's queue or
+// subscription: a 403 when the key would have changed the push URL it may
+// not change (it changed meanwhile: see pushURLAllowed).
+func (h *handler) upsertError(c echo.Context, err error) error {
+	if errors.Is(err, store.ErrPushURLKept) {
+		return h.forbidden(pushURLPermission(c))
+	}
+	return err
+}
+
+// mayManage returns whether the request's key may manage the resource of
+// kind (a queue or a subscription of topic) of a name: whether it sees
+// the resource's push URL whole (see toPushResponse).
+func mayManage(c echo.Context, kind access.Kind, topic string) func(string) bool {
+	key := keyOf(c)
+	if topic != "" {
+		return func(n string) bool { return key.Allows(kind, topic+"/"+n, access.Manage) }
+	}
+	return func(n string) bool { return key.Allows(kind, n, access.Manage) }
 }

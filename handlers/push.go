@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -28,48 +29,99 @@ type pushRequest struct {
 }
 
 // pushPatch validates a PUT's raw push member (nil: absent) and makes the
-// store's patch, with a fresh secret to issue if the target has none.
-func (h *handler) pushPatch(ctx context.Context, raw json.RawMessage) (*store.PushPatch, error) {
+// store's patch, with a fresh secret to issue if the target has none. A
+// URL the target does not push to yet needs receive on the target besides
+// the route's manage (pushURLAllowed), checked before the URL itself: its
+// host is not resolved for a key that may not set it. A change of URL,
+// push: null included, is noted for the request's audit entry.
+func (h *handler) pushPatch(c echo.Context, raw json.RawMessage) (*store.PushPatch, error) {
 	if raw == nil {
 		return nil, nil
 	}
 	if string(bytes.TrimSpace(raw)) == "null" {
+		before, err := h.pushURLNow(c)
+		if err != nil {
+			return nil, err
+		}
+		if before != "" {
+			notePushChange(c, before, "")
+		}
 		return &store.PushPatch{Remove: true}, nil
 	}
-	var req pushRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight and rate_limit_per_second (%s)", jsonProblem(err).Detail)
-	}
-	var cs checks
-	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, store.MaxPushTimeoutSeconds)
-	cs.intRange("push.max_in_flight", req.MaxInFlight, 1, store.MaxPushInFlight)
-	cs.intRange("push.rate_limit_per_second", req.RateLimitPerSecond, 0, store.MaxPushRateLimit)
-	if err := cs.err(); err != nil {
+	req, err := decodePush(raw)
+	if err != nil {
 		return nil, err
 	}
+	keep := false
 	if req.URL != nil {
-		if err := jobs.CheckPushURL(ctx, *req.URL, h.AllowPrivatePush, nil); err != nil {
-			// A name that does not exist is the client's mistake; a
-			// resolver that fails or times out is not.
-			var dnsErr *net.DNSError
-			if errors.As(err, &dnsErr) && !dnsErr.IsNotFound {
-				p := problem(http.StatusServiceUnavailable, codeUnavailable, "could not resolve push.url's host just now; nothing was written, retry")
-				p.header = http.Header{"Retry-After": []string{"1"}}
-				return nil, p
-			}
-			var uerr *jobs.URLError
-			if errors.As(err, &uerr) {
-				return nil, invalid("push.url", "%s", uerr.Reason)
-			}
+		if keep, err = h.pushURLAllowed(c, *req.URL); err != nil {
+			return nil, err
+		}
+		if err := h.checkPushURL(c.Request().Context(), *req.URL); err != nil {
 			return nil, err
 		}
 	}
 	return &store.PushPatch{
 		URL: req.URL, TimeoutSeconds: req.TimeoutSeconds, MaxInFlight: req.MaxInFlight,
-		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: jobs.NewSigningSecret(),
+		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: jobs.NewSigningSecret(), KeepURL: keep,
 	}, nil
+}
+
+// decodePush decodes a push member that is not null, and checks its
+// numbers.
+func decodePush(raw json.RawMessage) (pushRequest, error) {
+	var req pushRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight and rate_limit_per_second (%s)", jsonProblem(err).Detail)
+	}
+	var cs checks
+	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, store.MaxPushTimeoutSeconds)
+	cs.intRange("push.max_in_flight", req.MaxInFlight, 1, store.MaxPushInFlight)
+	cs.intRange("push.rate_limit_per_second", req.RateLimitPerSecond, 0, store.MaxPushRateLimit)
+	return req, cs.err()
+}
+
+// pushURLNow is the push URL of the route's target as stored now: "" when
+// the target pushes nowhere or does not exist.
+func (h *handler) pushURLNow(c echo.Context) (string, error) {
+	ref, err := targetOf(c)
+	if err != nil {
+		return "", err
+	}
+	q, err := h.resolve(c.Request().Context(), ref, false)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case q.Push == nil:
+		return "", nil
+	}
+	return q.Push.URL, nil
+}
+
+// checkPushURL refuses a push URL that is not one (400), or that names or
+// resolves to an address push may not reach (jobs.CheckPushURL).
+func (h *handler) checkPushURL(ctx context.Context, url string) error {
+	err := jobs.CheckPushURL(ctx, url, h.AllowPrivatePush, nil)
+	if err == nil {
+		return nil
+	}
+	// A name that does not exist is the client's mistake; a resolver that
+	// fails or times out is not.
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && !dnsErr.IsNotFound {
+		p := problem(http.StatusServiceUnavailable, codeUnavailable, "could not resolve push.url's host just now; nothing was written, retry")
+		p.header = http.Header{"Retry-After": []string{"1"}}
+		return p
+	}
+	var uerr *jobs.URLError
+	if errors.As(err, &uerr) {
+		return invalid("push.url", "%s", uerr.Reason)
+	}
+	return err
 }
 
 // pushResponse is a target's push configuration and state; null when the
@@ -84,9 +136,15 @@ type pushResponse struct {
 	DisabledReason     *string    `json:"disabled_reason"`
 }
 
-func toPushResponse(q store.Queue) *pushResponse {
+// toPushResponse is q's push as a key sees it: whole to a key that may
+// manage q (whole), else with push.url's query values masked (maskedURL).
+func toPushResponse(q store.Queue, whole bool) *pushResponse {
 	if q.Push == nil {
 		return nil
+	}
+	url := q.Push.URL
+	if !whole {
+		url = maskedURL(url)
 	}
 	utc := func(t *time.Time) *time.Time {
 		if t == nil {
@@ -96,11 +154,36 @@ func toPushResponse(q store.Queue) *pushResponse {
 		return &u
 	}
 	return &pushResponse{
-		URL: q.Push.URL, TimeoutSeconds: q.Push.TimeoutSeconds, MaxInFlight: q.Push.MaxInFlight,
+		URL: url, TimeoutSeconds: q.Push.TimeoutSeconds, MaxInFlight: q.Push.MaxInFlight,
 		RateLimitPerSecond: q.Push.RateLimitPerSecond, FailingSince: utc(q.FailingSince),
 		DisabledAt: utc(q.DisabledAt), DisabledReason: q.DisabledReason,
 	}
 }
+
+// maskedURL is a push URL as a key that may not manage its target sees
+// it: the value of each parameter of its query is replaced by ***, and a
+// part of the query that is no name=value pair is replaced whole, so a
+// token in the query is not shown ("https://h/p?token=***&v=***"); the
+// scheme, host, port and path are kept. Push URLs have neither user info
+// nor a fragment (jobs.CheckPushURL).
+func maskedURL(u string) string {
+	base, query, ok := strings.Cut(u, "?")
+	if !ok || query == "" {
+		return u
+	}
+	parts := strings.Split(query, "&")
+	for i, part := range parts {
+		if name, _, ok := strings.Cut(part, "="); ok {
+			parts[i] = name + "=" + maskedValue
+		} else if part != "" {
+			parts[i] = maskedValue
+		}
+	}
+	return base + "?" + strings.Join(parts, "&")
+}
+
+// maskedValue stands for a value maskedURL hides.
+const maskedValue = "***"
 
 // secretReply wraps a PUT's answer with the signing secret issued by it,
 // shown this once.

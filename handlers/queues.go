@@ -99,7 +99,9 @@ type statsReply struct {
 	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
 }
 
-func toQueueResponse(q store.Queue, s store.QueueStats) queueResponse {
+// toQueueResponse is q with its stats s, its push URL whole or masked
+// (toPushResponse).
+func toQueueResponse(q store.Queue, s store.QueueStats, wholePush bool) queueResponse {
 	return queueResponse{
 		Name:                     q.Name,
 		VisibilityTimeoutSeconds: q.VisibilityTimeoutSeconds,
@@ -110,7 +112,7 @@ func toQueueResponse(q store.Queue, s store.QueueStats) queueResponse {
 		MaxDepth:                 q.MaxDepth,
 		RetryMinSeconds:          q.RetryMinSeconds,
 		RetryMaxSeconds:          q.RetryMaxSeconds,
-		Push:                     toPushResponse(q),
+		Push:                     toPushResponse(q, wholePush),
 		CreatedAt:                q.CreatedAt.UTC(),
 		UpdatedAt:                q.UpdatedAt.UTC(),
 		Stats:                    statsReply(s),
@@ -131,16 +133,16 @@ func (h *handler) queuePut(c echo.Context) error {
 	}
 	p := req.patch()
 	ctx := c.Request().Context()
-	if p.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
+	if p.Push, err = h.pushPatch(c, json.RawMessage(req.Push)); err != nil {
 		return err
 	}
 	q, created, err := store.QueueUpsert(ctx, h.Pool, n, p)
 	if err != nil {
-		return err
+		return h.upsertError(c, err)
 	}
 	h.queues.Forget(n)
 	h.upserted(ctx, q, p.Wakes(q))
-	out, err := queueView().one(ctx, h.Pool, q)
+	out, err := queueView(c).one(ctx, h.Pool, q)
 	if err != nil {
 		return err
 	}
@@ -165,14 +167,14 @@ func (h *handler) upserted(ctx context.Context, q store.Queue, w store.UpsertWak
 }
 
 func (h *handler) queueGet(c echo.Context) error {
-	return queueView().getNamed(c, h.Pool, "queue", store.QueueGet)
+	return queueView(c).getNamed(c, h.Pool, "queue", store.QueueGet)
 }
 
 // queueList answers one page of queues; stats are computed for that page
 // only.
 func (h *handler) queueList(c echo.Context) error {
 	name := func(q store.Queue) string { return q.Name }
-	return queueView().list(c, h.Pool, "queues", readable(mayRead(c, access.Queue, ""), name, func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
+	return queueView(c).list(c, h.Pool, "queues", readable(mayRead(c, access.Queue, ""), name, func(ctx context.Context, p listPage) ([]store.Queue, bool, error) {
 		return store.QueueList(ctx, h.Pool, store.QueueListParams{After: p.after, Limit: p.limit})
 	}))
 }

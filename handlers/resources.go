@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -26,12 +27,16 @@ type view[T, V, R any] struct {
 	out  func(T, V) R
 }
 
-// queueView answers queues with their stats.
-func queueView() view[store.Queue, store.QueueStats, queueResponse] {
+// queueView answers queues with their stats to the request's key, which
+// sees the push URL whole of those it may manage only.
+func queueView(c echo.Context) view[store.Queue, store.QueueStats, queueResponse] {
+	manage := mayManage(c, access.Queue, "")
 	return view[store.Queue, store.QueueStats, queueResponse]{
 		key:  func(q store.Queue) (int64, string) { return q.ID, q.Name },
 		read: store.QueueStatsGet,
-		out:  toQueueResponse,
+		out: func(q store.Queue, st store.QueueStats) queueResponse {
+			return toQueueResponse(q, st, manage(q.Name))
+		},
 	}
 }
 
@@ -45,13 +50,15 @@ func topicView() view[store.Topic, []store.PartitionOffsets, topicResponse] {
 }
 
 // subscriptionView answers subscriptions of the named topic with their
-// stats.
-func subscriptionView(topic string) view[store.Subscription, store.QueueStats, subscriptionResponse] {
+// stats to the request's key, which sees the push URL whole of those it
+// may manage only.
+func subscriptionView(c echo.Context, topic string) view[store.Subscription, store.QueueStats, subscriptionResponse] {
+	manage := mayManage(c, access.Subscription, topic)
 	return view[store.Subscription, store.QueueStats, subscriptionResponse]{
 		key:  func(s store.Subscription) (int64, string) { return s.ID, s.Name },
 		read: store.QueueStatsGet,
 		out: func(s store.Subscription, st store.QueueStats) subscriptionResponse {
-			return toSubscriptionResponse(topic, s, st)
+			return toSubscriptionResponse(topic, s, st, manage(s.Name))
 		},
 	}
 }

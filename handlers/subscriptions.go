@@ -44,7 +44,9 @@ type subscriptionResponse struct {
 	Stats                    statsReply      `json:"stats"`
 }
 
-func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueStats) subscriptionResponse {
+// toSubscriptionResponse is s of topic with its stats st, its push URL
+// whole or masked (toPushResponse).
+func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueStats, wholePush bool) subscriptionResponse {
 	filter := json.RawMessage(s.Filter.JSON())
 	if filter == nil {
 		filter = json.RawMessage(jsonNull)
@@ -59,7 +61,7 @@ func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueSt
 		RetentionSeconds:         s.RetentionSeconds,
 		RetryMinSeconds:          s.RetryMinSeconds,
 		RetryMaxSeconds:          s.RetryMaxSeconds,
-		Push:                     toPushResponse(s.Queue),
+		Push:                     toPushResponse(s.Queue, wholePush),
 		CreatedAt:                s.CreatedAt.UTC(),
 		UpdatedAt:                s.UpdatedAt.UTC(),
 		Stats:                    statsReply(st),
@@ -96,7 +98,7 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if p.Queue.Push, err = h.pushPatch(ctx, json.RawMessage(req.Push)); err != nil {
+	if p.Queue.Push, err = h.pushPatch(c, json.RawMessage(req.Push)); err != nil {
 		return err
 	}
 	t, err := store.TopicGet(ctx, h.Pool, ref.topic)
@@ -106,10 +108,10 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 	s, created, backfilled, err := store.SubscriptionUpsert(ctx, h.Pool, t, ref.sub, p)
 	h.subs.Forget(store.SubscriptionKey(t.ID, ref.sub))
 	if err != nil {
-		return err
+		return h.upsertError(c, err)
 	}
 	h.upserted(ctx, s.Queue, p.Wakes(s, created, backfilled))
-	out, err := subscriptionView(t.Name).one(ctx, h.Pool, s)
+	out, err := subscriptionView(c, t.Name).one(ctx, h.Pool, s)
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,7 @@ func (h *handler) subscriptionGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return subscriptionView(ref.topic).get(c, h.Pool, func(ctx context.Context) (store.Subscription, error) {
+	return subscriptionView(c, ref.topic).get(c, h.Pool, func(ctx context.Context) (store.Subscription, error) {
 		return h.subscription(ctx, ref.topic, ref.sub, false)
 	})
 }
@@ -167,7 +169,7 @@ func (h *handler) subscriptionList(c echo.Context) error {
 	}
 	var t *store.Topic // read once, however many pages filtering reads
 	name := func(s store.Subscription) string { return s.Name }
-	return subscriptionView(topic).list(c, h.Pool, "subscriptions", readable(mayRead(c, access.Subscription, topic), name, func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
+	return subscriptionView(c, topic).list(c, h.Pool, "subscriptions", readable(mayRead(c, access.Subscription, topic), name, func(ctx context.Context, p listPage) ([]store.Subscription, bool, error) {
 		if t == nil {
 			got, err := store.TopicGet(ctx, h.Pool, topic)
 			if err != nil {

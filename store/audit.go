@@ -22,20 +22,29 @@ type AuditEntry struct {
 	// At is when the entry was written; set by AuditList.
 	At time.Time
 	// KeyID is the key's ferry.api_keys id; nil for the admin key.
-	KeyID     *int64
-	KeyName   string
-	Action    string
-	Resource  string
-	RequestID string
+	KeyID    *int64
+	KeyName  string
+	Action   string
+	Resource string
+	// RequestID is Ferry's own id of the request; ClientRequestID the
+	// X-Request-Id the client sent, if any (nil: none).
+	RequestID       string
+	ClientRequestID *string
 	// Status is the HTTP status answered.
 	Status int
+	// PushFromHost and PushToHost are the hosts of the push URL the
+	// request changed or tried to change, before and after (nil: none
+	// then); both nil when it changed no push URL.
+	PushFromHost, PushToHost *string
 }
 
 // AuditRecord writes one entry (one INSERT).
 func AuditRecord(ctx context.Context, db DBTX, e AuditEntry) error {
 	_, err := db.Exec(ctx, `/* ferry:audit_record */
-		INSERT INTO ferry.audit_log (key_id, key_name, action, resource, request_id, status)
-		VALUES ($1, $2, $3, $4, $5, $6)`, e.KeyID, e.KeyName, e.Action, e.Resource, e.RequestID, e.Status)
+		INSERT INTO ferry.audit_log (key_id, key_name, action, resource, request_id, status,
+			client_request_id, push_from_host, push_to_host)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, e.KeyID, e.KeyName, e.Action, e.Resource, e.RequestID, e.Status,
+		e.ClientRequestID, e.PushFromHost, e.PushToHost)
 	return interpretError("audit record", err)
 }
 
@@ -55,11 +64,14 @@ func AuditList(ctx context.Context, db DBTX, p AuditPageParams) ([]AuditEntry, b
 		before = 1<<63 - 1
 	}
 	rows, err := db.Query(ctx, `/* ferry:audit_list */
-		SELECT id, at, key_id, key_name, action, resource, request_id, status FROM ferry.audit_log
+		SELECT id, at, key_id, key_name, action, resource, request_id, status,
+			client_request_id, push_from_host, push_to_host
+		FROM ferry.audit_log
 		WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, pageLimit(p.Limit))
 	return pageCollect(rows, err, "audit list", p.Limit, func(row pgx.CollectableRow) (AuditEntry, error) {
 		var e AuditEntry
-		err := row.Scan(&e.ID, &e.At, &e.KeyID, &e.KeyName, &e.Action, &e.Resource, &e.RequestID, &e.Status)
+		err := row.Scan(&e.ID, &e.At, &e.KeyID, &e.KeyName, &e.Action, &e.Resource, &e.RequestID, &e.Status,
+			&e.ClientRequestID, &e.PushFromHost, &e.PushToHost)
 		return e, err
 	})
 }

@@ -57,7 +57,16 @@ type PushPatch struct {
 	// NewSecret is the signing secret to issue if the queue has none
 	// (made by the caller: the store does not know the secret format).
 	NewSecret string
+	// KeepURL: URL may only repeat the URL the queue pushes to now; any
+	// other (a first one too) fails the upsert with ErrPushURLKept. It is
+	// checked on the row as the upsert locked it, so a change made
+	// meanwhile cannot slip past the caller's own check.
+	KeepURL bool
 }
+
+// ErrPushURLKept is the error of an upsert whose PushPatch has KeepURL
+// and would change the push URL.
+var ErrPushURLKept = errors.New("the push URL may not be changed by this request")
 
 func (p *PushPatch) apply(cur *PushConfig) (*PushConfig, error) {
 	if p == nil {
@@ -76,6 +85,9 @@ func (p *PushPatch) apply(cur *PushConfig) (*PushConfig, error) {
 		}
 	}
 	if p.URL != nil {
+		if p.KeepURL && (cur == nil || cur.URL != *p.URL) {
+			return nil, ErrPushURLKept
+		}
 		c.URL = *p.URL
 	}
 	set(&c.TimeoutSeconds, p.TimeoutSeconds)

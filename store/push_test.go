@@ -79,6 +79,40 @@ func TestPushConfigLifecycle(t *testing.T) {
 	require.Equal(t, "push.url", verr.Field)
 }
 
+// A patch with KeepURL may repeat the URL the queue pushes to and change
+// its other push settings, but fails with ErrPushURLKept, changing
+// nothing, when its URL is another one or the queue has none (or does not
+// exist: it is not created).
+func TestPushPatchKeepURL(t *testing.T) {
+	t.Parallel()
+	e := newTxEnv(t)
+	hooks, pull, missing := e.name("hooks"), e.name("pull"), e.name("missing")
+	e.pushTarget(hooks, "whsec_one")
+	_, _, err := store.QueueUpsert(e.ctx, e.db, pull, store.QueuePatch{})
+	require.NoError(t, err)
+
+	keep := func(url string) *store.PushPatch {
+		three := 3
+		return &store.PushPatch{URL: &url, MaxInFlight: &three, NewSecret: "whsec_two", KeepURL: true}
+	}
+	q, _, err := store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: keep("https://a.example/h")})
+	require.NoError(t, err)
+	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 3}, q.Push)
+
+	for _, name := range []string{hooks, pull, missing} {
+		_, _, err := store.QueueUpsert(e.ctx, e.db, name, store.QueuePatch{Push: keep("https://b.example/h")})
+		require.ErrorIs(t, err, store.ErrPushURLKept, name)
+	}
+	q, err = store.QueueGet(e.ctx, e.db, hooks)
+	require.NoError(t, err)
+	require.Equal(t, "https://a.example/h", q.Push.URL)
+	q, err = store.QueueGet(e.ctx, e.db, pull)
+	require.NoError(t, err)
+	require.Nil(t, q.Push)
+	_, err = store.QueueGet(e.ctx, e.db, missing)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
 // PushOutcome: failures start the failure state once, a success clears
 // it, 410 disables at once, and failing for longer than disableAfter
 // disables with a reason; PushEnable turns push back on.

@@ -176,7 +176,7 @@ func TestConfigDefaults(t *testing.T) {
 		ShutdownTimeout: 25 * time.Second, DBMaxConns: 20, SendWorkers: 4, NotifyWindow: 10 * time.Millisecond,
 		FallbackPoll: time.Second, RetentionEvery: time.Minute, LogLevel: "info", LogFormat: "text",
 		PushWorkers: 100, PushDisableAfter: 120 * time.Hour, PushAttemptRetention: 72 * time.Hour, AuditRetention: 2160 * time.Hour,
-		BodyReadTimeout: 30 * time.Second, MetricsInterval: 5 * time.Second, DBDirectMaxConns: 5, DBTCPUserTimeout: 30 * time.Second,
+		BodyReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, MetricsInterval: 5 * time.Second, DBDirectMaxConns: 5, DBTCPUserTimeout: 30 * time.Second,
 		DataDir: ".ferry", Version: version,
 	}
 	require.Equal(t, want, cfg)

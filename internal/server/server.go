@@ -65,6 +65,11 @@ type Config struct {
 	// arrive, counted from the end of its headers (0: no bound). Long
 	// polls are not cut by it: they wait after their body was read.
 	BodyReadTimeout time.Duration `envconfig:"FERRY_BODY_READ_TIMEOUT" default:"30s"`
+	// WriteTimeout bounds how long an answer may take to be written,
+	// counted from its first byte (0: no bound): a client that does not
+	// read its answer has its connection closed. Long polls are not cut
+	// by it: they wait before they write.
+	WriteTimeout time.Duration `envconfig:"FERRY_WRITE_TIMEOUT" default:"60s"`
 	// MetricsInterval is how long the database-derived gauges of /metrics
 	// are reused before a scrape reads them again (0: every scrape).
 	MetricsInterval time.Duration `envconfig:"FERRY_METRICS_INTERVAL" default:"5s"`
@@ -350,6 +355,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		Spec:             openapi.Spec(),
 		FallbackPoll:     cfg.FallbackPoll,
 		BodyReadTimeout:  cfg.BodyReadTimeout,
+		WriteTimeout:     cfg.WriteTimeout,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -358,9 +364,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.ln = handlers.ProblemListener(ln)
 	// Headers must arrive within ReadHeaderTimeout and a body within
-	// cfg.BodyReadTimeout (set per request by the handlers, so that long
-	// polls, which wait after reading, are not cut: no ReadTimeout here);
-	// an idle keep-alive connection is closed after IdleTimeout.
+	// cfg.BodyReadTimeout, and an answer must be written within
+	// cfg.WriteTimeout of its start (both set per request by the
+	// handlers, so that long polls, which wait after reading and before
+	// writing, are not cut: no ReadTimeout or WriteTimeout here); an idle
+	// keep-alive connection is closed after IdleTimeout.
 	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	if cert != nil {
 		s.http.TLSConfig = cert.tlsConfig()
