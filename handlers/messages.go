@@ -226,6 +226,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	msgs, undelivered := h.undeliverable(ctx, c, q, msgs)
+	dead += undelivered
 	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
 	h.Metrics.received.WithLabelValues(ref.label()).Add(float64(len(msgs)))
 	if ref.isSub() {

@@ -229,6 +229,74 @@ func TestSQLMaxDepthCarriedByEveryAnswer(t *testing.T) {
 	require.Equal(t, data, compactText(poll.Events[0].Data), "a group's poll")
 }
 
+// TestStoredValuesTooDeepForAnswers: values deeper than any answer can
+// carry, written to Ferry's tables directly (the SQL API refuses them;
+// before migration 000010 it took them), do not take down the answers of
+// their neighbours. A receive delivers the others and dead-letters such a
+// message at once, saying why; the dead letters, event reads, a
+// subscription's dead letters and a group's poll answer, with the value
+// shown as null.
+func TestStoredValuesTooDeepForAnswers(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	conn := dbConn(t, env.DatabaseURL)
+	ctx := context.Background()
+	deep := nestedArrays(10001)
+	tooDeep := func(sql string, args ...any) {
+		t.Helper()
+		tag, err := conn.Exec(ctx, sql, append([]any{deep}, args...)...)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected(), sql)
+	}
+
+	putQueue(t, env, "poisoned", nil)
+	sent := ids(send(t, env, "poisoned", msg(1), msg(2), msg(3)))
+	tooDeep(`UPDATE ferry.messages SET body = $1::json WHERE id = $2::bigint`, sent[1])
+	got := receive(t, env, "poisoned", map[string]any{"max_messages": 10})
+	require.Equal(t, []string{sent[0], sent[2]}, msgIDs(got), "the neighbours are delivered")
+	require.Equal(t, statsJSON{InFlight: 2, DeadLetters: 1}, counts(t, env, "poisoned"))
+	dls := deadLetters(t, env, "poisoned", "")
+	require.Len(t, dls.Messages, 1)
+	require.Equal(t, sent[1], dls.Messages[0].ID)
+	require.JSONEq(t, `null`, string(dls.Messages[0].Body))
+	require.NotNil(t, dls.Messages[0].LastError)
+	require.Contains(t, *dls.Messages[0].LastError, "nest deeper than 9997 levels")
+
+	putTopic(t, env, "poisoned", map[string]any{"partitions": 1}, http.StatusCreated)
+	putSub(t, env, "poisoned", "s", nil, http.StatusCreated)
+	events := publishEvents(t, env, "poisoned", evt("a"), evt("b"), evt("c"))
+	tooDeep(`UPDATE ferry.events SET data = $1::jsonb WHERE id = $2`, events[1].ID)
+	tooDeep(`UPDATE ferry.messages SET body = jsonb_set(body::jsonb, '{data}', $1::jsonb)::json WHERE event_id = $2`, events[1].ID)
+
+	var page eventPageJSON
+	r := env.Do("GET", tpath("poisoned", "/events?partition=0"), nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &page)
+	require.Len(t, page.Events, 3)
+	require.JSONEq(t, `null`, string(page.Events[1].Data), "an event read")
+	var poll consumerGroupPollJSON
+	r = env.Do("POST", gpath("poisoned", "g", "/poll"), map[string]any{"consumer": "c", "start": "earliest"})
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &poll)
+	require.Len(t, poll.Events, 3)
+	require.JSONEq(t, `null`, string(poll.Events[1].Data), "a group's poll")
+
+	var subGot struct{ Messages []subMessageJSON }
+	r = env.Do("POST", spath("poisoned", "s", "/receive"), map[string]any{"max_messages": 10})
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &subGot)
+	require.Equal(t, []string{events[0].ID, events[2].ID}, pluck(subGot.Messages, func(m subMessageJSON) string { return m.ID }))
+	var subDead struct{ Messages []subDeadLetterJSON }
+	r = env.Do("GET", spath("poisoned", "s", "/dead-letters"), nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &subDead)
+	require.Len(t, subDead.Messages, 1)
+	require.Equal(t, events[1].ID, subDead.Messages[0].Event.ID, "the event's other members are shown")
+	require.Equal(t, "b", subDead.Messages[0].Event.Type)
+	require.JSONEq(t, `null`, string(subDead.Messages[0].Event.Data))
+	require.Contains(t, *subDead.Messages[0].LastError, "nest deeper than 9997 levels")
+}
+
 // TestSQLCannotCreateUnencodable: whatever the SQL API's producers accept,
 // REST can answer. Values around and beyond the depth rule, of each shape,
 // through each producer function: each is refused (FR400), or its
