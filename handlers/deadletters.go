@@ -65,7 +65,8 @@ func (h *handler) deadLetterList(c echo.Context) error {
 		out := make([]subscriptionDeadLetter, len(dls))
 		for i, d := range dls {
 			out[i] = subscriptionDeadLetter{
-				ID: deref(d.EventID, ""), Event: d.Body, ReceiveCount: d.ReceiveCount, LastError: d.LastError,
+				ID: deref(d.EventID, ""), Event: h.carriedEvent(c, d.Body, deadLetterName(d.ID, "event")),
+				ReceiveCount: d.ReceiveCount, LastError: d.LastError,
 				DeadLetteredAt: d.DeadLetteredAt.UTC(),
 			}
 		}
@@ -74,11 +75,17 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	out := make([]deadLetterReply, len(dls))
 	for i, d := range dls {
 		out[i] = deadLetterReply{
-			messageHead:  headOf(d.ID, d.Body, d.Attributes, d.Group, d.DedupID),
+			messageHead: headOf(d.ID, h.carriedOr(c, d.Body, jsonNull, deadLetterName(d.ID, "body")),
+				h.carriedOr(c, d.Attributes, emptyObject, deadLetterName(d.ID, "attributes")), d.Group, d.DedupID),
 			ReceiveCount: d.ReceiveCount, LastError: d.LastError, SentAt: d.SentAt.UTC(), DeadLetteredAt: d.DeadLetteredAt.UTC(),
 		}
 	}
 	return reply(c, http.StatusOK, map[string]any{"messages": out, "next": next})
+}
+
+// deadLetterName names a dead letter's stored value for the log.
+func deadLetterName(id int64, what string) func() string {
+	return func() string { return "dead letter " + store.FormatMessageID(id) + " " + what }
 }
 
 type redriveRequest struct {

@@ -234,9 +234,14 @@ func jsonEncode(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// reply writes v as JSON with the given status.
+// reply answers v as JSON with the given status. It encodes v whole
+// before it writes anything: a value that cannot be encoded is an error,
+// which the error handler logs and answers as a 500 problem, never the
+// status with a body cut short.
 func reply(c echo.Context, status int, v any) error {
-	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	c.Response().WriteHeader(status)
-	return jsonEncode(c.Response(), v)
+	var b bytes.Buffer
+	if err := jsonEncode(&b, v); err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	return c.Blob(status, echo.MIMEApplicationJSON, b.Bytes())
 }

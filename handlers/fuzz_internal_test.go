@@ -302,8 +302,9 @@ func requireStrictAccepts(t *testing.T, r fuzzRoute, body []byte) {
 // FuzzCheckJSON runs the strict pass over any document as a free-form
 // value (a body, event data): it finds a syntax error exactly where
 // encoding/json does; what it accepts has no duplicate member, no
-// \u0000 and only numbers PostgreSQL stores; what it refuses, surrogate
-// escapes aside, breaks one of those rules; and the size it counts for an
+// \u0000, only numbers PostgreSQL stores and at most MaxValueDepth
+// levels; what it refuses, surrogate escapes aside, breaks one of those
+// rules; and the size it counts for an
 // accepted value is the compact encoding with numbers as PostgreSQL
 // writes them.
 func FuzzCheckJSON(f *testing.F) {
@@ -313,6 +314,7 @@ func FuzzCheckJSON(f *testing.F) {
 		`"\u0000"`, `{"\u0000":1}`, `"\\u0000"`, `"\ud800"`, `"\udc00\ud800"`, `"\ud83d\ude00"`, `"\uD83D\uDE00"`,
 		`0e-16384`, `0e-16383`, `1e131071`, `1e131072`, `-1.5e-16382`, `1e1073741823`, `0e1073741822`, `1e99999999999999999999`,
 		`1E+2`, `1.0e2`, `[1,]`, `{"a":1,}`, `01`, `1.`, `.5`, `-`, `1e`, `"\x"`, `"\u12"`, "\"a\tb\"", `tru`, `[`, `{"a"}`,
+		strings.Repeat("[", MaxValueDepth) + strings.Repeat("]", MaxValueDepth),
 		strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
 		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":10}`,
@@ -330,7 +332,7 @@ func FuzzCheckJSON(f *testing.F) {
 			return // decode refuses it first; encoding/json reads its names as U+FFFD
 		}
 		facts := readJSONFacts(b)
-		broken := facts.duplicate || facts.nul
+		broken := facts.duplicate || facts.nul || facts.depth > MaxValueDepth
 		for _, n := range facts.numbers {
 			if fits, _ := pgNumeric(n); !fits {
 				broken = true

@@ -21,6 +21,7 @@ type jsonFacts struct {
 	duplicate bool     // some object has a member name twice (after unescaping)
 	nul       bool     // some string or member name holds U+0000
 	numbers   []string // every number, as written
+	depth     int      // how deep it nests ([] and {} are one level)
 }
 
 // readJSONFacts walks a document json.Valid accepts.
@@ -55,6 +56,7 @@ func readJSONFacts(b []byte) jsonFacts {
 		case json.Delim:
 			if v == '{' || v == '[' {
 				stack = append(stack, &frame{obj: v == '{', wantKey: v == '{', keys: map[string]bool{}})
+				facts.depth = max(facts.depth, len(stack))
 				continue
 			}
 			stack = stack[:len(stack)-1]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,7 +23,23 @@ type sendItem struct {
 	Group        *string           `json:"group"`
 	DedupID      *string           `json:"dedup_id"`
 	DelaySeconds *int              `json:"delay_seconds"`
-	DeliverAt    *time.Time        `json:"deliver_at"`
+	DeliverAt    *string           `json:"deliver_at"`
+}
+
+// dateTimeRe is an RFC 3339 date-time as RFC 3339 writes it (a 'T',
+// a '.' before the fraction, offsets within 23:59), which deliver_at
+// must be: Go's time.Parse takes more (a ',' before the fraction, offsets
+// to 24:60), and the SQL API's ferry.send_valid_time holds this pattern.
+var dateTimeRe = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
+
+// parseDateTime reads s as dateTimeRe spells it, a real day of a year
+// from 0001 (PostgreSQL has no year 0).
+func parseDateTime(s string) (time.Time, bool) {
+	if !dateTimeRe.MatchString(s) || s[:4] == "0000" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 type sendReply struct {
@@ -89,7 +106,10 @@ func (h *handler) toSendMessages(items []sendItem) ([]store.SendMessage, error) 
 			d := time.Duration(*m.DelaySeconds) * time.Second
 			sm.Delay = &d
 		case m.DeliverAt != nil:
-			at := *m.DeliverAt
+			at, ok := parseDateTime(*m.DeliverAt)
+			if !ok {
+				cs.add(f("deliver_at"), "must be an RFC 3339 date-time string, such as 2030-01-02T15:04:05Z")
+			}
 			sm.DeliverAt = &at
 		}
 		out[i] = sm
@@ -206,6 +226,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	msgs, undelivered := h.undeliverable(ctx, c, q, msgs)
+	dead += undelivered
 	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
 	h.Metrics.received.WithLabelValues(ref.label()).Add(float64(len(msgs)))
 	if ref.isSub() {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,12 +94,16 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 				c.Response().Header().Add(k, v)
 			}
 		}
+		// Encoded before the status is written, as every answer is (reply);
+		// a problem holds only strings and numbers, which always encode.
+		var body bytes.Buffer
+		_ = jsonEncode(&body, p)
 		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 		c.Response().WriteHeader(p.Status)
 		if c.Request().Method == http.MethodHead {
 			return
 		}
-		_ = jsonEncode(c.Response(), p)
+		_, _ = c.Response().Write(body.Bytes())
 	}
 }
 

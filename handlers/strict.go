@@ -22,14 +22,27 @@ import (
 //   - a number PostgreSQL's numeric (hence jsonb) cannot store, anywhere;
 //   - a string or name holding \u0000 or an unpaired surrogate escape,
 //     anywhere: jsonb refuses both, so bodies (stored as json), event data
-//     (jsonb) and attributes are held to the same rule.
+//     (jsonb) and attributes are held to the same rule;
+//   - a free-form value (a message's body, an event's data) nesting
+//     deeper than MaxValueDepth.
 //
 // Anything else it does not like (malformed JSON, nesting deeper than
 // encoding/json allows) is errSyntax: the decoder then reports it in its own
 // words.
 
-// maxJSONDepth is encoding/json's nesting limit.
+// maxJSONDepth is encoding/json's nesting limit, in any document it
+// reads, and in a json.RawMessage it writes.
 const maxJSONDepth = 10000
+
+// MaxValueDepth is the deepest a message's body or an event's data may
+// nest, levels counted as encoding/json counts them ([] and {} are one, a
+// scalar none). Whatever Ferry accepts, every answer that carries it must
+// be able to encode it, and every client using encoding/json to read it:
+// the deepest answer, a subscription's receive or dead letters, holds an
+// event's data four levels down ({"messages":[{"event":{"data": ...}}]}),
+// so 10000 - 4. The SQL API applies the same value (ferry.max_value_depth,
+// migration 000011).
+const MaxValueDepth = maxJSONDepth - 4
 
 // errSyntax marks input the strict pass leaves to encoding/json to report.
 var errSyntax = errors.New("handlers: malformed JSON")
@@ -56,6 +69,9 @@ type jsonCheck struct {
 	depth  int
 	path   []pathSeg
 	fields map[reflect.Type][]field // structs met, by type
+	// free is the free-form value being walked: its depth and path length
+	// where it began (depth -1: none).
+	free struct{ depth, path int }
 }
 
 // field is a struct field as encoding/json names it.
@@ -74,6 +90,7 @@ type pathSeg struct {
 // value of type t (nil: free-form). It returns nil, errSyntax or a *Problem.
 func checkJSON(b []byte, t reflect.Type, prefix string) error {
 	w := &jsonCheck{b: b}
+	w.free.depth = -1
 	if prefix != "" {
 		w.path = append(w.path, pathSeg{key: []byte(prefix), index: -1})
 	}
@@ -124,6 +141,10 @@ func (w *jsonCheck) peek() byte {
 
 func (w *jsonCheck) value(t reflect.Type) error {
 	w.ws()
+	if w.free.depth < 0 && shapeOf(t) == nil {
+		w.free.depth, w.free.path = w.depth, len(w.path)
+		defer func() { w.free.depth = -1 }()
+	}
 	switch c := w.peek(); {
 	case c == '{':
 		return w.object(shapeOf(t))
@@ -153,7 +174,11 @@ func (w *jsonCheck) literal(s string) error {
 }
 
 func (w *jsonCheck) enter() error {
-	if w.depth++; w.depth > maxJSONDepth {
+	w.depth++
+	if w.free.depth >= 0 && w.depth-w.free.depth > MaxValueDepth {
+		return invalid(pathString(w.path[:w.free.path], ""), "must not nest deeper than %d levels", MaxValueDepth)
+	}
+	if w.depth > maxJSONDepth {
 		return errSyntax
 	}
 	w.i++
@@ -457,9 +482,13 @@ func (w *jsonCheck) fail(format string, args ...any) *Problem {
 
 // at names the current place as a field path (messages[0].body.a), with
 // key appended when given.
-func (w *jsonCheck) at(key string) string {
+func (w *jsonCheck) at(key string) string { return pathString(w.path, key) }
+
+// pathString names path as a field path, with key appended when given;
+// "body" when both are empty.
+func pathString(path []pathSeg, key string) string {
 	var b strings.Builder
-	for _, s := range w.path {
+	for _, s := range path {
 		if s.index >= 0 {
 			fmt.Fprintf(&b, "[%d]", s.index)
 			continue

@@ -294,12 +294,15 @@ func (h *handler) eventRead(c echo.Context) error {
 	}
 	out := make([]eventReply, len(events))
 	for i, e := range events {
-		out[i] = toEventReply(e)
+		out[i] = h.toEventReply(c, e)
 	}
 	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
 }
 
-func toEventReply(e store.Event) eventReply {
+// toEventReply is an event as reads and polls answer it: absent data is
+// null, absent attributes {}; and so are values an answer cannot carry
+// (carry.go).
+func (h *handler) toEventReply(c echo.Context, e store.Event) eventReply {
 	data, attrs := e.Data, e.Attributes
 	if data == nil {
 		data = json.RawMessage(jsonNull)
@@ -307,6 +310,12 @@ func toEventReply(e store.Event) eventReply {
 	if attrs == nil {
 		attrs = json.RawMessage(emptyObject)
 	}
+	what := func(v string) func() string {
+		return func() string {
+			return fmt.Sprintf("event %s (partition %d, offset %d) %s", e.ID, e.Partition, e.Offset, v)
+		}
+	}
+	data, attrs = h.carriedOr(c, data, jsonNull, what("data")), h.carriedOr(c, attrs, emptyObject, what("attributes"))
 	return eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
 		Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}
 }

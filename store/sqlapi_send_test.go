@@ -265,7 +265,7 @@ func TestSQLSendRoles(t *testing.T) {
 // TestSQLSendIsolation: a send to a message group or to a queue with a
 // max_depth must see what committed while it waited for the group's or
 // queue's lock, which a REPEATABLE READ or SERIALIZABLE snapshot (taken
-// before the wait) cannot: it is refused (FR409) rather than filing a
+// before the wait) cannot: it is refused (FR400) rather than filing a
 // second head of a group or passing the max_depth. Other sends work at
 // any isolation level.
 func TestSQLSendIsolation(t *testing.T) {
@@ -292,9 +292,9 @@ func TestSQLSendIsolation(t *testing.T) {
 			}
 			var pgErr *pgconn.PgError
 			require.True(t, errors.As(err, &pgErr), "%s: %s: %v", level, c.msgs, err)
-			require.Equal(t, "FR409", pgErr.Code, "%s: %s", level, pgErr.Message)
-			require.Contains(t, pgErr.Message, "ferry: conflict: ")
-			require.Contains(t, pgErr.Message, "READ COMMITTED")
+			require.Equal(t, "FR400", pgErr.Code, "%s: %s", level, pgErr.Message)
+			require.Contains(t, pgErr.Message, "ferry: invalid_request: ")
+			require.Contains(t, pgErr.Message, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
 			require.NoError(t, tx.Rollback(e.ctx))
 		}
 	}
