@@ -212,6 +212,25 @@ func KeyLookup(ctx context.Context, db DBTX, hash []byte) (APIKey, error) {
 	return k, interpretError("api key lookup", err)
 }
 
+// KeyExisting reports which of ids are the ids of keys (one read by
+// primary key): what a key cache rechecks when it hears that a key was
+// deleted.
+func KeyExisting(ctx context.Context, db DBTX, ids []int64) (map[int64]bool, error) {
+	rows, err := db.Query(ctx, `/* ferry:api_key_existing */ SELECT id FROM ferry.api_keys WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, interpretError("api key recheck", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, interpretError("api key recheck", err)
+	}
+	live := make(map[int64]bool, len(found))
+	for _, id := range found {
+		live[id] = true
+	}
+	return live, nil
+}
+
 // KeyDelete deletes a key and tells every instance (a NOTIFY of
 // KeysWakeKey in the same transaction, so it is heard exactly when the
 // delete has committed); ErrNotFound if there is none.

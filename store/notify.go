@@ -40,6 +40,7 @@ type Notifier struct {
 
 	listening atomic.Bool  // see Listening
 	parked    atomic.Int64 // see Parked
+	ignored   atomic.Int64 // see Ignored
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
@@ -120,6 +121,12 @@ func (n *Notifier) tell(ids []int64) {
 // (what a gauge reports, and what a test awaits before it makes the
 // change that must wake one).
 func (n *Notifier) Parked() int64 { return n.parked.Load() }
+
+// Ignored is how many parts of the NOTIFY payloads heard on Ferry's
+// channel were no id (Ferry's own payloads are ids only), and so were
+// ignored: another database login's NOTIFYs, which a counter in /metrics
+// shows.
+func (n *Notifier) Ignored() int64 { return n.ignored.Load() }
 
 // Published announces that the queues got messages (call after commit).
 func (n *Notifier) Published(queueIDs []int64) {
@@ -231,17 +238,26 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		var ids []int64
-		for _, s := range strings.Split(note.Payload, ",") {
-			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) > 0 {
+		if ids := n.parsePayload(note.Payload); len(ids) > 0 {
 			n.wake(ids)
 			n.tell(ids)
 		}
 	}
+}
+
+// parsePayload returns the ids of a NOTIFY payload, counting the parts
+// that are none (see Ignored).
+func (n *Notifier) parsePayload(payload string) []int64 {
+	var ids []int64
+	for _, s := range strings.Split(payload, ",") {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			n.ignored.Add(1)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // ReceiveParams is a receive request: a claim, and how long to wait for
