@@ -270,6 +270,10 @@ type ReceiveParams struct {
 	FallbackPoll time.Duration
 	// Stop, when closed, ends the wait early (server shutdown).
 	Stop <-chan struct{}
+	// Recheck, when set, is called before every claim after the first
+	// (after each wait): its error ends the long poll with it, nothing claimed.
+	// The handlers re-check the request's key with it.
+	Recheck func(context.Context) error
 }
 
 // MessageReceive claims messages, long-polling up to p.Wait when none are
@@ -280,7 +284,7 @@ func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) 
 		msgs []Message
 		dead int
 	)
-	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 		var (
 			d   int
 			err error
@@ -288,7 +292,7 @@ func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) 
 		msgs, d, err = MessageClaim(ctx, db, p.ClaimParams)
 		dead += d
 		return len(msgs) > 0, err
-	})
+	}))
 	return msgs, dead, err
 }
 
@@ -326,6 +330,27 @@ func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Durat
 		if ctx.Err() != nil || IsClosed(stop) {
 			return nil
 		}
+	}
+}
+
+// rechecked returns try preceded, on every call but the first, by check
+// (when there is one): a long poll's check, after each wait and before it
+// claims or reads, that its caller may still have what it finds (the
+// request's key was not revoked and has not expired meanwhile). An error
+// of check is the try's, so it ends the poll with nothing tried.
+func rechecked(ctx context.Context, check func(context.Context) error, try func() (bool, error)) func() (bool, error) {
+	if check == nil {
+		return try
+	}
+	first := true
+	return func() (bool, error) {
+		if !first {
+			if err := check(ctx); err != nil {
+				return false, err
+			}
+		}
+		first = false
+		return try()
 	}
 }
 
