@@ -18,9 +18,9 @@ import (
 // most KeyCacheTTL. When any instance deletes a key (KeyDelete's NOTIFY
 // of KeysWakeKey, heard through the Notifier) the cache rechecks the keys
 // it holds: one read of their ids, after which the deleted ones are gone
-// (see [KeyCache.recheckSoon]). Every entry is dropped whenever the
-// Notifier (re)starts listening, since a delete may have gone unheard
-// meanwhile; while the Notifier is not listening, known keys are not
+// (at most one such read per KeyRecheckEvery). Every entry is dropped
+// whenever the Notifier (re)starts listening, since a delete may have
+// gone unheard meanwhile; while the Notifier is not listening, known keys are not
 // answered from memory (every such request reads its key). So a deleted
 // key is refused by every instance within the NOTIFY's delivery and one
 // read (milliseconds; KeyRecheckEvery at most when NOTIFYs come faster).

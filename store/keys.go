@@ -30,8 +30,9 @@ const KeySecretPrefix = "ferry_sk_"
 const keySecretBytes = 32
 
 // KeysWakeKey is the Notifier payload that tells every instance that a
-// key was deleted (or changed): their key caches must forget what they
-// hold. It is no queue's, topic's or push target's id.
+// key was deleted: their key caches recheck the keys they hold (any
+// database login can send it too, so it is a hint, never trusted as
+// such). It is no queue's, topic's or push target's id.
 const KeysWakeKey int64 = math.MinInt64 + 1
 
 // KeyCreatedWakeKey is the Notifier payload that tells every instance

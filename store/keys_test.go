@@ -305,8 +305,8 @@ func TestKeyCacheAnswersFromMemory(t *testing.T) {
 }
 
 // A key deleted through one instance is refused by every instance within
-// a second (API.md § Access control): the delete's NOTIFY empties every
-// listening cache.
+// a second (API.md § Access control): the delete's NOTIFY has every
+// listening cache recheck its keys, and drop the deleted one (only).
 func TestKeyCacheRevocationReachesEveryInstance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
