@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -332,50 +333,64 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (rel
 // (its text is the only one read past the budget); the walked rows are
 // then deleted by ctid (a TID scan: no other row is read).
 func (r *Relay) takePending(ctx context.Context, conn *pgx.Conn, topicID int64) (events []publishRow, more bool, err error) {
-	rows, err := conn.Query(ctx, `/* ferry:event_pending_take */
+	var bytes int64
+	b := &pgx.Batch{}
+	// Each step of the walk must find the next row by the index, in its
+	// order: any other scan would read the rest of the backlog once per
+	// row taken, and the planner picks one (a sequential or bitmap scan
+	// and a sort) when its statistics say the topic has few pending rows.
+	b.Queue(`/* ferry:event_pending_take_plan */ SET LOCAL enable_seqscan = off`)
+	b.Queue(`/* ferry:event_pending_take_plan */ SET LOCAL enable_bitmapscan = off`)
+	b.Queue(`/* ferry:event_pending_take */
 		WITH RECURSIVE walk AS (
-			(SELECT p.*, 1 AS n, p.size AS total FROM (`+pendingNextSQL+` ORDER BY e.topic_id, e.seq LIMIT 1) p)
+			(SELECT p.*, 1 AS n, p.size AS total FROM (`+fmt.Sprintf(pendingNextSQL, "")+`) p)
 			UNION ALL
 			SELECT p.*, w.n + 1, w.total + p.size
-			FROM walk w CROSS JOIN LATERAL (`+pendingNextSQL+` AND e.seq > w.seq ORDER BY e.topic_id, e.seq LIMIT 1) p
+			FROM walk w CROSS JOIN LATERAL (`+fmt.Sprintf(pendingNextSQL, "AND e.seq > w.seq")+`) p
 			WHERE w.n < $2 AND w.total + p.size <= $3
 		), taken AS (
 			DELETE FROM ferry.event_pending e WHERE e.ctid = ANY (ARRAY(SELECT tid FROM walk)) RETURNING e.seq
 		)
 		SELECT w.id, w.type, w.key, w.partition, w.data, w.attrs, w.size,
 			EXISTS (SELECT 1 FROM ferry.event_pending e WHERE e.topic_id = $1 AND e.seq > (SELECT max(seq) FROM walk))
-		FROM walk w JOIN taken USING (seq) ORDER BY w.seq`, topicID, r.batch, r.maxBytes)
-	if err != nil {
+		FROM walk w JOIN taken USING (seq) ORDER BY w.seq`, topicID, r.batch, r.maxBytes).Query(func(rows pgx.Rows) error {
+		var err error
+		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishRow, error) {
+			var (
+				e    publishRow
+				size int64
+			)
+			err := row.Scan(&e.id, &e.typ, &e.key, &e.partition, &e.data, &e.attrs, &size, &more)
+			bytes += size
+			return e, err
+		})
+		return err
+	})
+	b.Queue(`/* ferry:event_pending_take_plan_end */ SET LOCAL enable_seqscan TO DEFAULT`)
+	b.Queue(`/* ferry:event_pending_take_plan_end */ SET LOCAL enable_bitmapscan TO DEFAULT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, false, err
 	}
-	var bytes int64
-	events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishRow, error) {
-		var (
-			e    publishRow
-			size int64
-		)
-		err := row.Scan(&e.id, &e.typ, &e.key, &e.partition, &e.data, &e.attrs, &size, &more)
-		bytes += size
-		return e, err
-	})
-	if err == nil && r.took != nil {
+	if r.took != nil {
 		r.took(len(events), bytes)
 	}
-	return events, more, err
+	return events, more, nil
 }
 
-// pendingNextSQL reads the pending events of topic $1 (the caller adds
-// a lower bound, and the order and limit of one: the next in seq order),
-// with its data and attributes as text
-// and its size: the text of each is made once (OFFSET 0 keeps the
-// planner from copying the conversion into each use).
+// pendingNextSQL reads the next pending event of topic $1 in seq order
+// (its %s is the caller's lower bound on seq, or nothing), with its data and
+// attributes as text and its size. The text is made once (OFFSET 0 keeps
+// the planner from copying the conversion into each use), and only for
+// the one row the limit keeps, whatever plan finds it.
 const pendingNextSQL = `
-	SELECT e.seq, e.ctid AS tid, e.id, e.type, e.key, e.partition, t.data, t.attrs,
-		octet_length(e.id) + octet_length(e.type) + coalesce(octet_length(e.key), 0)
+	SELECT nx.seq, nx.tid, nx.id, nx.type, nx.key, nx.partition, t.data, t.attrs,
+		octet_length(nx.id) + octet_length(nx.type) + coalesce(octet_length(nx.key), 0)
 			+ coalesce(octet_length(t.data), 0) + coalesce(octet_length(t.attrs), 0) AS size
-	FROM ferry.event_pending e
-	CROSS JOIN LATERAL (SELECT e.data::text AS data, e.attributes::text AS attrs OFFSET 0) t
-	WHERE e.topic_id = $1`
+	FROM (
+		SELECT e.seq, e.ctid AS tid, e.id, e.type, e.key, e.partition, e.data, e.attributes
+		FROM ferry.event_pending e WHERE e.topic_id = $1 %s ORDER BY e.topic_id, e.seq LIMIT 1
+	) nx
+	CROSS JOIN LATERAL (SELECT nx.data::text AS data, nx.attributes::text AS attrs OFFSET 0) t`
 
 // drop deletes the pending claims of events whose topic is gone (their
 // rows are deleted already) and commits.
