@@ -113,6 +113,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 			Wait:           time.Duration(wait) * time.Second,
 			FallbackPoll:   h.FallbackPoll,
 			Stop:           h.Stop,
+			Recheck:        h.keyRecheck(c),
 		})
 		return false, err
 	})

@@ -409,15 +409,26 @@ func rawDo(t testing.TB, env *ferrytest.Env, method, path string, body []byte, h
 // where require must not be used.
 type asyncResult struct {
 	status int
+	header http.Header
 	body   []byte
 	err    error
 	took   time.Duration
+}
+
+// response is the answer as a ferrytest.Response.
+func (a asyncResult) response() ferrytest.Response {
+	return ferrytest.Response{Status: a.status, Header: a.header, Body: a.body}
 }
 
 // doAsync sends a request with the admin key through env's validating
 // client without touching require, for use from a goroutine; a nil body
 // is no body at all.
 func doAsync(env *ferrytest.Env, method, path string, body any) asyncResult {
+	return doAsyncAs(env, ferrytest.AdminKey, method, path, body)
+}
+
+// doAsyncAs is doAsync with the key whose secret this is.
+func doAsyncAs(env *ferrytest.Env, secret, method, path string, body any) asyncResult {
 	start := time.Now()
 	var r io.Reader
 	if body != nil {
@@ -431,7 +442,7 @@ func doAsync(env *ferrytest.Env, method, path string, body any) asyncResult {
 	if err != nil {
 		return asyncResult{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
+	req.Header.Set("Authorization", "Bearer "+secret)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -441,7 +452,7 @@ func doAsync(env *ferrytest.Env, method, path string, body any) asyncResult {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return asyncResult{status: resp.StatusCode, body: b, err: err, took: time.Since(start)}
+	return asyncResult{status: resp.StatusCode, header: resp.Header, body: b, err: err, took: time.Since(start)}
 }
 
 // decodeReceived decodes a receive answer from doAsync.

@@ -221,6 +221,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 		Wait:         time.Duration(deref(req.WaitSeconds, 0)) * time.Second,
 		FallbackPoll: h.FallbackPoll,
 		Stop:         h.Stop,
+		Recheck:      h.keyRecheck(c),
 	}
 	msgs, dead, err := store.MessageReceive(ctx, h.Pool, h.Notifier, p)
 	if err != nil {

@@ -161,6 +161,16 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.canceled, float64(s.CanceledAcquireCount()))
 }
 
+// ObserveNotifyIgnored exports ignored, read at every scrape, as
+// ferry_notify_ignored_total: the parts of NOTIFY payloads heard on
+// Ferry's channel that were no id, which another database login sent
+// (store.Notifier.Ignored).
+func (m *Metrics) ObserveNotifyIgnored(ignored func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ferry", Name: "notify_ignored_total",
+		Help: "Parts of NOTIFY payloads heard on Ferry's channel that were not Ferry's (no id), ignored."},
+		func() float64 { return float64(ignored()) }))
+}
+
 // ObservePool reports another of the server's pools beside the main one,
 // as ferry_pool_*{pool=name}: the direct pool (FERRY_DATABASE_DIRECT_URL)
 // when it is a pool of its own.

@@ -156,6 +156,27 @@ func TestMetricsLongPollsParked(t *testing.T) {
 	require.Equal(t, 0.0, m["ferry_long_polls_parked"])
 }
 
+// ferry_notify_ignored_total counts the parts of NOTIFY payloads on
+// Ferry's channel that no Ferry instance wrote (no id), which any
+// database login can send: they are ignored, and counted.
+func TestMetricsNotifyIgnored(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	m, text := metrics(t, env)
+	require.Contains(t, text, "# TYPE ferry_notify_ignored_total counter")
+	require.Equal(t, 0.0, m["ferry_notify_ignored_total"])
+	conn := dbConn(t, env.DatabaseURL)
+	for _, payload := range []string{"", "x", "1,,junk", "99999999999999999999"} {
+		_, err := conn.Exec(context.Background(), `SELECT pg_notify('ferry_messages', $1)`, payload)
+		require.NoError(t, err)
+	}
+	ferrytest.WaitFor(t, 10*time.Second, "the forged payloads to be counted", func() bool {
+		m, _ = metrics(t, env)
+		return m["ferry_notify_ignored_total"] >= 5
+	})
+	require.Equal(t, 5.0, m["ferry_notify_ignored_total"], "one per part that is no id")
+}
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)

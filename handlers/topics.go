@@ -268,6 +268,7 @@ func (h *handler) eventRead(c echo.Context) error {
 	p := store.ReadParams{
 		Partition: int(partition), FromOffset: from, Limit: int(limit),
 		Wait: time.Duration(wait) * time.Second, FallbackPoll: h.FallbackPoll, Stop: h.Stop,
+		Recheck: h.keyRecheck(c),
 	}
 	if s := c.QueryParam("from_time"); s != "" {
 		if c.QueryParam("from_offset") != "" {

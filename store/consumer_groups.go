@@ -77,6 +77,10 @@ type ConsumerGroupPollParams struct {
 	Wait         time.Duration
 	FallbackPoll time.Duration
 	Stop         <-chan struct{}
+	// Recheck, when set, is called before every fetch after the first
+	// (after each wait): its error ends the long poll with it, nothing fetched.
+	// The handlers re-check the request's key with it.
+	Recheck func(context.Context) error
 }
 
 // ConsumerGroupPollResult is what a poll returns.
@@ -140,15 +144,15 @@ func ConsumerGroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p C
 			}
 			return res, nil
 		}
-		err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+		err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 			return consumerGroupGenerationMoved(ctx, pool, st.id, res.Generation)
-		})
+		}))
 		if err != nil && ctx.Err() == nil {
 			return res, err
 		}
 		return res, nil
 	}
-	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+	err = longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 		events, moved, err := consumerGroupFetch(ctx, pool, memberFetchParams{
 			topicID: p.Topic.ID, group: st.id, consumer: p.Consumer, generation: res.Generation, mine: mine, max: p.Max,
 		})
@@ -156,7 +160,7 @@ func ConsumerGroupPoll(ctx context.Context, pool *pgxpool.Pool, n *Notifier, p C
 		// Stop waiting when something came, or the assignment changed
 		// (partitions lost or gained: the next poll tells).
 		return len(events) > 0 || moved, err
-	})
+	}))
 	return res, err
 }
 

@@ -196,6 +196,10 @@ type ReadParams struct {
 	Wait         time.Duration
 	FallbackPoll time.Duration
 	Stop         <-chan struct{}
+	// Recheck, when set, is called before every read after the first
+	// (after each wait): its error ends the long poll with it, nothing read.
+	// The handlers re-check the request's key with it.
+	Recheck func(context.Context) error
 }
 
 // TopicWakeKey is the Notifier key of a topic: topics share the notifier
@@ -219,11 +223,11 @@ func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event
 		}
 	}
 	var events []Event
-	err := longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+	err := longPoll(ctx, n, TopicWakeKey(p.Topic.ID), p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 		var err error
 		events, err = eventReadOnce(ctx, db, p.Topic.ID, p.Partition, from, p.Limit)
 		return len(events) > 0, err
-	})
+	}))
 	if err != nil {
 		return nil, 0, err
 	}

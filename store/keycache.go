@@ -15,28 +15,36 @@ import (
 
 // KeyCache answers "which key is this secret?" from memory: a request
 // costs no database read once its key has been seen. An entry lives at
-// most KeyCacheTTL; every entry is dropped when any instance deletes a
-// key (KeyDelete's NOTIFY of KeysWakeKey, heard through the Notifier) and
+// most KeyCacheTTL. When any instance deletes a key (KeyDelete's NOTIFY
+// of KeysWakeKey, heard through the Notifier) the cache rechecks the keys
+// it holds: one read of their ids, after which the deleted ones are gone
+// (at most one such read per KeyRecheckEvery). Every entry is dropped
 // whenever the Notifier (re)starts listening, since a delete may have
-// gone unheard meanwhile; while the Notifier is not listening, known keys
-// are not answered from memory (every such request reads its key). So a
-// deleted key is refused by every instance within the NOTIFY's delivery
-// (milliseconds). KeyCacheTTL bounds an entry's life besides. Uses are
-// recorded in memory and written by Flush (KeyTouch: at most once a
-// minute per key).
+// gone unheard meanwhile; while the Notifier is not listening, known keys are not
+// answered from memory (every such request reads its key). So a deleted
+// key is refused by every instance within the NOTIFY's delivery and one
+// read (milliseconds; KeyRecheckEvery at most when NOTIFYs come faster).
+// KeyCacheTTL bounds an entry's life besides. Uses are recorded in memory
+// and written by Flush (KeyTouch: at most once a minute per key).
 //
 // A secret no key has is remembered too (by its hash), for KeyMissTTL, so
 // that a client presenting one over and over costs one lookup per
 // KeyMissTTL, not one per request, and is refused without the database
 // while that is down. At most KeyMissLimit such secrets are remembered,
 // the oldest forgotten first, so random secrets cannot grow the cache.
-// They are dropped with the keys (above), and also when any instance
-// creates a key (KeyCreate's NOTIFY of KeyCreatedWakeKey, which leaves
-// the known keys be); a remembered secret outlives its key's creation
-// only on an instance that did not hear of it (its listener down, or a
-// key row written behind Ferry's back, e.g. restored): there it is
-// refused for at most KeyMissTTL. Concurrent lookups of one secret share
-// one query.
+// They are dropped with the keys when the Notifier (re)starts listening,
+// and also when any instance creates a key (KeyCreate's NOTIFY of
+// KeyCreatedWakeKey, which leaves the known keys be); a remembered secret
+// outlives its key's creation only on an instance that did not hear of it
+// (its listener down, or a key row written behind Ferry's back, e.g.
+// restored): there it is refused for at most KeyMissTTL. Concurrent
+// lookups of one secret share one query.
+//
+// Any database login can NOTIFY on Ferry's channel, so a key NOTIFY is a
+// hint, never an order: it costs at most one recheck per KeyRecheckEvery
+// however many come (a read of the cached keys' ids by primary key, and
+// forgetting the secrets no key had), and drops only the keys that read
+// found gone.
 //
 // T is the key as its user needs it (internal/access parses the
 // permissions once, when the key is loaded).
@@ -54,8 +62,19 @@ type KeyCache[T any] struct {
 	missTTL   time.Duration
 	missLimit int
 	used      map[int64]bool
-	gen       uint64 // bumped by Forget: a key read before it is not kept
+	gen       uint64 // bumped by Forget and rechecks: a key read before it is not kept
 	missGen   uint64 // bumped by Forget and ForgetMissing: nor a miss
+	recheck   keyRecheck
+}
+
+// keyRecheck is what key NOTIFYs asked of the cache (keys: recheck the
+// keys it holds; misses: forget the secrets no key had) and whether a
+// recheck is running or scheduled, which then does it.
+type keyRecheck struct {
+	every        time.Duration
+	keys, misses bool
+	running      bool
+	last         time.Time // when the last recheck began
 }
 
 // keyGens are the cache's generations when a lookup began.
@@ -71,6 +90,13 @@ type keyEntry[T any] struct {
 // KeyCacheTTL bounds how long a key is answered from memory without the
 // database: the revocation bound on an instance that missed a NOTIFY.
 const KeyCacheTTL = 30 * time.Second
+
+// KeyRecheckEvery bounds how often a cache acts on key NOTIFYs: the
+// first after a quiet spell is acted on at once, those that come within
+// KeyRecheckEvery of it are merged into one recheck then. It bounds what
+// a flood of NOTIFYs (anyone's, not only Ferry's) costs, one small read
+// per KeyRecheckEvery, and adds at most this to a revocation meanwhile.
+const KeyRecheckEvery = 100 * time.Millisecond
 
 // KeyMissTTL bounds how long a secret no key has is refused from memory:
 // the bound on refusing a new key on an instance that missed its NOTIFY.
@@ -88,12 +114,12 @@ const keyLookupTimeout = 10 * time.Second
 var ErrKeyExpired = errors.New("api key expired")
 
 // NewKeyCache makes the cache of pool's keys; load turns a stored key
-// into T (an error refuses the key). With a Notifier, it forgets every
-// key and every secret it found no key for when a key is deleted
-// anywhere, those secrets when a key is created anywhere, and does not
-// answer known keys from memory while the Notifier does not listen;
-// without one (tests), entries live KeyCacheTTL (KeyMissTTL for secrets
-// no key has).
+// into T (an error refuses the key). With a Notifier, it rechecks its keys
+// when a key is deleted anywhere, forgets the secrets it found no key for
+// when a key is created anywhere, forgets both when the Notifier (re)starts
+// listening, and does not answer known keys from memory while the
+// Notifier does not listen; without one (tests), entries live KeyCacheTTL
+// (KeyMissTTL for secrets no key has).
 func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, load func(APIKey) (T, error)) (*KeyCache[T], error) {
 	h, err := NewKeyHasher(ctx, pool)
 	if err != nil {
@@ -101,15 +127,14 @@ func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, lo
 	}
 	c := &KeyCache[T]{pool: pool, n: n, hasher: h, load: load, ttl: KeyCacheTTL,
 		entries: map[string]keyEntry[T]{}, missing: newKeyMisses(), missTTL: KeyMissTTL, missLimit: KeyMissLimit,
-		used: map[int64]bool{}}
+		used: map[int64]bool{}, recheck: keyRecheck{every: KeyRecheckEvery}}
 	if n != nil {
 		n.OnNotify(func(ids []int64) {
-			switch {
-			case ids == nil || slices.Contains(ids, KeysWakeKey):
-				c.Forget()
-			case slices.Contains(ids, KeyCreatedWakeKey):
-				c.ForgetMissing()
+			if ids == nil {
+				c.Forget() // (re)started listening: a delete may have gone unheard
+				return
 			}
+			c.recheckSoon(slices.Contains(ids, KeysWakeKey), slices.Contains(ids, KeyCreatedWakeKey))
 		})
 	}
 	return c, nil
@@ -136,6 +161,82 @@ func (c *KeyCache[T]) ForgetMissing() {
 	defer c.mu.Unlock()
 	c.missing.clear()
 	c.missGen++
+}
+
+// recheckSoon asks for a recheck (keys: of the cached keys, a key was
+// deleted; misses: the secrets no key had are forgotten, a key was
+// created): at once after a quiet spell, else merged with every other
+// asked for within KeyRecheckEvery of the last one. It never blocks (it
+// runs on the Notifier's listener).
+func (c *KeyCache[T]) recheckSoon(keys, misses bool) {
+	if !keys && !misses {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &c.recheck
+	r.keys, r.misses = r.keys || keys, r.misses || misses
+	if r.running {
+		return
+	}
+	r.running = true
+	time.AfterFunc(max(0, r.every-time.Since(r.last)), c.rechecks)
+}
+
+// rechecks runs the rechecks asked for, one per KeyRecheckEvery at most,
+// until none is.
+func (c *KeyCache[T]) rechecks() {
+	for {
+		c.mu.Lock()
+		r := &c.recheck
+		keys, misses := r.keys, r.misses
+		if !keys && !misses {
+			r.running = false
+			c.mu.Unlock()
+			return
+		}
+		began := time.Now()
+		r.keys, r.misses, r.last = false, false, began
+		every := r.every
+		c.mu.Unlock()
+		c.recheckOnce(keys, misses)
+		time.Sleep(time.Until(began.Add(every)))
+	}
+}
+
+// recheckOnce forgets the secrets no key had (misses), and reads which of
+// the cached keys still exist and drops the others (keys); a failed read
+// drops every key it asked about. A lookup under way meanwhile is not
+// kept (it may have read a key deleted since).
+func (c *KeyCache[T]) recheckOnce(keys, misses bool) {
+	c.mu.Lock()
+	if misses {
+		c.missing.clear()
+		c.missGen++
+	}
+	var ids []int64
+	if keys {
+		c.gen++
+		for _, e := range c.entries {
+			ids = append(ids, e.id)
+		}
+	}
+	c.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	ctx, cancel := context.WithTimeout(context.Background(), keyLookupTimeout)
+	defer cancel()
+	live, err := KeyExisting(ctx, c.pool, ids)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for hash, e := range c.entries {
+		if _, asked := slices.BinarySearch(ids, e.id); asked && (err != nil || !live[e.id]) {
+			delete(c.entries, hash)
+		}
+	}
 }
 
 // Resolve returns the key whose secret this is: ErrNotFound for a secret

@@ -2,10 +2,15 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -239,4 +244,97 @@ func TestKeyCreateNotifies(t *testing.T) {
 	got, err := store.KeyLookup(e.ctx, e.pool, h.Hash(secret))
 	require.NoError(t, err)
 	require.Equal(t, k, got, "the key answered is the one stored")
+}
+
+// Any database login can NOTIFY on Ferry's channel. A flood of forged key
+// NOTIFYs (the values KeyDelete and KeyCreate send, alone and among other
+// ids and junk) costs a listening cache at most a few small reads per
+// KeyRecheckEvery, never a lookup per request of a key it knows, nor of a
+// secret it remembers as no key's; and a real delete meanwhile is still
+// refused within a second.
+func TestKeyCacheForgedNotifyFlood(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	counted := e.newPool(4)
+	const sentinel = 424242
+	heardSentinel := make(chan struct{})
+	var once sync.Once
+	c := listeningCacheOn(t, e, counted, func(ids []int64) {
+		if slices.Contains(ids, sentinel) {
+			once.Do(func() { close(heardSentinel) })
+		}
+	})
+	_, keptSecret := createKey(t, e, "kept", nil)
+	revoked, revokedSecret := createKey(t, e, "revoked", nil)
+	bad := store.NewKeySecret()
+	resolve := func() {
+		name, err := c.Resolve(e.ctx, keptSecret)
+		require.NoError(t, err)
+		require.Equal(t, "kept", name)
+		_, err = c.Resolve(e.ctx, bad)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	resolve()
+	_, err := c.Resolve(e.ctx, revokedSecret)
+	require.NoError(t, err)
+	before := keyScans(t, e, counted)
+
+	// The forger: a login of its own, one NOTIFY per transaction.
+	forger, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(t, err)
+	defer forger.Close(e.ctx)
+	payloads := []string{
+		fmt.Sprint(store.KeysWakeKey), fmt.Sprint(store.KeyCreatedWakeKey), "-9223372036854775807",
+		fmt.Sprintf("7,%d,%d", store.KeysWakeKey, store.KeyCreatedWakeKey), fmt.Sprintf("junk,%d,", store.KeysWakeKey),
+	}
+	const forged = 1500
+	var sent atomic.Int64
+	flooded := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		for i := range forged {
+			if _, err := forger.Exec(e.ctx, `SELECT pg_notify('ferry_messages', $1)`, payloads[i%len(payloads)]); err != nil {
+				flooded <- err
+				return
+			}
+			sent.Add(1)
+		}
+		flooded <- nil
+	}()
+	for sent.Load() < forged/3 {
+		resolve()
+	}
+	require.NoError(t, store.KeyDelete(e.ctx, e.pool, revoked.ID))
+	deleted := time.Now()
+	for {
+		_, err := c.Resolve(e.ctx, revokedSecret)
+		if err != nil {
+			require.ErrorIs(t, err, store.ErrNotFound)
+			break
+		}
+		require.Less(t, time.Since(deleted), time.Second, "the deleted key is still taken amid the flood")
+		resolve()
+	}
+	revokedIn := time.Since(deleted)
+	for sent.Load() < forged {
+		resolve()
+	}
+	require.NoError(t, <-flooded)
+	_, err = forger.Exec(e.ctx, `SELECT pg_notify('ferry_messages', $1)`, fmt.Sprint(sentinel))
+	require.NoError(t, err)
+	select {
+	case <-heardSentinel:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flood was never heard to its end")
+	}
+	resolve()
+	took := time.Since(start)
+	reads := keyScans(t, e, counted) - before
+	// Each recheck reads the cached keys' ids once and forgets the bad
+	// secret (one more lookup of it, and of the deleted key's); the
+	// delete's own scan may be counted too.
+	rechecks := int64(math.Ceil(float64(took)/float64(store.KeyRecheckEvery))) + 2
+	t.Logf("%d forged NOTIFYs over %s: %d reads of ferry.api_keys (at most %d rechecks); the deleted key refused after %s",
+		forged, took, reads, rechecks, revokedIn)
+	require.LessOrEqual(t, reads, 3*rechecks+1, "reads of ferry.api_keys during the flood")
 }

@@ -30,8 +30,9 @@ const KeySecretPrefix = "ferry_sk_"
 const keySecretBytes = 32
 
 // KeysWakeKey is the Notifier payload that tells every instance that a
-// key was deleted (or changed): their key caches must forget what they
-// hold. It is no queue's, topic's or push target's id.
+// key was deleted: their key caches recheck the keys they hold (any
+// database login can send it too, so it is a hint, never trusted as
+// such). It is no queue's, topic's or push target's id.
 const KeysWakeKey int64 = math.MinInt64 + 1
 
 // KeyCreatedWakeKey is the Notifier payload that tells every instance
@@ -210,6 +211,25 @@ func KeyLookup(ctx context.Context, db DBTX, hash []byte) (APIKey, error) {
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_lookup */
 		SELECT `+apiKeyColumns+` FROM ferry.api_keys WHERE secret_hash = $1`, hash))
 	return k, interpretError("api key lookup", err)
+}
+
+// KeyExisting reports which of ids are the ids of keys (one read by
+// primary key): what a key cache rechecks when it hears that a key was
+// deleted.
+func KeyExisting(ctx context.Context, db DBTX, ids []int64) (map[int64]bool, error) {
+	rows, err := db.Query(ctx, `/* ferry:api_key_existing */ SELECT id FROM ferry.api_keys WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, interpretError("api key recheck", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, interpretError("api key recheck", err)
+	}
+	live := make(map[int64]bool, len(found))
+	for _, id := range found {
+		live[id] = true
+	}
+	return live, nil
 }
 
 // KeyDelete deletes a key and tells every instance (a NOTIFY of

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -227,7 +228,13 @@ func cachedKey(k store.APIKey) (string, error) { return k.Name, nil }
 // the Notifier listens.
 func listeningCache(t *testing.T, e *env) *store.KeyCache[string] {
 	t.Helper()
-	pool := e.newPool(4)
+	return listeningCacheOn(t, e, e.newPool(4), nil)
+}
+
+// listeningCacheOn is listeningCache on pool, whose Notifier also tells
+// also (if given) what it hears, after the cache.
+func listeningCacheOn(t *testing.T, e *env, pool *pgxpool.Pool, also func(ids []int64)) *store.KeyCache[string] {
+	t.Helper()
 	n := store.NewNotifier(pool, 0, slog.New(slog.DiscardHandler))
 	var once sync.Once
 	listening := make(chan struct{})
@@ -238,6 +245,9 @@ func listeningCache(t *testing.T, e *env) *store.KeyCache[string] {
 	})
 	c, err := store.NewKeyCache(e.ctx, pool, n, cachedKey)
 	require.NoError(t, err)
+	if also != nil {
+		n.OnNotify(also)
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
@@ -295,8 +305,8 @@ func TestKeyCacheAnswersFromMemory(t *testing.T) {
 }
 
 // A key deleted through one instance is refused by every instance within
-// a second (API.md § Access control): the delete's NOTIFY empties every
-// listening cache.
+// a second (API.md § Access control): the delete's NOTIFY has every
+// listening cache recheck its keys, and drop the deleted one (only).
 func TestKeyCacheRevocationReachesEveryInstance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -40,6 +40,7 @@ type Notifier struct {
 
 	listening atomic.Bool  // see Listening
 	parked    atomic.Int64 // see Parked
+	ignored   atomic.Int64 // see Ignored
 
 	mu      sync.Mutex
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
@@ -120,6 +121,12 @@ func (n *Notifier) tell(ids []int64) {
 // (what a gauge reports, and what a test awaits before it makes the
 // change that must wake one).
 func (n *Notifier) Parked() int64 { return n.parked.Load() }
+
+// Ignored is how many parts of the NOTIFY payloads heard on Ferry's
+// channel were no id (Ferry's own payloads are ids only), and so were
+// ignored: another database login's NOTIFYs, which a counter in /metrics
+// shows.
+func (n *Notifier) Ignored() int64 { return n.ignored.Load() }
 
 // Published announces that the queues got messages (call after commit).
 func (n *Notifier) Published(queueIDs []int64) {
@@ -231,17 +238,26 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		var ids []int64
-		for _, s := range strings.Split(note.Payload, ",") {
-			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) > 0 {
+		if ids := n.parsePayload(note.Payload); len(ids) > 0 {
 			n.wake(ids)
 			n.tell(ids)
 		}
 	}
+}
+
+// parsePayload returns the ids of a NOTIFY payload, counting the parts
+// that are none (see Ignored).
+func (n *Notifier) parsePayload(payload string) []int64 {
+	var ids []int64
+	for _, s := range strings.Split(payload, ",") {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			n.ignored.Add(1)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // ReceiveParams is a receive request: a claim, and how long to wait for
@@ -254,6 +270,10 @@ type ReceiveParams struct {
 	FallbackPoll time.Duration
 	// Stop, when closed, ends the wait early (server shutdown).
 	Stop <-chan struct{}
+	// Recheck, when set, is called before every claim after the first
+	// (after each wait): its error ends the long poll with it, nothing claimed.
+	// The handlers re-check the request's key with it.
+	Recheck func(context.Context) error
 }
 
 // MessageReceive claims messages, long-polling up to p.Wait when none are
@@ -264,7 +284,7 @@ func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) 
 		msgs []Message
 		dead int
 	)
-	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, func() (bool, error) {
+	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 		var (
 			d   int
 			err error
@@ -272,7 +292,7 @@ func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) 
 		msgs, d, err = MessageClaim(ctx, db, p.ClaimParams)
 		dead += d
 		return len(msgs) > 0, err
-	})
+	}))
 	return msgs, dead, err
 }
 
@@ -310,6 +330,27 @@ func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Durat
 		if ctx.Err() != nil || IsClosed(stop) {
 			return nil
 		}
+	}
+}
+
+// rechecked returns try preceded, on every call but the first, by check
+// (when there is one): a long poll's check, after each wait and before it
+// claims or reads, that its caller may still have what it finds (the
+// request's key was not revoked and has not expired meanwhile). An error
+// of check is the try's, so it ends the poll with nothing tried.
+func rechecked(ctx context.Context, check func(context.Context) error, try func() (bool, error)) func() (bool, error) {
+	if check == nil {
+		return try
+	}
+	first := true
+	return func() (bool, error) {
+		if !first {
+			if err := check(ctx); err != nil {
+				return false, err
+			}
+		}
+		first = false
+		return try()
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -32,6 +33,11 @@ const RelayWakeKey int64 = math.MinInt64 + 2
 // the second is the topic's id.
 const relayLockClass = 1718772334
 
+// RelayMaxBytes is the default byte budget of one relay transaction
+// (RelayConfig.MaxBytes): what its events' ids, types, keys, data and
+// attributes add up to as text, as the relay reads them.
+const RelayMaxBytes = 8 << 20
+
 // Relay is the built-in outbox relay: it appends the events published
 // through the SQL API, once the transactions that published them have
 // committed, to their topics' logs, with their deliveries, through the
@@ -41,7 +47,9 @@ const relayLockClass = 1718772334
 // partition and a pending dedup claim, and NOTIFYs RelayWakeKey; the
 // Relay hears it (Notifier.OnNotify) and appends what is pending, per
 // topic in seq order (a transaction's events in call order), one batch per
-// short transaction: the pending rows are deleted and the events appended
+// short transaction, of at most MaxEvents events and MaxBytes bytes (so
+// its memory is bounded by the budget, not by what an application
+// published at once: the rows past the budget are not read): the pending rows are deleted and the events appended
 // in the same transaction, so an event is appended once even if a relay
 // dies mid-batch (its transaction rolls back, the rows stay for the next)
 // or two instances relay at once (a topic's batches are serialized by a
@@ -58,7 +66,9 @@ type Relay struct {
 	appended  func(topic string, events int)
 	poll      time.Duration
 	batch     int
+	maxBytes  int64
 	log       *slog.Logger
+	took      func(events int, bytes int64) // tests: what each batch read
 	kick      chan struct{}
 	filters   filterCache
 	running   sync.Mutex // one drain at a time in a process
@@ -80,14 +90,21 @@ type RelayConfig struct {
 	FallbackPoll time.Duration
 	// MaxEvents caps the events of one transaction (default 1000).
 	MaxEvents int
-	Log       *slog.Logger
+	// MaxBytes caps the bytes of one transaction's events (their ids,
+	// types, keys, data and attributes as text; default RelayMaxBytes). A
+	// batch takes the first event whatever its size.
+	MaxBytes int64
+	Log      *slog.Logger
 }
 
 // NewRelay makes a Relay woken by n (set up before n runs); Run runs it.
 func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
 	r := &Relay{
 		pool: pool, published: cfg.Published, appended: cfg.Appended, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
-		log: cfg.Log, kick: make(chan struct{}, 1),
+		maxBytes: cfg.MaxBytes, log: cfg.Log, kick: make(chan struct{}, 1),
+	}
+	if r.maxBytes <= 0 {
+		r.maxBytes = RelayMaxBytes
 	}
 	if r.poll <= 0 {
 		r.poll = 30 * time.Second
@@ -170,13 +187,13 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 		progress := false
 		for _, id := range topics {
 			for ctx.Err() == nil {
-				n, done, err := r.relayBatch(id)
+				b, err := r.relayBatch(id)
 				if err != nil {
 					return total, err
 				}
-				total += n
-				progress = progress || done
-				if !done || n < r.batch {
+				total += b.n
+				progress = progress || b.done
+				if !b.done || !b.more {
 					break
 				}
 			}
@@ -206,14 +223,13 @@ func (r *Relay) pendingTopics(ctx context.Context) ([]int64, error) {
 	return ids, interpretError("relay", err)
 }
 
-// relayBatch appends up to r.batch pending events of the topic in one
-// transaction and wakes their readers. done is false when another
-// instance holds the topic (it appends them). A transaction that failed
-// through concurrency is run again.
-func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
+// relayBatch appends up to r.batch pending events of the topic, of at
+// most r.maxBytes, in one transaction and wakes their readers. A
+// transaction that failed through concurrency is run again.
+func (r *Relay) relayBatch(topicID int64) (relayed, error) {
 	ctx := context.Background() // a batch begun is finished
 	var b relayed
-	err = retryN(ctx, 10, func() error {
+	err := retryN(ctx, 10, func() error {
 		conn, err := r.pool.Acquire(ctx)
 		if err != nil {
 			return err
@@ -226,7 +242,7 @@ func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
 		return err
 	})
 	if err != nil {
-		return 0, false, interpretError("relay", err)
+		return relayed{}, interpretError("relay", err)
 	}
 	if b.n > 0 && r.published != nil {
 		r.published([]int64{topicID}, b.out.Subscriptions)
@@ -234,15 +250,17 @@ func (r *Relay) relayBatch(topicID int64) (n int, done bool, err error) {
 	if b.n > 0 && r.appended != nil {
 		r.appended(b.topic, b.n)
 	}
-	return b.n, b.done, nil
+	return b, nil
 }
 
 // relayed is what one relay transaction did: n events appended to the
 // topic named topic (duplicates excluded), with out the publish's outcome;
-// done false when another instance held the topic.
+// done false when another instance held the topic (it appends them);
+// more when the topic has pending events past those it took.
 type relayed struct {
 	n     int
 	done  bool
+	more  bool
 	topic string
 	out   PublishOutcome
 }
@@ -278,7 +296,7 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (rel
 		_, err := conn.Exec(ctx, `ROLLBACK`)
 		return relayed{}, err
 	}
-	events, err := r.takePending(ctx, conn, topicID)
+	events, more, err := r.takePending(ctx, conn, topicID)
 	if err != nil || len(events) == 0 {
 		if err == nil {
 			_, err = conn.Exec(ctx, `COMMIT`)
@@ -286,7 +304,7 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (rel
 		return relayed{done: true}, err
 	}
 	if topic == nil {
-		return relayed{done: true}, r.drop(ctx, conn, topicID, events)
+		return relayed{done: true, more: more}, r.drop(ctx, conn, topicID, events)
 	}
 	p := &publishBatch{topic: *topic, filters: &r.filters, relayed: true, ids: make([]string, len(events)), repeatOf: make([]int, len(events)), rows: events}
 	for i, e := range events {
@@ -302,30 +320,77 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (rel
 			fresh++
 		}
 	}
-	return relayed{n: fresh, done: true, topic: topic.Name, out: out}, nil
+	return relayed{n: fresh, done: true, more: more, topic: topic.Name, out: out}, nil
 }
 
 // takePending deletes and returns the topic's oldest pending events, in
-// seq order. Found by the index in its order, then deleted by ctid.
-func (r *Relay) takePending(ctx context.Context, conn *pgx.Conn, topicID int64) ([]publishRow, error) {
-	rows, err := conn.Query(ctx, `/* ferry:event_pending_take */
-		WITH taken AS (
-			DELETE FROM ferry.event_pending e USING (
-				SELECT ctid FROM ferry.event_pending WHERE topic_id = $1 ORDER BY topic_id, seq LIMIT $2
-			) old
-			WHERE e.ctid = old.ctid
-			RETURNING e.seq, e.id, e.type, e.key, e.partition, e.data::text, e.attributes::text
+// seq order: at most r.batch, and no more than fit in r.maxBytes (the
+// first whatever its size). more says whether the topic has pending
+// events past them.
+//
+// The rows are walked one at a time by the index, in seq order, each
+// converted to text once and measured, until the next would not fit
+// (its text is the only one read past the budget); the walked rows are
+// then deleted by ctid (a TID scan: no other row is read).
+func (r *Relay) takePending(ctx context.Context, conn *pgx.Conn, topicID int64) (events []publishRow, more bool, err error) {
+	var bytes int64
+	b := &pgx.Batch{}
+	// Each step of the walk must find the next row by the index, in its
+	// order: any other scan would read the rest of the backlog once per
+	// row taken, and the planner picks one (a sequential or bitmap scan
+	// and a sort) when its statistics say the topic has few pending rows.
+	b.Queue(`/* ferry:event_pending_take_plan */ SET LOCAL enable_seqscan = off`)
+	b.Queue(`/* ferry:event_pending_take_plan */ SET LOCAL enable_bitmapscan = off`)
+	b.Queue(`/* ferry:event_pending_take */
+		WITH RECURSIVE walk AS (
+			(SELECT p.*, 1 AS n, p.size AS total FROM (`+fmt.Sprintf(pendingNextSQL, "")+`) p)
+			UNION ALL
+			SELECT p.*, w.n + 1, w.total + p.size
+			FROM walk w CROSS JOIN LATERAL (`+fmt.Sprintf(pendingNextSQL, "AND e.seq > w.seq")+`) p
+			WHERE w.n < $2 AND w.total + p.size <= $3
+		), taken AS (
+			DELETE FROM ferry.event_pending e WHERE e.ctid = ANY (ARRAY(SELECT tid FROM walk)) RETURNING e.seq
 		)
-		SELECT id, type, key, partition, data, attributes FROM taken ORDER BY seq`, topicID, r.batch)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishRow, error) {
-		var e publishRow
-		err := row.Scan(&e.id, &e.typ, &e.key, &e.partition, &e.data, &e.attrs)
-		return e, err
+		SELECT w.id, w.type, w.key, w.partition, w.data, w.attrs, w.size,
+			EXISTS (SELECT 1 FROM ferry.event_pending e WHERE e.topic_id = $1 AND e.seq > (SELECT max(seq) FROM walk))
+		FROM walk w JOIN taken USING (seq) ORDER BY w.seq`, topicID, r.batch, r.maxBytes).Query(func(rows pgx.Rows) error {
+		var err error
+		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishRow, error) {
+			var (
+				e    publishRow
+				size int64
+			)
+			err := row.Scan(&e.id, &e.typ, &e.key, &e.partition, &e.data, &e.attrs, &size, &more)
+			bytes += size
+			return e, err
+		})
+		return err
 	})
+	b.Queue(`/* ferry:event_pending_take_plan_end */ SET LOCAL enable_seqscan TO DEFAULT`)
+	b.Queue(`/* ferry:event_pending_take_plan_end */ SET LOCAL enable_bitmapscan TO DEFAULT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, false, err
+	}
+	if r.took != nil {
+		r.took(len(events), bytes)
+	}
+	return events, more, nil
 }
+
+// pendingNextSQL reads the next pending event of topic $1 in seq order
+// (its %s is the caller's lower bound on seq, or nothing), with its data and
+// attributes as text and its size. The text is made once (OFFSET 0 keeps
+// the planner from copying the conversion into each use), and only for
+// the one row the limit keeps, whatever plan finds it.
+const pendingNextSQL = `
+	SELECT nx.seq, nx.tid, nx.id, nx.type, nx.key, nx.partition, t.data, t.attrs,
+		octet_length(nx.id) + octet_length(nx.type) + coalesce(octet_length(nx.key), 0)
+			+ coalesce(octet_length(t.data), 0) + coalesce(octet_length(t.attrs), 0) AS size
+	FROM (
+		SELECT e.seq, e.ctid AS tid, e.id, e.type, e.key, e.partition, e.data, e.attributes
+		FROM ferry.event_pending e WHERE e.topic_id = $1 %s ORDER BY e.topic_id, e.seq LIMIT 1
+	) nx
+	CROSS JOIN LATERAL (SELECT nx.data::text AS data, nx.attributes::text AS attrs OFFSET 0) t`
 
 // drop deletes the pending claims of events whose topic is gone (their
 // rows are deleted already) and commits.

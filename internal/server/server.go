@@ -245,6 +245,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
 	metrics.ObserveParked(s.notifier.Parked)
+	metrics.ObserveNotifyIgnored(s.notifier.Ignored)
 	if ps.direct != ps.main {
 		metrics.ObservePool("direct", ps.direct)
 	}
