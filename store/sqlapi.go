@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -32,6 +34,27 @@ func SQLLimitsSet(ctx context.Context, db DBTX, maxBodyBytes, maxBatch int) erro
 		return nil
 	}
 	return interpretError("sql limits", err)
+}
+
+// IsolationCheck refuses a database session that does not run its
+// transactions in READ COMMITTED by default: the engine's statements (a
+// claim, an ack, the promotion of a group's next message) must see what
+// committed while they waited for a lock, which a REPEATABLE READ or
+// SERIALIZABLE snapshot does not (an ack would leave a group with no
+// head). The SQL API's consumer functions refuse such a transaction
+// themselves; Ferry's own sessions call the engine directly, so serve
+// checks them once at start (ALTER ROLE or ALTER DATABASE ... SET
+// default_transaction_isolation gives every session another default).
+func IsolationCheck(ctx context.Context, db DBTX) error {
+	var level string
+	if err := db.QueryRow(ctx, `/* ferry:isolation_check */ SELECT current_setting('transaction_isolation')`).Scan(&level); err != nil {
+		return interpretError("isolation check", err)
+	}
+	if level != "read committed" {
+		return fmt.Errorf("the database runs transactions in %s by default; Ferry needs READ COMMITTED "+
+			"(ALTER ROLE <ferry's role> SET default_transaction_isolation = 'read committed')", strings.ToUpper(level))
+	}
+	return nil
 }
 
 // SQLLimits reads the limits the SQL API applies.

@@ -221,6 +221,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}()
 
+	// The engine's statements need READ COMMITTED: refuse a database that
+	// gives Ferry's sessions another default (on both pools: PgBouncer's
+	// may connect as another role).
+	for _, p := range []*pgxpool.Pool{ps.main, ps.direct} {
+		if err := store.IsolationCheck(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	// The SQL API applies the REST request limits.
 	if err := store.SQLLimitsSet(ctx, pool, cfg.MaxBodyBytes, cfg.MaxBatch); err != nil {
 		return nil, fmt.Errorf("sql api limits: %w", err)
