@@ -40,10 +40,17 @@ func (r pushResult) gone() bool { return r.status == http.StatusGone }
 func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Message) pushResult {
 	cfg := p.cfg
 	r := pushResult{msg: m}
-	body, traceparent := pushBody(t, m)
 	r.publicID = store.FormatMessageID(m.ID)
 	if m.EventID != nil {
 		r.publicID = *m.EventID
+	}
+	body, traceparent, err := pushBody(t, m)
+	if err != nil {
+		// A row no face would accept (written to the tables directly):
+		// a failed attempt, so that it is dead-lettered with this error
+		// after max_receives, never POSTed empty.
+		r.err = "cannot encode the message: " + truncate(err.Error(), 500)
+		return r
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.Push.TimeoutSeconds)*time.Second)
 	defer cancel()
@@ -99,27 +106,29 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 // traceparent is passed through from the attributes when present and valid
 // (sends and publishes refuse invalid ones; older rows may hold one, and a
 // header net/http refuses would fail every attempt).
-func pushBody(t store.PushTarget, m store.Message) ([]byte, string) {
-	body, traceparent := pushPayload(t, m)
+// A queue message's body that encoding/json cannot write (nesting deeper
+// than it allows) is an error.
+func pushBody(t store.PushTarget, m store.Message) ([]byte, string, error) {
+	body, traceparent, err := pushPayload(t, m)
 	if !ValidTraceparent(traceparent) {
 		traceparent = ""
 	}
-	return body, traceparent
+	return body, traceparent, err
 }
 
-func pushPayload(t store.PushTarget, m store.Message) ([]byte, string) {
+func pushPayload(t store.PushTarget, m store.Message) ([]byte, string, error) {
 	if t.Subscription {
 		var ev struct {
 			Attributes map[string]string `json:"attributes"`
 		}
 		_ = json.Unmarshal(m.Body, &ev)
-		return m.Body, ev.Attributes["traceparent"]
+		return m.Body, ev.Attributes["traceparent"], nil
 	}
 	attrs := map[string]string{}
 	if len(m.Attributes) > 0 {
 		_ = json.Unmarshal(m.Attributes, &attrs)
 	}
-	body, _ := json.Marshal(struct {
+	body, err := json.Marshal(struct {
 		ID           string            `json:"id"`
 		Body         json.RawMessage   `json:"body"`
 		Attributes   map[string]string `json:"attributes"`
@@ -128,7 +137,7 @@ func pushPayload(t store.PushTarget, m store.Message) ([]byte, string) {
 		ReceiveCount int               `json:"receive_count"`
 		SentAt       time.Time         `json:"sent_at"`
 	}{store.FormatMessageID(m.ID), m.Body, attrs, m.Group, m.DedupID, m.ReceiveCount, m.SentAt.UTC()})
-	return body, attrs["traceparent"]
+	return body, attrs["traceparent"], err
 }
 
 // maxRetryAfter caps a receiver's Retry-After.
