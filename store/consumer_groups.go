@@ -1021,7 +1021,7 @@ func ConsumerGroupDescribe(ctx context.Context, db TxBeginner, t Topic, name str
 	return g, nil
 }
 
-// ConsumerGroupListParams selects one page of ConsumerGroupGroupList.
+// ConsumerGroupListParams selects one page of [ConsumerGroupList].
 type ConsumerGroupListParams struct {
 	TopicID int64
 	After   string // only groups named after this one ("" = from the first)
@@ -1066,8 +1066,8 @@ func consumerGroupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
 	return err
 }
 
-// ConsumerGroupLag is one row of ConsumerGroupGroupLags: a partition's lag, or (Partition -1)
-// the number of members in Lag.
+// ConsumerGroupLag is one row of [ConsumerGroupLags]: a partition's lag,
+// or (Partition -1) the number of members in Lag.
 type ConsumerGroupLag struct {
 	TopicID   int64
 	Group     string

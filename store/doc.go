@@ -176,7 +176,7 @@
 // condition (else ErrFenced, and nothing of the commit is kept). Two
 // members therefore never advance the same partition in one generation,
 // and a zombie cannot move a committed offset. A member that leaves
-// (ConsumerGroupGroupLeave, a graceful shutdown) is deleted under the same lock and the
+// ([ConsumerGroupLeave], a graceful shutdown) is deleted under the same lock and the
 // group refreshed in that transaction, so its partitions move at once
 // rather than after its session timeout; the leave wakes the topic's
 // waiters, and a waiting poll ends when the generation has moved, so the
