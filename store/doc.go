@@ -184,6 +184,69 @@
 // retained log moves to the oldest retained event, counted in
 // expired_skipped.
 //
+// # Locks
+//
+// What the transactional writes hold until the caller's transaction
+// commits or rolls back, and so what a caller of them must know.
+//
+// [MessageSendTx] holds:
+//   - the queue's advisory lock, shared (a purge or delete of the queue
+//     waits for tx, and every send behind that purge waits too); for a
+//     queue with a max_depth, the same lock exclusively, so every other
+//     send to the queue, from any instance, waits for tx;
+//   - the advisory lock of every group the messages name, exclusively:
+//     other sends to those groups, and the ack or nack that would promote
+//     their next message, wait for tx;
+//   - the dedup rows it claims (a concurrent send of the same dedup id
+//     waits for tx to learn whether it is a duplicate) and, for a queue
+//     with a max_depth, a share lock on the live dedup rows it found;
+//   - the queue's ferry.queue_counts row of the slot chosen by tx's
+//     backend pid (pg_backend_pid() % 64), updated by the INSERT's
+//     trigger: every other transaction writing that queue's messages from
+//     a backend with the same slot (sends, acks, claims that dead-letter,
+//     purges) waits for tx.
+//
+// So a caller must not hold tx open long after it. The SQL API's
+// ferry.send, which runs the same statements inside applications'
+// transactions of any length, takes none of the first and last kind: no
+// queue lock (unless the queue has a max_depth), and its counters go to a
+// row of the transaction's own (migration 000009, "producers: send"). The
+// locks are taken in a fixed order within one call (queue, then groups in
+// key order); several calls in one transaction take them in call order,
+// so transactions that send to the same groups in different orders can
+// deadlock (Postgres then aborts one). Unlike the [Sender], MessageSendTx
+// sets no lock_timeout: tx's own applies. A refusal leaves the locks it
+// took held. Its statements are the ones the Sender runs for a
+// transaction of one request.
+//
+// [EventPublishTx] takes two round trips. The first claims the event ids
+// in ferry.event_dedup (in id order, so two publishes of the same ids
+// never wait on each other crosswise), reads every claimed id's row back
+// (a duplicate's row, committed by the publish that beat it, tells where
+// the original landed) and reads the topic's subscriptions. The second
+// locks the partition rows the fresh events go to (in partition order),
+// checks that the subscriptions have not changed since, takes
+// next_offset..next_offset+n-1 of each partition, and appends the events
+// with their deliveries and the dedup rows pointing at them. A
+// transaction never waits for a partition while holding one, or for an id
+// while holding a partition. From then until tx ends, tx holds:
+//   - the row locks of those partitions: every other publish to them, and
+//     every subscription change of the topic, waits for tx. That is what
+//     makes offsets dense and visible in offset order (one transaction at
+//     a time assigns a partition's offsets), and it is why these locks
+//     must not be held across a long transaction (the SQL API's
+//     ferry.publish records pending events for the [Relay] instead);
+//   - the event ids claimed: a publish of the same ids waits for tx to
+//     learn whether they are duplicates;
+//   - the advisory locks of the key groups of ordered subscriptions that
+//     got deliveries.
+//
+// tx must be READ COMMITTED: the subscription check must read the version
+// committed under the partition locks. published_at is the clock read
+// under the lock, so it grows with the offset (as long as the server's
+// clock does not step back), and the first event at or after a time is
+// also the lowest offset at or after it.
+//
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of
