@@ -69,6 +69,38 @@
 // that a planner believing the queue small could turn into a read of the
 // whole queue.
 //
+// The claim (ferry.message_claim, run by [MessageClaim] and ferry.receive)
+// takes its candidates from the claim index in order, LIMIT inside, and
+// its UPDATE finds them by the ctid of the row version the candidate scan
+// locked. Joined on (queue_id, id) with queue_id = $1, a planner that
+// thinks the queue holds one row (a new queue in an analyzed table, a
+// generic plan made while the table was empty) walked the whole queue for
+// every candidate; joined on ctid alone, the only other way in is a scan
+// of the whole table, which no estimate makes look cheap next to 100 TID
+// fetches. The ctid is stable: the candidates are locked by this statement.
+//
+// The settle statements (ferry.message_dead_letter, message_ack,
+// message_nack and message_extend, migration 000009; the REST API and the
+// SQL API both call them) reach rows from a client's list (receipts, ids)
+// by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
+// (their "target" CTEs), which no plan can turn into a scan of the queue;
+// a DML statement then finds its rows by their full key joined to those
+// probes (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
+// constant queue id that could make "read the whole queue" look cheap to
+// a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
+// cardinality($2), the list's length: a driving set (see walk.go) that a
+// generic plan believes is a row or so. A row changed in between (an
+// extend racing an ack) is followed to its newest version, and the
+// conditions the DML repeats on it (its claim_token, its lease) are
+// checked again there, so a stale receipt still changes nothing and a
+// current one still applies. Not by ctid: PostgreSQL re-checks a ctid
+// condition on the newest version too, which has another ctid, so a row
+// updated in between would be skipped (TestSettleRacingExtend). Only the
+// claim joins by ctid, to rows its own statement locked. A purge's or a
+// delete's DELETE (messageDeleteSet) finds its victims the same way: by
+// ctid, a victim a claim or an extend changed meanwhile would be skipped,
+// and the purge would end with it still there.
+//
 // # Groups
 //
 // Messages of a group are delivered one at a time in send order. Only the
