@@ -813,7 +813,7 @@ type ConsumerGroupCommitParams struct {
 // ConsumerGroupCommit records, for each partition, that offsets up to the given
 // one are done — all or none: if the consumer does not own one of the
 // partitions in the generation it names (it was rebalanced away), nothing
-// is committed and ErrFenced is returned. Commits only move forward (a
+// is committed and [ErrFenced] is returned. Commits only move forward (a
 // lower offset than the committed one is kept as is); seek moves back.
 // An offset beyond the partition's head is refused.
 func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupCommitParams) error {

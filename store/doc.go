@@ -45,13 +45,13 @@
 //
 // # Wakes
 //
-// Long polls and push workers wait on a Notifier and also poll on their
+// Long polls and push workers wait on a [Notifier] and also poll on their
 // own. Which write wakes them is decided here, not by its callers: a send
 // or publish returns the queues to wake (the Sender's and Publisher's
 // callbacks, MessageSendTx's Wake); an ack that promoted a group's next
 // message, a nack with no delay or that dead-lettered a message, a
 // redrive and a subscription seek that delivered events wake through
-// Notifier.Claimable, which the ...AndWake functions (store/wake.go) call
+// [Notifier.Claimable], which the ...AndWake functions (store/wake.go) call
 // after their commit. The Pusher registers its kick there, so a target
 // this instance delivers starts at once; other instances hear the NOTIFY.
 //
@@ -143,20 +143,20 @@
 // later finds a new event at an offset <= N. (Sequence-assigned ids would
 // not do: they are taken in one order and committed in another.)
 //
-// Event ids are deduplicated within the topic's window by the primary key
+// [Event] ids are deduplicated within the topic's window by the primary key
 // of ferry.event_dedup, claimed before offsets are assigned, so a
 // duplicate never consumes an offset; its row remembers where the
 // original landed.
 //
 // A publish through the SQL API (ferry.publish, in the application's own
 // transaction) cannot hold partition locks until its caller commits. It
-// claims its ids in ferry.event_dedup at PendingOffset and records its
+// claims its ids in ferry.event_dedup at [PendingOffset] and records its
 // events in ferry.event_pending; the outbox relay of every instance
-// (Relay), woken by the NOTIFY its commit delivers, appends them through
+// ([Relay]), woken by the NOTIFY its commit delivers, appends them through
 // the same engine as a REST publish, per topic one instance at a time, in
 // short transactions of its own: offsets are assigned at append, after
 // the caller's commit. A REST publish that meets a pending claim answers
-// a duplicate once the relay has appended it (EventAwaitAppended).
+// a duplicate once the relay has appended it ([EventAwaitAppended]).
 //
 // # Subscriptions and fan-out
 //
@@ -164,7 +164,7 @@
 // by its topic, served by the same claim engine (receive, ack, nack,
 // extend, dead letters, redrive, stats, retention). A publish reads the
 // topic's subscriptions and their subs_version in its first round trip,
-// matches each fresh event against each filter in Go (Filter), and in its
+// matches each fresh event against each filter in Go ([Filter]), and in its
 // second round trip, under the partition locks, checks that subs_version
 // is unchanged and writes one ferry.messages row per (subscription,
 // event) in the statement that appends the events: an acknowledged
@@ -184,14 +184,14 @@
 // # Push
 //
 // A queue or subscription with push_url is delivered by the server (see
-// jobs/push.go): a worker claims with MessageClaim, POSTs, and settles
-// with MessageAck and MessageNack (backoff, dead letters) like any
-// consumer; PushAttemptRecord keeps every attempt and PushOutcome the
+// jobs/push.go): a worker claims with [MessageClaim], POSTs, and settles
+// with [MessageAck] and [MessageNack] (backoff, dead letters) like any
+// consumer; [PushAttemptRecord] keeps every attempt and [PushOutcome] the
 // target's failure state (disabled after 410 Gone or failing too long).
 // One instance at a time delivers a target: the one holding its push
 // lease (ferry.push_leases, pushlease.go: acquired, renewed, released,
-// taken over once expired), whose claims PushLeaseClaim fences by the
-// lease row; PushSweep reads what is due and when to look next.
+// taken over once expired), whose claims [PushLeaseClaim] fences by the
+// lease row; [PushSweep] reads what is due and when to look next.
 //
 // # Consumer groups
 //
@@ -205,7 +205,7 @@
 // owner's fetch position is committed + 1. Reads then advance the fetch
 // position only where the member still owns the partition from that
 // generation or earlier, and a commit applies only under the same
-// condition (else ErrFenced, and nothing of the commit is kept). Two
+// condition (else [ErrFenced], and nothing of the commit is kept). Two
 // members therefore never advance the same partition in one generation,
 // and a zombie cannot move a committed offset. A member that leaves
 // ([ConsumerGroupLeave], a graceful shutdown) is deleted under the same lock and the
@@ -246,9 +246,9 @@
 // locks are taken in a fixed order within one call (queue, then groups in
 // key order); several calls in one transaction take them in call order,
 // so transactions that send to the same groups in different orders can
-// deadlock (Postgres then aborts one). Unlike the [Sender], MessageSendTx
+// deadlock (Postgres then aborts one). Unlike the [Sender], [MessageSendTx]
 // sets no lock_timeout: tx's own applies. A refusal leaves the locks it
-// took held. Its statements are the ones the Sender runs for a
+// took held. Its statements are the ones the [Sender] runs for a
 // transaction of one request.
 //
 // [EventPublishTx] takes two round trips. The first claims the event ids

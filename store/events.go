@@ -77,11 +77,11 @@ type PublishOutcome struct {
 // got deliveries. An id seen on the topic within its dedup window (or
 // earlier in the batch) is a duplicate: it answers the original's
 // partition and offset and appends nothing. Keyless events are spread
-// from a random partition (see PublishParams.Spreader); a Publisher
+// from a random partition (see PublishParams.Spreader); a [Publisher]
 // spreads them round-robin per topic.
 //
 // It is one transaction in two round trips (BEGIN travels with the first
-// and COMMIT with the second; see EventPublishTx for what they do). The
+// and COMMIT with the second; see [EventPublishTx] for what they do). The
 // partition locks are thus held for one round trip and the commit. A
 // transaction that fails only through concurrency (a subscription change,
 // a deadlock) is run again, up to 10 times.
@@ -174,7 +174,7 @@ type ReadParams struct {
 	Recheck func(context.Context) error
 }
 
-// TopicWakeKey is the Notifier key of a topic: topics share the notifier
+// TopicWakeKey is the [Notifier] key of a topic: topics share the notifier
 // with queues, whose keys are their (positive) ids.
 func TopicWakeKey(topicID int64) int64 { return -topicID }
 

@@ -29,7 +29,7 @@ func (r Receipt) String() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// ParseReceipt decodes a receipt made by Receipt.String, and nothing else:
+// ParseReceipt decodes a receipt made by [Receipt.String], and nothing else:
 // the decoding is strict (no ignored trailing bits) and the string must be
 // exactly the encoding of what it decodes to (base64 decoders also skip
 // \r and \n), so no other spelling of a receipt matches its claim.
@@ -47,7 +47,7 @@ func ParseReceipt(s string) (Receipt, error) {
 // FormatMessageID renders a message id for clients.
 func FormatMessageID(id int64) string { return strconv.FormatInt(id, 10) }
 
-// ParseMessageID parses an id made by FormatMessageID; ok is false for
+// ParseMessageID parses an id made by [FormatMessageID]; ok is false for
 // anything else (such an id names no message), other spellings of the
 // same number ("+5", "05") included.
 func ParseMessageID(s string) (id int64, ok bool) {
@@ -88,7 +88,7 @@ type Message struct {
 	SentAt       time.Time
 }
 
-// ClaimParams selects what MessageClaim takes.
+// ClaimParams selects what [MessageClaim] takes.
 type ClaimParams struct {
 	Queue             Queue
 	Max               int
@@ -285,7 +285,7 @@ func MessageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt)
 	return messageAck(ctx, db, queueID, receipts, true)
 }
 
-// MessageAckUngrouped is MessageAck for a caller that knows none of the
+// MessageAckUngrouped is [MessageAck] for a caller that knows none of the
 // messages has a group (it claimed them, and a message's group never
 // changes): it skips the group locks, one statement fewer.
 func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts []Receipt) ([]ReceiptResult, error) {

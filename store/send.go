@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SendTxResult is what MessageSendTx wrote.
+// SendTxResult is what [MessageSendTx] wrote.
 type SendTxResult struct {
 	// Results has one entry per message, in order, as Sender.Send answers.
 	Results []SendResult

@@ -29,8 +29,8 @@ import (
 )
 
 // Config is Ferry's configuration, read from FERRY_* environment
-// variables (see docs/configuration.md) by LoadConfig. A variable that is
-// unset takes the field's default tag (DefaultConfig), or under `ferry
+// variables (see docs/configuration.md) by [LoadConfig]. A variable that is
+// unset takes the field's default tag ([DefaultConfig]), or under `ferry
 // dev` its dev tag where it has one.
 type Config struct {
 	DatabaseURL      string        `envconfig:"FERRY_DATABASE_URL"`
