@@ -217,21 +217,21 @@ func (w *answerCapture) id() string {
 	return made.ID
 }
 
-// auditEntryJSON is one entry of GET /v1/audit.
-type auditEntryJSON struct {
-	At              time.Time       `json:"at"`
-	KeyID           string          `json:"key_id"`
-	KeyName         string          `json:"key_name"`
-	Action          string          `json:"action"`
-	Resource        string          `json:"resource"`
-	RequestID       string          `json:"request_id"`
-	ClientRequestID *string         `json:"client_request_id"`
-	Status          int             `json:"status"`
-	PushChange      *pushChangeJSON `json:"push_change"`
+// auditEntryReply is one entry of GET /v1/audit.
+type auditEntryReply struct {
+	At              time.Time        `json:"at"`
+	KeyID           string           `json:"key_id"`
+	KeyName         string           `json:"key_name"`
+	Action          string           `json:"action"`
+	Resource        string           `json:"resource"`
+	RequestID       string           `json:"request_id"`
+	ClientRequestID *string          `json:"client_request_id"`
+	Status          int              `json:"status"`
+	PushChange      *pushChangeReply `json:"push_change"`
 }
 
-// pushChangeJSON is the push_change of an audit entry.
-type pushChangeJSON struct {
+// pushChangeReply is the push_change of an audit entry.
+type pushChangeReply struct {
 	FromHost *string `json:"from_host"`
 	ToHost   *string `json:"to_host"`
 }
@@ -254,15 +254,15 @@ func (h *handler) auditList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]auditEntryJSON, len(entries))
+	out := make([]auditEntryReply, len(entries))
 	for i, e := range entries {
-		out[i] = auditEntryJSON{At: e.At, KeyID: access.AdminKeyID, KeyName: e.KeyName, Action: e.Action,
+		out[i] = auditEntryReply{At: e.At, KeyID: access.AdminKeyID, KeyName: e.KeyName, Action: e.Action,
 			Resource: e.Resource, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Status: e.Status}
 		if e.KeyID != nil {
 			out[i].KeyID = store.FormatKeyID(*e.KeyID)
 		}
 		if e.PushFromHost != nil || e.PushToHost != nil {
-			out[i].PushChange = &pushChangeJSON{FromHost: e.PushFromHost, ToHost: e.PushToHost}
+			out[i].PushChange = &pushChangeReply{FromHost: e.PushFromHost, ToHost: e.PushToHost}
 		}
 	}
 	last := ""

@@ -13,16 +13,16 @@ import (
 )
 
 type deadLetterReply struct {
-	messageHead
+	messageHeadReply
 	ReceiveCount   int       `json:"receive_count"`
 	LastError      *string   `json:"last_error"`
 	SentAt         time.Time `json:"sent_at"`
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-// subscriptionDeadLetter is a subscription's dead letter: its id is the
+// subscriptionDeadLetterReply is a subscription's dead letter: its id is the
 // event's id.
-type subscriptionDeadLetter struct {
+type subscriptionDeadLetterReply struct {
 	ID             string          `json:"id"`
 	Event          json.RawMessage `json:"event"`
 	ReceiveCount   int             `json:"receive_count"`
@@ -62,9 +62,9 @@ func (h *handler) deadLetterList(c echo.Context) error {
 		next = &s
 	}
 	if ref.isSub() {
-		out := make([]subscriptionDeadLetter, len(dls))
+		out := make([]subscriptionDeadLetterReply, len(dls))
 		for i, d := range dls {
-			out[i] = subscriptionDeadLetter{
+			out[i] = subscriptionDeadLetterReply{
 				ID: deref(d.EventID, ""), Event: h.carriedEvent(c, d.Body, deadLetterName(d.ID, "event")),
 				ReceiveCount: d.ReceiveCount, LastError: d.LastError,
 				DeadLetteredAt: d.DeadLetteredAt.UTC(),
@@ -75,7 +75,7 @@ func (h *handler) deadLetterList(c echo.Context) error {
 	out := make([]deadLetterReply, len(dls))
 	for i, d := range dls {
 		out[i] = deadLetterReply{
-			messageHead: headOf(d.ID, h.carriedOr(c, d.Body, jsonNull, deadLetterName(d.ID, "body")),
+			messageHeadReply: headOf(d.ID, h.carriedOr(c, d.Body, jsonNull, deadLetterName(d.ID, "body")),
 				h.carriedOr(c, d.Attributes, emptyObject, deadLetterName(d.ID, "attributes")), d.Group, d.DedupID),
 			ReceiveCount: d.ReceiveCount, LastError: d.LastError, SentAt: d.SentAt.UTC(), DeadLetteredAt: d.DeadLetteredAt.UTC(),
 		}

@@ -38,8 +38,8 @@ type keyRequest struct {
 	ExpiresAt   *string       `json:"expires_at"`
 }
 
-// keyResponse is a key as GET shows it: never its secret.
-type keyResponse struct {
+// keyReply is a key as GET shows it: never its secret.
+type keyReply struct {
 	ID          string        `json:"id"`
 	Name        string        `json:"name"`
 	Permissions []access.Spec `json:"permissions"`
@@ -48,9 +48,9 @@ type keyResponse struct {
 	LastUsedAt  *time.Time    `json:"last_used_at"`
 }
 
-// createdKeyResponse is POST's answer: the key and, this once, its secret.
-type createdKeyResponse struct {
-	keyResponse
+// createdKeyReply is POST's answer: the key and, this once, its secret.
+type createdKeyReply struct {
+	keyReply
 	Key string `json:"key"`
 }
 
@@ -62,10 +62,10 @@ func (h *handler) keyRoutes(v1 addRoute) {
 	v1(http.MethodDelete, "/keys/:id", h.keyDelete)
 }
 
-func toKeyResponse(k store.APIKey) (keyResponse, error) {
-	out := keyResponse{ID: store.FormatKeyID(k.ID), Name: k.Name, CreatedAt: k.CreatedAt.UTC()}
+func toKeyResponse(k store.APIKey) (keyReply, error) {
+	out := keyReply{ID: store.FormatKeyID(k.ID), Name: k.Name, CreatedAt: k.CreatedAt.UTC()}
 	if err := json.Unmarshal(k.Permissions, &out.Permissions); err != nil {
-		return keyResponse{}, fmt.Errorf("api key %s: stored permissions: %w", out.ID, err)
+		return keyReply{}, fmt.Errorf("api key %s: stored permissions: %w", out.ID, err)
 	}
 	if out.Permissions == nil {
 		out.Permissions = []access.Spec{}
@@ -145,7 +145,7 @@ func (h *handler) keyCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return reply(c, http.StatusCreated, createdKeyResponse{keyResponse: out, Key: secret})
+	return reply(c, http.StatusCreated, createdKeyReply{keyReply: out, Key: secret})
 }
 
 func (h *handler) keyList(c echo.Context) error {
@@ -157,7 +157,7 @@ func (h *handler) keyList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]keyResponse, len(keys))
+	out := make([]keyReply, len(keys))
 	var last string
 	for i, k := range keys {
 		if out[i], err = toKeyResponse(k); err != nil {

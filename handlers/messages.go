@@ -43,10 +43,10 @@ func parseDateTime(s string) (time.Time, bool) {
 }
 
 type sendReply struct {
-	Messages []sendResult `json:"messages"`
+	Messages []sendItemReply `json:"messages"`
 }
 
-type sendResult struct {
+type sendItemReply struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
 }
@@ -134,10 +134,10 @@ func (h *handler) messageSend(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := sendReply{Messages: make([]sendResult, len(results))}
+	out := sendReply{Messages: make([]sendItemReply, len(results))}
 	fresh := 0
 	for i, r := range results {
-		out.Messages[i] = sendResult{ID: store.FormatMessageID(r.ID), Duplicate: r.Duplicate}
+		out.Messages[i] = sendItemReply{ID: store.FormatMessageID(r.ID), Duplicate: r.Duplicate}
 		if !r.Duplicate {
 			fresh++
 		}
@@ -152,8 +152,8 @@ type receiveRequest struct {
 	WaitSeconds              *int `json:"wait_seconds"`
 }
 
-// messageHead is what a queue's message shows first, received or dead.
-type messageHead struct {
+// messageHeadReply is what a queue's message shows first, received or dead.
+type messageHeadReply struct {
 	ID         string          `json:"id"`
 	Body       json.RawMessage `json:"body"`
 	Attributes json.RawMessage `json:"attributes"`
@@ -169,23 +169,23 @@ const (
 )
 
 // headOf is a queue message's head; attributes never set show as {}.
-func headOf(id int64, body, attrs json.RawMessage, group, dedupID *string) messageHead {
+func headOf(id int64, body, attrs json.RawMessage, group, dedupID *string) messageHeadReply {
 	if attrs == nil {
 		attrs = json.RawMessage(emptyObject)
 	}
-	return messageHead{ID: store.FormatMessageID(id), Body: body, Attributes: attrs, Group: group, DedupID: dedupID}
+	return messageHeadReply{ID: store.FormatMessageID(id), Body: body, Attributes: attrs, Group: group, DedupID: dedupID}
 }
 
-type receivedMessage struct {
-	messageHead
+type receivedMessageReply struct {
+	messageHeadReply
 	Receipt      string    `json:"receipt"`
 	ReceiveCount int       `json:"receive_count"`
 	SentAt       time.Time `json:"sent_at"`
 }
 
-// subscriptionMessage is a subscription's delivery as a consumer receives
+// subscriptionMessageReply is a subscription's delivery as a consumer receives
 // it: its id is the event's id.
-type subscriptionMessage struct {
+type subscriptionMessageReply struct {
 	ID           string          `json:"id"`
 	Event        json.RawMessage `json:"event"`
 	Receipt      string          `json:"receipt"`
@@ -232,19 +232,19 @@ func (h *handler) messageReceive(c echo.Context) error {
 	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
 	h.Metrics.received.WithLabelValues(ref.label()).Add(float64(len(msgs)))
 	if ref.isSub() {
-		out := make([]subscriptionMessage, len(msgs))
+		out := make([]subscriptionMessageReply, len(msgs))
 		for i, m := range msgs {
-			out[i] = subscriptionMessage{ID: deref(m.EventID, ""), Event: m.Body, Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
+			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: m.Body, Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
 		}
 		return reply(c, http.StatusOK, map[string]any{"messages": out})
 	}
-	out := make([]receivedMessage, len(msgs))
+	out := make([]receivedMessageReply, len(msgs))
 	for i, m := range msgs {
-		out[i] = receivedMessage{
-			messageHead:  headOf(m.ID, m.Body, m.Attributes, m.Group, m.DedupID),
-			Receipt:      m.Receipt.String(),
-			ReceiveCount: m.ReceiveCount,
-			SentAt:       m.SentAt.UTC(),
+		out[i] = receivedMessageReply{
+			messageHeadReply: headOf(m.ID, m.Body, m.Attributes, m.Group, m.DedupID),
+			Receipt:          m.Receipt.String(),
+			ReceiveCount:     m.ReceiveCount,
+			SentAt:           m.SentAt.UTC(),
 		}
 	}
 	return reply(c, http.StatusOK, map[string]any{"messages": out})
@@ -305,7 +305,7 @@ func (r *extendRequest) check() error {
 	return cs.err()
 }
 
-type receiptResult struct {
+type receiptReply struct {
 	Receipt string `json:"receipt"`
 	Status  string `json:"status"`
 }
@@ -351,13 +351,13 @@ func (h *handler) settle(c echo.Context, req settleRequest,
 		return err
 	}
 	raw := req.receiptList()
-	out := make([]receiptResult, len(results))
+	out := make([]receiptReply, len(results))
 	for i, r := range results {
 		status := "stale"
 		if r.OK {
 			status = "ok"
 		}
-		out[i] = receiptResult{Receipt: raw[i], Status: status}
+		out[i] = receiptReply{Receipt: raw[i], Status: status}
 	}
 	return reply(c, http.StatusOK, map[string]any{"results": out})
 }

@@ -164,7 +164,7 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // ObserveNotifyIgnored exports ignored, read at every scrape, as
 // ferry_notify_ignored_total: the parts of NOTIFY payloads heard on
 // Ferry's channel that were no id, which another database login sent
-// (store.Notifier.Ignored).
+// ([store.Notifier.Ignored]).
 func (m *Metrics) ObserveNotifyIgnored(ignored func() int64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ferry", Name: "notify_ignored_total",
 		Help: "Parts of NOTIFY payloads heard on Ferry's channel that were not Ferry's (no id), ignored."},
@@ -181,7 +181,7 @@ func (m *Metrics) ObservePool(name string, pool *pgxpool.Pool) {
 // ObserveParked exports parked, read at every scrape, as
 // ferry_long_polls_parked: the receives, event reads, group polls and
 // publishes waiting for a pending SQL API event that wait now on this
-// instance (store.Notifier.Parked).
+// instance ([store.Notifier.Parked]).
 func (m *Metrics) ObserveParked(parked func() int64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ferry", Name: "long_polls_parked",
 		Help: "Long polls of this instance (receives, event reads, group polls, publishes awaiting a SQL API event's append) waiting now for something to arrive."},

@@ -124,9 +124,9 @@ func (h *handler) checkPushURL(ctx context.Context, url string) error {
 	return err
 }
 
-// pushResponse is a target's push configuration and state; null when the
+// pushReply is a target's push configuration and state; null when the
 // target is pulled.
-type pushResponse struct {
+type pushReply struct {
 	URL                string     `json:"url"`
 	TimeoutSeconds     int        `json:"timeout_seconds"`
 	MaxInFlight        int        `json:"max_in_flight"`
@@ -138,7 +138,7 @@ type pushResponse struct {
 
 // toPushResponse is q's push as a key sees it: whole to a key that may
 // manage q (whole), else with push.url's query values masked (maskedURL).
-func toPushResponse(q store.Queue, whole bool) *pushResponse {
+func toPushResponse(q store.Queue, whole bool) *pushReply {
 	if q.Push == nil {
 		return nil
 	}
@@ -153,7 +153,7 @@ func toPushResponse(q store.Queue, whole bool) *pushResponse {
 		u := t.UTC()
 		return &u
 	}
-	return &pushResponse{
+	return &pushReply{
 		URL: url, TimeoutSeconds: q.Push.TimeoutSeconds, MaxInFlight: q.Push.MaxInFlight,
 		RateLimitPerSecond: q.Push.RateLimitPerSecond, FailingSince: utc(q.FailingSince),
 		DisabledAt: utc(q.DisabledAt), DisabledReason: q.DisabledReason,

@@ -74,21 +74,21 @@ func checkQueueSettings(p store.QueuePatch) error {
 	return cs.err()
 }
 
-// queueResponse is a queue as clients see it.
-type queueResponse struct {
-	Name                     string        `json:"name"`
-	VisibilityTimeoutSeconds int           `json:"visibility_timeout_seconds"`
-	MaxReceives              int           `json:"max_receives"`
-	RetentionSeconds         int           `json:"retention_seconds"`
-	DelaySeconds             int           `json:"delay_seconds"`
-	DedupWindowSeconds       int           `json:"dedup_window_seconds"`
-	MaxDepth                 int64         `json:"max_depth"`
-	RetryMinSeconds          int           `json:"retry_min_seconds"`
-	RetryMaxSeconds          int           `json:"retry_max_seconds"`
-	Push                     *pushResponse `json:"push"`
-	CreatedAt                time.Time     `json:"created_at"`
-	UpdatedAt                time.Time     `json:"updated_at"`
-	Stats                    statsReply    `json:"stats"`
+// queueReply is a queue as clients see it.
+type queueReply struct {
+	Name                     string     `json:"name"`
+	VisibilityTimeoutSeconds int        `json:"visibility_timeout_seconds"`
+	MaxReceives              int        `json:"max_receives"`
+	RetentionSeconds         int        `json:"retention_seconds"`
+	DelaySeconds             int        `json:"delay_seconds"`
+	DedupWindowSeconds       int        `json:"dedup_window_seconds"`
+	MaxDepth                 int64      `json:"max_depth"`
+	RetryMinSeconds          int        `json:"retry_min_seconds"`
+	RetryMaxSeconds          int        `json:"retry_max_seconds"`
+	Push                     *pushReply `json:"push"`
+	CreatedAt                time.Time  `json:"created_at"`
+	UpdatedAt                time.Time  `json:"updated_at"`
+	Stats                    statsReply `json:"stats"`
 }
 
 type statsReply struct {
@@ -101,8 +101,8 @@ type statsReply struct {
 
 // toQueueResponse is q with its stats s, its push URL whole or masked
 // (toPushResponse).
-func toQueueResponse(q store.Queue, s store.QueueStats, wholePush bool) queueResponse {
-	return queueResponse{
+func toQueueResponse(q store.Queue, s store.QueueStats, wholePush bool) queueReply {
+	return queueReply{
 		Name:                     q.Name,
 		VisibilityTimeoutSeconds: q.VisibilityTimeoutSeconds,
 		MaxReceives:              q.MaxReceives,

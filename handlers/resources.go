@@ -29,20 +29,20 @@ type view[T, V, R any] struct {
 
 // queueView answers queues with their stats to the request's key, which
 // sees the push URL whole of those it may manage only.
-func queueView(c echo.Context) view[store.Queue, store.QueueStats, queueResponse] {
+func queueView(c echo.Context) view[store.Queue, store.QueueStats, queueReply] {
 	manage := mayManage(c, access.Queue, "")
-	return view[store.Queue, store.QueueStats, queueResponse]{
+	return view[store.Queue, store.QueueStats, queueReply]{
 		key:  func(q store.Queue) (int64, string) { return q.ID, q.Name },
 		read: store.QueueStatsGet,
-		out: func(q store.Queue, st store.QueueStats) queueResponse {
+		out: func(q store.Queue, st store.QueueStats) queueReply {
 			return toQueueResponse(q, st, manage(q.Name))
 		},
 	}
 }
 
 // topicView answers topics with their partitions' offsets.
-func topicView() view[store.Topic, []store.PartitionOffsets, topicResponse] {
-	return view[store.Topic, []store.PartitionOffsets, topicResponse]{
+func topicView() view[store.Topic, []store.PartitionOffsets, topicReply] {
+	return view[store.Topic, []store.PartitionOffsets, topicReply]{
 		key:  func(t store.Topic) (int64, string) { return t.ID, t.Name },
 		read: store.TopicOffsets,
 		out:  toTopicResponse,
@@ -52,12 +52,12 @@ func topicView() view[store.Topic, []store.PartitionOffsets, topicResponse] {
 // subscriptionView answers subscriptions of the named topic with their
 // stats to the request's key, which sees the push URL whole of those it
 // may manage only.
-func subscriptionView(c echo.Context, topic string) view[store.Subscription, store.QueueStats, subscriptionResponse] {
+func subscriptionView(c echo.Context, topic string) view[store.Subscription, store.QueueStats, subscriptionReply] {
 	manage := mayManage(c, access.Subscription, topic)
-	return view[store.Subscription, store.QueueStats, subscriptionResponse]{
+	return view[store.Subscription, store.QueueStats, subscriptionReply]{
 		key:  func(s store.Subscription) (int64, string) { return s.ID, s.Name },
 		read: store.QueueStatsGet,
-		out: func(s store.Subscription, st store.QueueStats) subscriptionResponse {
+		out: func(s store.Subscription, st store.QueueStats) subscriptionReply {
 			return toSubscriptionResponse(topic, s, st, manage(s.Name))
 		},
 	}

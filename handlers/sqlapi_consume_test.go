@@ -367,7 +367,7 @@ func deadStep(n int) consumeStep {
 	}
 }
 
-// awaitStep waits until nothing of the target is in flight (leases
+// awaitIdle waits until nothing of the target is in flight (leases
 // expired).
 func awaitIdle() consumeStep {
 	return func(r *consumeRun) any {

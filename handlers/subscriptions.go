@@ -27,8 +27,8 @@ type subscriptionRequest struct {
 	Push                     rawOf[pushRequest]  `json:"push"`
 }
 
-// subscriptionResponse is a subscription as clients see it.
-type subscriptionResponse struct {
+// subscriptionReply is a subscription as clients see it.
+type subscriptionReply struct {
 	Name                     string          `json:"name"`
 	Topic                    string          `json:"topic"`
 	Filter                   json.RawMessage `json:"filter"`
@@ -38,7 +38,7 @@ type subscriptionResponse struct {
 	RetentionSeconds         int             `json:"retention_seconds"`
 	RetryMinSeconds          int             `json:"retry_min_seconds"`
 	RetryMaxSeconds          int             `json:"retry_max_seconds"`
-	Push                     *pushResponse   `json:"push"`
+	Push                     *pushReply      `json:"push"`
 	CreatedAt                time.Time       `json:"created_at"`
 	UpdatedAt                time.Time       `json:"updated_at"`
 	Stats                    statsReply      `json:"stats"`
@@ -46,12 +46,12 @@ type subscriptionResponse struct {
 
 // toSubscriptionResponse is s of topic with its stats st, its push URL
 // whole or masked (toPushResponse).
-func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueStats, wholePush bool) subscriptionResponse {
+func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueStats, wholePush bool) subscriptionReply {
 	filter := json.RawMessage(s.Filter.JSON())
 	if filter == nil {
 		filter = json.RawMessage(jsonNull)
 	}
-	return subscriptionResponse{
+	return subscriptionReply{
 		Name:                     s.Name,
 		Topic:                    topic,
 		Filter:                   filter,

@@ -28,7 +28,7 @@ type topicRequest struct {
 	DedupWindowSeconds *int `json:"dedup_window_seconds"`
 }
 
-type topicResponse struct {
+type topicReply struct {
 	Name               string         `json:"name"`
 	Partitions         int            `json:"partitions"`
 	RetentionSeconds   int            `json:"retention_seconds"`
@@ -44,8 +44,8 @@ type offsetsReply struct {
 	OldestOffset int64 `json:"oldest_offset"`
 }
 
-func toTopicResponse(t store.Topic, offs []store.PartitionOffsets) topicResponse {
-	out := topicResponse{
+func toTopicResponse(t store.Topic, offs []store.PartitionOffsets) topicReply {
+	out := topicReply{
 		Name: t.Name, Partitions: t.Partitions, RetentionSeconds: t.RetentionSeconds,
 		DedupWindowSeconds: t.DedupWindowSeconds, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
 		Offsets: make([]offsetsReply, len(offs)),
@@ -131,7 +131,7 @@ type publishItem struct {
 	Attributes map[string]string `json:"attributes"`
 }
 
-type publishResult struct {
+type publishItemReply struct {
 	ID        string `json:"id"`
 	Partition int    `json:"partition"`
 	Offset    int64  `json:"offset"`
@@ -217,10 +217,10 @@ func (h *handler) eventPublish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]publishResult, len(results))
+	out := make([]publishItemReply, len(results))
 	fresh := 0
 	for i, r := range results {
-		out[i] = publishResult(r)
+		out[i] = publishItemReply(r)
 		if !r.Duplicate {
 			fresh++
 		}

@@ -37,7 +37,7 @@ type RetentionArgs struct{}
 // Kind implements river.JobArgs.
 func (RetentionArgs) Kind() string { return "ferry_retention" }
 
-// RetentionWorker runs RetentionArgs.
+// RetentionWorker runs [RetentionArgs].
 type RetentionWorker struct {
 	river.WorkerDefaults[RetentionArgs]
 	Pool *pgxpool.Pool
@@ -136,7 +136,7 @@ type DedupExpiryArgs struct{}
 // Kind implements river.JobArgs.
 func (DedupExpiryArgs) Kind() string { return "ferry_dedup_expiry" }
 
-// DedupExpiryWorker runs DedupExpiryArgs.
+// DedupExpiryWorker runs [DedupExpiryArgs].
 type DedupExpiryWorker struct {
 	river.WorkerDefaults[DedupExpiryArgs]
 	Pool *pgxpool.Pool
@@ -247,7 +247,7 @@ type OrphanSweepArgs struct{}
 // Kind implements river.JobArgs.
 func (OrphanSweepArgs) Kind() string { return "ferry_orphan_sweep" }
 
-// OrphanSweepWorker runs OrphanSweepArgs.
+// OrphanSweepWorker runs [OrphanSweepArgs].
 type OrphanSweepWorker struct {
 	river.WorkerDefaults[OrphanSweepArgs]
 	Pool *pgxpool.Pool

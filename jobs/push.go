@@ -165,7 +165,7 @@ type Pusher struct {
 	runsWG       sync.WaitGroup
 }
 
-// NewPusher makes a Pusher; Run must run for it to deliver.
+// NewPusher makes a [Pusher]; Run must run for it to deliver.
 func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
 	cfg.DisableAfter = cmp.Or(cfg.DisableAfter, 5*24*time.Hour)
 	cfg.RunFor = cmp.Or(cfg.RunFor, 10*time.Second)
@@ -222,7 +222,7 @@ func (p *Pusher) Kick(_ context.Context, queueIDs []int64) {
 	p.wake()
 }
 
-// Forget makes the Pusher read its set of push targets again (after a
+// Forget makes the [Pusher] read its set of push targets again (after a
 // change of push configuration) before it acts on the next kick.
 func (p *Pusher) Forget() { p.sweepSoon() }
 

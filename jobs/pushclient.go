@@ -40,11 +40,11 @@ import (
 	"time"
 )
 
-// MaxPushURLLen is the longest push URL CheckPushURL accepts, in bytes.
+// MaxPushURLLen is the longest push URL [CheckPushURL] accepts, in bytes.
 const MaxPushURLLen = 2048
 
-// ErrForbiddenAddress is wrapped by the error a NewPushClient client returns
-// when a delivery would connect to an address ForbiddenAddr refuses. Test for
+// ErrForbiddenAddress is wrapped by the error a [NewPushClient] client returns
+// when a delivery would connect to an address [ForbiddenAddr] refuses. Test for
 // it with errors.Is; the *url.Error from http.Client.Do wraps it.
 var ErrForbiddenAddress = errors.New("push address is forbidden")
 
@@ -177,7 +177,7 @@ func ForbiddenAddr(ip netip.Addr) (reason string, forbidden bool) {
 	return "", false
 }
 
-// URLError is the error CheckPushURL returns for a URL it refuses. Reason is
+// URLError is the error [CheckPushURL] returns for a URL it refuses. Reason is
 // a short sentence meant for the client, suitable as the detail of a 400
 // problem response, e.g. "push.url resolves to a private address
 // (10.0.0.5)". Err, when not nil, is the underlying cause (a parse or
@@ -194,7 +194,7 @@ func (e *URLError) Error() string { return e.Reason }
 // Unwrap returns Err.
 func (e *URLError) Unwrap() error { return e.Err }
 
-// LookupFunc resolves a host name to IP addresses. CheckPushURL takes one so
+// LookupFunc resolves a host name to IP addresses. [CheckPushURL] takes one so
 // tests (and callers with their own resolver) can control resolution; nil
 // means net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -216,12 +216,12 @@ func withArticle(reason string) string {
 }
 
 // CheckPushURL validates a push URL when a subscription is created or
-// changed. It accepts an absolute http or https URL of at most MaxPushURLLen
+// changed. It accepts an absolute http or https URL of at most [MaxPushURLLen]
 // bytes with a host, an optional valid port, no user info (credentials in
 // URLs are refused: they would be logged and shown back) and no fragment.
 //
 // Unless allowPrivate is set, it also checks where the URL points: an IP
-// literal host must pass ForbiddenAddr; "localhost" and names under
+// literal host must pass [ForbiddenAddr]; "localhost" and names under
 // ".localhost" are refused without resolving (RFC 6761); any other name is
 // resolved with lookup (net.DefaultResolver when nil) under ctx, must
 // resolve, and every address it resolves to must pass ForbiddenAddr — one
@@ -230,9 +230,9 @@ func withArticle(reason string) string {
 // refused as non-standard IPv4 notation that some resolvers accept.
 //
 // Passing this check does not make later deliveries safe: the name may
-// resolve elsewhere by then. NewPushClient checks again at dial time.
+// resolve elsewhere by then. [NewPushClient] checks again at dial time.
 //
-// Every error is a *URLError.
+// Every error is a [*URLError].
 func CheckPushURL(ctx context.Context, raw string, allowPrivate bool, lookup LookupFunc) error {
 	if len(raw) > MaxPushURLLen {
 		return urlErr(nil, "push.url is longer than %d bytes", MaxPushURLLen)
@@ -350,8 +350,8 @@ func dialControl(network, address string, _ syscall.RawConn) error {
 //     MaxIdleConnsPerHost is 64, IdleConnTimeout 90s, TLSHandshakeTimeout
 //     10s; HTTP/2 is attempted as with the default transport.
 //   - Unless allowPrivate, its net.Dialer has a Control func that checks
-//     every IP actually dialled with ForbiddenAddr and fails the connection
-//     with an error wrapping ErrForbiddenAddress. This is what defeats DNS
+//     every IP actually dialled with [ForbiddenAddr] and fails the connection
+//     with an error wrapping [ErrForbiddenAddress]. This is what defeats DNS
 //     rebinding: the check sees the resolved address, not the name.
 //   - It has no overall Timeout and no ResponseHeaderTimeout: callers bound
 //     each delivery with the request's context.

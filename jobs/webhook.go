@@ -127,9 +127,9 @@ func sign(key []byte, id, ts string, body []byte) string {
 // signed content is "{id}.{unix seconds of timestamp}.{body}", body being
 // exactly the bytes sent.
 //
-// It never panics: a malformed secret (see ValidSigningSecret) is skipped,
+// It never panics: a malformed secret (see [ValidSigningSecret]) is skipped,
 // and with no valid secret at all the result is "". Callers only pass
-// secrets made by NewSigningSecret, so neither should happen; a receiver
+// secrets made by [NewSigningSecret], so neither should happen; a receiver
 // would refuse such a push, which is the safe failure.
 func Sign(secrets []string, id string, timestamp time.Time, body []byte) string {
 	ts := strconv.FormatInt(timestamp.Unix(), 10)
@@ -145,7 +145,7 @@ func Sign(secrets []string, id string, timestamp time.Time, body []byte) string 
 }
 
 // WebhookHeaders sets webhook-id, webhook-timestamp (unix seconds) and
-// webhook-signature (see Sign) on h, replacing any values already there.
+// webhook-signature (see [Sign]) on h, replacing any values already there.
 // Call it once per delivery attempt with the attempt's own timestamp: id
 // stays the same across retries (receivers dedupe on it), the timestamp and
 // so the signature do not (receivers refuse stale timestamps).
@@ -157,15 +157,15 @@ func WebhookHeaders(h http.Header, secrets []string, id string, timestamp time.T
 
 // Verify checks a received request the way a receiver should: the
 // webhook-timestamp within tolerance of now, either way (tolerance <= 0
-// means DefaultWebhookTolerance, 5 minutes), and at least one v1 signature
+// means [DefaultWebhookTolerance], 5 minutes), and at least one v1 signature
 // in webhook-signature equal (in constant time, hmac.Equal) to the one
 // secret computes over the headers' id and timestamp and body, which must be
 // the raw bytes received, before any JSON decoding. Signatures of other
 // versions are ignored.
 //
 // It returns nil, or an error saying what failed, wrapping one of
-// ErrWebhookSecret, ErrWebhookHeaders, ErrWebhookTimestamp or
-// ErrWebhookSignature. Ferry's own tests use it; it is also the reference
+// [ErrWebhookSecret], [ErrWebhookHeaders], [ErrWebhookTimestamp] or
+// [ErrWebhookSignature]. Ferry's own tests use it; it is also the reference
 // for users writing a receiver in Go (examples/verify-webhook-go is the
 // same logic without this module).
 func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {

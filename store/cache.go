@@ -66,7 +66,7 @@ func (c *NameCache[T]) Get(ctx context.Context, db DBTX, name string) (T, error)
 
 // With runs fn with the named resource from the cache. A cached resource
 // may be stale (deleted and created again, or changed, through another
-// instance): when fn reports ErrNotFound or stale, the resource is
+// instance): when fn reports [ErrNotFound] or stale, the resource is
 // forgotten, read afresh, and fn runs once more with it.
 func (c *NameCache[T]) With(ctx context.Context, db DBTX, name string, fn func(v T) (stale bool, err error)) error {
 	v, err := c.Get(ctx, db, name)
@@ -92,10 +92,10 @@ func (c *NameCache[T]) Forget(name string) {
 	c.mu.Unlock()
 }
 
-// SubscriptionCache caches subscriptions by SubscriptionKey.
+// SubscriptionCache caches subscriptions by [SubscriptionKey].
 type SubscriptionCache = NameCache[Subscription]
 
-// SubscriptionKey names a subscription in a SubscriptionCache.
+// SubscriptionKey names a subscription in a [SubscriptionCache].
 func SubscriptionKey(topicID int64, name string) string {
 	return strconv.FormatInt(topicID, 10) + "/" + name
 }

@@ -37,7 +37,7 @@ type ConsumerGroupLeaveResult struct {
 // (through n, if not nil) and end early, so that poll comes at once.
 //
 // A consumer that is not a member is no error and changes nothing of its
-// own: a leave is idempotent. A group that does not exist is ErrNotFound.
+// own: a leave is idempotent. A group that does not exist is [ErrNotFound].
 func ConsumerGroupLeave(ctx context.Context, db TxBeginner, n *Notifier, p ConsumerGroupLeaveParams) (ConsumerGroupLeaveResult, error) {
 	var res ConsumerGroupLeaveResult
 	err := retry(ctx, func() error {

@@ -813,7 +813,7 @@ type ConsumerGroupCommitParams struct {
 // ConsumerGroupCommit records, for each partition, that offsets up to the given
 // one are done — all or none: if the consumer does not own one of the
 // partitions in the generation it names (it was rebalanced away), nothing
-// is committed and ErrFenced is returned. Commits only move forward (a
+// is committed and [ErrFenced] is returned. Commits only move forward (a
 // lower offset than the committed one is kept as is); seek moves back.
 // An offset beyond the partition's head is refused.
 func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupCommitParams) error {
@@ -1021,7 +1021,7 @@ func ConsumerGroupDescribe(ctx context.Context, db TxBeginner, t Topic, name str
 	return g, nil
 }
 
-// ConsumerGroupListParams selects one page of ConsumerGroupGroupList.
+// ConsumerGroupListParams selects one page of [ConsumerGroupList].
 type ConsumerGroupListParams struct {
 	TopicID int64
 	After   string // only groups named after this one ("" = from the first)
@@ -1066,8 +1066,8 @@ func consumerGroupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
 	return err
 }
 
-// ConsumerGroupLag is one row of ConsumerGroupGroupLags: a partition's lag, or (Partition -1)
-// the number of members in Lag.
+// ConsumerGroupLag is one row of [ConsumerGroupLags]: a partition's lag,
+// or (Partition -1) the number of members in Lag.
 type ConsumerGroupLag struct {
 	TopicID   int64
 	Group     string

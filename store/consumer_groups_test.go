@@ -755,7 +755,7 @@ func TestGroupTopicGrows(t *testing.T) {
 	require.ElementsMatch(t, append(publishedIDs(r2), publishedIDs(r3)...), eventIDs(append(slices.Clone(a2.Events), b2.Events...)))
 }
 
-// Deleting a topic removes its groups' rows; ConsumerGroupGroupDelete removes one
+// Deleting a topic removes its groups' rows; ConsumerGroupDelete removes one
 // group's; other groups keep theirs.
 func TestGroupDeleteRows(t *testing.T) {
 	t.Parallel()
@@ -879,7 +879,7 @@ func (e *env) fetchedEventually(appName string) {
 	}, 10*time.Second, 5*time.Millisecond, "%s never fetched", appName)
 }
 
-// ConsumerGroupGroupLags: per group and partition, head - committed (never below 0),
+// ConsumerGroupLags: per group and partition, head - committed (never below 0),
 // and per group a row with partition -1 holding the member count, sorted;
 // it changes nothing (an expired member counts until a poll or describe
 // evicts it).

@@ -125,12 +125,9 @@ func (d deleted) blocked() bool { return d.lockedID != 0 || d.busyGroup != nil }
 // holding another could deadlock with it; holding nothing while it waits
 // (messageDeleteAll) it cannot.
 //
-// The DELETE finds its rows through one primary-key probe per victim,
-// joined to the probes on the full key (see messages.go on settle
-// statements): joined on (queue_id, id) with a constant queue id, a
-// planner that believes the queue is small walks the whole queue per
-// victim; joined by ctid, a victim a claim or an extend changed meanwhile
-// would be skipped, and the purge would end with it still there.
+// The DELETE finds its rows as the settle statements do, by one
+// primary-key probe per victim joined on the full key (package doc,
+// # Plans).
 func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (deleted, error) {
 	var d deleted
 	err := retry(ctx, func() error {

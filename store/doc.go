@@ -45,13 +45,13 @@
 //
 // # Wakes
 //
-// Long polls and push workers wait on a Notifier and also poll on their
+// Long polls and push workers wait on a [Notifier] and also poll on their
 // own. Which write wakes them is decided here, not by its callers: a send
 // or publish returns the queues to wake (the Sender's and Publisher's
 // callbacks, MessageSendTx's Wake); an ack that promoted a group's next
 // message, a nack with no delay or that dead-lettered a message, a
 // redrive and a subscription seek that delivered events wake through
-// Notifier.Claimable, which the ...AndWake functions (store/wake.go) call
+// [Notifier.Claimable], which the ...AndWake functions (store/wake.go) call
 // after their commit. The Pusher registers its kick there, so a target
 // this instance delivers starts at once; other instances hear the NOTIFY.
 //
@@ -68,6 +68,38 @@
 // probes (walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
 // that a planner believing the queue small could turn into a read of the
 // whole queue.
+//
+// The claim (ferry.message_claim, run by [MessageClaim] and ferry.receive)
+// takes its candidates from the claim index in order, LIMIT inside, and
+// its UPDATE finds them by the ctid of the row version the candidate scan
+// locked. Joined on (queue_id, id) with queue_id = $1, a planner that
+// thinks the queue holds one row (a new queue in an analyzed table, a
+// generic plan made while the table was empty) walked the whole queue for
+// every candidate; joined on ctid alone, the only other way in is a scan
+// of the whole table, which no estimate makes look cheap next to 100 TID
+// fetches. The ctid is stable: the candidates are locked by this statement.
+//
+// The settle statements (ferry.message_dead_letter, message_ack,
+// message_nack and message_extend, migration 000009; the REST API and the
+// SQL API both call them) reach rows from a client's list (receipts, ids)
+// by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
+// (their "target" CTEs), which no plan can turn into a scan of the queue;
+// a DML statement then finds its rows by their full key joined to those
+// probes (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
+// constant queue id that could make "read the whole queue" look cheap to
+// a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
+// cardinality($2), the list's length: a driving set (see walk.go) that a
+// generic plan believes is a row or so. A row changed in between (an
+// extend racing an ack) is followed to its newest version, and the
+// conditions the DML repeats on it (its claim_token, its lease) are
+// checked again there, so a stale receipt still changes nothing and a
+// current one still applies. Not by ctid: PostgreSQL re-checks a ctid
+// condition on the newest version too, which has another ctid, so a row
+// updated in between would be skipped (TestSettleRacingExtend). Only the
+// claim joins by ctid, to rows its own statement locked. A purge's or a
+// delete's DELETE (messageDeleteSet) finds its victims the same way: by
+// ctid, a victim a claim or an extend changed meanwhile would be skipped,
+// and the purge would end with it still there.
 //
 // # Groups
 //
@@ -111,20 +143,20 @@
 // later finds a new event at an offset <= N. (Sequence-assigned ids would
 // not do: they are taken in one order and committed in another.)
 //
-// Event ids are deduplicated within the topic's window by the primary key
+// [Event] ids are deduplicated within the topic's window by the primary key
 // of ferry.event_dedup, claimed before offsets are assigned, so a
 // duplicate never consumes an offset; its row remembers where the
 // original landed.
 //
 // A publish through the SQL API (ferry.publish, in the application's own
 // transaction) cannot hold partition locks until its caller commits. It
-// claims its ids in ferry.event_dedup at PendingOffset and records its
+// claims its ids in ferry.event_dedup at [PendingOffset] and records its
 // events in ferry.event_pending; the outbox relay of every instance
-// (Relay), woken by the NOTIFY its commit delivers, appends them through
+// ([Relay]), woken by the NOTIFY its commit delivers, appends them through
 // the same engine as a REST publish, per topic one instance at a time, in
 // short transactions of its own: offsets are assigned at append, after
 // the caller's commit. A REST publish that meets a pending claim answers
-// a duplicate once the relay has appended it (EventAwaitAppended).
+// a duplicate once the relay has appended it ([EventAwaitAppended]).
 //
 // # Subscriptions and fan-out
 //
@@ -132,7 +164,7 @@
 // by its topic, served by the same claim engine (receive, ack, nack,
 // extend, dead letters, redrive, stats, retention). A publish reads the
 // topic's subscriptions and their subs_version in its first round trip,
-// matches each fresh event against each filter in Go (Filter), and in its
+// matches each fresh event against each filter in Go ([Filter]), and in its
 // second round trip, under the partition locks, checks that subs_version
 // is unchanged and writes one ferry.messages row per (subscription,
 // event) in the statement that appends the events: an acknowledged
@@ -152,14 +184,14 @@
 // # Push
 //
 // A queue or subscription with push_url is delivered by the server (see
-// jobs/push.go): a worker claims with MessageClaim, POSTs, and settles
-// with MessageAck and MessageNack (backoff, dead letters) like any
-// consumer; PushAttemptRecord keeps every attempt and PushOutcome the
+// jobs/push.go): a worker claims with [MessageClaim], POSTs, and settles
+// with [MessageAck] and [MessageNack] (backoff, dead letters) like any
+// consumer; [PushAttemptRecord] keeps every attempt and [PushOutcome] the
 // target's failure state (disabled after 410 Gone or failing too long).
 // One instance at a time delivers a target: the one holding its push
 // lease (ferry.push_leases, pushlease.go: acquired, renewed, released,
-// taken over once expired), whose claims PushLeaseClaim fences by the
-// lease row; PushSweep reads what is due and when to look next.
+// taken over once expired), whose claims [PushLeaseClaim] fences by the
+// lease row; [PushSweep] reads what is due and when to look next.
 //
 // # Consumer groups
 //
@@ -173,16 +205,79 @@
 // owner's fetch position is committed + 1. Reads then advance the fetch
 // position only where the member still owns the partition from that
 // generation or earlier, and a commit applies only under the same
-// condition (else ErrFenced, and nothing of the commit is kept). Two
+// condition (else [ErrFenced], and nothing of the commit is kept). Two
 // members therefore never advance the same partition in one generation,
 // and a zombie cannot move a committed offset. A member that leaves
-// (ConsumerGroupGroupLeave, a graceful shutdown) is deleted under the same lock and the
+// ([ConsumerGroupLeave], a graceful shutdown) is deleted under the same lock and the
 // group refreshed in that transaction, so its partitions move at once
 // rather than after its session timeout; the leave wakes the topic's
 // waiters, and a waiting poll ends when the generation has moved, so the
 // others' next poll comes at once and owns them. A position behind the
 // retained log moves to the oldest retained event, counted in
 // expired_skipped.
+//
+// # Locks
+//
+// What the transactional writes hold until the caller's transaction
+// commits or rolls back, and so what a caller of them must know.
+//
+// [MessageSendTx] holds:
+//   - the queue's advisory lock, shared (a purge or delete of the queue
+//     waits for tx, and every send behind that purge waits too); for a
+//     queue with a max_depth, the same lock exclusively, so every other
+//     send to the queue, from any instance, waits for tx;
+//   - the advisory lock of every group the messages name, exclusively:
+//     other sends to those groups, and the ack or nack that would promote
+//     their next message, wait for tx;
+//   - the dedup rows it claims (a concurrent send of the same dedup id
+//     waits for tx to learn whether it is a duplicate) and, for a queue
+//     with a max_depth, a share lock on the live dedup rows it found;
+//   - the queue's ferry.queue_counts row of the slot chosen by tx's
+//     backend pid (pg_backend_pid() % 64), updated by the INSERT's
+//     trigger: every other transaction writing that queue's messages from
+//     a backend with the same slot (sends, acks, claims that dead-letter,
+//     purges) waits for tx.
+//
+// So a caller must not hold tx open long after it. The SQL API's
+// ferry.send, which runs the same statements inside applications'
+// transactions of any length, takes none of the first and last kind: no
+// queue lock (unless the queue has a max_depth), and its counters go to a
+// row of the transaction's own (migration 000009, "producers: send"). The
+// locks are taken in a fixed order within one call (queue, then groups in
+// key order); several calls in one transaction take them in call order,
+// so transactions that send to the same groups in different orders can
+// deadlock (Postgres then aborts one). Unlike the [Sender], [MessageSendTx]
+// sets no lock_timeout: tx's own applies. A refusal leaves the locks it
+// took held. Its statements are the ones the [Sender] runs for a
+// transaction of one request.
+//
+// [EventPublishTx] takes two round trips. The first claims the event ids
+// in ferry.event_dedup (in id order, so two publishes of the same ids
+// never wait on each other crosswise), reads every claimed id's row back
+// (a duplicate's row, committed by the publish that beat it, tells where
+// the original landed) and reads the topic's subscriptions. The second
+// locks the partition rows the fresh events go to (in partition order),
+// checks that the subscriptions have not changed since, takes
+// next_offset..next_offset+n-1 of each partition, and appends the events
+// with their deliveries and the dedup rows pointing at them. A
+// transaction never waits for a partition while holding one, or for an id
+// while holding a partition. From then until tx ends, tx holds:
+//   - the row locks of those partitions: every other publish to them, and
+//     every subscription change of the topic, waits for tx. That is what
+//     makes offsets dense and visible in offset order (one transaction at
+//     a time assigns a partition's offsets), and it is why these locks
+//     must not be held across a long transaction (the SQL API's
+//     ferry.publish records pending events for the [Relay] instead);
+//   - the event ids claimed: a publish of the same ids waits for tx to
+//     learn whether they are duplicates;
+//   - the advisory locks of the key groups of ordered subscriptions that
+//     got deliveries.
+//
+// tx must be READ COMMITTED: the subscription check must read the version
+// committed under the partition locks. published_at is the clock read
+// under the lock, so it grows with the offset (as long as the server's
+// clock does not step back), and the first event at or after a time is
+// also the lowest offset at or after it.
 //
 // # Counting
 //

@@ -77,11 +77,11 @@ type PublishOutcome struct {
 // got deliveries. An id seen on the topic within its dedup window (or
 // earlier in the batch) is a duplicate: it answers the original's
 // partition and offset and appends nothing. Keyless events are spread
-// from a random partition (see PublishParams.Spreader); a Publisher
+// from a random partition (see PublishParams.Spreader); a [Publisher]
 // spreads them round-robin per topic.
 //
 // It is one transaction in two round trips (BEGIN travels with the first
-// and COMMIT with the second; see EventPublishTx for what they do). The
+// and COMMIT with the second; see [EventPublishTx] for what they do). The
 // partition locks are thus held for one round trip and the commit. A
 // transaction that fails only through concurrency (a subscription change,
 // a deadlock) is run again, up to 10 times.
@@ -123,47 +123,19 @@ func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filt
 }
 
 // EventPublishTx appends p.Events to p.Topic in the caller's transaction
-// tx, with everything a publish writes: dedup claims, partition offsets,
-// the events, and their deliveries to every matching subscription. Its
-// results (as EventPublish's) hold once tx commits; if tx rolls back,
-// nothing of the publish is kept. It takes two round trips.
+// tx, with their dedup claims, offsets and deliveries to every matching
+// subscription; the results (as [EventPublish]'s) hold once tx commits.
 //
-// The first claims the event ids in ferry.event_dedup (in id order, so
-// two publishes of the same ids never wait on each other crosswise),
-// reads every claimed id's row back (a duplicate's row, committed by the
-// publish that beat it, tells where the original landed) and reads the
-// topic's subscriptions. The second locks the partition rows the fresh
-// events go to (in partition order), checks that the subscriptions have
-// not changed since, takes next_offset..next_offset+n-1 of each
-// partition, and appends the events with their deliveries and the dedup
-// rows pointing at them. A transaction never waits for a partition while
-// holding one, or for an id while holding a partition.
-//
-// From then until tx commits or rolls back, tx holds:
-//   - the row locks of those partitions: every other publish to them, and
-//     every subscription change of the topic, waits for tx. That is what
-//     makes offsets dense and visible in offset order (one transaction at
-//     a time assigns a partition's offsets), and it is why these locks
-//     must not be held across a long transaction: a caller whose
-//     transaction may stay open must not publish this way inside it (the
-//     SQL API's ferry.publish records pending events for the Relay
-//     instead);
-//   - the event ids claimed: a publish of the same ids waits for tx to
-//     learn whether they are duplicates;
-//   - the advisory locks of the key groups of ordered subscriptions that
-//     got deliveries.
-//
-// tx must be READ COMMITTED (the default): the subscription check must
-// read the version committed under the partition locks. published_at is
-// the clock read under the lock, so it grows with the offset (as long as
-// the server's clock does not step back), and the first event at or
-// after a time is also the lowest offset at or after it.
-//
-// It wakes no one: after tx commits, the caller wakes out.WakeKeys
-// (Notifier.Published) and kicks the push workers of out.Subscriptions.
-// An error wrapping ErrBusy means concurrency (a subscription change
-// meanwhile, a deadlock) aborted tx: run the whole transaction again.
-// ErrNotFound means the topic is gone.
+//   - tx must be READ COMMITTED (the default).
+//   - tx holds the topic's partition row locks until it ends: never
+//     publish this way in a transaction that may stay open (the SQL API's
+//     ferry.publish goes through the [Relay] instead); see "Locks" in the
+//     package doc.
+//   - It wakes no one: after commit, wake out.WakeKeys
+//     ([Notifier.Published]) and kick the push of out.Subscriptions.
+//   - An error wrapping [ErrBusy] aborted tx (a concurrent subscription
+//     change, a deadlock): run the whole transaction again. [ErrNotFound]:
+//     the topic is gone.
 func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
 	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false, false)
 	if err != nil {
@@ -202,7 +174,7 @@ type ReadParams struct {
 	Recheck func(context.Context) error
 }
 
-// TopicWakeKey is the Notifier key of a topic: topics share the notifier
+// TopicWakeKey is the [Notifier] key of a topic: topics share the notifier
 // with queues, whose keys are their (positive) ids.
 func TopicWakeKey(topicID int64) int64 { return -topicID }
 

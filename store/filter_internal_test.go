@@ -429,7 +429,7 @@ func TestFilterGoAndSQLAgreeOnArrayIndexSpelling(t *testing.T) {
 // ("unsupported Unicode escape sequence"), so SubscriptionUpsert fails
 // with an internal error instead of a ValidationError (a 500, not a 400).
 // Event attributes and data with NUL are refused at publish for the same
-// reason (handlers: safeText, jsonbRefuses).
+// reason (handlers: safeText, and jsonCheck.escape for \u0000).
 func TestParseFilterRefusesUnstorableValues(t *testing.T) {
 	t.Parallel()
 	tx := pgtest.NewTx(t)

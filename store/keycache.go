@@ -15,26 +15,26 @@ import (
 
 // KeyCache answers "which key is this secret?" from memory: a request
 // costs no database read once its key has been seen. An entry lives at
-// most KeyCacheTTL. When any instance deletes a key (KeyDelete's NOTIFY
-// of KeysWakeKey, heard through the Notifier) the cache rechecks the keys
+// most [KeyCacheTTL]. When any instance deletes a key (KeyDelete's NOTIFY
+// of [KeysWakeKey], heard through the [Notifier]) the cache rechecks the keys
 // it holds: one read of their ids, after which the deleted ones are gone
-// (at most one such read per KeyRecheckEvery). Every entry is dropped
+// (at most one such read per [KeyRecheckEvery]). Every entry is dropped
 // whenever the Notifier (re)starts listening, since a delete may have
 // gone unheard meanwhile; while the Notifier is not listening, known keys are not
 // answered from memory (every such request reads its key). So a deleted
 // key is refused by every instance within the NOTIFY's delivery and one
 // read (milliseconds; KeyRecheckEvery at most when NOTIFYs come faster).
 // KeyCacheTTL bounds an entry's life besides. Uses are recorded in memory
-// and written by Flush (KeyTouch: at most once a minute per key).
+// and written by Flush ([KeyTouch]: at most once a minute per key).
 //
-// A secret no key has is remembered too (by its hash), for KeyMissTTL, so
+// A secret no key has is remembered too (by its hash), for [KeyMissTTL], so
 // that a client presenting one over and over costs one lookup per
 // KeyMissTTL, not one per request, and is refused without the database
-// while that is down. At most KeyMissLimit such secrets are remembered,
+// while that is down. At most [KeyMissLimit] such secrets are remembered,
 // the oldest forgotten first, so random secrets cannot grow the cache.
 // They are dropped with the keys when the Notifier (re)starts listening,
 // and also when any instance creates a key (KeyCreate's NOTIFY of
-// KeyCreatedWakeKey, which leaves the known keys be); a remembered secret
+// [KeyCreatedWakeKey], which leaves the known keys be); a remembered secret
 // outlives its key's creation only on an instance that did not hear of it
 // (its listener down, or a key row written behind Ferry's back, e.g.
 // restored): there it is refused for at most KeyMissTTL. Concurrent
@@ -114,12 +114,12 @@ const keyLookupTimeout = 10 * time.Second
 var ErrKeyExpired = errors.New("api key expired")
 
 // NewKeyCache makes the cache of pool's keys; load turns a stored key
-// into T (an error refuses the key). With a Notifier, it rechecks its keys
+// into T (an error refuses the key). With a [Notifier], it rechecks its keys
 // when a key is deleted anywhere, forgets the secrets it found no key for
 // when a key is created anywhere, forgets both when the Notifier (re)starts
 // listening, and does not answer known keys from memory while the
-// Notifier does not listen; without one (tests), entries live KeyCacheTTL
-// (KeyMissTTL for secrets no key has).
+// Notifier does not listen; without one (tests), entries live [KeyCacheTTL]
+// ([KeyMissTTL] for secrets no key has).
 func NewKeyCache[T any](ctx context.Context, pool *pgxpool.Pool, n *Notifier, load func(APIKey) (T, error)) (*KeyCache[T], error) {
 	h, err := NewKeyHasher(ctx, pool)
 	if err != nil {
@@ -239,8 +239,8 @@ func (c *KeyCache[T]) recheckOnce(keys, misses bool) {
 	}
 }
 
-// Resolve returns the key whose secret this is: ErrNotFound for a secret
-// Ferry did not make or no key has (deleted included), ErrKeyExpired for
+// Resolve returns the key whose secret this is: [ErrNotFound] for a secret
+// Ferry did not make or no key has (deleted included), [ErrKeyExpired] for
 // a key past its expires_at. Each success counts as a use of the key.
 func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 	var zero T
@@ -388,8 +388,8 @@ func (m *keyMisses) clear() {
 // len is how many hashes are remembered.
 func (m *keyMisses) len() int { return len(m.at) }
 
-// Flush writes the uses recorded since the last Flush (KeyTouch). Call
-// it every KeyUsedEvery or so; a failed write keeps the uses for the
+// Flush writes the uses recorded since the last Flush ([KeyTouch]). Call
+// it every [KeyUsedEvery] or so; a failed write keeps the uses for the
 // next one.
 func (c *KeyCache[T]) Flush(ctx context.Context) error {
 	c.mu.Lock()

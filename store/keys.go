@@ -29,16 +29,16 @@ const KeySecretPrefix = "ferry_sk_"
 // keySecretBytes is the secret's randomness: 256 bits.
 const keySecretBytes = 32
 
-// KeysWakeKey is the Notifier payload that tells every instance that a
+// KeysWakeKey is the [Notifier] payload that tells every instance that a
 // key was deleted: their key caches recheck the keys they hold (any
 // database login can send it too, so it is a hint, never trusted as
 // such). It is no queue's, topic's or push target's id.
 const KeysWakeKey int64 = math.MinInt64 + 1
 
-// KeyCreatedWakeKey is the Notifier payload that tells every instance
+// KeyCreatedWakeKey is the [Notifier] payload that tells every instance
 // that a key was created: their key caches must forget the secrets they
 // found no key for (not the keys they know, which a new key leaves as
-// they are). Like KeysWakeKey, it is no queue's, topic's or push
+// they are). Like [KeysWakeKey], it is no queue's, topic's or push
 // target's id.
 const KeyCreatedWakeKey int64 = math.MinInt64 + 3
 
@@ -52,10 +52,10 @@ type APIKey struct {
 	LastUsedAt  *time.Time
 }
 
-// FormatKeyID is the id clients see; ParseKeyID reverses it.
+// FormatKeyID is the id clients see; [ParseKeyID] reverses it.
 func FormatKeyID(id int64) string { return "key_" + strconv.FormatInt(id, 10) }
 
-// ParseKeyID parses an id FormatKeyID made; ok is false for anything
+// ParseKeyID parses an id [FormatKeyID] made; ok is false for anything
 // else (never a match for a string Ferry did not issue).
 func ParseKeyID(s string) (id int64, ok bool) {
 	digits, found := strings.CutPrefix(s, "key_")
@@ -81,7 +81,7 @@ func NewKeySecret() string {
 	return KeySecretPrefix + body + keyChecksum(body)
 }
 
-// WellFormedKeySecret reports whether s has the shape NewKeySecret gives
+// WellFormedKeySecret reports whether s has the shape [NewKeySecret] gives
 // it, checksum included: anything else is refused without a lookup.
 func WellFormedKeySecret(s string) bool {
 	body, ok := strings.CutPrefix(s, KeySecretPrefix)
@@ -159,7 +159,7 @@ func scanAPIKey(row pgx.Row) (APIKey, error) {
 
 // KeyCreate stores a new key and returns it with its secret, which
 // exists nowhere else: the caller shows it once. Every instance is told
-// (KeyCreatedWakeKey) when it commits.
+// ([KeyCreatedWakeKey]) when it commits.
 func KeyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams) (APIKey, string, error) {
 	secret := NewKeySecret()
 	k, err := keyCreate(ctx, db, h, p, secret)
@@ -183,7 +183,7 @@ func keyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams, se
 	return k, nil
 }
 
-// KeyGet returns one key; ErrNotFound if there is none.
+// KeyGet returns one key; [ErrNotFound] if there is none.
 func KeyGet(ctx context.Context, db DBTX, id int64) (APIKey, error) {
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_get */ SELECT `+apiKeyColumns+` FROM ferry.api_keys WHERE id = $1`, id))
 	return k, interpretError("api key get", err)
@@ -206,7 +206,7 @@ func KeyList(ctx context.Context, db DBTX, p PageParams) ([]APIKey, bool, error)
 }
 
 // KeyLookup finds the key whose secret hashes to hash, whether or not it
-// has expired (the caller decides); ErrNotFound if none does.
+// has expired (the caller decides); [ErrNotFound] if none does.
 func KeyLookup(ctx context.Context, db DBTX, hash []byte) (APIKey, error) {
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_lookup */
 		SELECT `+apiKeyColumns+` FROM ferry.api_keys WHERE secret_hash = $1`, hash))
@@ -233,8 +233,8 @@ func KeyExisting(ctx context.Context, db DBTX, ids []int64) (map[int64]bool, err
 }
 
 // KeyDelete deletes a key and tells every instance (a NOTIFY of
-// KeysWakeKey in the same transaction, so it is heard exactly when the
-// delete has committed); ErrNotFound if there is none.
+// [KeysWakeKey] in the same transaction, so it is heard exactly when the
+// delete has committed); [ErrNotFound] if there is none.
 func KeyDelete(ctx context.Context, db DBTX, id int64) error {
 	var deleted int
 	err := db.QueryRow(ctx, `/* ferry:api_key_delete */
@@ -249,13 +249,13 @@ func KeyDelete(ctx context.Context, db DBTX, id int64) error {
 	return nil
 }
 
-// KeyUsedEvery is how coarsely last_used_at is kept: KeyTouch writes a
+// KeyUsedEvery is how coarsely last_used_at is kept: [KeyTouch] writes a
 // key's only when it is older than this.
 const KeyUsedEvery = time.Minute
 
 // KeyTouch records that the keys were used now. One statement for all of
 // them, writing only the rows whose last_used_at is older than
-// KeyUsedEvery, so a key in constant use costs one small write a minute.
+// [KeyUsedEvery], so a key in constant use costs one small write a minute.
 func KeyTouch(ctx context.Context, db DBTX, ids []int64) error {
 	if len(ids) == 0 {
 		return nil

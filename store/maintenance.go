@@ -20,7 +20,7 @@ type Expiry struct {
 	Messages, DeadLetters int64
 }
 
-// Expired lists what a retention call removed, one Expiry per queue or
+// Expired lists what a retention call removed, one [Expiry] per queue or
 // subscription that lost rows, in id order.
 type Expired []Expiry
 
@@ -44,7 +44,7 @@ func (e Expired) Total() int64 {
 // transaction for all of them (one round trip for the checks), so a sweep that finds nothing writes
 // nothing and commits once (DESIGN.md invariant 12).
 //
-// Message ids follow send time, so the oldest messages are found by walking
+// [Message] ids follow send time, so the oldest messages are found by walking
 // the primary key from the start of each queue, and each call reads at most
 // limit rows per queue whatever the queue's size.
 func MessageExpire(ctx context.Context, db TxBeginner, limit int) (Expired, error) {

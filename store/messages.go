@@ -29,7 +29,7 @@ func (r Receipt) String() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// ParseReceipt decodes a receipt made by Receipt.String, and nothing else:
+// ParseReceipt decodes a receipt made by [Receipt.String], and nothing else:
 // the decoding is strict (no ignored trailing bits) and the string must be
 // exactly the encoding of what it decodes to (base64 decoders also skip
 // \r and \n), so no other spelling of a receipt matches its claim.
@@ -47,7 +47,7 @@ func ParseReceipt(s string) (Receipt, error) {
 // FormatMessageID renders a message id for clients.
 func FormatMessageID(id int64) string { return strconv.FormatInt(id, 10) }
 
-// ParseMessageID parses an id made by FormatMessageID; ok is false for
+// ParseMessageID parses an id made by [FormatMessageID]; ok is false for
 // anything else (such an id names no message), other spellings of the
 // same number ("+5", "05") included.
 func ParseMessageID(s string) (id int64, ok bool) {
@@ -88,7 +88,7 @@ type Message struct {
 	SentAt       time.Time
 }
 
-// ClaimParams selects what MessageClaim takes.
+// ClaimParams selects what [MessageClaim] takes.
 type ClaimParams struct {
 	Queue             Queue
 	Max               int
@@ -135,16 +135,8 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 }
 
 // messageClaimOnce is one claim statement: ferry.message_claim
-// (migration 000009), which ferry.receive runs too. Its shape is what
-// keeps it O(limit) whatever the planner believes (DESIGN.md invariant
-// 11): the candidates come from the claim index in order, LIMIT inside,
-// and the UPDATE finds them by the ctid of the row version the candidate
-// scan locked. Joined on (queue_id, id) with queue_id = $1, a planner that
-// thinks the queue holds one row (a new queue in an analyzed table, a
-// generic plan made while the table was empty) walked the whole queue for
-// every candidate; joined on ctid alone, the only other way in is a scan
-// of the whole table, which no estimate makes look cheap next to 100 TID
-// fetches. The ctid is stable: the candidates are locked by this statement.
+// (migration 000009), which ferry.receive runs too; its shape keeps it
+// O(limit) whatever the planner believes (package doc, # Plans).
 //
 // Fenced by a push lease (p.leaseOwner), the statement first share-locks
 // the owner's live lease row (a takeover, which must update that row,
@@ -225,26 +217,6 @@ const claimStatement = `/* ferry:message_claim */ SELECT * FROM ferry.message_cl
 // owner $5 (see messageClaimOnce): the same function, tagged apart.
 const fencedClaimStatement = `/* ferry:message_claim_fenced */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
 
-// The statements of ferry.message_dead_letter, message_ack, message_nack
-// and message_extend (migration 000009; the REST API and the SQL API both
-// call them) reach rows the same way, whatever the planner
-// believes (DESIGN.md invariant 11): from a client's list (receipts, ids)
-// by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
-// (their "target" CTEs), which no plan can turn into a scan of the queue; and a DML
-// statement then finds its rows by their full key joined to those probes
-// (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
-// constant queue id that could make "read the whole queue" look cheap to
-// a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
-// cardinality($2), the list's length: a driving set (see walk.go) that a
-// generic plan believes is a row or so. A row changed in between (an
-// extend racing an ack) is followed to its newest version, and the
-// conditions the DML repeats on it (its claim_token, its lease) are
-// checked again there, so a stale receipt still changes nothing and a
-// current one still applies. (Not by ctid: PostgreSQL re-checks a ctid
-// condition on the newest version too, which has another ctid, so a row
-// updated in between would be skipped: TestSettleRacingExtend. Only the
-// claim joins by ctid, to rows its own statement locked.)
-
 // lockGroupsNamed is the statement that takes the locks of the named message
 // groups ($2) of queue $1, in key order: a send's, before it writes
 // messages into them, and a redrive's, before it moves dead letters back.
@@ -313,7 +285,7 @@ func MessageAck(ctx context.Context, db DBTX, queueID int64, receipts []Receipt)
 	return messageAck(ctx, db, queueID, receipts, true)
 }
 
-// MessageAckUngrouped is MessageAck for a caller that knows none of the
+// MessageAckUngrouped is [MessageAck] for a caller that knows none of the
 // messages has a group (it claimed them, and a message's group never
 // changes): it skips the group locks, one statement fewer.
 func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts []Receipt) ([]ReceiptResult, error) {

@@ -48,7 +48,7 @@ type Notifier struct {
 	kick    chan struct{}
 }
 
-// NewNotifier makes a Notifier; Run starts it.
+// NewNotifier makes a [Notifier]; Run starts it.
 func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *Notifier {
 	if window <= 0 {
 		window = 10 * time.Millisecond

@@ -2,8 +2,8 @@ package store
 
 import "github.com/jackc/pgx/v5"
 
-// The list functions (QueueList, TopicList, SubscriptionList, ConsumerGroupGroupList)
-// page by keyset: WHERE name > $after ORDER BY name LIMIT $limit+1, read
+// The list functions ([QueueList], [TopicList], [SubscriptionList],
+// [ConsumerGroupList]) page by keyset: WHERE name > $after ORDER BY name LIMIT $limit+1, read
 // from a unique index on the name. A page costs the same at any position
 // and however many rows there are, and rows created or deleted between two
 // pages neither break the listing nor shift it: each name that exists

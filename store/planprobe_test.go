@@ -231,8 +231,8 @@ func statementName(query string) string {
 }
 
 // workBound is what a statement of one batch may touch: rows per plan node
-// and shared buffers per statement, each perBatch times the batch plus a
-// constant for fixed costs (catalog-free lookups of the queue row, index
+// and shared buffers per statement, each a per-item amount (RowsPerItem,
+// BuffersPerRow) times the batch plus a constant (RowsFixed, BuffersFixed) for fixed costs (catalog-free lookups of the queue row, index
 // descents, trigger bookkeeping).
 type workBound struct {
 	Batch         int

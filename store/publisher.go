@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Publisher appends events with group commit, as Sender does for
+// Publisher appends events with group commit, as [Sender] does for
 // messages: publishes that arrive while a transaction commits are merged,
 // per topic, into the next one. That matters more for topics than for
 // queues: a publish holds its partitions' locks until it commits, so
@@ -20,9 +20,9 @@ import (
 //
 // The write itself is EventPublishTx's (one publishBatch), run as a
 // transaction of its own whose BEGIN and COMMIT travel with its two round
-// trips (as EventPublish does). The Publisher only merges requests,
+// trips (as [EventPublish] does). The Publisher only merges requests,
 // commits, writes the requests of a failed merged transaction again one
-// by one, and wakes. Its Spreader spreads keyless events round-robin, per
+// by one, and wakes. Its [Spreader] spreads keyless events round-robin, per
 // topic, over everything it publishes; its filterCache keeps the parsed
 // filters of the subscriptions it fans out to.
 type Publisher struct {
@@ -42,7 +42,7 @@ type publishRequest struct {
 	done    chan struct{}
 }
 
-// PublisherConfig configures NewPublisher.
+// PublisherConfig configures [NewPublisher].
 type PublisherConfig struct {
 	// Workers is the number of transactions in progress at once (default 4).
 	Workers int
@@ -64,16 +64,16 @@ func NewPublisher(pool *pgxpool.Pool, cfg PublisherConfig) *Publisher {
 // Close stops the workers after the requests already taken are written.
 func (p *Publisher) Close() { p.c.close() }
 
-// Publish appends events to topic t, as EventPublish does, sharing the
+// Publish appends events to topic t, as [EventPublish] does, sharing the
 // transaction with concurrent publishes to the same topic.
 //
-// A transaction of the Publisher waits only claimWaitMerged for an event
+// A transaction of the [Publisher] waits only claimWaitMerged for an event
 // id that another transaction claimed (so that one request cannot hold up
 // the requests merged with it, nor a worker, for long). A request that
 // fails busy that way is submitted again, after a short pause, until
 // busyWait has passed since it was first submitted: a claim held by
 // another REST publish (milliseconds; more on a loaded machine) is waited
-// out, one held by an application's open transaction answers ErrBusy
+// out, one held by an application's open transaction answers [ErrBusy]
 // after busyWait, as a send's lock wait does.
 func (p *Publisher) Publish(ctx context.Context, t Topic, events []PublishEvent) ([]PublishResult, error) {
 	// Ids are given before queueing, so a publish written again after a

@@ -64,7 +64,7 @@ type PushPatch struct {
 	KeepURL bool
 }
 
-// ErrPushURLKept is the error of an upsert whose PushPatch has KeepURL
+// ErrPushURLKept is the error of an upsert whose [PushPatch] has KeepURL
 // and would change the push URL.
 var ErrPushURLKept = errors.New("the push URL may not be changed by this request")
 
@@ -144,16 +144,16 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 	return nil
 }
 
-// PushConfigWakeKey is the Notifier key that announces a change of the
+// PushConfigWakeKey is the [Notifier] key that announces a change of the
 // push configuration of the queue (or subscription) queueID to its push
 // worker, wherever it runs, and to every instance's Pusher (which then
 // sweeps); the release of a push lease is announced on it too. Queues use
 // their id as key and topics minus theirs; these keys lie below both.
 func PushConfigWakeKey(queueID int64) int64 { return math.MinInt64/2 - queueID }
 
-// IsPushConfigWakeKey reports whether a Notifier key is a
-// PushConfigWakeKey, and not one of the fixed keys at the bottom of the
-// range (KeysWakeKey, RelayWakeKey, KeyCreatedWakeKey): those announce
+// IsPushConfigWakeKey reports whether a [Notifier] key is a
+// [PushConfigWakeKey], and not one of the fixed keys at the bottom of the
+// range ([KeysWakeKey], [RelayWakeKey], [KeyCreatedWakeKey]): those announce
 // other things, and a Pusher that took them for push configuration
 // changes would sweep at every SQL API publish.
 func IsPushConfigWakeKey(id int64) bool {
@@ -334,7 +334,7 @@ func PushOutcome(ctx context.Context, db DBTX, p PushOutcomeParams) (bool, error
 }
 
 // PushEnable re-enables push on a queue where it was disabled and clears
-// its failure state. ErrNotFound if the queue does not exist or has no
+// its failure state. [ErrNotFound] if the queue does not exist or has no
 // push.
 func PushEnable(ctx context.Context, db DBTX, queueID int64) error {
 	tag, err := db.Exec(ctx, `
@@ -348,7 +348,7 @@ func PushEnable(ctx context.Context, db DBTX, queueID int64) error {
 
 // SecretRotate makes secret the queue's signing secret; the one it
 // replaces keeps signing (as a second signature) for overlap.
-// ErrNotFound if the queue does not exist or has no push.
+// [ErrNotFound] if the queue does not exist or has no push.
 func SecretRotate(ctx context.Context, db DBTX, queueID int64, secret string, overlap time.Duration) error {
 	tag, err := db.Exec(ctx, `
 		UPDATE ferry.queues SET previous_secret = signing_secret, signing_secret = $2,

@@ -114,7 +114,7 @@ func TestPushPatchKeepURL(t *testing.T) {
 }
 
 // PushOutcome: failures start the failure state once, a success clears
-// it, 410 disables at once, and failing for longer than disableAfter
+// it, 410 disables at once, and failing for longer than DisableAfter
 // disables with a reason; PushEnable turns push back on.
 func TestPushOutcomeDisables(t *testing.T) {
 	t.Parallel()
@@ -139,7 +139,7 @@ func TestPushOutcomeDisables(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, get().FailingSince)
 
-	// Failing for longer than disableAfter disables.
+	// Failing for longer than DisableAfter disables.
 	_, err = store.PushOutcome(e.ctx, e.pool, store.PushOutcomeParams{QueueID: q.ID, DisableAfter: time.Hour})
 	require.NoError(t, err)
 	_, err = e.pool.Exec(e.ctx, `UPDATE ferry.queues SET push_failing_since = now() - interval '2 hours' WHERE id = $1`, q.ID)

@@ -83,7 +83,7 @@ func PushLeaseAcquire(ctx context.Context, db DBTX, owner string, ids []int64, t
 // PushLeaseRenew extends owner's leases of the given targets to ttl from
 // now, in one statement, and returns the targets whose lease owner still
 // holds: any other was taken over (or its target deleted) and is lost.
-// It locks the rows in target id order, as PushLeaseAcquire does, so a
+// It locks the rows in target id order, as [PushLeaseAcquire] does, so a
 // renewal and another instance's acquire at the expiry edge cannot
 // deadlock whatever plan either gets (the caller tries again at its next
 // heartbeat if anything fails).
@@ -110,7 +110,7 @@ func PushLeaseRenew(ctx context.Context, db DBTX, owner string, ids []int64, ttl
 
 // PushLeaseRelease gives up owner's leases of the given targets (those
 // another instance took over are left alone), and announces each released
-// one on its PushConfigWakeKey, with the delete's commit: every instance
+// one on its [PushConfigWakeKey], with the delete's commit: every instance
 // looks at the target again at once (a graceful stop hands its targets
 // over without waiting for their leases to end).
 func PushLeaseRelease(ctx context.Context, db DBTX, owner string, ids []int64) error {
@@ -128,11 +128,11 @@ func PushLeaseRelease(ctx context.Context, db DBTX, owner string, ids []int64) e
 	return interpretError("push lease release", err)
 }
 
-// PushLeaseClaim claims for a push target (MessageClaim) only while owner
+// PushLeaseClaim claims for a push target ([MessageClaim]) only while owner
 // holds its lease: each claim statement first share-locks the live lease
 // row, so a takeover (which must update that row) waits for the claim to
 // commit, and a claim that arrives after the lease expired or was taken
-// over claims nothing (ErrPushLeaseLost). However slow the network or the
+// over claims nothing ([ErrPushLeaseLost]). However slow the network or the
 // instance, no claim of an old owner commits after a takeover. One
 // statement, as an unfenced claim; exhausted messages are dead-lettered
 // after it, outside any transaction, as MessageClaim does.

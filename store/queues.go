@@ -8,7 +8,7 @@ import (
 )
 
 // QueueConfig is a queue's configuration. The zero value is not valid; see
-// DefaultQueueConfig.
+// [DefaultQueueConfig].
 type QueueConfig struct {
 	VisibilityTimeoutSeconds int
 	MaxReceives              int
@@ -212,7 +212,7 @@ func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
 	return q, interpretError("queue get", err)
 }
 
-// QueueListParams selects one page of QueueList.
+// QueueListParams selects one page of [QueueList].
 type QueueListParams = PageParams
 
 // QueueList returns the queues named after p.After, by name, at most
@@ -228,7 +228,7 @@ func QueueList(ctx context.Context, db DBTX, p QueueListParams) ([]Queue, bool, 
 
 // QueueDelete deletes the named queue and returns its id; db must be a
 // transaction. The queue's messages, dead letters and dedup ids are removed
-// afterwards in bounded batches by QueueDeleteContent, which the caller
+// afterwards in bounded batches by [QueueDeleteContent], which the caller
 // schedules in the same transaction. The queue's lock is taken exclusively
 // first, and sends hold it in shared mode and insert only while the queue
 // exists, so no message can land in a deleted queue.

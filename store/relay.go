@@ -17,12 +17,12 @@ import (
 // PendingOffset is the offset of an event id claimed by the SQL API
 // (ferry.publish) in a transaction that has committed, whose event the
 // relay has not appended yet. A publish that finds such a claim answers a
-// duplicate at this offset; EventAwaitAppended waits for the real one.
+// duplicate at this offset; [EventAwaitAppended] waits for the real one.
 const PendingOffset int64 = -2
 
 const pendingOffsetSQL = "-2"
 
-// RelayWakeKey is the Notifier payload of ferry.publish: its NOTIFY,
+// RelayWakeKey is the [Notifier] payload of ferry.publish: its NOTIFY,
 // delivered when the caller's transaction commits, tells the relay of
 // every instance that there are pending events. It is no queue's, topic's
 // or push target's id.
@@ -44,8 +44,8 @@ const RelayMaxBytes = 8 << 20
 // engine REST publishes use (publishBatch). Every instance runs one.
 //
 // ferry.publish records an event in ferry.event_pending with its id,
-// partition and a pending dedup claim, and NOTIFYs RelayWakeKey; the
-// Relay hears it (Notifier.OnNotify) and appends what is pending, per
+// partition and a pending dedup claim, and NOTIFYs [RelayWakeKey]; the
+// Relay hears it ([Notifier.OnNotify]) and appends what is pending, per
 // topic in seq order (a transaction's events in call order), one batch per
 // short transaction, of at most MaxEvents events and MaxBytes bytes (so
 // its memory is bounded by the budget, not by what an application
@@ -57,7 +57,7 @@ const RelayMaxBytes = 8 << 20
 // the holder drains what is committed, and looks again after its commit).
 // Events of a topic that is gone are dropped with their claims.
 //
-// Without a NOTIFY (a lost listener connection; the Notifier wakes it on
+// Without a NOTIFY (a lost listener connection; the [Notifier] wakes it on
 // reconnecting too) it looks for pending events every FallbackPoll: one
 // read, nothing written when there are none (DESIGN.md invariant 12).
 type Relay struct {
@@ -74,7 +74,7 @@ type Relay struct {
 	running   sync.Mutex // one drain at a time in a process
 }
 
-// RelayConfig configures NewRelay.
+// RelayConfig configures [NewRelay].
 type RelayConfig struct {
 	// Published is called after every commit with the topic that got
 	// events and the subscriptions that got deliveries (what Publisher
@@ -97,7 +97,7 @@ type RelayConfig struct {
 	Log      *slog.Logger
 }
 
-// NewRelay makes a Relay woken by n (set up before n runs); Run runs it.
+// NewRelay makes a [Relay] woken by n (set up before n runs); Run runs it.
 func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
 	r := &Relay{
 		pool: pool, published: cfg.Published, appended: cfg.Appended, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
@@ -125,7 +125,7 @@ func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
 	return r
 }
 
-// Kick has the Relay look for pending events now.
+// Kick has the [Relay] look for pending events now.
 func (r *Relay) Kick() {
 	select {
 	case r.kick <- struct{}{}:
@@ -415,9 +415,9 @@ func (r *Relay) drop(ctx context.Context, conn *pgx.Conn, topicID int64, events 
 }
 
 // EventAwaitAppended waits, up to wait, until the events of results at
-// PendingOffset (duplicates of SQL API events the relay has not appended
+// [PendingOffset] (duplicates of SQL API events the relay has not appended
 // yet) are appended, and sets their offsets. Woken by the topic's
-// appends (TopicWakeKey); ErrPending if some are still pending then.
+// appends ([TopicWakeKey]); [ErrPending] if some are still pending then.
 func EventAwaitAppended(ctx context.Context, db DBTX, n *Notifier, t Topic, results []PublishResult, wait, poll time.Duration, stop <-chan struct{}) error {
 	var ids []string
 	for _, r := range results {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SendTxResult is what MessageSendTx wrote.
+// SendTxResult is what [MessageSendTx] wrote.
 type SendTxResult struct {
 	// Results has one entry per message, in order, as Sender.Send answers.
 	Results []SendResult
@@ -19,54 +19,17 @@ type SendTxResult struct {
 	Wake []int64
 }
 
-// MessageSendTx writes msgs to queue q inside the caller's transaction
-// tx: the messages exist exactly when tx commits, and a rollback leaves
-// nothing (no message, no dedup claim, counters unchanged). It does the
-// whole write of a REST send: dedup (a live dedup id is answered as a
-// duplicate with its message's id), groups (a message behind a live one
-// of its group waits), delays, and max_depth admission, which refuses the
-// whole batch with *QueueFullError (or *ValidationError when it can never
-// fit) before writing anything. Its statements are the ones the Sender
-// runs for a transaction of one request.
+// MessageSendTx writes msgs to queue q in the caller's transaction tx,
+// as a REST send does (dedup, groups, delays, max_depth admission); the
+// messages exist exactly when tx commits.
 //
-// The caller validates the messages' shape, as the handlers do
-// (SendMessage is "already validated": JSON bodies and attributes, group
-// and dedup id lengths, delay range); MessageSendTx checks what depends on
-// the queue's configuration (delay or deliver_at beyond its retention, a
-// batch larger than max_depth). It returns ErrNotFound if q no longer
-// exists. An error from the database leaves tx aborted; a refusal
-// (*QueueFullError, *ValidationError, ErrNotFound) does not, and wrote
-// nothing (the locks it took stay held).
-//
-// Locks held by tx until it commits or rolls back:
-//   - the queue's advisory lock, shared (a purge or delete of the queue
-//     waits for tx, and every send behind that purge waits too); for a
-//     queue with a max_depth, the same lock exclusively, so every other
-//     send to the queue, from any instance, waits for tx;
-//   - the advisory lock of every group msgs name, exclusively: other sends
-//     to those groups, and the ack or nack that would promote their next
-//     message, wait for tx;
-//   - the dedup rows it claims (a concurrent send of the same dedup id
-//     waits for tx to learn whether it is a duplicate) and, for a queue
-//     with a max_depth, a share lock on the live dedup rows it found;
-//   - the queue's ferry.queue_counts row of the slot chosen by tx's
-//     backend pid (pg_backend_pid() % 64), updated by the INSERT's
-//     trigger: every other transaction writing that queue's messages from
-//     a backend with the same slot (sends, acks, claims that dead-letter,
-//     purges) waits for tx.
-//
-// So a caller must not hold tx open long after MessageSendTx. The SQL
-// API's ferry.send, which runs the same statements inside applications'
-// transactions of any length, takes none of the first and last kind: no
-// queue lock (unless the queue has a max_depth), and its counters go to a
-// row of the transaction's own (migration 000009, "producers: send"). The locks are taken in a fixed order
-// within one call (queue, then groups in key order); several calls in one
-// transaction take them in call order, so transactions that send to the
-// same groups in different orders can deadlock (Postgres then aborts one).
-// Unlike the Sender, MessageSendTx sets no lock_timeout: tx's own applies.
-//
-// Waking consumers (NOTIFY, push kicks) is the caller's job after commit:
-// pass Wake to what wakes them. A rolled-back send must wake nothing.
+//   - The caller validates the messages' shape (see [SendMessage]);
+//     MessageSendTx checks what depends on the queue's configuration.
+//   - A refusal ([*QueueFullError], [*ValidationError], [ErrNotFound])
+//     writes nothing and leaves tx usable; a database error aborts tx.
+//   - tx holds the queue's, groups' and dedup ids' locks until it ends, so
+//     do not keep it open long after; see "Locks" in the package doc.
+//   - It wakes no one: after commit, pass Wake to what wakes consumers.
 func MessageSendTx(ctx context.Context, tx pgx.Tx, q Queue, msgs []SendMessage) (SendTxResult, error) {
 	r := &sendRequest{queue: q.Name, msgs: msgs}
 	b := &sendBatch{}

@@ -24,7 +24,7 @@ import (
 // (unknown queue, queue full, invalid delay) does not affect the others in
 // its transaction.
 //
-// Each transaction is a sendBatch: the same write MessageSendTx does in a
+// Each transaction is a sendBatch: the same write [MessageSendTx] does in a
 // caller's transaction, for every request it holds; the Sender adds only
 // the batching, the commit, the retries and the answers.
 type Sender struct {
@@ -49,7 +49,7 @@ type sendRequest struct {
 	own *sendPlan
 }
 
-// SenderConfig configures NewSender.
+// SenderConfig configures [NewSender].
 type SenderConfig struct {
 	// Workers is the number of transactions in progress at once (default 4).
 	Workers int
@@ -77,8 +77,8 @@ func NewSender(pool *pgxpool.Pool, cfg SenderConfig) *Sender {
 func (s *Sender) Close() { s.c.close() }
 
 // Send writes msgs to the named queue and answers one result per message,
-// in order, after the commit. It returns ErrNotFound for an unknown queue,
-// *QueueFullError when max_depth would be exceeded and *ValidationError for
+// in order, after the commit. It returns [ErrNotFound] for an unknown queue,
+// [*QueueFullError] when max_depth would be exceeded and [*ValidationError] for
 // input the queue's configuration refuses; in each case nothing is written.
 func (s *Sender) Send(ctx context.Context, queue string, msgs []SendMessage) ([]SendResult, int64, error) {
 	req := &sendRequest{ctx: ctx, queue: queue, msgs: msgs, done: make(chan struct{})}

@@ -8,7 +8,7 @@ import (
 // Spreader hands out partitions to keyless events round-robin, per
 // topic: the n-th keyless event published through it to a topic goes to
 // partition n mod partitions. It is safe for concurrent use, and its zero
-// value is ready. A Publisher owns one; a caller of EventPublishTx that
+// value is ready. A [Publisher] owns one; a caller of [EventPublishTx] that
 // publishes keyless events often may keep one too (see
 // PublishParams.Spreader).
 //

@@ -165,7 +165,7 @@ func connectionLost(err error) bool {
 }
 
 // IsUnavailable reports whether err means the database is unavailable:
-// ErrUnavailable, or a lost or unreachable connection (see connectionLost)
+// [ErrUnavailable], or a lost or unreachable connection (see connectionLost)
 // on a path that returned pgx's error as it came. The API answers both
 // 503 with Retry-After.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) || connectionLost(err) }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Subscription is a queue fed by a topic: its Queue part (id, name,
+// Subscription is a queue fed by a topic: its [Queue] part (id, name,
 // visibility timeout, max_receives, retention, retry backoff) is what the
 // claim engine uses, unchanged.
 type Subscription struct {
@@ -288,7 +288,7 @@ func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (
 	return s, interpretError("subscription get", err)
 }
 
-// SubscriptionListParams selects one page of SubscriptionList.
+// SubscriptionListParams selects one page of [SubscriptionList].
 type SubscriptionListParams struct {
 	TopicID int64
 	After   string // only subscriptions named after this one ("" = from the first)
@@ -325,7 +325,7 @@ func subscriptionsWhere(ctx context.Context, db DBTX, where string, args ...any)
 
 // SubscriptionDelete deletes the named subscription and returns its id; tx
 // must be a transaction, in which the caller schedules the removal of its
-// deliveries (QueueDeleteContent). No publish writes to it afterwards.
+// deliveries ([QueueDeleteContent]). No publish writes to it afterwards.
 func SubscriptionDelete(ctx context.Context, tx pgx.Tx, topicID int64, name string) (int64, error) {
 	if err := lockTopicForSubscriptions(ctx, tx, topicID); err != nil {
 		return 0, interpretError("subscription delete", err)

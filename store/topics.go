@@ -52,7 +52,7 @@ func (e *ShrinkError) Error() string {
 	return fmt.Sprintf("partitions can only grow (from %d; %d asked)", e.From, e.To)
 }
 
-// Unwrap makes a ShrinkError an ErrConflict.
+// Unwrap makes a [ShrinkError] an [ErrConflict].
 func (e *ShrinkError) Unwrap() error { return ErrConflict }
 
 const topicColumns = `id, name, created_at, updated_at, partitions, retention_seconds, dedup_window_seconds`
@@ -135,7 +135,7 @@ func TopicGet(ctx context.Context, db DBTX, name string) (Topic, error) {
 	return t, interpretError("topic get", err)
 }
 
-// TopicListParams selects one page of TopicList.
+// TopicListParams selects one page of [TopicList].
 type TopicListParams = PageParams
 
 // TopicList returns the topics named after p.After, by name, at most
@@ -178,8 +178,8 @@ func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]P
 
 // TopicDelete deletes the named topic and its subscriptions and returns
 // their ids; its events and dedup ids, and the subscriptions' deliveries,
-// are removed afterwards in bounded batches by TopicDeleteContent and
-// QueueDeleteContent (scheduled by the caller in the same transaction).
+// are removed afterwards in bounded batches by [TopicDeleteContent] and
+// [QueueDeleteContent] (scheduled by the caller in the same transaction).
 // Publishing holds the topic's partition rows, so the delete waits for
 // publishes in progress, and later ones find no topic.
 func TopicDelete(ctx context.Context, tx DBTX, name string) (int64, []int64, error) {

@@ -88,7 +88,7 @@ func upsertError(op string, err error) error {
 }
 
 // UpsertWakes is what a committed upsert of a queue or a subscription asks
-// to wake; the store decides it (QueuePatch.Wakes, SubscriptionPatch.Wakes),
+// to wake; the store decides it ([QueuePatch.Wakes], [SubscriptionPatch.Wakes]),
 // the caller passes it on.
 type UpsertWakes struct {
 	// PushChanged: the PUT gave push settings. The target's push workers,
@@ -113,7 +113,7 @@ func (p QueuePatch) Wakes(q Queue) UpsertWakes {
 	return UpsertWakes{PushChanged: true, PushKick: q.Push != nil && q.DisabledAt == nil}
 }
 
-// Wakes returns what a SubscriptionUpsert with the patch, which answered
+// Wakes returns what a [SubscriptionUpsert] with the patch, which answered
 // s, created and backfilled, asks to wake: what its queue settings ask,
 // and the long polls when its creation backfilled events.
 func (p SubscriptionPatch) Wakes(s Subscription, created bool, backfilled int64) UpsertWakes {

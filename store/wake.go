@@ -24,7 +24,7 @@ import (
 // their long polls and push workers here at once and on every instance
 // through a NOTIFY (Published), and kicks this instance's push delivery of
 // them (the function set with OnClaimable) without waiting to hear its own
-// NOTIFY. A nil Notifier, or no ids, does nothing.
+// NOTIFY. A nil [Notifier], or no ids, does nothing.
 func (n *Notifier) Claimable(ids ...int64) {
 	if n == nil || len(ids) == 0 {
 		return
@@ -37,10 +37,10 @@ func (n *Notifier) Claimable(ids ...int64) {
 
 // OnClaimable has fn (the Pusher's kick) called with the ids of every
 // Claimable, on the caller's goroutine; it must not block. Set it before
-// the Notifier is used.
+// the [Notifier] is used.
 func (n *Notifier) OnClaimable(fn func(ids []int64)) { n.claimed = fn }
 
-// MessageAckAndWake is MessageAck through a db that commits it (a pool),
+// MessageAckAndWake is [MessageAck] through a db that commits it (a pool),
 // then wakes the queue when the ack promoted the next message of a group.
 func MessageAckAndWake(ctx context.Context, db DBTX, n *Notifier, queueID int64, receipts []Receipt) ([]ReceiptResult, error) {
 	results, promoted, err := MessageAck(ctx, db, queueID, receipts)
@@ -53,7 +53,7 @@ func MessageAckAndWake(ctx context.Context, db DBTX, n *Notifier, queueID int64,
 	return results, nil
 }
 
-// MessageNackAndWake is MessageNack through a db that commits it (a pool),
+// MessageNackAndWake is [MessageNack] through a db that commits it (a pool),
 // then wakes the queue when a message may be claimable now: some receipt
 // was current and the nack had a delay of 0, or it dead-lettered a
 // message (the next of its group is promoted).
@@ -77,7 +77,7 @@ func nackWakes(p NackParams, results []ReceiptResult, dead int) bool {
 	return applied && (dead > 0 || (p.Delay != nil && *p.Delay == 0))
 }
 
-// DeadLetterRedriveAndWake is DeadLetterRedrive, then wakes the queue
+// DeadLetterRedriveAndWake is [DeadLetterRedrive], then wakes the queue
 // when it moved any message back.
 func DeadLetterRedriveAndWake(ctx context.Context, db TxBeginner, n *Notifier, p RedriveParams) (int, error) {
 	redriven, err := DeadLetterRedrive(ctx, db, p)
@@ -90,7 +90,7 @@ func DeadLetterRedriveAndWake(ctx context.Context, db TxBeginner, n *Notifier, p
 	return redriven, nil
 }
 
-// SubscriptionSeekAndWake is SubscriptionSeek, then wakes the
+// SubscriptionSeekAndWake is [SubscriptionSeek], then wakes the
 // subscription when the seek delivered any event.
 func SubscriptionSeekAndWake(ctx context.Context, pool *pgxpool.Pool, n *Notifier, s Subscription, start StartPosition) (int64, error) {
 	delivered, err := SubscriptionSeek(ctx, pool, s, start)

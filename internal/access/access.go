@@ -1,6 +1,6 @@
 // Package access is Ferry's permission model (API.md § Access control):
 // resources, actions, what implies what, the permissions a scoped key
-// carries, and the Resolver that turns a Bearer secret into a Key.
+// carries, and the [Resolver] that turns a Bearer secret into a [Key].
 //
 // A permission names a resource by kind and glob — queue:<glob>,
 // topic:<glob>, subscription:<topic glob>/<sub glob>,
@@ -62,7 +62,7 @@ var kindActions = map[Kind][]Action{ //nolint:gochecknoglobals // a read-only ta
 	Admin:        {},
 }
 
-// Actions returns the actions of kind (without All), nil for an unknown
+// Actions returns the actions of kind (without [All]), nil for an unknown
 // kind.
 func Actions(k Kind) []Action { return slices.Clone(kindActions[k]) }
 

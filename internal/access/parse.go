@@ -31,7 +31,7 @@ func (e *SpecError) Error() string {
 var globRe = regexp.MustCompile(`^[A-Za-z0-9*][A-Za-z0-9._*-]{0,127}$`)
 
 // Parse checks a list of permissions and returns their grants, in order.
-// The first permission that does not parse is a *SpecError naming it. An
+// The first permission that does not parse is a [*SpecError] naming it. An
 // empty list is allowed (a key that may do nothing); a list of one
 // permission per kind and glob is not required (grants add up).
 func Parse(specs []Spec) ([]Grant, error) {

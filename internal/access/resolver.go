@@ -7,13 +7,13 @@ import (
 	"errors"
 )
 
-// ErrInvalidKey is what a Resolver answers for a secret that is no
+// ErrInvalidKey is what a [Resolver] answers for a secret that is no
 // working key (unknown, revoked or expired): the request is a 401. Any
 // other error is the resolver's own failure (e.g. the database), not the
 // client's.
 var ErrInvalidKey = errors.New("access: the API key is not valid")
 
-// Resolver turns the secret of a Bearer token into its Key.
+// Resolver turns the secret of a Bearer token into its [Key].
 type Resolver interface {
 	Resolve(ctx context.Context, secret string) (Key, error)
 }
@@ -47,7 +47,7 @@ func (a adminKey) Resolve(_ context.Context, secret string) (Key, error) {
 type chain []Resolver
 
 // Chain returns a resolver that asks each of rs in turn and answers the
-// first one that does not say ErrInvalidKey (e.g. the admin key, then the
+// first one that does not say [ErrInvalidKey] (e.g. the admin key, then the
 // key store); with none, every secret is invalid.
 func Chain(rs ...Resolver) Resolver { return chain(rs) }
 

@@ -25,7 +25,7 @@ const DefaultConnectTimeout = 5 * time.Second
 // string ("host=db connect_timeout=0").
 var keywordTimeout = regexp.MustCompile(`(^|\s)connect_timeout\s*=`)
 
-// BoundConnect sets c.ConnectTimeout to DefaultConnectTimeout unless
+// BoundConnect sets c.ConnectTimeout to [DefaultConnectTimeout] unless
 // connString (parsed into c) or PGCONNECT_TIMEOUT sets connect_timeout,
 // 0 (no bound) included: pgx parses an explicit 0 and an absent value
 // alike, so the string itself is read.

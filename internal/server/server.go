@@ -29,8 +29,8 @@ import (
 )
 
 // Config is Ferry's configuration, read from FERRY_* environment
-// variables (see docs/configuration.md) by LoadConfig. A variable that is
-// unset takes the field's default tag (DefaultConfig), or under `ferry
+// variables (see docs/configuration.md) by [LoadConfig]. A variable that is
+// unset takes the field's default tag ([DefaultConfig]), or under `ferry
 // dev` its dev tag where it has one.
 type Config struct {
 	DatabaseURL      string        `envconfig:"FERRY_DATABASE_URL"`
@@ -194,13 +194,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	// A certificate that does not load stops the start before the
 	// database is touched.
-	var cert *certificate
-	if cfg.TLSCertFile != "" {
-		var err error
-		if cert, err = loadCertificate(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
-			return nil, err
-		}
-		logCertificate(log, "TLS certificate loaded", cert.current.Load())
+	cert, err := loadConfiguredCertificate(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	if !cfg.SkipMigrations {
 		// Migrations hold session advisory locks: over the direct URL.
@@ -212,8 +208,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool := ps.main
-	s := &Server{cfg: cfg, log: log, pool: pool, pools: ps, cert: cert, stop: make(chan struct{}), served: make(chan error, 1)}
+	s := &Server{cfg: cfg, log: log, pool: ps.main, pools: ps, cert: cert, stop: make(chan struct{}), served: make(chan error, 1)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -230,49 +225,103 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}
 	// The SQL API applies the REST request limits.
-	if err := store.SQLLimitsSet(ctx, pool, cfg.MaxBodyBytes, cfg.MaxBatch); err != nil {
+	if err := store.SQLLimitsSet(ctx, s.pool, cfg.MaxBodyBytes, cfg.MaxBatch); err != nil {
 		return nil, fmt.Errorf("sql api limits: %w", err)
 	}
+	w, err := s.startNotifier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.newPusher(w.metrics)
+	bgCtx, err := s.startRiver(w.metrics)
+	if err != nil {
+		return nil, err
+	}
+	w.queues = s.startEngines(bgCtx, w)
+	if err := s.listen(ctx, s.handler(w)); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
 
+// wiring is what New's steps make for the steps after them.
+type wiring struct {
+	keys     keyStore
+	hasher   *store.KeyHasher
+	resolver access.Resolver
+	metrics  *handlers.Metrics
+	queues   *store.QueueCache
+}
+
+// loadConfiguredCertificate loads the TLS certificate cfg names, if any
+// (nil without TLS).
+func loadConfiguredCertificate(cfg Config, log *slog.Logger) (*certificate, error) {
+	if cfg.TLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := loadCertificate(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	logCertificate(log, "TLS certificate loaded", cert.current.Load())
+	return cert, nil
+}
+
+// startNotifier makes the Notifier and what must exist before it runs
+// (the key cache), the key hasher, the resolver and the metrics.
+func (s *Server) startNotifier(ctx context.Context) (wiring, error) {
+	cfg, pool, ps := s.cfg, s.pool, s.pools
 	// The Notifier LISTENs: on a session.
-	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, log.With("component", "notifier"))
+	s.notifier = store.NewNotifier(ps.direct, cfg.NotifyWindow, s.log.With("component", "notifier"))
 	// The key cache forgets deleted keys, and the unknown secrets it
 	// remembers when a key is created, through the Notifier: made before
 	// it runs.
 	keys, err := newKeyStore(ctx, pool, s.notifier)
 	if err != nil {
-		return nil, err
+		return wiring{}, err
 	}
 	hasher, err := store.NewKeyHasher(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("api keys: %w", err)
+		return wiring{}, fmt.Errorf("api keys: %w", err)
 	}
 	resolver := cfg.Resolver
 	if resolver == nil {
 		resolver = access.Chain(access.NewAdminKey(cfg.AdminKey), keys)
 	}
-	metrics := handlers.NewMetrics(pool, log, cfg.MetricsInterval)
+	metrics := handlers.NewMetrics(pool, s.log, cfg.MetricsInterval)
 	metrics.ObserveParked(s.notifier.Parked)
 	metrics.ObserveNotifyIgnored(s.notifier.Ignored)
 	if ps.direct != ps.main {
 		metrics.ObservePool("direct", ps.direct)
 	}
-	version := cfg.Version
+	return wiring{keys: keys, hasher: hasher, resolver: resolver, metrics: metrics}, nil
+}
+
+// newPusher makes the push engine (run by startEngines).
+func (s *Server) newPusher(metrics *handlers.Metrics) {
+	version := s.cfg.Version
 	if version == "" {
 		version = "dev"
 	}
-	s.pusher = jobs.NewPusher(pool, jobs.PushConfig{
-		Client:       jobs.NewPushClient(cfg.AllowPrivatePush),
+	s.pusher = jobs.NewPusher(s.pool, jobs.PushConfig{
+		Client:       jobs.NewPushClient(s.cfg.AllowPrivatePush),
 		UserAgent:    "Ferry/" + version,
-		DisableAfter: cfg.PushDisableAfter,
-		Workers:      cfg.PushWorkers,
+		DisableAfter: s.cfg.PushDisableAfter,
+		Workers:      s.cfg.PushWorkers,
 		Notifier:     s.notifier,
 		Stop:         s.stop,
-		Log:          log.With("component", "push"),
+		Log:          s.log.With("component", "push"),
 		Observe:      metrics.ObservePush,
 	})
 	// The id this instance's push leases carry (ferry.push_leases.owner).
-	log.Info("push delivery", "instance", s.pusher.ID(), "workers", cfg.PushWorkers)
+	s.log.Info("push delivery", "instance", s.pusher.ID(), "workers", s.cfg.PushWorkers)
+}
+
+// startRiver makes and starts the River client with Ferry's jobs, and
+// returns the context of the background work (ended by s.cancel).
+func (s *Server) startRiver(metrics *handlers.Metrics) (context.Context, error) {
+	cfg, log := s.cfg, s.log
 	riverLog := slog.New(riverLogHandler{log.Handler()}).With("component", "river")
 	rcfg := &river.Config{
 		Logger:       riverLog,
@@ -287,14 +336,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		// invariant 12).
 		FetchPollInterval: fetchPollInterval,
 	}
-	jobs.Register(rcfg, pool, jobs.Config{
+	jobs.Register(rcfg, s.pool, jobs.Config{
 		RetentionEvery: cfg.RetentionEvery, AttemptRetention: cfg.PushAttemptRetention, AuditRetention: cfg.AuditRetention,
 		Log: log.With("component", "retention"), ObserveExpired: metrics.ObserveExpired,
 	})
 	// River LISTENs and runs its own statements: on the direct pool. Its
 	// jobs are still inserted in the hot path's transactions (InsertTx),
 	// and its workers use the main pool.
-	s.river, err = river.NewClient(riverpgxv5.New(ps.direct), rcfg)
+	var err error
+	s.river, err = river.NewClient(riverpgxv5.New(s.pools.direct), rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
@@ -304,7 +354,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		cancel()
 		return nil, fmt.Errorf("start river: %w", err)
 	}
+	return bgCtx, nil
+}
 
+// startEngines makes the relay, runs the background loops (notifier,
+// relay, push engine, key use flush), and makes the sender and the
+// publisher; it returns the queue cache the sender and the handlers share.
+func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache {
+	cfg, pool, log, keys := s.cfg, s.pool, s.log, w.keys
 	flushEvery := cfg.KeyFlushEvery
 	if flushEvery <= 0 {
 		flushEvery = store.KeyUsedEvery
@@ -321,7 +378,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The outbox relay of the SQL API hears ferry.publish's NOTIFY
 	// through the Notifier: made before it runs.
 	s.relay = store.NewRelay(pool, s.notifier, store.RelayConfig{
-		Published: published, Appended: metrics.ObservePublished, FallbackPoll: relayPollInterval,
+		Published: published, Appended: w.metrics.ObservePublished, FallbackPoll: relayPollInterval,
 		Log: log.With("component", "relay"),
 	})
 	s.bg.Add(4)
@@ -339,24 +396,29 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	})
 
 	s.publisher = store.NewPublisher(pool, store.PublisherConfig{Workers: cfg.SendWorkers, Published: published})
+	return queues
+}
 
-	e := handlers.New(handlers.Deps{
-		Pool:      pool,
+// handler makes the HTTP handlers of the server.
+func (s *Server) handler(w wiring) http.Handler {
+	cfg := s.cfg
+	return handlers.New(handlers.Deps{
+		Pool:      s.pool,
 		Sender:    s.sender,
 		Publisher: s.publisher,
-		Queues:    queues,
+		Queues:    w.queues,
 		Notifier:  s.notifier,
 		River:     s.river,
-		Log:       log,
+		Log:       s.log,
 		AdminKey:  cfg.AdminKey,
-		Resolver:  resolver,
-		Keys:      handlers.KeyStore{Hasher: hasher, Forget: keys.cache.Forget, ForgetMissing: keys.cache.ForgetMissing},
+		Resolver:  w.resolver,
+		Keys:      handlers.KeyStore{Hasher: w.hasher, Forget: w.keys.cache.Forget, ForgetMissing: w.keys.cache.ForgetMissing},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
-		Metrics:          metrics,
+		Metrics:          w.metrics,
 		MetricsKey:       cfg.MetricsKey,
-		SessionPool:      ps.direct,
+		SessionPool:      s.pools.direct,
 		Pusher:           s.pusher,
 		AllowPrivatePush: cfg.AllowPrivatePush,
 		Stop:             s.stop,
@@ -366,10 +428,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		BodyReadTimeout:  cfg.BodyReadTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
 	})
-	ln, err := net.Listen("tcp", cfg.Listen)
+}
+
+// listen opens cfg.Listen and makes the HTTP server of h on it; if it
+// cannot, it stops the background work startRiver and startEngines began.
+func (s *Server) listen(ctx context.Context, h http.Handler) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		s.stopBackground(ctx)
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = handlers.ProblemListener(ln)
 	// Headers must arrive within ReadHeaderTimeout and a body within
@@ -378,12 +445,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// handlers, so that long polls, which wait after reading and before
 	// writing, are not cut: no ReadTimeout or WriteTimeout here); an idle
 	// keep-alive connection is closed after IdleTimeout.
-	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	if cert != nil {
-		s.http.TLSConfig = cert.tlsConfig()
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if s.cert != nil {
+		s.http.TLSConfig = s.cert.tlsConfig()
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // Start serves HTTP, or HTTPS with HTTP/2 when a certificate is
