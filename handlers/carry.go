@@ -46,23 +46,41 @@ func carryable(v []byte) bool {
 
 // nesting is how deep v, JSON text, nests, counted up to just past limit.
 func nesting(v []byte, limit int) int {
-	depth, deepest, inString := 0, 0, false
+	var sc jsonScan
+	deepest := 0
 	for i := 0; i < len(v) && deepest <= limit; i++ {
-		switch c := v[i]; {
-		case inString && c == '\\':
-			i++
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ']' || c == '}':
-			depth--
+		if sc.step(v[i]) {
+			deepest = max(deepest, sc.depth)
 		}
 	}
 	return deepest
+}
+
+// jsonScan follows the nesting of JSON text a byte at a time, without
+// validating it: what the text is is checked where it was stored.
+type jsonScan struct {
+	depth            int
+	inString, escape bool
+}
+
+// step takes the next byte and reports whether it opened an array or an
+// object (depth is then the new level). Inside a string, brackets count
+// for nothing; '"' and ':' and ',' are the caller's to read from outside.
+func (s *jsonScan) step(c byte) (opened bool) {
+	switch {
+	case s.escape:
+		s.escape = false
+	case s.inString:
+		s.escape, s.inString = c == '\\', c != '"'
+	case c == '"':
+		s.inString = true
+	case c == '[' || c == '{':
+		s.depth++
+		return true
+	case c == ']' || c == '}':
+		s.depth--
+	}
+	return false
 }
 
 // carriedOr is v if an answer can carry it, else alt, logged with what
@@ -90,33 +108,26 @@ func (h *handler) carriedEvent(c echo.Context, ev json.RawMessage, what func() s
 // shallowMembers is obj, a JSON object, with each member whose value
 // nests deeper than limit written as null.
 func shallowMembers(obj []byte, limit int) json.RawMessage {
-	var out bytes.Buffer
-	depth, deepest, inString, start, copied := 0, 0, false, -1, 0
-	for i := 0; i < len(obj); i++ {
-		switch c := obj[i]; {
-		case inString && c == '\\':
-			i++
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == ':' && depth == 1:
+	var (
+		out                    bytes.Buffer
+		sc                     jsonScan
+		deepest, start, copied = 0, -1, 0
+	)
+	for i, c := range obj {
+		top := sc.depth == 1 && !sc.inString
+		switch {
+		case top && c == ':':
 			start, deepest = i+1, 1
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case (c == ',' && depth == 1) || (c == '}' && depth == 1):
+		case top && (c == ',' || c == '}'):
 			if start >= 0 && deepest-1 > limit {
 				out.Write(obj[copied:start])
 				out.WriteString("null")
 				copied = i
 			}
 			start = -1
-			if c == '}' {
-				depth--
-			}
-		case c == ']' || c == '}':
-			depth--
+		}
+		if sc.step(c) {
+			deepest = max(deepest, sc.depth)
 		}
 	}
 	out.Write(obj[copied:])

@@ -219,7 +219,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The engine's statements need READ COMMITTED: refuse a database that
 	// gives Ferry's sessions another default (on both pools: PgBouncer's
 	// may connect as another role).
-	for _, p := range []*pgxpool.Pool{ps.main, ps.direct} {
+	pools := []*pgxpool.Pool{ps.main}
+	if ps.direct != ps.main {
+		pools = append(pools, ps.direct)
+	}
+	for _, p := range pools {
 		if err := store.IsolationCheck(ctx, p); err != nil {
 			return nil, err
 		}
