@@ -1,6 +1,7 @@
 package store
 
 import (
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 )
@@ -41,4 +42,13 @@ func (s *Spreader) take(topicID int64, n int) (first uint64) {
 	}
 	s.next[topicID] = c + uint64(n)
 	return c + 1
+}
+
+// PartitionForKey is the partition of a keyed event: the FNV-1a 32-bit
+// hash of the key's UTF-8 bytes, as an unsigned integer, modulo the
+// partitions. Growing a topic's partitions remaps keys.
+func PartitionForKey(key string, partitions int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(partitions))
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // publishBatch is the write of one publish: the events given (each with
@@ -48,15 +49,6 @@ type publishBatch struct {
 	fan     fanout
 	// …and from the second round trip.
 	locked, appended int
-}
-
-// publishRow is the first event of an id, as the publish writes it.
-type publishRow struct {
-	at          int // its position in the events given
-	id, typ     string
-	key         *string
-	data, attrs *string // JSON text, or nil
-	partition   int32
 }
 
 // newPublishBatch gives every event its id (a new one when it has none)
@@ -434,87 +426,126 @@ func (p *publishBatch) answer() (PublishOutcome, error) {
 	}, nil
 }
 
-// fanoutSub is a subscription as a publish matches events against it.
-type fanoutSub struct {
-	id      int64
-	filter  *Filter
-	ordered bool
-}
-
-// fanout is the deliveries of one publish: parallel arrays (as the append
-// statement takes them), one entry per (subscription, event), in event
-// order; and the group locks they need.
-type fanout struct {
-	queues     []int64
-	events     []int32 // 1-based position of the event among the fresh ones
-	groups     []*string
-	lockQueues []int64
-	lockGroups []string
-}
-
-// planFanout matches every fresh event against every subscription.
-func planFanout(subs []fanoutSub, fresh []publishRow) fanout {
-	var f fanout
-	if len(subs) == 0 {
-		return f
-	}
-	locked := map[fanoutLock]bool{}
-	for i, r := range fresh {
-		e := &matchEvent{typ: r.typ}
-		if r.attrs != nil {
-			e.rawAttrs = json.RawMessage(*r.attrs)
-		}
-		if r.data != nil {
-			e.rawData = json.RawMessage(*r.data)
-		}
-		for _, s := range subs {
-			if !s.filter.match(e) {
-				continue
-			}
-			var grp *string
-			if s.ordered && r.key != nil {
-				grp = r.key
-				l := fanoutLock{s.id, *grp}
-				if !locked[l] {
-					locked[l] = true
-					f.lockQueues = append(f.lockQueues, s.id)
-					f.lockGroups = append(f.lockGroups, *grp)
-				}
-			}
-			f.queues = append(f.queues, s.id)
-			f.events = append(f.events, int32(i+1))
-			f.groups = append(f.groups, grp)
-		}
-	}
-	return f
-}
-
-type fanoutLock struct {
-	queue int64
-	grp   string
-}
-
-// matched says, for each of the n fresh events of the batch (by
-// position), whether some subscription gets it.
-func (f fanout) matched(n int) []bool {
-	m := make([]bool, n)
-	for _, ev := range f.events {
-		m[ev-1] = true
-	}
-	return m
-}
-
-// fed lists the subscriptions that got deliveries, once each.
-func (f fanout) fed() []int64 {
-	ids := slices.Clone(f.queues)
-	slices.Sort(ids)
-	return slices.Compact(ids)
-}
-
 func rawPtr(r json.RawMessage) *string {
 	if r == nil {
 		return nil
 	}
 	s := string(r)
 	return &s
+}
+
+// PublishEvent is one event of a publish batch, already validated.
+type PublishEvent struct {
+	ID         string // "" = generate one
+	Type       string
+	Key        *string
+	Data       json.RawMessage // nil = no data
+	Attributes json.RawMessage // a JSON object, or nil
+}
+
+// PublishResult is where one published event landed.
+type PublishResult struct {
+	ID        string
+	Partition int
+	// Offset is PendingOffset for a duplicate of an event of the SQL API
+	// that the relay has not appended yet (see EventAwaitAppended).
+	Offset    int64
+	Duplicate bool
+}
+
+// PublishParams is a publish: events for a topic.
+type PublishParams struct {
+	Topic  Topic
+	Events []PublishEvent
+	// Spreader picks the partitions of keyless events. The caller owns it
+	// (a Publisher has one); nil spreads each publish's keyless events
+	// round-robin from a random partition, as even over many publishes
+	// but not turn by turn.
+	Spreader *Spreader
+}
+
+// PublishOutcome is what a publish wrote: where each event landed, and
+// whom to wake once its transaction has committed.
+type PublishOutcome struct {
+	// Results says where each event landed, in the order given.
+	Results []PublishResult
+	// Subscriptions lists the subscriptions that got deliveries, once
+	// each, in id order: their push workers are to be kicked.
+	Subscriptions []int64
+	// WakeKeys are the Notifier keys to wake: the topic's (TopicWakeKey),
+	// for its event readers and consumer groups, then Subscriptions (a
+	// subscription is a queue: its key is its id), for their receivers.
+	WakeKeys []int64
+}
+
+// EventPublish appends events to the topic in a transaction of its own
+// and answers, in order, where each landed, and the subscriptions that
+// got deliveries. An id seen on the topic within its dedup window (or
+// earlier in the batch) is a duplicate: it answers the original's
+// partition and offset and appends nothing. Keyless events are spread
+// from a random partition (see PublishParams.Spreader); a [Publisher]
+// spreads them round-robin per topic.
+//
+// It is one transaction in two round trips (BEGIN travels with the first
+// and COMMIT with the second; see [EventPublishTx] for what they do). The
+// partition locks are thus held for one round trip and the commit. A
+// transaction that fails only through concurrency (a subscription change,
+// a deadlock) is run again, up to 10 times.
+func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
+	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events}, nil, claimWaitAlone)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.Results, out.Subscriptions, nil
+}
+
+// eventPublish is EventPublish with its parameters, for the Publisher,
+// which keeps the subscriptions' parsed filters in filters (nil: parsed
+// by each publish) and bounds the wait for an id claimed by another
+// transaction by claimWait (see claimDedup).
+func eventPublish(ctx context.Context, pool *pgxpool.Pool, p PublishParams, filters *filterCache, claimWait string) (PublishOutcome, error) {
+	batch := newPublishBatch(p.Topic, p.Events, p.Spreader, filters)
+	batch.claimWait = claimWait
+	var out PublishOutcome
+	// More attempts than other transactions: a publish also starts again
+	// when a subscription of the topic changed meanwhile.
+	err := retryN(ctx, 10, func() error {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		out, err = batch.write(ctx, conn.Conn(), true, true)
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			// Leave the connection clean; the pool drops it if this fails.
+			_, _ = conn.Exec(context.Background(), "ROLLBACK")
+		}
+		return err
+	})
+	if err != nil {
+		return PublishOutcome{}, interpretError("event publish", err)
+	}
+	return out, nil
+}
+
+// EventPublishTx appends p.Events to p.Topic in the caller's transaction
+// tx, with their dedup claims, offsets and deliveries to every matching
+// subscription; the results (as [EventPublish]'s) hold once tx commits.
+//
+//   - tx must be READ COMMITTED (the default).
+//   - tx holds the topic's partition row locks until it ends: never
+//     publish this way in a transaction that may stay open (the SQL API's
+//     ferry.publish goes through the [Relay] instead); see "Locks" in the
+//     package doc.
+//   - It wakes no one: after commit, wake out.WakeKeys
+//     ([Notifier.Published]) and kick the push of out.Subscriptions.
+//   - An error wrapping [ErrBusy] aborted tx (a concurrent subscription
+//     change, a deadlock): run the whole transaction again. [ErrNotFound]:
+//     the topic is gone.
+func EventPublishTx(ctx context.Context, tx pgx.Tx, p PublishParams) (PublishOutcome, error) {
+	out, err := newPublishBatch(p.Topic, p.Events, p.Spreader, nil).write(ctx, tx, false, false)
+	if err != nil {
+		return PublishOutcome{}, interpretError("event publish", err)
+	}
+	return out, nil
 }

@@ -14,14 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PendingOffset is the offset of an event id claimed by the SQL API
-// (ferry.publish) in a transaction that has committed, whose event the
-// relay has not appended yet. A publish that finds such a claim answers a
-// duplicate at this offset; [EventAwaitAppended] waits for the real one.
-const PendingOffset int64 = -2
-
-const pendingOffsetSQL = "-2"
-
 // RelayWakeKey is the [Notifier] payload of ferry.publish: its NOTIFY,
 // delivered when the caller's transaction commits, tells the relay of
 // every instance that there are pending events. It is no queue's, topic's

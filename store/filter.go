@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // Filter selects the events a subscription receives. Every part given
@@ -365,40 +364,6 @@ func sqlMatch() string {
 			SELECT 1 FROM jsonb_each(coalesce(q.filter->'data', '{}')) d(p, vals)
 			WHERE NOT coalesce(d.vals @> jsonb_build_array(e.data #> string_to_array(d.p, '.')), false)
 				OR (e.data #> string_to_array(d.p, '.')) IS NULL)`
-}
-
-// filterCache keeps parsed filters by their stored JSON, so a publish does
-// not parse and compile every subscription's filter again. It forgets
-// everything when it grows past filterCacheMax (filters change rarely).
-// A Publisher owns one; its zero value is ready, and a nil one parses
-// every filter it is given.
-type filterCache struct {
-	mu sync.Mutex
-	m  map[string]*Filter
-}
-
-const filterCacheMax = 10000
-
-// get returns the parsed form of a stored filter (nil: empty), as
-// storedFilter does.
-func (c *filterCache) get(stored *string) *Filter {
-	if c == nil || stored == nil {
-		return storedFilter(stored)
-	}
-	c.mu.Lock()
-	f, ok := c.m[*stored]
-	c.mu.Unlock()
-	if ok {
-		return f
-	}
-	f = storedFilter(stored)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= filterCacheMax {
-		c.m = map[string]*Filter{}
-	}
-	c.m[*stored] = f
-	c.mu.Unlock()
-	return f
 }
 
 // storedFilter returns the parsed form of a stored filter (nil: empty).

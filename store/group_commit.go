@@ -141,3 +141,6 @@ func (c *coalescer[R]) gather(first R) (batch []R, small bool) {
 	drain()
 	return batch, false
 }
+
+// sendLockTimeout bounds a send transaction's wait for any one lock.
+const sendLockTimeout = "5s"

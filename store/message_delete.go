@@ -199,3 +199,63 @@ func messageDeleteWait(ctx context.Context, db DBTX, queueID int64, d deleted) e
 	}
 	return err
 }
+
+// freshBatch copies b's statements into a new batch, for each attempt of a
+// retry: pgx keeps the prepared statement a queued query was sent as in
+// the batch, and a batch sent again (on another connection, or after the
+// failure made pgx drop its statements) names a statement that does not
+// exist there (SQLSTATE 26000), so the retry failed every time.
+func freshBatch(b *pgx.Batch) *pgx.Batch {
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, len(b.QueuedQueries))}
+	for i, q := range b.QueuedQueries {
+		nb.QueuedQueries[i] = &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn}
+	}
+	return nb
+}
+
+// MessagePurge deletes every message the queue holds when it starts
+// (available, delayed and in flight; their receipts go stale). It waits for
+// sends in progress and notes the newest id, then deletes up to that id in
+// bounded batches, each its own short transaction, so a purge of millions
+// neither holds a lock for long nor stalls sends to other queues. Messages
+// sent meanwhile are kept; a group whose head is purged gets its next
+// message promoted. A message another transaction holds (received in an
+// application's transaction through the SQL API, or whose group's lock
+// it holds) is deleted once that transaction ends: the purge returns only
+// then, and waits for it holding no lock (messageDeleteAll), so it cannot
+// deadlock with it.
+func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
+	return messagePurge(ctx, db, queueID, purgeBatch)
+}
+
+func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) error {
+	b := &pgx.Batch{}
+	b.Queue(`/* ferry:message_purge_lock */ SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
+	b.Queue(`/* ferry:message_purge_fence */
+		SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, queueID)
+	var fence int64
+	err := func() error {
+		br := db.SendBatch(ctx, freshBatch(b))
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&fence); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return interpretError("message purge", err)
+	}
+	err = messageDeleteAll(ctx, db, deleteSet{victims: purgeVictims, queueID: queueID, limit: batch, fence: fence})
+	return interpretError("message purge", err)
+}
+
+// purgeBatch bounds the messages one purge transaction deletes.
+const purgeBatch = 5000
+
+// maxGroupLocks bounds the group locks one transaction of a batch (purge,
+// retention, redrive) takes, so that a few of them at once cannot exhaust
+// the server's lock table (max_locks_per_transaction per connection).
+const maxGroupLocks = 500

@@ -303,3 +303,17 @@ func queueDepthsLocked(ctx context.Context, db DBTX, ids []int64, dedups map[int
 	}
 	return depths, live, nil
 }
+
+type sendRequest struct {
+	ctx     context.Context
+	queue   string
+	msgs    []SendMessage
+	results []SendResult
+	queueID int64
+	err     error
+	done    chan struct{}
+	retried bool // already written again after a stale cache entry
+	// own is the request's plan on its own: which of its messages are
+	// written (not repeats of an earlier one of the request).
+	own *sendPlan
+}

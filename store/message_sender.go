@@ -35,20 +35,6 @@ type Sender struct {
 	queues    *QueueCache
 }
 
-type sendRequest struct {
-	ctx     context.Context
-	queue   string
-	msgs    []SendMessage
-	results []SendResult
-	queueID int64
-	err     error
-	done    chan struct{}
-	retried bool // already written again after a stale cache entry
-	// own is the request's plan on its own: which of its messages are
-	// written (not repeats of an earlier one of the request).
-	own *sendPlan
-}
-
 // SenderConfig configures [NewSender].
 type SenderConfig struct {
 	// Workers is the number of transactions in progress at once (default 4).
@@ -193,6 +179,3 @@ func (s *Sender) writeOnce(ctx context.Context, batch []*sendRequest) ([]int64, 
 	}
 	return written, nil
 }
-
-// sendLockTimeout bounds a send transaction's wait for any one lock.
-const sendLockTimeout = "5s"

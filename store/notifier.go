@@ -260,42 +260,6 @@ func (n *Notifier) parsePayload(payload string) []int64 {
 	return ids
 }
 
-// ReceiveParams is a receive request: a claim, and how long to wait for
-// messages when none are visible.
-type ReceiveParams struct {
-	ClaimParams
-	Wait time.Duration
-	// FallbackPoll is how often a waiting receive checks on its own
-	// (default 1s).
-	FallbackPoll time.Duration
-	// Stop, when closed, ends the wait early (server shutdown).
-	Stop <-chan struct{}
-	// Recheck, when set, is called before every claim after the first
-	// (after each wait): its error ends the long poll with it, nothing claimed.
-	// The handlers re-check the request's key with it.
-	Recheck func(context.Context) error
-}
-
-// MessageReceive claims messages, long-polling up to p.Wait when none are
-// visible: it returns as soon as a claim finds any. It reports how many
-// messages it dead-lettered on the way.
-func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) ([]Message, int, error) {
-	var (
-		msgs []Message
-		dead int
-	)
-	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
-		var (
-			d   int
-			err error
-		)
-		msgs, d, err = MessageClaim(ctx, db, p.ClaimParams)
-		dead += d
-		return len(msgs) > 0, err
-	}))
-	return msgs, dead, err
-}
-
 // longPoll calls try until it finds something, fails, or wait has passed,
 // re-trying whenever the Notifier wakes key and at least every poll
 // (default 1s). It ends early, finding nothing, when stop closes or ctx

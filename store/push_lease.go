@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,10 +15,6 @@ import (
 // database's clock; an instance measures its own side of a lease from
 // when it sent the statement that set it (see jobs/push.go for the
 // self-fencing built on that).
-
-// ErrPushLeaseLost means the instance does not hold the target's lease
-// (any more): it must not claim for the target.
-var ErrPushLeaseLost = errors.New("push lease lost")
 
 // PushLeaseResult is how an acquire went: the targets now leased to the
 // caller, and for each target another instance holds, how long its lease

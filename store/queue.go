@@ -319,3 +319,50 @@ func QueueStatsGet(ctx context.Context, db DBTX, queueIDs []int64) (map[int64]Qu
 	}
 	return stats, interpretError("queue stats", rows.Err())
 }
+
+// pushSet writes a PUT's push change to the queue row q (just upserted in
+// tx) and reads q back. Changing the URL clears the failure state and
+// re-enables push; removing push forgets the secrets. A queue getting push
+// without a secret gets patch.NewSecret, shown once via q.IssuedSecret.
+func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *PushPatch) error {
+	if patch == nil {
+		return nil
+	}
+	var (
+		url                      *string
+		timeout, inflight, limit = 10, 10, 0
+	)
+	if push != nil {
+		url, timeout, inflight, limit = &push.URL, push.TimeoutSeconds, push.MaxInFlight, push.RateLimitPerSecond
+	}
+	var issued bool
+	nq, err := scanQueue(tx.QueryRow(ctx, `
+		UPDATE ferry.queues q SET
+			push_url = $2, push_timeout_seconds = $3, push_max_in_flight = $4, push_rate_limit = $5,
+			signing_secret = CASE WHEN $2::text IS NULL THEN NULL ELSE coalesce(q.signing_secret, $6) END,
+			previous_secret = CASE WHEN $2::text IS NULL THEN NULL ELSE q.previous_secret END,
+			previous_secret_until = CASE WHEN $2::text IS NULL THEN NULL ELSE q.previous_secret_until END,
+			push_failing_since = CASE WHEN $2::text IS DISTINCT FROM q.push_url THEN NULL ELSE q.push_failing_since END,
+			push_disabled_at = CASE WHEN $2::text IS DISTINCT FROM q.push_url THEN NULL ELSE q.push_disabled_at END,
+			push_disabled_reason = CASE WHEN $2::text IS DISTINCT FROM q.push_url THEN NULL ELSE q.push_disabled_reason END
+		WHERE id = $1
+		RETURNING `+queueColumns+`, signing_secret IS NOT DISTINCT FROM $6 AND $6 <> ''`,
+		q.ID, url, timeout, inflight, limit, patch.NewSecret), &issued)
+	if err != nil {
+		return err
+	}
+	*q = nq
+	if issued {
+		q.IssuedSecret = patch.NewSecret
+	}
+	return nil
+}
+
+// Wakes returns what an upsert with the patch, which answered q, asks to
+// wake.
+func (p QueuePatch) Wakes(q Queue) UpsertWakes {
+	if p.Push == nil {
+		return UpsertWakes{}
+	}
+	return UpsertWakes{PushChanged: true, PushKick: q.Push != nil && q.DisabledAt == nil}
+}

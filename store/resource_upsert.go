@@ -103,21 +103,3 @@ type UpsertWakes struct {
 	// backfill on creation): wake the target's long polls.
 	Claimable bool
 }
-
-// Wakes returns what an upsert with the patch, which answered q, asks to
-// wake.
-func (p QueuePatch) Wakes(q Queue) UpsertWakes {
-	if p.Push == nil {
-		return UpsertWakes{}
-	}
-	return UpsertWakes{PushChanged: true, PushKick: q.Push != nil && q.DisabledAt == nil}
-}
-
-// Wakes returns what a [SubscriptionUpsert] with the patch, which answered
-// s, created and backfilled, asks to wake: what its queue settings ask,
-// and the long polls when its creation backfilled events.
-func (p SubscriptionPatch) Wakes(s Subscription, created bool, backfilled int64) UpsertWakes {
-	w := p.Queue.Wakes(s.Queue)
-	w.Claimable = created && backfilled > 0
-	return w
-}

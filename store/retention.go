@@ -197,11 +197,6 @@ func messageExpireQueue(ctx context.Context, db TxBeginner, x Expiry, limit int)
 	return x, err
 }
 
-// maxGroupLocks bounds the group locks one transaction of a batch (purge,
-// retention, redrive) takes, so that a few of them at once cannot exhaust
-// the server's lock table (max_locks_per_transaction per connection).
-const maxGroupLocks = 500
-
 // DedupExpire deletes up to limit dedup ids whose window has ended. It
 // skips ids whose rows other transactions hold (a send taking over an
 // expired id holds its row to its commit, and an application's

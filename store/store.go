@@ -220,3 +220,13 @@ func retryN(ctx context.Context, n int, fn func() error) error {
 func runBatch(ctx context.Context, db DBTX, b *pgx.Batch) error {
 	return db.SendBatch(ctx, b).Close()
 }
+
+// ShrinkError refuses a PUT that lowers a topic's partitions.
+type ShrinkError struct{ From, To int }
+
+func (e *ShrinkError) Error() string {
+	return fmt.Sprintf("partitions can only grow (from %d; %d asked)", e.From, e.To)
+}
+
+// Unwrap makes a [ShrinkError] an [ErrConflict].
+func (e *ShrinkError) Unwrap() error { return ErrConflict }

@@ -357,3 +357,62 @@ func (b *backfill) deliver(ctx context.Context, db DBTX, events []windowEvent) (
 	}
 	return n, nil
 }
+
+// partitionHeads reads each partition's next offset (under the partition
+// locks, so that exactly the events before them are the past).
+func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int64, error) {
+	rows, err := tx.Query(ctx, `/* ferry:topic_heads */ SELECT partition, next_offset FROM ferry.topic_partitions WHERE topic_id = $1`, topicID)
+	if err != nil {
+		return nil, err
+	}
+	heads := map[int]int64{}
+	for rows.Next() {
+		var (
+			p int
+			n int64
+		)
+		if err := rows.Scan(&p, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		heads[p] = n
+	}
+	return heads, rows.Err()
+}
+
+// subscriptionBackfillBatches backfills an unordered subscription with the
+// retained events from start up to the fence (partition → first offset
+// not to backfill), in windows, each its own transaction (see backfill).
+// If it stops half way (an error, a crash), the subscription has part of
+// the past: a seek to the same start completes it.
+func subscriptionBackfillBatches(ctx context.Context, db TxBeginner, s Subscription, start StartPosition, fence map[int]int64) (int64, error) {
+	b := newBackfill(s)
+	ranges, err := b.ranges(ctx, db, start, fence)
+	if err != nil {
+		return 0, err
+	}
+	return b.batches(ctx, db, ranges)
+}
+
+// subscriptionBackfillLocked delivers to s the retained events of its
+// topic from start on that its filter selects, in publish order (so an
+// ordered subscription gets each key's events in offset order), skipping
+// events it already holds. It runs in tx, under the topic's partition
+// locks (lockTopicForSubscriptions): no publish interleaves, so
+// backfilled events come before every later one, at the cost of windows
+// over the retained events from start while publishes wait.
+func subscriptionBackfillLocked(ctx context.Context, tx pgx.Tx, s Subscription, start StartPosition) (int64, error) {
+	if !start.Earliest && start.Time == nil {
+		return 0, nil
+	}
+	heads, err := partitionHeads(ctx, tx, s.TopicID)
+	if err != nil {
+		return 0, err
+	}
+	b := newBackfill(s)
+	ranges, err := b.ranges(ctx, tx, start, heads)
+	if err != nil {
+		return 0, err
+	}
+	return b.locked(ctx, tx, ranges)
+}

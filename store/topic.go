@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,16 +43,6 @@ type PartitionOffsets struct {
 	HeadOffset   int64
 	OldestOffset int64
 }
-
-// ShrinkError refuses a PUT that lowers a topic's partitions.
-type ShrinkError struct{ From, To int }
-
-func (e *ShrinkError) Error() string {
-	return fmt.Sprintf("partitions can only grow (from %d; %d asked)", e.From, e.To)
-}
-
-// Unwrap makes a [ShrinkError] an [ErrConflict].
-func (e *ShrinkError) Unwrap() error { return ErrConflict }
 
 const topicColumns = `id, name, created_at, updated_at, partitions, retention_seconds, dedup_window_seconds`
 
@@ -262,4 +251,12 @@ func TopicDeleteContent(ctx context.Context, db DBTX, topicID int64, limit int) 
 		return n, interpretError("topic delete content", err)
 	}
 	return n + tag.RowsAffected(), nil
+}
+
+func consumerGroupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM ferry.group_members WHERE group_id = ANY($1)`, ids); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM ferry.group_partitions WHERE group_id = ANY($1)`, ids)
+	return err
 }
