@@ -1,16 +1,15 @@
 package store_test
 
 import (
-	"context"
-	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -433,48 +432,130 @@ func TestLeaseExpiryAndMaxReceives(t *testing.T) {
 	})
 }
 
-// A purge larger than one batch removes everything that was there, keeps
-// counters exact, and leaves groups usable: a message sent to a purged
-// group afterwards is its head and can be received.
-func TestPurgeInBatches(t *testing.T) {
+func TestReceiveLongPoll(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	q, _, err := store.QueueUpsert(ctx, pool, "big", store.QueuePatch{})
-	require.NoError(t, err)
-	s := store.NewSender(pool, store.SenderConfig{Workers: 2})
-	defer s.Close()
-	batch := make([]store.SendMessage, 1000)
-	for i := range batch {
-		batch[i] = store.SendMessage{Body: json.RawMessage(`1`)}
-		if i%10 == 0 {
-			batch[i].Group = "g"
+	setup := func(t *testing.T) (*env, store.Queue, *pgxpool.Pool) {
+		e := newEnv(t)
+		// The receiver has a pool of its own, so that the test can see in
+		// pg_stat_activity when its first claim has run.
+		return e, e.queue("poll", store.QueuePatch{}), e.newNamedPool(4, "receiver")
+	}
+	// Only a wake can end these waits in time: no fallback poll happens
+	// within the wait.
+	params := func(q store.Queue) store.ReceiveParams {
+		return store.ReceiveParams{
+			ClaimParams:  store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute},
+			Wait:         5 * time.Second,
+			FallbackPoll: 10 * time.Second,
 		}
 	}
-	for range 12 { // 12,000 messages: more than two purge batches
-		_, _, err := s.Send(ctx, "big", batch)
+
+	t.Run("WokenByNotify", func(t *testing.T) {
+		// The sender announces through its own Notifier; the receiver's
+		// Notifier hears of it only through Postgres NOTIFY.
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		recvNotifier := e.runNotifier(recvPool)
+		sendNotifier := e.runNotifier(e.pool)
+		sender := e.newSender(store.SenderConfig{Committed: sendNotifier.Published})
+		other := e.queue("other", store.QueuePatch{})
+
+		e.activityEventually("receiver", "LISTEN %", 1)
+		out := receiveAsync(e.ctx, recvPool, recvNotifier, params(q))
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
+
+		// A send to another queue does not end the wait.
+		_, _, err := sender.Send(e.ctx, other.Name, []store.SendMessage{msg(0)})
 		require.NoError(t, err)
-	}
-	inFlight, _, err := store.MessageClaim(ctx, pool, store.ClaimParams{Queue: q, Max: 50, VisibilityTimeout: time.Minute})
-	require.NoError(t, err)
-	require.NotEmpty(t, inFlight)
 
-	require.NoError(t, store.MessagePurge(ctx, pool, q.ID))
+		requireSendWakes(t, e, sender, q, out, "woken by NOTIFY, not by a poll")
+	})
 
-	var left int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID).Scan(&left))
-	require.Zero(t, left)
-	stats, err := store.QueueStatsGet(ctx, pool, []int64{q.ID})
-	require.NoError(t, err)
-	require.Equal(t, store.QueueStats{}, stats[q.ID], "counters follow the purge")
-	res, _, err := store.MessageAck(ctx, pool, q.ID, []store.Receipt{inFlight[0].Receipt})
-	require.NoError(t, err)
-	require.False(t, res[0].OK, "receipts of purged messages are stale")
+	t.Run("WokenLocally", func(t *testing.T) {
+		// One instance: the Sender's Committed wakes the waiter directly,
+		// without the Notifier running at all.
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		n := store.NewNotifier(recvPool, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+		sender := e.newSender(store.SenderConfig{Committed: n.Published})
 
-	sent, _, err := s.Send(ctx, "big", []store.SendMessage{{Body: json.RawMessage(`"after"`), Group: "g"}})
-	require.NoError(t, err)
-	got, _, err := store.MessageClaim(ctx, pool, store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute})
-	require.NoError(t, err)
-	require.Len(t, got, 1, "a message sent to a purged group is its head")
-	require.Equal(t, sent[0].ID, got[0].ID)
+		out := receiveAsync(e.ctx, recvPool, n, params(q))
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
+		requireSendWakes(t, e, sender, q, out)
+	})
+
+	t.Run("ManyWaiters", func(t *testing.T) {
+		// Several receivers wait on one queue; as many messages arrive.
+		// Each message is received once and every receiver gets one.
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		n := store.NewNotifier(recvPool, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+		sender := e.newSender(store.SenderConfig{Committed: n.Published})
+		const waiters = 4
+		p := params(q)
+		p.Max = 1
+		p.FallbackPoll = 50 * time.Millisecond // a woken loser must look again soon
+		outs := make([]<-chan received, waiters)
+		for i := range outs {
+			outs[i] = receiveAsync(e.ctx, recvPool, n, p)
+		}
+		var batch []store.SendMessage
+		for i := range waiters {
+			batch = append(batch, msg(i))
+		}
+		_, _, err := sender.Send(e.ctx, q.Name, batch)
+		require.NoError(t, err)
+		seen := map[int64]bool{}
+		for _, out := range outs {
+			r := <-out
+			require.NoError(t, r.err)
+			require.Len(t, r.msgs, 1)
+			require.False(t, seen[r.msgs[0].ID])
+			seen[r.msgs[0].ID] = true
+		}
+	})
+
+	t.Run("FallbackPollFindsDelayed", func(t *testing.T) {
+		// A delayed message becomes visible by time alone: no send wakes
+		// anyone, the fallback poll finds it.
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		n := store.NewNotifier(recvPool, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+		res := e.send(q, store.SendMessage{Body: body(t, payload{}), Delay: ptr(300 * time.Millisecond)})
+		p := params(q)
+		p.FallbackPoll = 50 * time.Millisecond
+		r := <-receiveAsync(e.ctx, recvPool, n, p)
+		require.NoError(t, r.err)
+		require.Equal(t, []int64{res[0].ID}, ids(r.msgs))
+		require.Less(t, r.elapsed, 4*time.Second)
+	})
+
+	t.Run("EmptyAfterWait", func(t *testing.T) {
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		n := store.NewNotifier(recvPool, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+		p := params(q)
+		p.Wait = 300 * time.Millisecond
+		p.FallbackPoll = 50 * time.Millisecond
+		r := <-receiveAsync(e.ctx, recvPool, n, p)
+		require.NoError(t, r.err)
+		require.Empty(t, r.msgs)
+		require.GreaterOrEqual(t, r.elapsed, 300*time.Millisecond, "waited the whole wait")
+	})
+
+	t.Run("Stop", func(t *testing.T) {
+		t.Parallel()
+		e, q, recvPool := setup(t)
+		n := store.NewNotifier(recvPool, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+		stop := make(chan struct{})
+		p := params(q)
+		p.Stop = stop
+		out := receiveAsync(e.ctx, recvPool, n, p)
+		e.activityEventually("receiver", "%ferry:message_claim%", 1)
+		close(stop)
+		r := <-out
+		require.NoError(t, r.err)
+		require.Empty(t, r.msgs)
+		require.Less(t, r.elapsed, 4*time.Second, "stop ends the wait")
+	})
 }

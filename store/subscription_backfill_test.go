@@ -74,44 +74,6 @@ func TestBackfillInWindowsWhilePublishing(t *testing.T) {
 	}
 }
 
-// A seek of an unordered subscription deletes and backfills in batches
-// while publishes go on: afterwards every event of the log is pending
-// exactly once (none lost from the publishes that ran during the seek,
-// none doubled), and receipts from before the seek are stale.
-func TestSeekInBatchesWhilePublishing(t *testing.T) {
-	t.Parallel()
-	e, tp := newTopicEnv(t, "log", 2)
-	s, _, _, err := store.SubscriptionUpsert(e.ctx, e.pool, tp, "all", store.SubscriptionPatch{})
-	require.NoError(t, err)
-	keys := keysFor(2)
-	const before = 11_000
-	publishBacklog(e, tp, keys, before)
-	claimed := e.claim(s.Queue, 10, time.Minute)
-	require.Len(t, claimed, 10)
-
-	stop := publishing(t, 1, func(_, i int) error {
-		_, _, err := store.EventPublish(e.ctx, e.pool, tp, []store.PublishEvent{eventWithKey(fmt.Sprintf("new-%05d", i), keys[i%2])})
-		return err
-	})
-	_, err = store.SubscriptionSeek(e.ctx, e.pool, s, store.StartPosition{Earliest: true})
-	require.NoError(t, err)
-	stop()
-
-	var total, distinct, logged int64
-	require.NoError(t, e.pool.QueryRow(e.ctx, `
-		SELECT count(*), count(DISTINCT (event_partition, event_offset)) FROM ferry.messages WHERE queue_id = $1`, s.ID).Scan(&total, &distinct))
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID).Scan(&logged))
-	require.Equal(t, logged, total, "every event of the log is pending after the seek")
-	require.Equal(t, total, distinct, "none twice")
-	receipts := make([]store.Receipt, len(claimed))
-	for i, m := range claimed {
-		receipts[i] = m.Receipt
-	}
-	for _, ok := range e.ack(s.Queue, receipts...) {
-		require.False(t, ok, "a receipt from before the seek is stale")
-	}
-}
-
 // publishBacklog publishes n events, old-00000 on, keyed by keys in turn,
 // in publishes of 1,000.
 func publishBacklog(e *env, tp store.Topic, keys []string, n int) {
