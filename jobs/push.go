@@ -27,7 +27,7 @@ import (
 // # One deliverer per target: leases
 //
 // A worker runs only while its instance holds the target's push lease
-// (ferry.push_leases, store/pushlease.go), so max_in_flight, the rate
+// (ferry.push_leases, store/push_lease.go), so max_in_flight, the rate
 // limit and ordered push hold across the whole cluster. The Pusher
 // acquires a lease in one statement (a lease that is free, expired or
 // already its own), renews all of its leases in one statement every

@@ -51,7 +51,7 @@
 // callbacks, MessageSendTx's Wake); an ack that promoted a group's next
 // message, a nack with no delay or that dead-lettered a message, a
 // redrive and a subscription seek that delivered events wake through
-// [Notifier.Claimable], which the ...AndWake functions (store/wake.go) call
+// [Notifier.Claimable], which the ...AndWake functions (notifier_claimable.go) call
 // after their commit. The Pusher registers its kick there, so a target
 // this instance delivers starts at once; other instances hear the NOTIFY.
 //
@@ -65,7 +65,7 @@
 // so a row changed meanwhile is followed to its newest version; by ctid
 // only where they cannot: rows this statement locked, dead letters, events,
 // rows of deleted queues), and "the first n rows of a queue" are walks of one-row index
-// probes (walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
+// probes (index_walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
 // that a planner believing the queue small could turn into a read of the
 // whole queue.
 //
@@ -88,7 +88,7 @@
 // probes (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
 // constant queue id that could make "read the whole queue" look cheap to
 // a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
-// cardinality($2), the list's length: a driving set (see walk.go) that a
+// cardinality($2), the list's length: a driving set (see index_walk.go) that a
 // generic plan believes is a row or so. A row changed in between (an
 // extend racing an ack) is followed to its newest version, and the
 // conditions the DML repeats on it (its claim_token, its lease) are
@@ -177,7 +177,7 @@
 // event_id is what clients see as the message id, and (queue_id,
 // event_partition, event_offset) is unique among live deliveries, so a
 // backfill or seek (which match types with the publish's matcher and the
-// rest in SQL, sqlMatch, in bounded windows: see backfill.go) never
+// rest in SQL, sqlMatch, in bounded windows: see subscription_backfill.go) never
 // doubles one. An ordered subscription groups deliveries by the event's
 // key, with the queue's group machinery (one in flight per key, in order).
 //
@@ -189,7 +189,7 @@
 // consumer; [PushAttemptRecord] keeps every attempt and [PushOutcome] the
 // target's failure state (disabled after 410 Gone or failing too long).
 // One instance at a time delivers a target: the one holding its push
-// lease (ferry.push_leases, pushlease.go: acquired, renewed, released,
+// lease (ferry.push_leases, push_lease.go: acquired, renewed, released,
 // taken over once expired), whose claims [PushLeaseClaim] fences by the
 // lease row; [PushSweep] reads what is due and when to look next.
 //
@@ -288,4 +288,35 @@
 // messages. A send to a queue with a max_depth takes the queue's lock
 // exclusively, then compares the counter plus the batch with the limit, so
 // concurrent sends (from any number of instances) never pass it together.
+//
+// # Files
+//
+// One file per concept, named noun first, so a concept's files sort
+// together; each has the test file of its name (x_test.go, or
+// x_internal_test.go for tests inside the package). From the ground up:
+//   - store.go: [DBTX], the errors, retries; page.go: list pages;
+//     index_walk.go: the walks and driving sets (# Plans);
+//     group_commit.go: the batching the [Sender] and [Publisher] share;
+//     resource_upsert.go: the upsert the queue, topic and subscription
+//     PUTs share; name_cache.go: queues, topics, subscriptions by name.
+//   - notifier.go: the [Notifier] (LISTEN/NOTIFY, long polls);
+//     notifier_claimable.go: the writes that wake after their commit.
+//   - message.go (receipts, ids), message_claim.go (claim, receive),
+//     message_settle.go (ack, nack, extend), message_delete.go (purge,
+//     the deletes of purge, retention and seek), message_send.go,
+//     message_send_plan.go, message_sender.go; dead_letter.go;
+//     queue.go; retention.go (expiry, dedup expiry, orphans).
+//   - event.go, event_partition.go, event_publish.go (with
+//     event_fanout.go), event_publisher.go, event_relay.go (the SQL
+//     API's outbox), event_read.go, event_expire.go; topic.go.
+//   - filter.go, filter_type.go, filter_cache.go; subscription.go,
+//     subscription_upsert.go, subscription_backfill.go,
+//     subscription_seek.go.
+//   - consumer_group.go (describe, list, delete, lag),
+//     consumer_group_refresh.go (membership, rebalance),
+//     consumer_group_poll.go, consumer_group_commit.go (commit, seek),
+//     consumer_group_leave.go.
+//   - push_config.go, push_target.go, push_attempt.go, push_lease.go.
+//   - key.go, key_cache.go; audit.go; health.go; sql_api.go (the SQL
+//     API's limits and isolation check).
 package store

@@ -37,7 +37,7 @@ const (
 // (the group locks, the delete; see there) and the arguments of the lock:
 // $1 the queue id, $2 the limit, then the fence where the set has one.
 // The delete takes two more: the groups locked, and the bound of its
-// driving set (see walk.go).
+// driving set (see index_walk.go).
 func (d deleteSet) statements() (lock, del string, args []any) {
 	var victims string
 	args = []any{d.queueID, d.limit}

@@ -211,7 +211,7 @@ func groupNotes(raw1, ferry1, ferry4 groupRead, l groupLatency, r rebalance) []s
 		notes = append(notes, fmt.Sprintf("**Long polling did not wait.** Member A's polls (wait_seconds %d, nothing published) were answered in %s on average, "+
 			"and part 2's member got %s empty answers in its window (wait_seconds %d, an event every %s), so both members polled in a tight loop: part 3 measures "+
 			"the session timeout alone (A polls continuously, so the first poll after B's session expired evicts it at once), and part 2 a busy-polling member. "+
-			"Where to look first: `consumerGroupFetch` (store/consumer_groups.go) stops the wait when `memberFetch.advance` lists fewer partitions than the "+
+			"Where to look first: `consumerGroupFetch` (store/consumer_group_poll.go) stops the wait when `memberFetch.advance` lists fewer partitions than the "+
 			"member owns; if that list comes back short on an empty fetch (an empty partition list sent as NULL would do it: `partition <> ALL(NULL)` is NULL), "+
 			"`longPoll` stops waiting at once and the partitions are wrongly reported as lost. With long polling waiting, part 3 should show ≈ %d-%d s and part 2 "+
 			"only polls that carry events.",

@@ -32,7 +32,7 @@ func tagOf(query string) string {
 }
 
 // publishTags are the statements of a publish transaction
-// (store/publishbatch.go), and publishClaimTag its first statement, whose
+// (store/event_publish.go), and publishClaimTag its first statement, whose
 // calls count the transactions.
 func publishTags() []string {
 	return []string{"ferry:event_dedup_claim_wait", "ferry:event_dedup_claim", "ferry:event_dedup_claim_wait_end",
@@ -66,7 +66,7 @@ func (s stmtStat) isTxControl() bool {
 }
 
 // isNotify says whether a statement is the notifier's NOTIFY
-// (store/notify.go, ferry:notify).
+// (store/notifier.go, ferry:notify).
 func (s stmtStat) isNotify() bool {
 	return s.tag == notifyTag
 }
