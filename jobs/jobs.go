@@ -1,8 +1,8 @@
-// Package jobs holds what the server does by itself: River workers for
-// retention, dedup expiry and cleaning up deleted queues (periodic jobs run
-// on River's elected leader only, so several Ferry instances on one
-// database do each sweep once), and push delivery (push.go: workers of its
-// own, one instance per target by a lease).
+// Package jobs holds the River jobs the server runs by itself: retention,
+// dedup expiry, cleaning up deleted queues and topics, and the orphan sweep
+// (periodic jobs run on River's elected leader only, so several Ferry
+// instances on one database do each sweep once). Push delivery does not run
+// on River: it is [github.com/ferry-mq/ferry/internal/push].
 package jobs
 
 import (

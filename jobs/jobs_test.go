@@ -16,7 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 // SSRF protection for webhook push delivery.
 //
@@ -8,10 +8,10 @@ package jobs
 // (169.254.169.254), the database, an admin port on localhost, anything on
 // the private network. The defence has two layers and both are needed:
 //
-//   - CheckPushURL, when a subscription is created or changed: refuses
+//   - CheckURL, when a subscription is created or changed: refuses
 //     non-http(s) URLs, credentials in URLs, and hosts that are (or resolve
 //     to) a forbidden address. This gives the client a clear 400 early.
-//   - NewPushClient, at every delivery: its dialer's Control func checks the
+//   - NewClient, at every delivery: its dialer's Control func checks the
 //     IP actually being connected to, after DNS resolution. A name that
 //     resolved to a public address at creation time and to 127.0.0.1 now
 //     (DNS rebinding, or simply a changed record) is refused here. This is
@@ -40,10 +40,10 @@ import (
 	"time"
 )
 
-// MaxPushURLLen is the longest push URL [CheckPushURL] accepts, in bytes.
-const MaxPushURLLen = 2048
+// MaxURLLen is the longest push URL [CheckURL] accepts, in bytes.
+const MaxURLLen = 2048
 
-// ErrForbiddenAddress is wrapped by the error a [NewPushClient] client returns
+// ErrForbiddenAddress is wrapped by the error a [NewClient] client returns
 // when a delivery would connect to an address [ForbiddenAddr] refuses. Test for
 // it with errors.Is; the *url.Error from http.Client.Do wraps it.
 var ErrForbiddenAddress = errors.New("push address is forbidden")
@@ -177,7 +177,7 @@ func ForbiddenAddr(ip netip.Addr) (reason string, forbidden bool) {
 	return "", false
 }
 
-// URLError is the error [CheckPushURL] returns for a URL it refuses. Reason is
+// URLError is the error [CheckURL] returns for a URL it refuses. Reason is
 // a short sentence meant for the client, suitable as the detail of a 400
 // problem response, e.g. "push.url resolves to a private address
 // (10.0.0.5)". Err, when not nil, is the underlying cause (a parse or
@@ -194,7 +194,7 @@ func (e *URLError) Error() string { return e.Reason }
 // Unwrap returns Err.
 func (e *URLError) Unwrap() error { return e.Err }
 
-// LookupFunc resolves a host name to IP addresses. [CheckPushURL] takes one so
+// LookupFunc resolves a host name to IP addresses. [CheckURL] takes one so
 // tests (and callers with their own resolver) can control resolution; nil
 // means net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -215,8 +215,8 @@ func withArticle(reason string) string {
 	return "a " + reason
 }
 
-// CheckPushURL validates a push URL when a subscription is created or
-// changed. It accepts an absolute http or https URL of at most [MaxPushURLLen]
+// CheckURL validates a push URL when a subscription is created or
+// changed. It accepts an absolute http or https URL of at most [MaxURLLen]
 // bytes with a host, an optional valid port, no user info (credentials in
 // URLs are refused: they would be logged and shown back) and no fragment.
 //
@@ -230,12 +230,12 @@ func withArticle(reason string) string {
 // refused as non-standard IPv4 notation that some resolvers accept.
 //
 // Passing this check does not make later deliveries safe: the name may
-// resolve elsewhere by then. [NewPushClient] checks again at dial time.
+// resolve elsewhere by then. [NewClient] checks again at dial time.
 //
 // Every error is a [*URLError].
-func CheckPushURL(ctx context.Context, raw string, allowPrivate bool, lookup LookupFunc) error {
-	if len(raw) > MaxPushURLLen {
-		return urlErr(nil, "push.url is longer than %d bytes", MaxPushURLLen)
+func CheckURL(ctx context.Context, raw string, allowPrivate bool, lookup LookupFunc) error {
+	if len(raw) > MaxURLLen {
+		return urlErr(nil, "push.url is longer than %d bytes", MaxURLLen)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -338,7 +338,7 @@ func dialControl(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// NewPushClient returns the http.Client for push deliveries. Build one per
+// NewClient returns the http.Client for push deliveries. Build one per
 // process (or per allowPrivate setting) and reuse it: it pools connections.
 //
 //   - It never follows redirects: CheckRedirect returns
@@ -357,7 +357,7 @@ func dialControl(network, address string, _ syscall.RawConn) error {
 //     each delivery with the request's context.
 //
 // The caller sets User-Agent and any other headers on each request.
-func NewPushClient(allowPrivate bool) *http.Client {
+func NewClient(allowPrivate bool) *http.Client {
 	dialer := &net.Dialer{
 		Timeout:   30 * time.Second,
 		KeepAlive: 30 * time.Second,

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 import (
 	"context"
@@ -169,7 +169,7 @@ func TestCheckPushURL(t *testing.T) {
 		{"user only", "https://token@8.8.8.8/hook", false, "credentials"},
 		{"fragment", "https://8.8.8.8/hook#frag", false, "fragment"},
 		{"empty fragment", "https://8.8.8.8/hook#", false, "fragment"},
-		{"too long", "https://8.8.8.8/" + strings.Repeat("a", MaxPushURLLen), false, "longer than"},
+		{"too long", "https://8.8.8.8/" + strings.Repeat("a", MaxURLLen), false, "longer than"},
 
 		// IP literals
 		{"loopback", "http://127.0.0.1/", false, "push.url points to a loopback address (127.0.0.1)"},
@@ -215,7 +215,7 @@ func TestCheckPushURL(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := CheckPushURL(ctx, tt.url, tt.allowPrivate, (&staticLookup{addrs: dns}).lookup)
+			err := CheckURL(ctx, tt.url, tt.allowPrivate, (&staticLookup{addrs: dns}).lookup)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -232,7 +232,7 @@ func TestCheckPushURL(t *testing.T) {
 		t.Parallel()
 		sl := &staticLookup{addrs: dns}
 		for _, u := range []string{"http://127.0.0.1/", "https://8.8.8.8/", "http://localhost/", "http://[::1]/"} {
-			_ = CheckPushURL(context.Background(), u, false, sl.lookup)
+			_ = CheckURL(context.Background(), u, false, sl.lookup)
 		}
 		require.Zero(t, sl.asked.Load())
 	})
@@ -240,7 +240,7 @@ func TestCheckPushURL(t *testing.T) {
 	t.Run("allowPrivate does not resolve", func(t *testing.T) {
 		t.Parallel()
 		sl := &staticLookup{addrs: dns}
-		require.NoError(t, CheckPushURL(context.Background(), "https://private.example/", true, sl.lookup))
+		require.NoError(t, CheckURL(context.Background(), "https://private.example/", true, sl.lookup))
 		require.Zero(t, sl.asked.Load())
 	})
 
@@ -249,7 +249,7 @@ func TestCheckPushURL(t *testing.T) {
 		lookup := func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return nil, context.DeadlineExceeded
 		}
-		err := CheckPushURL(context.Background(), "https://slow.example/", false, lookup)
+		err := CheckURL(context.Background(), "https://slow.example/", false, lookup)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Equal(t, `push.url host "slow.example" does not resolve`, err.Error())
 	})
@@ -257,7 +257,7 @@ func TestCheckPushURL(t *testing.T) {
 	t.Run("nil lookup uses the default resolver", func(t *testing.T) {
 		t.Parallel()
 		// .invalid never resolves (RFC 6761), so this needs no network.
-		err := CheckPushURL(context.Background(), "https://ferry-push-test.invalid/", false, nil)
+		err := CheckURL(context.Background(), "https://ferry-push-test.invalid/", false, nil)
 		var uerr *URLError
 		require.ErrorAs(t, err, &uerr)
 		require.Contains(t, uerr.Reason, "does not resolve")
@@ -326,7 +326,7 @@ func TestPushClientDialTimeCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("refused/"+tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp, err := get(NewPushClient(false), tt.target)
+			resp, err := get(NewClient(false), tt.target)
 			if resp != nil {
 				resp.Body.Close()
 			}
@@ -338,7 +338,7 @@ func TestPushClientDialTimeCheck(t *testing.T) {
 
 	t.Run("allowPrivate reaches the server", func(t *testing.T) {
 		t.Parallel()
-		resp, err := get(NewPushClient(true), srv.URL+"/")
+		resp, err := get(NewClient(true), srv.URL+"/")
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -370,7 +370,7 @@ func TestPushClientDoesNotFollowRedirects(t *testing.T) {
 	// Registered after srv.Close, so it runs first, once all subtests are done.
 	t.Cleanup(func() { require.Zero(t, elsewhere.Load(), "/elsewhere must never be requested") })
 
-	client := NewPushClient(true)
+	client := NewClient(true)
 	for _, code := range []int{
 		http.StatusFound,
 		http.StatusMovedPermanently,
@@ -399,7 +399,7 @@ func TestNewPushClientTransport(t *testing.T) {
 	for _, allowPrivate := range []bool{false, true} {
 		t.Run(fmt.Sprint("allowPrivate=", allowPrivate), func(t *testing.T) {
 			t.Parallel()
-			c := NewPushClient(allowPrivate)
+			c := NewClient(allowPrivate)
 			require.Zero(t, c.Timeout, "callers bound deliveries with contexts")
 			require.NotNil(t, c.CheckRedirect)
 			require.ErrorIs(t, c.CheckRedirect(nil, nil), http.ErrUseLastResponse)
@@ -414,5 +414,5 @@ func TestNewPushClientTransport(t *testing.T) {
 			require.Zero(t, tr.ResponseHeaderTimeout)
 		})
 	}
-	require.NotSame(t, NewPushClient(false).Transport, NewPushClient(false).Transport)
+	require.NotSame(t, NewClient(false).Transport, NewClient(false).Transport)
 }

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 import (
 	"cmp"
@@ -85,9 +85,9 @@ import (
 // acquire that finds a target neither free nor held (it lost a race with
 // the owner's renewal) asks for a sweep at once.
 
-// PushConfig tunes push delivery.
-type PushConfig struct {
-	// Client makes the requests (NewPushClient: SSRF checks at dial time,
+// Config tunes push delivery.
+type Config struct {
+	// Client makes the requests (NewClient: SSRF checks at dial time,
 	// no redirects).
 	Client *http.Client
 	// UserAgent is sent with every request ("Ferry/<version>").
@@ -141,7 +141,7 @@ const minSweepGap = 100 * time.Millisecond
 // is cheap and never blocks its caller.
 type Pusher struct {
 	pool  *pgxpool.Pool
-	cfg   PushConfig
+	cfg   Config
 	id    string        // this instance's lease owner id (a UUID)
 	wakeC chan struct{} // the scheduler has something to do
 
@@ -165,8 +165,8 @@ type Pusher struct {
 	runsWG       sync.WaitGroup
 }
 
-// NewPusher makes a [Pusher]; Run must run for it to deliver.
-func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
+// New makes a [Pusher]; Run must run for it to deliver.
+func New(pool *pgxpool.Pool, cfg Config) *Pusher {
 	cfg.DisableAfter = cmp.Or(cfg.DisableAfter, 5*24*time.Hour)
 	cfg.RunFor = cmp.Or(cfg.RunFor, 10*time.Second)
 	cfg.IdleFor = cmp.Or(cfg.IdleFor, 5*time.Second)
@@ -176,7 +176,7 @@ func NewPusher(pool *pgxpool.Pool, cfg PushConfig) *Pusher {
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, time.Second)
 	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, 30*time.Second)
 	if cfg.Client == nil {
-		cfg.Client = NewPushClient(false)
+		cfg.Client = NewClient(false)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 // Webhook signing in the Standard Webhooks format
 // (https://www.standardwebhooks.com/). Every push Ferry makes carries three
