@@ -48,3 +48,12 @@ func TestOrderCreatedLab(t *testing.T) {
 	require.Equal(t, 1, a.handovers)
 	require.Zero(t, lab.leaks(ctx))
 }
+
+// Without a Ferry to run against, the lab says which variables to set and
+// connects to nothing.
+func TestRunNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), Config{Key: "k"})
+	require.EqualError(t, err, "FERRY_URL is not set (`ferry dev` prints it)\n"+
+		"DATABASE_URL is not set (`ferry dev` prints it)")
+}
