@@ -14,7 +14,8 @@ import (
 
 	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/access"
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	metricsreg "github.com/ferry-mq/ferry/internal/metrics"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -44,7 +45,7 @@ func matrixRoutes(t *testing.T) []routePermission {
 		method, path, _ := strings.Cut(k, " ")
 		want[k] = routePermission{method, path, access.Admin, access.All, false}
 	}
-	e := handlers.New(handlers.Deps{Log: slog.Default(), Metrics: handlers.NewMetrics(nil, slog.Default(), 0), AdminKey: "matrix-admin-key"})
+	e := handlers.New(handlers.Deps{Log: slog.Default(), Metrics: metricsreg.New(nil, slog.Default(), 0), AdminKey: "matrix-admin-key"})
 	var out []routePermission
 	for _, r := range e.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {

@@ -137,7 +137,7 @@ func (h *handler) auditRecord(c echo.Context, resource, action string, key acces
 	if err := store.AuditRecord(ctx, h.Pool, e); err != nil {
 		h.Log.Error("audit log write failed", "request_id", e.RequestID, "action", action,
 			"resource", resource, "status", status, "key_id", key.ID, "error", err)
-		h.Metrics.auditWriteFailed()
+		h.Metrics.AuditWriteFailed()
 	}
 }
 

@@ -6,17 +6,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/access"
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/metrics"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -100,7 +101,7 @@ func newAuditServer(t *testing.T) *auditServer {
 	t.Cleanup(pool.Close)
 	s := &auditServer{e: echo.New(), pool: pool}
 	log := slog.New(slog.NewTextHandler(s, nil))
-	s.h = &handler{Deps: Deps{Pool: pool, Log: log, Metrics: NewMetrics(nil, log, 0)},
+	s.h = &handler{Deps: Deps{Pool: pool, Log: log, Metrics: metrics.New(pool, log, 0)},
 		resolver: access.Chain(access.NewAdminKey("audit-test-admin-key"), auditKeys{}), rules: routeRules()}
 	s.e.HTTPErrorHandler = errorHandler(log)
 	s.e.Use(s.h.requestID, s.h.recover, s.h.observe)
@@ -225,14 +226,19 @@ func TestAuditWriteFailure(t *testing.T) {
 	require.Contains(t, logged, "audit refused")
 }
 
-// auditErrors reads ferry_audit_write_errors_total.
-func auditErrors(t *testing.T, m *Metrics) float64 {
+// auditErrors reads ferry_audit_write_errors_total from a scrape of m.
+func auditErrors(t *testing.T, m *metrics.Metrics) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.auditErrors)
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	require.Len(t, families, 1)
-	require.Equal(t, "ferry_audit_write_errors_total", families[0].GetName())
-	return families[0].GetMetric()[0].GetCounter().GetValue()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	for line := range strings.Lines(rec.Body.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ferry_audit_write_errors_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	require.Fail(t, "no ferry_audit_write_errors_total in the scrape")
+	return 0
 }

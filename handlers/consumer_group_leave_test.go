@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // gleave makes consumer leave group and requires a 204 with no body.

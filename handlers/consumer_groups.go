@@ -120,7 +120,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(m.topic, m.group, res.ConsumerGroupRefresh)
+	h.Metrics.ObserveGroup(m.topic, m.group, res.ConsumerGroupRefresh)
 	if res.Created {
 		// A group is created by its first poll; polls are not audited,
 		// its creation is.
@@ -190,7 +190,7 @@ func (h *handler) consumerGroupCommit(c echo.Context) error {
 		})
 	})
 	if errors.Is(err, store.ErrFenced) {
-		h.Metrics.fencedCommits.WithLabelValues(m.topic, m.group).Inc()
+		h.Metrics.ObserveFencedCommit(m.topic, m.group)
 		return problem(http.StatusConflict, codeConflict,
 			"the consumer does not own every partition named in that generation (it was rebalanced away); poll again, nothing was committed")
 	}
@@ -222,7 +222,7 @@ func (h *handler) consumerGroupLeave(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(m.topic, m.group, res.ConsumerGroupRefresh)
+	h.Metrics.ObserveGroup(m.topic, m.group, res.ConsumerGroupRefresh)
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -320,7 +320,7 @@ func (h *handler) consumerGroupGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Metrics.observeGroup(t.Name, group, g.Refresh)
+	h.Metrics.ObserveGroup(t.Name, group, g.Refresh)
 	return reply(c, http.StatusOK, toConsumerGroupReply(t.Name, g))
 }
 
@@ -357,7 +357,7 @@ func (h *handler) consumerGroupList(c echo.Context) error {
 			return err
 		}
 		// Describing refreshed the group: count what that changed.
-		h.Metrics.observeGroup(topic, n, g.Refresh)
+		h.Metrics.ObserveGroup(topic, n, g.Refresh)
 		out = append(out, toConsumerGroupReply(topic, g))
 	}
 	var last string

@@ -17,7 +17,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/rules"
 )
 
 // Limits are the request size limits; over one → 413 payload_too_large.
@@ -185,7 +185,7 @@ func (cs *checks) attributes(field string, attrs map[string]string) {
 			break
 		}
 	}
-	if v, ok := attrs["traceparent"]; ok && !jobs.ValidTraceparent(v) {
+	if v, ok := attrs["traceparent"]; ok && !rules.ValidTraceparent(v) {
 		cs.add(field+".traceparent", "must be a W3C trace context traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zeros")
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/rules"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -24,7 +24,7 @@ import (
 // the numeric rule, size counting, attributes), names and list cursors.
 // `make fuzz` runs each for a while; `go test` runs their seeds (f.Add and
 // testdata/fuzz/<target>/). None touches a database: fuzzing workers run
-// without one (internal/pgtest). Each asserts what the contract promises,
+// without one (internal/testkit/pgtest). Each asserts what the contract promises,
 // mostly against an oracle worked out another way (fuzz_oracle_internal_test.go).
 
 // requireClientProblem: err is a client's mistake, a complete 4xx problem
@@ -436,7 +436,7 @@ func FuzzAttributes(f *testing.F) {
 		if err := cs.err(); err != nil {
 			requireClientProblem(t, err, "attributes")
 		}
-		require.Equal(t, validTraceparentOracle(traceparent), jobs.ValidTraceparent(traceparent), "traceparent %q", traceparent)
+		require.Equal(t, validTraceparentOracle(traceparent), rules.ValidTraceparent(traceparent), "traceparent %q", traceparent)
 	})
 }
 

@@ -26,7 +26,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ferry-mq/ferry/internal/access"
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/metrics"
+	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -52,7 +53,7 @@ type Deps struct {
 	// admin key only.
 	Resolver access.Resolver
 	Limits   Limits
-	Metrics  *Metrics
+	Metrics  *metrics.Metrics
 	// MetricsKey, when set, is the Bearer token GET /metrics requires
 	// (FERRY_METRICS_KEY); empty leaves /metrics open.
 	MetricsKey string
@@ -66,7 +67,7 @@ type Deps struct {
 	// FallbackPoll is how often a long poll checks without a wake-up.
 	FallbackPoll time.Duration
 	// Pusher starts push delivery when a push target gets work.
-	Pusher *jobs.Pusher
+	Pusher *push.Pusher
 	// AllowPrivatePush lets push URLs name private, loopback and
 	// link-local addresses (FERRY_ALLOW_PRIVATE_PUSH).
 	AllowPrivatePush bool

@@ -142,7 +142,7 @@ func (h *handler) messageSend(c echo.Context) error {
 			fresh++
 		}
 	}
-	h.Metrics.sent.WithLabelValues(n).Add(float64(fresh))
+	h.Metrics.ObserveSent(n, fresh)
 	return reply(c, http.StatusCreated, out)
 }
 
@@ -229,8 +229,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	msgs, undelivered := h.undeliverable(ctx, c, q, msgs)
 	dead += undelivered
-	h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
-	h.Metrics.received.WithLabelValues(ref.label()).Add(float64(len(msgs)))
+	h.Metrics.ObserveDeadLettered(ref.label(), dead)
+	h.Metrics.ObserveReceived(ref.label(), len(msgs))
 	if ref.isSub() {
 		out := make([]subscriptionMessageReply, len(msgs))
 		for i, m := range msgs {
@@ -376,7 +376,7 @@ func (h *handler) messageAck(c echo.Context) error {
 	return h.settle(c, &req, func(ctx context.Context, ref targetRef, q store.Queue, receipts []store.Receipt) ([]store.ReceiptResult, error) {
 		results, err := store.MessageAckAndWake(ctx, h.Pool, h.Notifier, q.ID, receipts)
 		if err == nil {
-			h.Metrics.acked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
+			h.Metrics.ObserveAcked(ref.label(), countOK(results))
 		}
 		return results, err
 	})
@@ -392,8 +392,8 @@ func (h *handler) messageNack(c echo.Context) error {
 		}
 		results, dead, err := store.MessageNackAndWake(ctx, h.Pool, h.Notifier, p)
 		if err == nil {
-			h.Metrics.nacked.WithLabelValues(ref.label()).Add(float64(countOK(results)))
-			h.Metrics.deadLettered.WithLabelValues(ref.label()).Add(float64(dead))
+			h.Metrics.ObserveNacked(ref.label(), countOK(results))
+			h.Metrics.ObserveDeadLettered(ref.label(), dead)
 		}
 		return results, err
 	})

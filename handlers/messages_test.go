@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 func TestSendReceiveShapes(t *testing.T) {

@@ -82,7 +82,7 @@ func (h *handler) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		took := time.Since(start)
-		h.Metrics.observeHTTP(methodLabel(c.Request().Method), route, status, took)
+		h.Metrics.ObserveHTTP(methodLabel(c.Request().Method), route, status, took)
 		level := slog.LevelDebug
 		if status >= 500 {
 			level = slog.LevelWarn

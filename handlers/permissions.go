@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/internal/metrics"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -138,7 +139,7 @@ func (h *handler) authorize(method, path string) echo.MiddlewareFunc {
 // request, else answers 403.
 func (h *handler) permit(c echo.Context, r rule, ruled bool, key access.Key, next echo.HandlerFunc) error {
 	if !ruled {
-		h.Metrics.authFailed(authForbidden)
+		h.Metrics.AuthFailed(metrics.AuthForbidden)
 		return problem(http.StatusForbidden, codeForbidden, "no permission is defined for this route")
 	}
 	if missing, ok := r.check(c, key); !ok {
@@ -151,7 +152,7 @@ func (h *handler) permit(c echo.Context, r rule, ruled bool, key access.Key, nex
 // forbidden is the 403 of a request whose key lacks the permission
 // missing, counted in ferry_auth_failures_total.
 func (h *handler) forbidden(missing access.Permission) error {
-	h.Metrics.authFailed(authForbidden)
+	h.Metrics.AuthFailed(metrics.AuthForbidden)
 	return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
 }
 
@@ -162,7 +163,7 @@ func (h *handler) authenticate(c echo.Context) (access.Key, error) {
 	scheme, token, ok := strings.Cut(header, " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		h.Metrics.authFailed(authMissing)
+		h.Metrics.AuthFailed(metrics.AuthMissing)
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry"`)
 		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "an Authorization: Bearer <api key> header is required")
@@ -172,7 +173,7 @@ func (h *handler) authenticate(c echo.Context) (access.Key, error) {
 		err = access.ErrInvalidKey
 	}
 	if errors.Is(err, access.ErrInvalidKey) {
-		h.Metrics.authFailed(authInvalid)
+		h.Metrics.AuthFailed(metrics.AuthInvalid)
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ferry", error="invalid_token"`)
 		return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "the API key is not valid")

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/internal/metrics"
 )
 
 // routerForTest is the real router, with no database behind it: enough to
 // list its routes and to run middleware that answers before a handler.
 func routerForTest() *echo.Echo {
-	return New(Deps{Log: slog.Default(), Metrics: NewMetrics(nil, slog.Default(), 0), AdminKey: "route-test-admin-key"})
+	return New(Deps{Log: slog.Default(), Metrics: metrics.New(nil, slog.Default(), 0), AdminKey: "route-test-admin-key"})
 }
 
 // Every /v1 route of the real router has a permission in routeRules, and
@@ -71,7 +72,7 @@ func checkRule(t *testing.T, k string, r rule, ok bool) {
 func TestRouteWithoutRuleRefused(t *testing.T) {
 	t.Parallel()
 	e := echo.New()
-	h := &handler{Deps: Deps{Metrics: NewMetrics(nil, slog.Default(), 0)},
+	h := &handler{Deps: Deps{Metrics: metrics.New(nil, slog.Default(), 0)},
 		resolver: access.NewAdminKey("route-test-admin-key"), rules: routeRules()}
 	e.HTTPErrorHandler = errorHandler(slog.Default())
 	reached := false

@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -63,7 +63,7 @@ func (h *handler) pushPatch(c echo.Context, raw json.RawMessage) (*store.PushPat
 	}
 	return &store.PushPatch{
 		URL: req.URL, TimeoutSeconds: req.TimeoutSeconds, MaxInFlight: req.MaxInFlight,
-		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: jobs.NewSigningSecret(), KeepURL: keep,
+		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: push.NewSigningSecret(), KeepURL: keep,
 	}, nil
 }
 
@@ -103,9 +103,9 @@ func (h *handler) pushURLNow(c echo.Context) (string, error) {
 }
 
 // checkPushURL refuses a push URL that is not one (400), or that names or
-// resolves to an address push may not reach (jobs.CheckPushURL).
+// resolves to an address push may not reach (push.CheckURL).
 func (h *handler) checkPushURL(ctx context.Context, url string) error {
-	err := jobs.CheckPushURL(ctx, url, h.AllowPrivatePush, nil)
+	err := push.CheckURL(ctx, url, h.AllowPrivatePush, nil)
 	if err == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (h *handler) checkPushURL(ctx context.Context, url string) error {
 		p.header = http.Header{"Retry-After": []string{"1"}}
 		return p
 	}
-	var uerr *jobs.URLError
+	var uerr *push.URLError
 	if errors.As(err, &uerr) {
 		return invalid("push.url", "%s", uerr.Reason)
 	}
@@ -165,7 +165,7 @@ func toPushResponse(q store.Queue, whole bool) *pushReply {
 // part of the query that is no name=value pair is replaced whole, so a
 // token in the query is not shown ("https://h/p?token=***&v=***"); the
 // scheme, host, port and path are kept. Push URLs have neither user info
-// nor a fragment (jobs.CheckPushURL).
+// nor a fragment (push.CheckURL).
 func maskedURL(u string) string {
 	base, query, ok := strings.Cut(u, "?")
 	if !ok || query == "" {
@@ -240,7 +240,7 @@ func (h *handler) pushRotateSecret(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	secret := jobs.NewSigningSecret()
+	secret := push.NewSigningSecret()
 	if err := store.SecretRotate(ctx, h.Pool, q.ID, secret, secretOverlap); err != nil {
 		return err
 	}

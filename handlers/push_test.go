@@ -19,9 +19,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/internal/server"
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // Push delivery (API.md § Push delivery, docs/webhooks.md), end to end:
@@ -366,8 +366,8 @@ func TestPushSignedDelivery(t *testing.T) {
 	require.Equal(t, traceparent, h.header.Get("traceparent"), "traceparent passed through")
 	require.Equal(t, "evt-1", h.id(), "webhook-id is the event id")
 	require.Len(t, strings.Fields(h.header.Get("webhook-signature")), 1, "one secret, one signature")
-	require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0))
-	require.ErrorIs(t, jobs.Verify(jobs.NewSigningSecret(), h.header, h.body, time.Now(), 0), jobs.ErrWebhookSignature)
+	require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
+	require.ErrorIs(t, push.Verify(push.NewSigningSecret(), h.header, h.body, time.Now(), 0), push.ErrWebhookSignature)
 
 	// The body is the event, as the log holds it.
 	var body map[string]any
@@ -393,7 +393,7 @@ func TestPushSignedDelivery(t *testing.T) {
 	h = rc.wait(t, 2)[1]
 	require.Equal(t, "evt-2", h.id())
 	require.Empty(t, h.header.Values("traceparent"))
-	require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0))
+	require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
 	waitDrained(t, env, "orders", "hook")
 	require.Equal(t, 2, rc.count(), "each event pushed once")
 }
@@ -421,7 +421,7 @@ func TestPushQueue(t *testing.T) {
 	require.Equal(t, sent[0].ID, h.id(), "webhook-id is the message id")
 	require.Equal(t, "application/json", h.header.Get("Content-Type"))
 	require.Equal(t, traceparent, h.header.Get("traceparent"))
-	require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0))
+	require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
 
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(h.body, &body), "body %s", h.body)
@@ -455,7 +455,7 @@ func TestPushRetriesKeepWebhookID(t *testing.T) {
 	for _, h := range reqs {
 		require.Equal(t, "evt-r", h.id(), "webhook-id stable across retries")
 		require.Equal(t, string(reqs[0].body), string(h.body), "same body on every attempt")
-		require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0), "attempt %d", h.n)
+		require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0), "attempt %d", h.n)
 	}
 	waitDrained(t, env, "t", "s")
 
@@ -911,7 +911,7 @@ func TestPushSSRF(t *testing.T) {
 	conn := dbConn(t, env.DatabaseURL)
 	tag, err := conn.Exec(context.Background(),
 		`UPDATE ferry.queues SET push_url = $1, signing_secret = $2 WHERE name = 'rebound' AND topic_id IS NULL`,
-		rc.url(), jobs.NewSigningSecret())
+		rc.url(), push.NewSigningSecret())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected())
 	send(t, env, "rebound", msg("x"))
@@ -935,7 +935,7 @@ func TestPushRotateSecret(t *testing.T) {
 	publishEvents(t, env, "t", evt("e", "id", "evt-before"))
 	h := rc.wait(t, 1)[0]
 	require.Len(t, strings.Fields(h.header.Get("webhook-signature")), 1)
-	require.NoError(t, jobs.Verify(old, h.header, h.body, time.Now(), 0))
+	require.NoError(t, push.Verify(old, h.header, h.body, time.Now(), 0))
 	waitDrained(t, env, "t", "s")
 
 	r := env.Do("POST", spath("t", "s", "/rotate-secret"), nil)
@@ -962,11 +962,11 @@ func TestPushRotateSecret(t *testing.T) {
 	for _, s := range sigs {
 		require.True(t, strings.HasPrefix(s, "v1,"), s)
 	}
-	require.NoError(t, jobs.Verify(rot.Secret, h.header, h.body, time.Now(), 0), "the new secret")
-	require.NoError(t, jobs.Verify(old, h.header, h.body, time.Now(), 0), "the previous secret")
+	require.NoError(t, push.Verify(rot.Secret, h.header, h.body, time.Now(), 0), "the new secret")
+	require.NoError(t, push.Verify(old, h.header, h.body, time.Now(), 0), "the previous secret")
 	newFirst := h.header.Clone()
 	newFirst.Set("webhook-signature", sigs[0])
-	require.NoError(t, jobs.Verify(rot.Secret, newFirst, h.body, time.Now(), 0), "the new secret's signature first")
+	require.NoError(t, push.Verify(rot.Secret, newFirst, h.body, time.Now(), 0), "the new secret's signature first")
 
 	// Queues rotate too; a pull target has no secret to rotate.
 	_, qold := putPush(t, env, qpath("q"), map[string]any{"push": map[string]any{"url": rc.url()}}, http.StatusCreated, queueKeys)
@@ -1001,7 +1001,7 @@ func TestPushAcrossRestart(t *testing.T) {
 	require.GreaterOrEqual(t, len(reqs), 3, "two failures, then the success")
 	for _, h := range reqs {
 		require.Equal(t, "evt-restart", h.id())
-		require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0))
+		require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
 	}
 	require.Empty(t, subDeadLetters(t, env2, "t", "s", "").Messages)
 	as := waitAttempts(t, env2, spath("t", "s"), 3)

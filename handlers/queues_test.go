@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 func TestQueueWalkthrough(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 // The SQL API's publish against REST's (API.md § SQL API): the same
@@ -540,7 +540,7 @@ func TestSQLPublishPush(t *testing.T) {
 		h := rc.wait(t, i+1)[i]
 		lat = append(lat, h.at.Sub(committed))
 		require.Equal(t, id, h.id())
-		require.NoError(t, jobs.Verify(secret, h.header, h.body, time.Now(), 0))
+		require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
 		var ev eventJSON
 		require.NoError(t, json.Unmarshal(h.body, &ev))
 		require.JSONEq(t, fmt.Sprintf(`{"n": %d}`, i), string(ev.Data))

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // The SQL API's producers against REST: ferry.send and ferry.send_batch

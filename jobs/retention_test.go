@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -200,4 +200,63 @@ func TestRetentionRemovesOldAuditEntries(t *testing.T) {
 	require.Equal(t, jobsBefore, count(t, pool, `SELECT count(*) FROM river_job WHERE kind = $1`, (jobs.RetentionArgs{}).Kind()),
 		"a young entry makes no sweep due")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM ferry.audit_log`))
+}
+
+// The retention job deletes messages older than their queue's retention and
+// dedup ids past their window (one job for both), and leaves younger ones
+// alone.
+func TestRetentionAndDedupJobs(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	q := queueWithRetention(t, pool, "short", 60)
+	send(t, pool, "short", 50)
+	// The clock edge: half the messages were sent 61 s ago, just past retention.
+	_, err := pool.Exec(ctx, `UPDATE ferry.messages SET sent_at = now() - interval '61 seconds' WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
+	require.NoError(t, err)
+	old := count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND id % 2 = 0`, q.ID)
+	_, err = pool.Exec(ctx, `UPDATE ferry.dedup SET expires_at = now() - interval '1 second' WHERE queue_id = $1 AND message_id % 2 = 0`, q.ID)
+	require.NoError(t, err)
+
+	runRetention(t, client) // dedup ids too
+
+	require.Equal(t, 50-old, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1 AND sent_at < now() - interval '60 seconds'`, q.ID))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.dedup WHERE expires_at < now()`))
+	stats, err := store.QueueStatsGet(ctx, pool, []int64{q.ID})
+	require.NoError(t, err)
+	require.EqualValues(t, 50-old, stats[q.ID].Available, "counters follow the sweep")
+}
+
+// The retention job deletes events older than their topic's retention (and
+// only those), and forgets event ids past their window.
+func TestTopicRetentionAndDedupJobs(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	sixty, one := 60, 1
+	tp := upsertTopic(t, pool, "short", store.TopicPatch{RetentionSeconds: &sixty, Partitions: &one})
+	long := upsertTopic(t, pool, "long", store.TopicPatch{Partitions: &one})
+	publishN(t, pool, tp, "s", 50)
+	publishN(t, pool, long, "l", 10)
+	// The clock edge: offsets 0-19 were published 61 s ago, just past
+	// retention; the other topic's events are as old, within its 7 days.
+	_, err := pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1 AND "offset" < 20`, tp.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ferry.events SET published_at = now() - interval '61 seconds' WHERE topic_id = $1`, long.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ferry.event_dedup SET expires_at = now() - interval '1 second' WHERE topic_id = $1 AND "offset" % 2 = 0`, tp.ID)
+	require.NoError(t, err)
+
+	runRetention(t, client) // dedup ids too
+
+	require.Equal(t, 30, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
+	require.Equal(t, 20, count(t, pool, `SELECT min("offset") FROM ferry.events WHERE topic_id = $1`, tp.ID), "oldest first")
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.events WHERE topic_id = $1`, long.ID))
+	offs, err := store.TopicOffsets(ctx, pool, []int64{tp.ID})
+	require.NoError(t, err)
+	require.Equal(t, []store.PartitionOffsets{{Partition: 0, HeadOffset: 49, OldestOffset: 20}}, offs[tp.ID])
+	require.Equal(t, 25, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, tp.ID))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE expires_at < now()`))
+	require.Equal(t, 10, count(t, pool, `SELECT count(*) FROM ferry.event_dedup WHERE topic_id = $1`, long.ID))
 }

@@ -184,7 +184,7 @@
 // # Push
 //
 // A queue or subscription with push_url is delivered by the server (see
-// jobs/push.go): a worker claims with [MessageClaim], POSTs, and settles
+// internal/push): a worker claims with [MessageClaim], POSTs, and settles
 // with [MessageAck] and [MessageNack] (backoff, dead letters) like any
 // consumer; [PushAttemptRecord] keeps every attempt and [PushOutcome] the
 // target's failure state (disabled after 410 Gone or failing too long).

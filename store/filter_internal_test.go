@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 // The store_test package's TestMain (pgtest.Main) runs these tests too:

@@ -17,7 +17,7 @@ import (
 // ids and subscription filters (with the Go matcher). `make fuzz` runs
 // each for a while; `go test` runs their seeds (f.Add and
 // testdata/fuzz/<target>/). None touches a database: fuzzing workers run
-// without one (internal/pgtest).
+// without one (internal/testkit/pgtest).
 
 // FuzzReceipt: a string ParseReceipt accepts is exactly the encoding of
 // the receipt it reads (one spelling per receipt; no character of it can

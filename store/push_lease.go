@@ -13,7 +13,7 @@ import (
 // UUID made at start); it expires at expires_at unless renewed, and any
 // instance may take over a lease that has expired. Every time is the
 // database's clock; an instance measures its own side of a lease from
-// when it sent the statement that set it (see jobs/push.go for the
+// when it sent the statement that set it (see internal/push for the
 // self-fencing built on that).
 
 // PushLeaseResult is how an acquire went: the targets now leased to the

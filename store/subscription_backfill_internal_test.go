@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 // backfillTopic makes a topic of 2 partitions, publishes n keyed events

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
 )
 
 // Scenario 9, parts 2 and 3: publish → push-delivered latency at a fixed
@@ -36,7 +36,7 @@ func startPushReceiver() (*pushReceiver, error) {
 
 func (r *pushReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
-	id := req.Header.Get(jobs.HeaderWebhookID)
+	id := req.Header.Get(push.HeaderWebhookID)
 	_, _ = io.Copy(io.Discard, req.Body)
 	r.record(id, now)
 	w.WriteHeader(http.StatusNoContent)

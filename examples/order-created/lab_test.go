@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -47,4 +47,13 @@ func TestOrderCreatedLab(t *testing.T) {
 	require.Positive(t, inv.nacked)
 	require.Equal(t, 1, a.handovers)
 	require.Zero(t, lab.leaks(ctx))
+}
+
+// Without a Ferry to run against, the lab says which variables to set and
+// connects to nothing.
+func TestRunNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), Config{Key: "k"})
+	require.EqualError(t, err, "FERRY_URL is not set (`ferry dev` prints it)\n"+
+		"DATABASE_URL is not set (`ferry dev` prints it)")
 }

@@ -20,60 +20,58 @@
 //   - analytics is a consumer group replaying the log from earliest, with a
 //     member that leaves halfway.
 //
-// Run it with no arguments: it starts Ferry in-process on a private,
-// throwaway PostgreSQL (what `ferry dev` does), runs the lab and stops.
-// Against a running Ferry (`ferry dev` prints these), give its base URL,
-// admin key and database URL:
+// Run it next to a running Ferry, as a user would: `ferry dev` prints the
+// base URL, the admin key and the database; export them and run the lab:
 //
+//	export FERRY_URL=http://127.0.0.1:8080 FERRY_KEY=... DATABASE_URL=postgres://...
 //	go run ./examples/order-created
-//	go run ./examples/order-created -url http://127.0.0.1:8080 -key fk_... -db postgres://...
 //
 // The Ferry it runs against must allow push to loopback URLs
 // (FERRY_ALLOW_PRIVATE_PUSH, on in `ferry dev`). It exits 1 if a consumer
-// saw something it should not have.
+// saw something it should not have. It imports nothing of Ferry's: it
+// speaks REST over HTTP and the SQL API over a database connection.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"time"
-
-	"github.com/ferry-mq/ferry/internal/pgcluster"
-	"github.com/ferry-mq/ferry/internal/server"
 )
 
 func main() {
-	var (
-		url    = flag.String("url", "", "Ferry's base URL (default: start one in-process)")
-		key    = flag.String("key", "", "an admin key of that Ferry")
-		db     = flag.String("db", "", "the database URL of that Ferry")
-		orders = flag.Int("orders", 40, "orders to place")
-	)
+	orders := flag.Int("orders", 40, "orders to place")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *key, *db, *orders); err != nil {
+	cfg := Config{
+		URL: os.Getenv("FERRY_URL"), Key: os.Getenv("FERRY_KEY"), DatabaseURL: os.Getenv("DATABASE_URL"),
+		Orders: *orders, Faults: true,
+	}
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "order-created:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url, key, db string, orders int) error {
-	if url == "" {
-		stopFerry, err := startFerry(ctx, &url, &key, &db)
-		if err != nil {
-			return err
+// run checks that cfg names a Ferry, runs the lab against it and prints
+// the table.
+func run(ctx context.Context, cfg Config) error {
+	var missing []error
+	for _, v := range [][2]string{{"FERRY_URL", cfg.URL}, {"FERRY_KEY", cfg.Key}, {"DATABASE_URL", cfg.DatabaseURL}} {
+		if v[1] == "" {
+			missing = append(missing, fmt.Errorf("%s is not set (`ferry dev` prints it)", v[0]))
 		}
-		defer stopFerry()
+	}
+	if err := errors.Join(missing...); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	lab, err := newLab(ctx, Config{URL: url, Key: key, DatabaseURL: db, Orders: orders, Faults: true})
+	lab, err := newLab(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -87,36 +85,4 @@ func run(ctx context.Context, url, key, db string, orders int) error {
 		return fmt.Errorf("a consumer saw what it should not have (see the table)")
 	}
 	return nil
-}
-
-// startFerry starts a private PostgreSQL in a temporary directory and a
-// Ferry on it, as `ferry dev` does, and sets url, key and db to them.
-func startFerry(ctx context.Context, url, key, db *string) (func(), error) {
-	dir, err := os.MkdirTemp("", "ferry-lab-")
-	if err != nil {
-		return nil, err
-	}
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(dir, "pg")})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("private PostgreSQL: %w", err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.DatabaseURL, cfg.Listen, cfg.AdminKey = cluster.URL("postgres"), "127.0.0.1:0", "lab-admin-key-0123456789"
-	cfg.AllowPrivatePush, cfg.LogLevel = true, "warn"
-	s, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		_ = cluster.Stop(context.Background())
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	s.Start()
-	*url, *key, *db = s.URL(), cfg.AdminKey, cfg.DatabaseURL
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = s.Shutdown(sctx)
-		_ = cluster.Stop(context.Background())
-		_ = os.RemoveAll(dir)
-	}, nil
 }

@@ -1,7 +1,7 @@
 // Package pgcluster runs a private PostgreSQL cluster from the PostgreSQL
 // already installed on the machine. `ferry dev` uses it for a persistent
 // development database (./.ferry/pg) and the tests use it, through
-// internal/pgtest, for a throwaway one; both go through Start.
+// internal/testkit/pgtest, for a throwaway one; both go through Start.
 //
 // # Binaries
 //

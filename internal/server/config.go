@@ -12,7 +12,7 @@ import (
 
 // DefaultConfig is the configuration of an empty environment: every field
 // its default tag, as envconfig gives it when the field's variable is
-// unset. The test servers (internal/ferrytest) and the benchmark start
+// unset. The test servers (internal/testkit/ferrytest) and the benchmark start
 // from it; [LoadConfig] reads the environment over it.
 func DefaultConfig() Config {
 	var c Config

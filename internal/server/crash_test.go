@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // DESIGN.md invariant 1: a send or publish answered 2xx is never lost,

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // Idle bounds of DESIGN.md invariant 12 (issue 9, item 2): with no

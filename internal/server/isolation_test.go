@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/ferrytest"
-	"github.com/ferry-mq/ferry/internal/pgtest"
 	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 // A database whose sessions default to REPEATABLE READ or SERIALIZABLE

@@ -21,7 +21,9 @@ import (
 
 	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/internal/metrics"
 	"github.com/ferry-mq/ferry/internal/pgconfig"
+	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/migrations"
 	"github.com/ferry-mq/ferry/openapi"
@@ -176,7 +178,7 @@ type Server struct {
 	publisher *store.Publisher
 	relay     *store.Relay
 	notifier  *store.Notifier
-	pusher    *jobs.Pusher
+	pusher    *push.Pusher
 	http      *http.Server
 	cert      *certificate // nil without TLS
 	ln        net.Listener
@@ -254,7 +256,7 @@ type wiring struct {
 	keys     keyStore
 	hasher   *store.KeyHasher
 	resolver access.Resolver
-	metrics  *handlers.Metrics
+	metrics  *metrics.Metrics
 	queues   *store.QueueCache
 }
 
@@ -293,7 +295,7 @@ func (s *Server) startNotifier(ctx context.Context) (wiring, error) {
 	if resolver == nil {
 		resolver = access.Chain(access.NewAdminKey(cfg.AdminKey), keys)
 	}
-	metrics := handlers.NewMetrics(pool, s.log, cfg.MetricsInterval)
+	metrics := metrics.New(pool, s.log, cfg.MetricsInterval)
 	metrics.ObserveParked(s.notifier.Parked)
 	metrics.ObserveNotifyIgnored(s.notifier.Ignored)
 	if ps.direct != ps.main {
@@ -303,13 +305,13 @@ func (s *Server) startNotifier(ctx context.Context) (wiring, error) {
 }
 
 // newPusher makes the push engine (run by startEngines).
-func (s *Server) newPusher(metrics *handlers.Metrics) {
+func (s *Server) newPusher(metrics *metrics.Metrics) {
 	version := s.cfg.Version
 	if version == "" {
 		version = "dev"
 	}
-	s.pusher = jobs.NewPusher(s.pool, jobs.PushConfig{
-		Client:       jobs.NewPushClient(s.cfg.AllowPrivatePush),
+	s.pusher = push.New(s.pool, push.Config{
+		Client:       push.NewClient(s.cfg.AllowPrivatePush),
 		UserAgent:    "Ferry/" + version,
 		DisableAfter: s.cfg.PushDisableAfter,
 		Workers:      s.cfg.PushWorkers,
@@ -324,7 +326,7 @@ func (s *Server) newPusher(metrics *handlers.Metrics) {
 
 // startRiver makes and starts the River client with Ferry's jobs, and
 // returns the context of the background work (ended by s.cancel).
-func (s *Server) startRiver(metrics *handlers.Metrics) (context.Context, error) {
+func (s *Server) startRiver(metrics *metrics.Metrics) (context.Context, error) {
 	cfg, log := s.cfg, s.log
 	riverLog := slog.New(riverLogHandler{log.Handler()}).With("component", "river")
 	rcfg := &river.Config{

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 import (
 	"context"
@@ -13,30 +13,6 @@ import (
 
 	"github.com/ferry-mq/ferry/store"
 )
-
-func TestValidTraceparent(t *testing.T) {
-	t.Parallel()
-	const trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	for v, ok := range map[string]bool{
-		"00-" + trace + "-" + parent + "-01":                   true,
-		"00-" + trace + "-" + parent + "-00":                   true,
-		"cc-" + trace + "-" + parent + "-01":                   true,
-		"cc-" + trace + "-" + parent + "-01-what-next":         true, // a later version may add fields
-		"00-" + trace + "-" + parent + "-01-more":              false,
-		"cc-" + trace + "-" + parent + "-01more":               false,
-		"cc-" + trace + "-" + parent + "-01-a b":               false,
-		"ff-" + trace + "-" + parent + "-01":                   false,
-		"00-" + strings.ToUpper(trace) + "-" + parent + "-01":  false,
-		"00-" + strings.Repeat("0", 32) + "-" + parent + "-01": false,
-		"00-" + trace + "-" + strings.Repeat("0", 16) + "-01":  false,
-		"00-" + trace + "-" + parent + "-0g":                   false,
-		"00-" + trace + "-" + parent + "-01\n":                 false,
-		"00-" + trace[1:] + "-0" + parent + "-01":              false,
-		"": false, "garbage": false,
-	} {
-		require.Equal(t, ok, ValidTraceparent(v), "%q", v)
-	}
-}
 
 // A traceparent stored before sends refused invalid ones is dropped, not
 // sent: a header net/http refuses would fail every attempt.
@@ -68,7 +44,7 @@ func TestPushUnencodableBodyFailsTheAttempt(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
-	p := &Pusher{cfg: PushConfig{Client: srv.Client()}}
+	p := &Pusher{cfg: Config{Client: srv.Client()}}
 	target := store.PushTarget{Queue: store.Queue{Push: &store.PushConfig{URL: srv.URL, TimeoutSeconds: 5}}}
 	r := p.deliver(context.Background(), target, store.Message{ID: 1, Body: deep})
 	require.False(t, r.ok())

@@ -1,4 +1,4 @@
-package handlers
+package metrics
 
 import (
 	"log/slog"
@@ -14,7 +14,7 @@ import (
 // ferry_expired_total counts retention's removals by kind: a queue's
 // series carry queue, a subscription's topic and subscription.
 func TestObserveExpired(t *testing.T) {
-	m := NewMetrics(nil, slog.Default(), 0)
+	m := New(nil, slog.Default(), 0)
 	m.ObserveExpired(store.Expiry{QueueID: 1, Name: "orders", Messages: 3, DeadLetters: 2})
 	m.ObserveExpired(store.Expiry{QueueID: 1, Name: "orders", Messages: 1})
 	m.ObserveExpired(store.Expiry{QueueID: 2, Name: "billing", Topic: "events", Messages: 4, DeadLetters: 1})

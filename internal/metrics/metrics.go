@@ -1,4 +1,9 @@
-package handlers
+// Package metrics holds Ferry's Prometheus metrics: the counters the
+// faces and the server's own work count into (handlers, the push engine,
+// retention, the outbox relay), and the gauges read from the database at
+// scrape time. It knows no HTTP route: the handlers serve [Metrics.Handler]
+// at GET /metrics, behind FERRY_METRICS_KEY when that is set.
+package metrics
 
 import (
 	"context"
@@ -45,15 +50,15 @@ type Metrics struct {
 
 // The reasons of ferry_auth_failures_total.
 const (
-	authMissing   = "missing"   // no Authorization: Bearer header, or an ill-formed one (401)
-	authInvalid   = "invalid"   // an unknown, revoked or expired key (401)
-	authForbidden = "forbidden" // a valid key without the permission (403)
+	AuthMissing   = "missing"   // no Authorization: Bearer header, or an ill-formed one (401)
+	AuthInvalid   = "invalid"   // an unknown, revoked or expired key (401)
+	AuthForbidden = "forbidden" // a valid key without the permission (403)
 )
 
-// NewMetrics registers the metrics. Queue depth and age, offsets and lags
+// New registers the metrics. Queue depth and age, offsets and lags
 // are read from the database at scrape time, at most once per interval (0:
 // at every scrape, one scrape at a time); see depthCollector.
-func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *Metrics {
+func New(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *Metrics {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: name, Help: help}, []string{"queue"})
@@ -109,7 +114,7 @@ func NewMetrics(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration) *M
 	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ferry", Name: "auth_failures_total",
 		Help: "Requests refused for their API key, by reason: missing (no or an ill-formed Authorization header), " +
 			"invalid (an unknown, revoked or expired key), forbidden (a valid key without the permission)."}, []string{"reason"})
-	for _, r := range []string{authMissing, authInvalid, authForbidden} {
+	for _, r := range []string{AuthMissing, AuthInvalid, AuthForbidden} {
 		m.authFailures.WithLabelValues(r) // exported from the start, at 0
 	}
 	reg.MustRegister(m.httpDuration, m.pushAttempts, m.pushLatency, m.expired, m.auditErrors, m.authFailures,
@@ -157,15 +162,43 @@ func (m *Metrics) ObserveExpired(x store.Expiry) {
 	}
 }
 
-// auditWriteFailed counts an audit log entry that could not be written.
-func (m *Metrics) auditWriteFailed() { m.auditErrors.Inc() }
+// ObserveSent counts messages enqueued to queue (duplicates excluded).
+func (m *Metrics) ObserveSent(queue string, n int) { m.sent.WithLabelValues(queue).Add(float64(n)) }
 
-// authFailed counts a request refused for its key (reason: authMissing,
-// authInvalid or authForbidden).
-func (m *Metrics) authFailed(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+// ObserveReceived counts messages handed to consumers of target (a queue,
+// or a subscription as topic/subscription).
+func (m *Metrics) ObserveReceived(target string, n int) {
+	m.received.WithLabelValues(target).Add(float64(n))
+}
 
-// observeGroup counts what a poll or describe changed in passing.
-func (m *Metrics) observeGroup(topic, group string, r store.ConsumerGroupRefresh) {
+// ObserveAcked counts messages of target acknowledged.
+func (m *Metrics) ObserveAcked(target string, n int) { m.acked.WithLabelValues(target).Add(float64(n)) }
+
+// ObserveNacked counts messages of target released by a nack.
+func (m *Metrics) ObserveNacked(target string, n int) {
+	m.nacked.WithLabelValues(target).Add(float64(n))
+}
+
+// ObserveDeadLettered counts messages of target moved to the dead letters.
+func (m *Metrics) ObserveDeadLettered(target string, n int) {
+	m.deadLettered.WithLabelValues(target).Add(float64(n))
+}
+
+// ObserveFencedCommit counts a commit of group refused for a partition its
+// consumer no longer owned.
+func (m *Metrics) ObserveFencedCommit(topic, group string) {
+	m.fencedCommits.WithLabelValues(topic, group).Inc()
+}
+
+// AuditWriteFailed counts an audit log entry that could not be written.
+func (m *Metrics) AuditWriteFailed() { m.auditErrors.Inc() }
+
+// AuthFailed counts a request refused for its key (reason: [AuthMissing],
+// [AuthInvalid] or [AuthForbidden]).
+func (m *Metrics) AuthFailed(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+
+// ObserveGroup counts what a poll or describe changed in passing.
+func (m *Metrics) ObserveGroup(topic, group string, r store.ConsumerGroupRefresh) {
 	if r.Rebalanced {
 		m.rebalances.WithLabelValues(topic, group).Inc()
 	}
@@ -177,7 +210,8 @@ func (m *Metrics) observeGroup(topic, group string, r store.ConsumerGroupRefresh
 	}
 }
 
-func (m *Metrics) observeHTTP(method, route string, status int, took time.Duration) {
+// ObserveHTTP records a request's duration by method, route and status.
+func (m *Metrics) ObserveHTTP(method, route string, status int, took time.Duration) {
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(took.Seconds())
 }
 
@@ -376,4 +410,13 @@ func (r *gaugeRead) groups(ctx context.Context, pool *pgxpool.Pool) error {
 		r.add(lagDesc, float64(l.Lag), topic, l.Group, strconv.Itoa(l.Partition))
 	}
 	return nil
+}
+
+// idsOf maps xs to their ids.
+func idsOf[T any](xs []T, id func(T) int64) []int64 {
+	ids := make([]int64, len(xs))
+	for i, x := range xs {
+		ids[i] = id(x)
+	}
+	return ids
 }

@@ -1,4 +1,4 @@
-package jobs
+package push
 
 // Webhook signing in the Standard Webhooks format
 // (https://www.standardwebhooks.com/). Every push Ferry makes carries three
@@ -20,7 +20,6 @@ package jobs
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -41,15 +40,6 @@ const (
 )
 
 const (
-	// secretPrefix starts every signing secret, as in the Standard Webhooks
-	// and Svix formats.
-	secretPrefix = "whsec_"
-	// secretKeyBytes is the key length NewSigningSecret generates: 256
-	// bits, the output size of SHA-256.
-	secretKeyBytes = 32
-	// minSecretKeyBytes is the shortest key ValidSigningSecret accepts: the
-	// Standard Webhooks specification's lower bound (24 bytes, 192 bits).
-	minSecretKeyBytes = 24
 	// signatureVersion prefixes each symmetric (HMAC-SHA256) signature.
 	// Other versions in a received header (e.g. asymmetric "v1a") are
 	// ignored by Verify, as the specification asks.
@@ -74,40 +64,6 @@ var (
 	// ErrWebhookSignature: no v1 signature in webhook-signature matches.
 	ErrWebhookSignature = errors.New("webhook: no matching signature")
 )
-
-// NewSigningSecret returns a fresh secret: "whsec_" + base64 (standard
-// encoding) of 32 random bytes from crypto/rand: the way to make every
-// signing secret Ferry hands out, on creation and on rotation.
-func NewSigningSecret() string {
-	key := make([]byte, secretKeyBytes)
-	// crypto/rand.Read never returns an error (it crashes the program
-	// irrecoverably instead, since Go 1.24), so there is nothing to handle.
-	_, _ = rand.Read(key)
-	return secretPrefix + base64.StdEncoding.EncodeToString(key)
-}
-
-// ValidSigningSecret reports whether s is a whsec_ secret whose key (the
-// part after the prefix, standard base64 with padding) decodes to at least
-// 24 bytes. It is the check to apply to any secret accepted from outside
-// (configuration, an import) before storing it.
-func ValidSigningSecret(s string) bool {
-	_, ok := signingKey(s)
-	return ok
-}
-
-// signingKey returns the HMAC key of secret s, or false when s is not a
-// valid secret (see ValidSigningSecret).
-func signingKey(s string) ([]byte, bool) {
-	enc, ok := strings.CutPrefix(s, secretPrefix)
-	if !ok {
-		return nil, false
-	}
-	key, err := base64.StdEncoding.DecodeString(enc)
-	if err != nil || len(key) < minSecretKeyBytes {
-		return nil, false
-	}
-	return key, true
-}
 
 // sign returns the base64 HMAC-SHA256 of "{id}.{ts}.{body}" under key, ts
 // being the decimal unix seconds exactly as sent in webhook-timestamp.

@@ -1,7 +1,6 @@
-package jobs_test
+package push_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"net/http"
 	"strconv"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
 )
 
 // The Standard Webhooks test vector, as published with the specification's
@@ -27,21 +26,21 @@ const (
 // signed returns the headers WebhookHeaders sets for one delivery.
 func signed(secrets []string, id string, ts time.Time, body []byte) http.Header {
 	h := http.Header{}
-	jobs.WebhookHeaders(h, secrets, id, ts, body)
+	push.WebhookHeaders(h, secrets, id, ts, body)
 	return h
 }
 
 func TestSignOfficialVector(t *testing.T) {
 	t.Parallel()
 	ts := time.Unix(vecTimestamp, 0)
-	require.Equal(t, vecSignature, jobs.Sign([]string{vecSecret}, vecID, ts, []byte(vecBody)))
+	require.Equal(t, vecSignature, push.Sign([]string{vecSecret}, vecID, ts, []byte(vecBody)))
 
 	// The same vector verifies, as received from any sender.
 	h := http.Header{}
 	h.Set("webhook-id", vecID)
 	h.Set("webhook-timestamp", "1614265330")
 	h.Set("webhook-signature", vecSignature)
-	require.NoError(t, jobs.Verify(vecSecret, h, []byte(vecBody), ts, 0))
+	require.NoError(t, push.Verify(vecSecret, h, []byte(vecBody), ts, 0))
 }
 
 func TestWebhookHeaders(t *testing.T) {
@@ -56,43 +55,43 @@ func TestWebhookHeaders(t *testing.T) {
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	t.Parallel()
-	secret := jobs.NewSigningSecret()
+	secret := push.NewSigningSecret()
 	now := time.Now()
 	body := []byte(`{"id":"evt_1","data":{"n":1}}`)
 	h := signed([]string{secret}, "evt_1", now, body)
-	require.NoError(t, jobs.Verify(secret, h, body, now, 0))
-	require.NoError(t, jobs.Verify(secret, h, body, now.Add(4*time.Minute), 0))
+	require.NoError(t, push.Verify(secret, h, body, now, 0))
+	require.NoError(t, push.Verify(secret, h, body, now.Add(4*time.Minute), 0))
 
 	// Another secret does not verify.
-	err := jobs.Verify(jobs.NewSigningSecret(), h, body, now, 0)
-	require.ErrorIs(t, err, jobs.ErrWebhookSignature)
+	err := push.Verify(push.NewSigningSecret(), h, body, now, 0)
+	require.ErrorIs(t, err, push.ErrWebhookSignature)
 
 	// Nor does a secret Verify cannot use.
-	require.ErrorIs(t, jobs.Verify("not-a-secret", h, body, now, 0), jobs.ErrWebhookSecret)
+	require.ErrorIs(t, push.Verify("not-a-secret", h, body, now, 0), push.ErrWebhookSecret)
 
 	// An empty body is signed and verified like any other.
 	h = signed([]string{secret}, "evt_2", now, nil)
-	require.NoError(t, jobs.Verify(secret, h, []byte{}, now, 0))
+	require.NoError(t, push.Verify(secret, h, []byte{}, now, 0))
 }
 
 func TestSignTwoSecretsDuringRotation(t *testing.T) {
 	t.Parallel()
-	current, previous := jobs.NewSigningSecret(), jobs.NewSigningSecret()
+	current, previous := push.NewSigningSecret(), push.NewSigningSecret()
 	now := time.Now()
 	body := []byte(`{"n":2}`)
 	h := signed([]string{current, previous}, "msg_1", now, body)
 
 	sigs := strings.Split(h.Get("webhook-signature"), " ")
 	require.Len(t, sigs, 2)
-	require.Equal(t, jobs.Sign([]string{current}, "msg_1", now, body), sigs[0], "current secret first")
-	require.Equal(t, jobs.Sign([]string{previous}, "msg_1", now, body), sigs[1])
+	require.Equal(t, push.Sign([]string{current}, "msg_1", now, body), sigs[0], "current secret first")
+	require.Equal(t, push.Sign([]string{previous}, "msg_1", now, body), sigs[1])
 	for _, s := range sigs {
 		require.True(t, strings.HasPrefix(s, "v1,"), s)
 	}
 
-	require.NoError(t, jobs.Verify(current, h, body, now, 0))
-	require.NoError(t, jobs.Verify(previous, h, body, now, 0))
-	require.ErrorIs(t, jobs.Verify(jobs.NewSigningSecret(), h, body, now, 0), jobs.ErrWebhookSignature)
+	require.NoError(t, push.Verify(current, h, body, now, 0))
+	require.NoError(t, push.Verify(previous, h, body, now, 0))
+	require.ErrorIs(t, push.Verify(push.NewSigningSecret(), h, body, now, 0), push.ErrWebhookSignature)
 }
 
 func TestVerifyIgnoresOtherVersionsAndJunk(t *testing.T) {
@@ -104,29 +103,29 @@ func TestVerifyIgnoresOtherVersionsAndJunk(t *testing.T) {
 
 	// A future signature version carrying the right bytes is not a v1 match.
 	h.Set("webhook-signature", "v1a,"+strings.TrimPrefix(vecSignature, "v1,"))
-	require.ErrorIs(t, jobs.Verify(vecSecret, h, []byte(vecBody), now, 0), jobs.ErrWebhookSignature)
+	require.ErrorIs(t, push.Verify(vecSecret, h, []byte(vecBody), now, 0), push.ErrWebhookSignature)
 
 	// Junk and wrong signatures around the right one do not hide it.
 	h.Set("webhook-signature", "junk v1,bm9wZQ== v2,abc  "+vecSignature+" v1,")
-	require.NoError(t, jobs.Verify(vecSecret, h, []byte(vecBody), now, 0))
+	require.NoError(t, push.Verify(vecSecret, h, []byte(vecBody), now, 0))
 }
 
 func TestVerifyTampered(t *testing.T) {
 	t.Parallel()
-	secret := jobs.NewSigningSecret()
+	secret := push.NewSigningSecret()
 	now := time.Now()
 	body := []byte(`{"amount":100}`)
 
 	h := signed([]string{secret}, "msg_1", now, body)
-	require.ErrorIs(t, jobs.Verify(secret, h, []byte(`{"amount":900}`), now, 0), jobs.ErrWebhookSignature, "body")
+	require.ErrorIs(t, push.Verify(secret, h, []byte(`{"amount":900}`), now, 0), push.ErrWebhookSignature, "body")
 
 	h = signed([]string{secret}, "msg_1", now, body)
 	h.Set("webhook-id", "msg_2")
-	require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookSignature, "id")
+	require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookSignature, "id")
 
 	h = signed([]string{secret}, "msg_1", now, body)
 	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix()+1, 10))
-	require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookSignature, "timestamp")
+	require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookSignature, "timestamp")
 
 	h = signed([]string{secret}, "msg_1", now, body)
 	sig := h.Get("webhook-signature")
@@ -134,46 +133,46 @@ func TestVerifyTampered(t *testing.T) {
 	require.NoError(t, err)
 	raw[0] ^= 1
 	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(raw))
-	require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookSignature, "signature")
+	require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookSignature, "signature")
 }
 
 func TestVerifyMissingOrMalformedHeaders(t *testing.T) {
 	t.Parallel()
-	secret := jobs.NewSigningSecret()
+	secret := push.NewSigningSecret()
 	now := time.Now()
 	body := []byte(`{}`)
 	for _, name := range []string{"webhook-id", "webhook-timestamp", "webhook-signature"} {
 		h := signed([]string{secret}, "msg_1", now, body)
 		h.Del(name)
-		require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookHeaders, name)
+		require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookHeaders, name)
 	}
 	for _, ts := range []string{"soon", "1614265330.5", "1e9"} {
 		h := signed([]string{secret}, "msg_1", now, body)
 		h.Set("webhook-timestamp", ts)
-		require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookHeaders, ts)
+		require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookHeaders, ts)
 	}
 }
 
 func TestVerifyTimestampTolerance(t *testing.T) {
 	t.Parallel()
-	secret := jobs.NewSigningSecret()
+	secret := push.NewSigningSecret()
 	now := time.Now()
 	body := []byte(`{}`)
 
 	old := signed([]string{secret}, "msg_1", now.Add(-6*time.Minute), body)
-	require.ErrorIs(t, jobs.Verify(secret, old, body, now, 0), jobs.ErrWebhookTimestamp, "6 min old")
+	require.ErrorIs(t, push.Verify(secret, old, body, now, 0), push.ErrWebhookTimestamp, "6 min old")
 
 	future := signed([]string{secret}, "msg_1", now.Add(6*time.Minute), body)
-	require.ErrorIs(t, jobs.Verify(secret, future, body, now, 0), jobs.ErrWebhookTimestamp, "6 min ahead")
+	require.ErrorIs(t, push.Verify(secret, future, body, now, 0), push.ErrWebhookTimestamp, "6 min ahead")
 
 	// Within the default 5 minutes either way it passes.
-	require.NoError(t, jobs.Verify(secret, signed([]string{secret}, "msg_1", now.Add(-4*time.Minute), body), body, now, 0))
-	require.NoError(t, jobs.Verify(secret, signed([]string{secret}, "msg_1", now.Add(4*time.Minute), body), body, now, 0))
+	require.NoError(t, push.Verify(secret, signed([]string{secret}, "msg_1", now.Add(-4*time.Minute), body), body, now, 0))
+	require.NoError(t, push.Verify(secret, signed([]string{secret}, "msg_1", now.Add(4*time.Minute), body), body, now, 0))
 
 	// An explicit tolerance replaces the default.
-	require.NoError(t, jobs.Verify(secret, old, body, now, 10*time.Minute))
-	require.ErrorIs(t, jobs.Verify(secret, signed([]string{secret}, "msg_1", now.Add(-2*time.Minute), body), body, now, time.Minute),
-		jobs.ErrWebhookTimestamp)
+	require.NoError(t, push.Verify(secret, old, body, now, 10*time.Minute))
+	require.ErrorIs(t, push.Verify(secret, signed([]string{secret}, "msg_1", now.Add(-2*time.Minute), body), body, now, time.Minute),
+		push.ErrWebhookTimestamp)
 
 	// A stale timestamp is refused even with a valid signature over it, and
 	// absurd values do not overflow into acceptance.
@@ -182,47 +181,7 @@ func TestVerifyTimestampTolerance(t *testing.T) {
 		h.Set("webhook-id", "msg_1")
 		h.Set("webhook-timestamp", ts)
 		h.Set("webhook-signature", "v1,AAAA")
-		require.ErrorIs(t, jobs.Verify(secret, h, body, now, 0), jobs.ErrWebhookTimestamp, ts)
-	}
-}
-
-func TestNewSigningSecret(t *testing.T) {
-	t.Parallel()
-	seen := map[string]bool{}
-	for range 100 {
-		s := jobs.NewSigningSecret()
-		require.True(t, jobs.ValidSigningSecret(s), s)
-		require.True(t, strings.HasPrefix(s, "whsec_"), s)
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, len(key), 24)
-		require.Len(t, key, 32)
-		require.False(t, seen[s], "duplicate secret %s", s)
-		seen[s] = true
-	}
-}
-
-func TestValidSigningSecret(t *testing.T) {
-	t.Parallel()
-	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
-	require.True(t, jobs.ValidSigningSecret(vecSecret), "official vector (24-byte key)")
-	require.True(t, jobs.ValidSigningSecret("whsec_"+b64(24)))
-	require.True(t, jobs.ValidSigningSecret("whsec_"+b64(64)))
-
-	for name, s := range map[string]string{
-		"empty":           "",
-		"prefix only":     "whsec_",
-		"23-byte key":     "whsec_" + b64(23),
-		"16-byte key":     "whsec_" + b64(16),
-		"bad base64":      "whsec_!!!!" + b64(30),
-		"url alphabet":    "whsec_" + base64.URLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xff, 0xfe}, 10)),
-		"missing padding": "whsec_" + strings.TrimRight(b64(25), "="),
-		"no prefix":       strings.TrimPrefix(vecSecret, "whsec_"),
-		"other prefix":    "whsek_" + b64(32),
-		"upper prefix":    "WHSEC_" + b64(32),
-		"space inside":    "whsec_ " + b64(32),
-	} {
-		require.False(t, jobs.ValidSigningSecret(s), "%s: %q", name, s)
+		require.ErrorIs(t, push.Verify(secret, h, body, now, 0), push.ErrWebhookTimestamp, ts)
 	}
 }
 
@@ -230,11 +189,11 @@ func TestSignSkipsMalformedSecrets(t *testing.T) {
 	t.Parallel()
 	ts := time.Unix(vecTimestamp, 0)
 	body := []byte(vecBody)
-	got := jobs.Sign([]string{"", "whsec_", "garbage", vecSecret, "whsec_c2hvcnQ="}, vecID, ts, body)
+	got := push.Sign([]string{"", "whsec_", "garbage", vecSecret, "whsec_c2hvcnQ="}, vecID, ts, body)
 	require.Equal(t, vecSignature, got, "only the valid secret signs")
 
 	require.NotPanics(t, func() {
-		require.Equal(t, "", jobs.Sign([]string{"whsec_%%%", "nope"}, vecID, ts, body))
-		require.Equal(t, "", jobs.Sign(nil, vecID, ts, body))
+		require.Equal(t, "", push.Sign([]string{"whsec_%%%", "nope"}, vecID, ts, body))
+		require.Equal(t, "", push.Sign(nil, vecID, ts, body))
 	})
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package push_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -62,7 +62,7 @@ func pushTargetServing(t *testing.T, pool *pgxpool.Pool, name string, delay time
 	t.Cleanup(srv.Close)
 	one := 1
 	q, _, err := store.QueueUpsert(context.Background(), pool, name, store.QueuePatch{Push: &store.PushPatch{
-		URL: &srv.URL, MaxInFlight: &one, NewSecret: jobs.NewSigningSecret(),
+		URL: &srv.URL, MaxInFlight: &one, NewSecret: push.NewSigningSecret(),
 	}})
 	require.NoError(t, err)
 	return q, rc
@@ -80,17 +80,17 @@ func pushBacklog(t *testing.T, name string) (*pgxpool.Pool, store.Queue, *arriva
 
 // runPusher starts a Pusher (and its Notifier) with cfg, stopped at the
 // test's end.
-func runPusher(t *testing.T, pool *pgxpool.Pool, cfg jobs.PushConfig) *jobs.Pusher {
+func runPusher(t *testing.T, pool *pgxpool.Pool, cfg push.Config) *push.Pusher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	cfg.Notifier = store.NewNotifier(pool, 0, cfg.Log)
-	cfg.Client = jobs.NewPushClient(true)
+	cfg.Client = push.NewClient(true)
 	stop := make(chan struct{})
 	cfg.Stop = stop
-	p := jobs.NewPusher(pool, cfg)
+	p := push.New(pool, cfg)
 	var wg sync.WaitGroup
 	wg.Go(func() { cfg.Notifier.Run(ctx) })
 	wg.Go(func() { p.Run(ctx) })
@@ -101,67 +101,13 @@ func runPusher(t *testing.T, pool *pgxpool.Pool, cfg jobs.PushConfig) *jobs.Push
 // pushSetup makes a push queue with a backlog of n messages to a slow
 // receiver and a running Pusher with cfg (Notifier, Client, Stop and Log
 // filled in).
-func pushSetup(t *testing.T, n int, cfg jobs.PushConfig) (*pgxpool.Pool, store.Queue, *arrivals) {
+func pushSetup(t *testing.T, n int, cfg push.Config) (*pgxpool.Pool, store.Queue, *arrivals) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	q, rc := pushTargetServing(t, pool, "hooks", 50*time.Millisecond)
 	send(t, pool, "hooks", n)
 	runPusher(t, pool, cfg)
 	return pool, q, rc
-}
-
-// A worker whose lease was taken over stops claiming at once: its next
-// claim finds the lease gone (the claim is fenced by the lease row), and
-// no request starts after the request in flight.
-func TestPushLeaseLostStopsClaims(t *testing.T) {
-	t.Parallel()
-	pool, q, rc := pushSetup(t, 200, jobs.PushConfig{})
-	ctx := context.Background()
-	require.Eventually(t, func() bool { return len(rc.list()) >= 5 }, 20*time.Second, 10*time.Millisecond)
-	_, err := pool.Exec(ctx, `UPDATE ferry.push_leases SET owner = '00000000-0000-4000-8000-0000000000ff', expires_at = now() + interval '1 minute'
-		WHERE queue_id = $1`, q.ID)
-	require.NoError(t, err)
-	takenOver := time.Now()
-	n := len(rc.list())
-	time.Sleep(2 * time.Second) // the thing measured: that nothing more comes
-	after := rc.list()[n:]
-	// The one request in flight at the takeover may be followed by none.
-	require.LessOrEqual(t, len(after), 1, "requests after the takeover: %v", after)
-	for _, at := range after {
-		require.Less(t, at.Sub(takenOver), 100*time.Millisecond, "a request started well after the takeover")
-	}
-}
-
-// Self-fencing: a worker that cannot renew its lease stops claiming
-// before the lease ends (by LeaseTTL - 1 s after the acquire was sent),
-// so no other instance that takes the lease over at its end ever
-// delivers beside it. (Heartbeats are turned off here: an hour apart.)
-func TestPushWorkerFencesItselfBeforeLeaseEnds(t *testing.T) {
-	t.Parallel()
-	pool, q, rc := pushSetup(t, 500, jobs.PushConfig{LeaseTTL: 3 * time.Second, Heartbeat: time.Hour, IdleFor: time.Hour})
-	ctx := context.Background()
-	var expires time.Time
-	require.Eventually(t, func() bool {
-		err := pool.QueryRow(ctx, `SELECT expires_at FROM ferry.push_leases WHERE queue_id = $1`, q.ID).Scan(&expires)
-		return err == nil
-	}, 20*time.Second, 10*time.Millisecond, "the lease")
-	require.Eventually(t, func() bool { return time.Now().After(expires.Add(200 * time.Millisecond)) }, 10*time.Second, 10*time.Millisecond)
-	var first, last time.Time
-	for _, at := range rc.list() {
-		if !at.Before(expires) {
-			continue
-		}
-		if first.IsZero() || at.Before(first) {
-			first = at
-		}
-		if at.After(last) {
-			last = at
-		}
-	}
-	require.False(t, last.IsZero(), "delivered while the lease held")
-	t.Logf("lease ends %s after the first delivery; the last request started %s before it",
-		expires.Sub(first).Round(time.Millisecond), expires.Sub(last).Round(time.Millisecond))
-	require.Greater(t, expires.Sub(last), 800*time.Millisecond, "claims stop a margin before the lease ends")
 }
 
 // With fewer workers than busy targets, a worker past its run budget
@@ -175,7 +121,7 @@ func TestPushWorkersTakeTurns(t *testing.T) {
 		_, rcs[name] = pushTargetServing(t, pool, name, 5*time.Millisecond)
 		send(t, pool, name, 600)
 	}
-	runPusher(t, pool, jobs.PushConfig{Workers: 1, RunFor: 300 * time.Millisecond})
+	runPusher(t, pool, push.Config{Workers: 1, RunFor: 300 * time.Millisecond})
 
 	require.Eventually(t, func() bool { return len(rcs["one"].list()) > 0 && len(rcs["two"].list()) > 0 },
 		20*time.Second, 10*time.Millisecond, "both targets delivered")
@@ -196,7 +142,7 @@ func TestPushHeldKickActsAtLeaseEnd(t *testing.T) {
 	q, rc := pushTarget(t, pool, "held")
 	send(t, pool, marker.Name, 1)
 	// IdleFor: the marker's worker stays, so no sweep follows its leaving.
-	p := runPusher(t, pool, jobs.PushConfig{IdleFor: time.Hour, SweepEvery: time.Minute})
+	p := runPusher(t, pool, push.Config{IdleFor: time.Hour, SweepEvery: time.Minute})
 	// Only a sweep starts the marker (its send preceded the Pusher): once
 	// it is delivered, the first sweep is over and saw no message of q.
 	require.Eventually(t, func() bool { return len(markerRC.list()) > 0 }, 20*time.Second, 10*time.Millisecond)
@@ -233,7 +179,7 @@ func TestPushAcquireRacingRenewalIsRetried(t *testing.T) {
 	_, err = tx.Exec(ctx, `UPDATE ferry.push_leases SET expires_at = clock_timestamp() + interval '4 seconds' WHERE queue_id = $1`, q.ID)
 	require.NoError(t, err)
 
-	runPusher(t, pool, jobs.PushConfig{SweepEvery: time.Minute})
+	runPusher(t, pool, push.Config{SweepEvery: time.Minute})
 	require.Eventually(t, func() bool {
 		return count(t, pool, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%ferry:push_lease_acquire%'`) > 0
@@ -286,7 +232,7 @@ func TestPushAcquireFailuresBackOff(t *testing.T) {
 		return count(t, pool, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM acquire_attempts`)
 	}
 	logs := &lockedBuffer{}
-	runPusher(t, pool, jobs.PushConfig{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	runPusher(t, pool, push.Config{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.Eventually(t, func() bool { return attempts() > 0 }, 20*time.Second, 10*time.Millisecond, "the first acquire")
 	time.Sleep(3 * time.Second) // the thing measured: how often it tries meanwhile
 	n := attempts()
@@ -321,8 +267,8 @@ func TestPushRedriveKicksPusher(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	notifier := store.NewNotifier(pool, 0, log) // not run: it hears nothing
 	stop := make(chan struct{})
-	p := jobs.NewPusher(pool, jobs.PushConfig{
-		Notifier: notifier, Client: jobs.NewPushClient(true), Log: log, Stop: stop,
+	p := push.New(pool, push.Config{
+		Notifier: notifier, Client: push.NewClient(true), Log: log, Stop: stop,
 		// The marker's worker stays, so no sweep follows its leaving.
 		IdleFor: time.Hour, SweepEvery: time.Minute,
 	})

@@ -1,52 +1,21 @@
-package jobs
+package push
 
-// SSRF protection for webhook push delivery.
-//
-// A push subscription makes Ferry send HTTP requests to a URL chosen by a
-// client, from inside the network Ferry runs in. Left unchecked, that URL can
-// reach things no client should: the cloud metadata service
-// (169.254.169.254), the database, an admin port on localhost, anything on
-// the private network. The defence has two layers and both are needed:
-//
-//   - CheckPushURL, when a subscription is created or changed: refuses
-//     non-http(s) URLs, credentials in URLs, and hosts that are (or resolve
-//     to) a forbidden address. This gives the client a clear 400 early.
-//   - NewPushClient, at every delivery: its dialer's Control func checks the
-//     IP actually being connected to, after DNS resolution. A name that
-//     resolved to a public address at creation time and to 127.0.0.1 now
-//     (DNS rebinding, or simply a changed record) is refused here. This is
-//     the check that matters; the first is a courtesy.
-//
-// The client never follows redirects (a 3xx could point anywhere, and would
-// be dialled without the creation-time check) and never uses a proxy (a
-// proxy would do the dialling itself, so the Control check would only ever
-// see the proxy's address).
-//
-// FERRY_ALLOW_PRIVATE_PUSH=true (allowPrivate here) turns both address
-// checks off, for development and for deployments whose webhooks live on the
-// private network. Scheme and syntax checks stay on.
+// The creation-time check of a push URL ([CheckURL]) and the table of
+// addresses no push may reach ([ForbiddenAddr]), which the client's
+// dial-time check ([NewClient]) applies too. Why both: see client.go.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
 
-// MaxPushURLLen is the longest push URL [CheckPushURL] accepts, in bytes.
-const MaxPushURLLen = 2048
-
-// ErrForbiddenAddress is wrapped by the error a [NewPushClient] client returns
-// when a delivery would connect to an address [ForbiddenAddr] refuses. Test for
-// it with errors.Is; the *url.Error from http.Client.Do wraps it.
-var ErrForbiddenAddress = errors.New("push address is forbidden")
+// MaxURLLen is the longest push URL [CheckURL] accepts, in bytes.
+const MaxURLLen = 2048
 
 // addrRule names a block of addresses and why it is forbidden.
 type addrRule struct {
@@ -130,7 +99,7 @@ var (
 // ignored. The zero netip.Addr is forbidden as "invalid".
 //
 // The lists follow the IANA special-purpose address registries; keep them in
-// sync with the table in pushclient_test.go.
+// sync with the table in urlcheck_test.go.
 func ForbiddenAddr(ip netip.Addr) (reason string, forbidden bool) {
 	if !ip.IsValid() {
 		return "invalid", true
@@ -177,7 +146,7 @@ func ForbiddenAddr(ip netip.Addr) (reason string, forbidden bool) {
 	return "", false
 }
 
-// URLError is the error [CheckPushURL] returns for a URL it refuses. Reason is
+// URLError is the error [CheckURL] returns for a URL it refuses. Reason is
 // a short sentence meant for the client, suitable as the detail of a 400
 // problem response, e.g. "push.url resolves to a private address
 // (10.0.0.5)". Err, when not nil, is the underlying cause (a parse or
@@ -194,7 +163,7 @@ func (e *URLError) Error() string { return e.Reason }
 // Unwrap returns Err.
 func (e *URLError) Unwrap() error { return e.Err }
 
-// LookupFunc resolves a host name to IP addresses. [CheckPushURL] takes one so
+// LookupFunc resolves a host name to IP addresses. [CheckURL] takes one so
 // tests (and callers with their own resolver) can control resolution; nil
 // means net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -215,8 +184,8 @@ func withArticle(reason string) string {
 	return "a " + reason
 }
 
-// CheckPushURL validates a push URL when a subscription is created or
-// changed. It accepts an absolute http or https URL of at most [MaxPushURLLen]
+// CheckURL validates a push URL when a subscription is created or
+// changed. It accepts an absolute http or https URL of at most [MaxURLLen]
 // bytes with a host, an optional valid port, no user info (credentials in
 // URLs are refused: they would be logged and shown back) and no fragment.
 //
@@ -230,12 +199,12 @@ func withArticle(reason string) string {
 // refused as non-standard IPv4 notation that some resolvers accept.
 //
 // Passing this check does not make later deliveries safe: the name may
-// resolve elsewhere by then. [NewPushClient] checks again at dial time.
+// resolve elsewhere by then. [NewClient] checks again at dial time.
 //
 // Every error is a [*URLError].
-func CheckPushURL(ctx context.Context, raw string, allowPrivate bool, lookup LookupFunc) error {
-	if len(raw) > MaxPushURLLen {
-		return urlErr(nil, "push.url is longer than %d bytes", MaxPushURLLen)
+func CheckURL(ctx context.Context, raw string, allowPrivate bool, lookup LookupFunc) error {
+	if len(raw) > MaxURLLen {
+		return urlErr(nil, "push.url is longer than %d bytes", MaxURLLen)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -321,64 +290,4 @@ func numericLastLabel(name string) bool {
 		}
 	}
 	return true
-}
-
-// dialControl is the push dialer's Control func: it runs after DNS
-// resolution, just before connect(2), with address as "ip:port" (IPv6 in
-// brackets, possibly with a zone). It refuses forbidden IPs and, failing
-// closed, anything it cannot parse.
-func dialControl(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: cannot parse dial address %q: %v", ErrForbiddenAddress, address, err)
-	}
-	if reason, bad := ForbiddenAddr(ap.Addr()); bad {
-		return fmt.Errorf("%w: %s is %s address", ErrForbiddenAddress, ap.Addr(), withArticle(reason))
-	}
-	return nil
-}
-
-// NewPushClient returns the http.Client for push deliveries. Build one per
-// process (or per allowPrivate setting) and reuse it: it pools connections.
-//
-//   - It never follows redirects: CheckRedirect returns
-//     http.ErrUseLastResponse, so a 3xx comes back to the caller as the
-//     response (and is a delivery failure for it to judge).
-//   - Its Transport is its own, never http.DefaultTransport, and has no
-//     proxy: environment proxies (HTTP_PROXY etc.) are ignored, because a
-//     proxy would connect on our behalf and bypass the dial-time check.
-//     MaxIdleConnsPerHost is 64, IdleConnTimeout 90s, TLSHandshakeTimeout
-//     10s; HTTP/2 is attempted as with the default transport.
-//   - Unless allowPrivate, its net.Dialer has a Control func that checks
-//     every IP actually dialled with [ForbiddenAddr] and fails the connection
-//     with an error wrapping [ErrForbiddenAddress]. This is what defeats DNS
-//     rebinding: the check sees the resolved address, not the name.
-//   - It has no overall Timeout and no ResponseHeaderTimeout: callers bound
-//     each delivery with the request's context.
-//
-// The caller sets User-Agent and any other headers on each request.
-func NewPushClient(allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{
-		Timeout:   30 * time.Second,
-		KeepAlive: 30 * time.Second,
-	}
-	if !allowPrivate {
-		dialer.Control = dialControl
-	}
-	transport := &http.Transport{
-		Proxy:                 nil, // never a proxy: it would bypass dialControl
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: 1 * time.Second,
-	}
-	return &http.Client{
-		Transport: transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
 }

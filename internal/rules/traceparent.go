@@ -1,10 +1,11 @@
-package jobs
+package rules
 
 import "strings"
 
 // ValidTraceparent reports whether v is a W3C Trace Context traceparent
 // (https://www.w3.org/TR/trace-context/#traceparent-header) that push
-// delivery can pass on as a header: version-traceid-parentid-flags in
+// delivery can pass on as a header (so REST refuses any other, and push
+// drops a stored one that is not): version-traceid-parentid-flags in
 // lowercase hex (2-32-16-2 digits), version not ff, trace and parent ids
 // not all zeros. Version 00 has exactly these four fields; a later version
 // may add fields after a dash, in visible ASCII.

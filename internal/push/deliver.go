@@ -1,4 +1,4 @@
-package jobs
+package push
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ferry-mq/ferry/internal/rules"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -110,7 +111,7 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 // than it allows) is an error.
 func pushBody(t store.PushTarget, m store.Message) ([]byte, string, error) {
 	body, traceparent, err := pushPayload(t, m)
-	if !ValidTraceparent(traceparent) {
+	if !rules.ValidTraceparent(traceparent) {
 		traceparent = ""
 	}
 	return body, traceparent, err

@@ -1,4 +1,4 @@
-package jobs_test
+package push_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/pgtest"
-	"github.com/ferry-mq/ferry/jobs"
+	"github.com/ferry-mq/ferry/internal/push"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -74,14 +74,14 @@ func TestPusherIdleRunsOnlyItsSweep(t *testing.T) {
 	var targets []int64
 	for _, name := range []string{"a", "b"} {
 		url := "http://127.0.0.1:9/" + name
-		q, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{Push: &store.PushPatch{URL: &url, NewSecret: jobs.NewSigningSecret()}})
+		q, _, err := store.QueueUpsert(ctx, pool, name, store.QueuePatch{Push: &store.PushPatch{URL: &url, NewSecret: push.NewSigningSecret()}})
 		require.NoError(t, err)
 		targets = append(targets, q.ID)
 	}
 	log := slog.New(slog.DiscardHandler)
 	notifier := store.NewNotifier(pool, 0, log)
 	stop := make(chan struct{})
-	p := jobs.NewPusher(pool, jobs.PushConfig{Notifier: notifier, Stop: stop, Log: log, IdleFor: 100 * time.Millisecond})
+	p := push.New(pool, push.Config{Notifier: notifier, Stop: stop, Log: log, IdleFor: 100 * time.Millisecond})
 	var wg sync.WaitGroup
 	wg.Go(func() { notifier.Run(ctx) })
 	wg.Go(func() { p.Run(ctx) })

@@ -1,4 +1,4 @@
-package handlers
+package metrics
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ type alertRules struct {
 // only metrics Ferry exports, and covers the alerts the operations guide
 // promises (issue 9: dead letters expiring first).
 func TestAlertRules(t *testing.T) {
-	raw, err := os.ReadFile("../docs/alerts.yml")
+	raw, err := os.ReadFile("../../docs/alerts.yml")
 	require.NoError(t, err)
 	var rules alertRules
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
