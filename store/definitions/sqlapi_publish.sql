@@ -29,7 +29,7 @@ BEGIN
     IF events IS NULL OR jsonb_typeof(events) = 'null' THEN
         PERFORM ferry.raise(400, 'invalid_request', 'events: is required');
     ELSIF jsonb_typeof(events) <> 'array' THEN
-        PERFORM ferry.raise(400, 'invalid_request', 'events: must be an array, not ' || ferry.publish_kind(events));
+        PERFORM ferry.raise(400, 'invalid_request', 'events: must be an array, not ' || ferry.json_kind(events));
     ELSIF jsonb_array_length(events) = 0 THEN
         PERFORM ferry.raise(400, 'invalid_request', 'events: must not be empty');
     ELSIF jsonb_array_length(events) > max_batch THEN
@@ -40,21 +40,21 @@ BEGIN
         IF jsonb_typeof(e) <> 'object' THEN
             PERFORM ferry.raise(400, 'invalid_request',
                 CASE WHEN single THEN 'options' ELSE format('events[%s]', i) END
-                || ': must be an object, not ' || ferry.publish_kind(e));
+                || ': must be an object, not ' || ferry.json_kind(e));
         END IF;
         FOR k, v IN SELECT * FROM jsonb_each(e) LOOP
             f := CASE WHEN single THEN k ELSE format('events[%s].%s', i, k) END;
             IF k NOT IN ('id', 'type', 'key', 'data', 'attributes') THEN
                 PERFORM ferry.raise(400, 'invalid_request', f || ': unknown field (member names are case-sensitive)');
             ELSIF k IN ('id', 'type', 'key') AND jsonb_typeof(v) NOT IN ('string', 'null') THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be a string, not ' || ferry.publish_kind(v));
+                PERFORM ferry.raise(400, 'invalid_request', f || ': must be a string, not ' || ferry.json_kind(v));
             ELSIF k = 'attributes' AND jsonb_typeof(v) NOT IN ('object', 'null') THEN
-                PERFORM ferry.raise(400, 'invalid_request', f || ': must be an object, not ' || ferry.publish_kind(v));
+                PERFORM ferry.raise(400, 'invalid_request', f || ': must be an object, not ' || ferry.json_kind(v));
             ELSIF k = 'attributes' AND jsonb_typeof(v) = 'object' THEN
                 SELECT a.key INTO k FROM jsonb_each(v) a WHERE jsonb_typeof(a.value) NOT IN ('string', 'null') ORDER BY a.key LIMIT 1;
                 IF FOUND THEN
                     PERFORM ferry.raise(400, 'invalid_request', format('%s: must be a string, not %s',
-                        f, ferry.publish_kind(v -> k)));
+                        f, ferry.json_kind(v -> k)));
                 END IF;
             END IF;
         END LOOP;
@@ -248,7 +248,7 @@ BEGIN
     IF options IS NULL OR jsonb_typeof(options) = 'null' THEN
         options := '{}';
     ELSIF jsonb_typeof(options) <> 'object' THEN
-        PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || ferry.publish_kind(options));
+        PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || ferry.json_kind(options));
     END IF;
     IF options ?| ARRAY['type', 'data'] THEN
         PERFORM ferry.raise(400, 'invalid_request',

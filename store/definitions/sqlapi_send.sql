@@ -28,7 +28,7 @@
 -- A send to a message group or to a queue with a max_depth must see what
 -- committed while it waited for that lock, which a REPEATABLE READ or
 -- SERIALIZABLE snapshot, taken before the wait, cannot: in such a
--- transaction it is refused (FR409) rather than filing a second head of a
+-- transaction it is refused (FR400) rather than filing a second head of a
 -- group or passing the max_depth. Other sends work at any isolation level
 -- (a concurrent send of the same dedup id may then fail with 40001, as
 -- PostgreSQL's ON CONFLICT does there: retry).
@@ -53,7 +53,7 @@ CREATE OR REPLACE FUNCTION ferry.send_check_shape(messages jsonb, single boolean
 DECLARE
     bad text;
 BEGIN
-    SELECT format('messages[%s]: must be an object, not %s', e.i - 1, ferry.send_json_kind(e.m)) INTO bad
+    SELECT format('messages[%s]: must be an object, not %s', e.i - 1, ferry.json_kind(e.m, true)) INTO bad
     FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i)
     WHERE jsonb_typeof(e.m) <> 'object' ORDER BY e.i LIMIT 1;
     IF bad IS NULL THEN
@@ -68,16 +68,16 @@ BEGIN
             LATERAL (SELECT CASE
                 WHEN kv.key = 'body' OR jsonb_typeof(kv.value) = 'null' THEN NULL
                 WHEN kv.key = 'attributes' AND jsonb_typeof(kv.value) <> 'object' THEN
-                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an object, not ' || ferry.send_json_kind(kv.value)
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an object, not ' || ferry.json_kind(kv.value, true)
                 WHEN kv.key = 'attributes' AND jsonb_path_exists(kv.value, '$.* ? (@.type() != "string" && @.type() != "null")') THEN
                     (SELECT ferry.send_field(single, e.i::integer - 1, 'attributes.' || a.key) || ': must be a string, not '
-                        || ferry.send_json_kind(a.value)
+                        || ferry.json_kind(a.value, true)
                     FROM jsonb_each(kv.value) AS a WHERE jsonb_typeof(a.value) NOT IN ('string', 'null') LIMIT 1)
                 WHEN kv.key IN ('group', 'dedup_id') AND jsonb_typeof(kv.value) <> 'string' THEN
-                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be a string, not ' || ferry.send_json_kind(kv.value)
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be a string, not ' || ferry.json_kind(kv.value, true)
                 WHEN kv.key = 'delay_seconds' AND (jsonb_typeof(kv.value) <> 'number' OR kv.value::text !~ '^-?[0-9]+$'
                         OR kv.value::text::numeric NOT BETWEEN -9223372036854775808 AND 9223372036854775807) THEN
-                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an integer in range, not ' || ferry.send_json_kind(kv.value)
+                    ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an integer in range, not ' || ferry.json_kind(kv.value, true)
                 WHEN kv.key = 'deliver_at' AND jsonb_typeof(kv.value) <> 'string' THEN
                     ferry.send_field(single, e.i::integer - 1, kv.key) || ': must be an RFC 3339 date-time string, such as 2030-01-02T15:04:05Z'
                 END AS error) x
@@ -117,7 +117,7 @@ BEGIN
             errs := errs || (ferry.send_field(single, idx, 'attributes')
                 || ': keys must be 1-256 bytes and values at most 4096 bytes of text');
         END IF;
-        IF attrs ? 'traceparent' AND NOT ferry.send_valid_traceparent(coalesce(attrs ->> 'traceparent', '')) THEN
+        IF attrs ? 'traceparent' AND NOT ferry.valid_traceparent(coalesce(attrs ->> 'traceparent', '')) THEN
             errs := errs || (ferry.send_field(single, idx, 'attributes.traceparent') || ': must be a W3C trace context '
                 || 'traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zeros');
         END IF;
@@ -125,7 +125,7 @@ BEGIN
     END IF;
     size := body_bytes + attrs_size;
     IF size > max_body_bytes THEN
-        size := ferry.send_compact_size(m -> 'body') + attrs_size;
+        size := ferry.json_compact_size(m -> 'body') + attrs_size;
         IF size > max_body_bytes THEN
             PERFORM ferry.raise(413, 'payload_too_large', format('%s and attributes are %s bytes; the limit is %s',
                 CASE WHEN single THEN 'body' ELSE format('messages[%s]: body', idx) END, size, max_body_bytes));
@@ -243,7 +243,7 @@ BEGIN
         WHEN messages IS NULL OR jsonb_typeof(messages) = 'null' THEN
             PERFORM ferry.raise(400, 'invalid_request', 'messages: is required');
         WHEN jsonb_typeof(messages) <> 'array' THEN
-            PERFORM ferry.raise(400, 'invalid_request', 'messages: must be an array, not ' || ferry.send_json_kind(messages));
+            PERFORM ferry.raise(400, 'invalid_request', 'messages: must be an array, not ' || ferry.json_kind(messages, true));
         WHEN jsonb_array_length(messages) = 0 THEN
             PERFORM ferry.raise(400, 'invalid_request', 'messages: must not be empty');
         WHEN jsonb_array_length(messages) > lim.max_batch THEN
@@ -344,7 +344,7 @@ BEGIN
     IF options IS NULL OR jsonb_typeof(options) = 'null' THEN
         options := '{}';
     ELSIF jsonb_typeof(options) <> 'object' THEN
-        PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || ferry.send_json_kind(options));
+        PERFORM ferry.raise(400, 'invalid_request', 'options: must be an object, not ' || ferry.json_kind(options, true));
     ELSIF options ? 'body' THEN
         PERFORM ferry.raise(400, 'invalid_request', 'options.body: unknown field (the body is the second argument)');
     END IF;

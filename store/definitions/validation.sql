@@ -51,7 +51,7 @@ REVOKE ALL ON FUNCTION ferry.attributes_size(jsonb) FROM PUBLIC;
 
 -- The size of j as compact JSON text (jsonb writes a space after each ':'
 -- and ','; strings are kept whole): what REST counts against the body
--- limit.
+-- limit. The one size rule of bodies and events' data.
 CREATE OR REPLACE FUNCTION ferry.json_compact_size(j jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT octet_length(t) - (length(s) - length(replace(s, ' ', '')))
     FROM (SELECT j::text AS t) a
@@ -59,7 +59,9 @@ CREATE OR REPLACE FUNCTION ferry.json_compact_size(j jsonb) RETURNS bigint LANGU
 $$;
 REVOKE ALL ON FUNCTION ferry.json_compact_size(jsonb) FROM PUBLIC;
 
--- Whether v is a W3C trace context traceparent (jobs.ValidTraceparent).
+-- Whether v is a W3C trace context traceparent, REST's rule
+-- (ValidTraceparent in Go). The one traceparent rule of sends and
+-- publishes.
 CREATE OR REPLACE FUNCTION ferry.valid_traceparent(v text) RETURNS boolean LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT v ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[!-~]*)?$'
         AND left(v, 2) <> 'ff'
@@ -69,41 +71,19 @@ CREATE OR REPLACE FUNCTION ferry.valid_traceparent(v text) RETURNS boolean LANGU
 $$;
 REVOKE ALL ON FUNCTION ferry.valid_traceparent(text) FROM PUBLIC;
 
--- The JSON type of v as REST's type errors name it (the decoder's words).
-CREATE OR REPLACE FUNCTION ferry.send_json_kind(v jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE jsonb_typeof(v) WHEN 'boolean' THEN 'bool' WHEN 'number' THEN 'number ' || v::text ELSE jsonb_typeof(v) END
+-- The JSON type of v as REST's type errors name it, encoding/json's words
+-- (bool, number, string, array, object, null): "must be a string, not
+-- number". with_number adds a number's text ("number 1.5"), as
+-- encoding/json names a number an integer field cannot take; the SQL
+-- API's sends name every number so. The one JSON-kind rule.
+CREATE OR REPLACE FUNCTION ferry.json_kind(v jsonb, with_number boolean DEFAULT false) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof(v)
+        WHEN 'boolean' THEN 'bool'
+        WHEN 'number' THEN CASE WHEN with_number THEN 'number ' || v::text ELSE 'number' END
+        ELSE jsonb_typeof(v) END
 $$;
-REVOKE ALL ON FUNCTION ferry.send_json_kind(jsonb) FROM PUBLIC;
-
--- The JSON kind of v as REST's messages name it ("must be a string, not
--- number").
-CREATE OR REPLACE FUNCTION ferry.publish_kind(v jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE jsonb_typeof(v) WHEN 'boolean' THEN 'bool' ELSE jsonb_typeof(v) END
-$$;
-REVOKE ALL ON FUNCTION ferry.publish_kind(jsonb) FROM PUBLIC;
-
--- The size of v's compact JSON encoding (REST measures bodies so):
--- jsonb's text without the space it writes after each ':' and ','.
-CREATE OR REPLACE FUNCTION ferry.send_compact_size(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT octet_length(v::text) - coalesce((
-        SELECT sum(CASE jsonb_typeof(x)
-            WHEN 'object' THEN greatest(2 * (SELECT count(*) FROM jsonb_object_keys(x)) - 1, 0)
-            WHEN 'array' THEN greatest(jsonb_array_length(x) - 1, 0)
-            ELSE 0 END)
-        FROM jsonb_path_query(v, 'strict $.**') AS x
-        WHERE jsonb_typeof(x) IN ('object', 'array')), 0)
-$$;
-REVOKE ALL ON FUNCTION ferry.send_compact_size(jsonb) FROM PUBLIC;
-
--- Whether v is a W3C trace context traceparent (jobs.ValidTraceparent).
-CREATE OR REPLACE FUNCTION ferry.send_valid_traceparent(v text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
-    SELECT v ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[!-~]*)?$'
-        AND left(v, 2) <> 'ff'
-        AND substr(v, 4, 32) <> repeat('0', 32)
-        AND substr(v, 37, 16) <> repeat('0', 16)
-        AND (length(v) = 55 OR left(v, 2) <> '00')
-$$;
-REVOKE ALL ON FUNCTION ferry.send_valid_traceparent(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ferry.json_kind(jsonb, boolean) FROM PUBLIC;
 
 -- Whether s is a date-time as REST reads one (RFC 3339, Go's time.Time).
 CREATE OR REPLACE FUNCTION ferry.send_valid_time(s text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
