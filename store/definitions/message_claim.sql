@@ -18,6 +18,12 @@
 -- the candidates whose receive_count reached p_max_receives. With
 -- p_owner, the claim is fenced by that owner's push lease
 -- (store.PushLeaseClaim), and a lost lease is one row of NULLs.
+-- The plain and the fenced claim are two statements that repeat their
+-- candidate and claimed CTEs on purpose: one statement for both would
+-- read the lease for every plain claim, or leave it to a generic plan to
+-- prune the fenced part by a parameter, and PL/pgSQL shares no text
+-- between statements except through EXECUTE, which plans every call
+-- anew. Each keeps its own plan and its own tag.
 CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
         p_owner uuid DEFAULT NULL)
     RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
