@@ -1,11 +1,11 @@
 -- ==== consumers =============================================================
 
 -- The claim engine: the statements that claim, dead-letter, ack, nack and
--- extend, one text each. The REST API (store/messages.go) and push
+-- extend, one text each. The REST API (store.MessageClaim and its kin) and push
 -- delivery call these functions, and so do ferry.receive, ferry.ack,
--- ferry.nack and ferry.extend below: both faces run the same statements.
+-- ferry.nack and ferry.extend (sqlapi_consume.sql): both faces run the same statements.
 -- Their shapes keep them O(batch) whatever plan PostgreSQL chooses
--- (DESIGN.md invariant 11; store/messages.go explains each one; the plan
+-- (DESIGN.md invariant 11; the store's doc, # Plans, explains them; the plan
 -- tests store/plans_queue_test.go call them through the Go store), and a
 -- PL/pgSQL statement may get a generic plan after five calls. The time
 -- a statement compares leases with is the clock at the call, not now():

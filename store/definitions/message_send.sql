@@ -1,9 +1,9 @@
 -- The statements that write a send, shared by both faces: REST's Sender
--- (store/sendplan.go) calls these functions in its group-commit
+-- (store.Sender) calls these functions in its group-commit
 -- transactions, and ferry.send/ferry.send_batch call them in the caller's
 -- transaction. One text per statement, so the two cannot drift. They are
 -- the shapes that are robust to generic plans (DESIGN.md invariant 11;
--- store/sendplan.go explains them), kept verbatim: PL/pgSQL caches their
+-- the store's send plan explains them), kept verbatim: PL/pgSQL caches their
 -- plans per connection like prepared statements, custom first, generic
 -- after five calls, and the plan tests (store/plans_queue_test.go) attack
 -- them through both faces. Internal: executable by nobody but Ferry.

@@ -4,7 +4,7 @@
 
 -- The promotion of a group's next message, written once: the engine's
 -- dead letter, ack and nack below and the store's deletes
--- (store/deleteset.go: purge, retention, seek) all call it.
+-- (store.messageDeleteSet: purge, retention, seek) all call it.
 --
 -- The rows that left a queue (p_queues, p_groups, p_ids: each row's
 -- queue_id, grp and id; rows without a group are ignored) make the oldest

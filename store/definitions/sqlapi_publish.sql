@@ -3,13 +3,14 @@
 -- publish to those partitions would wait for it). So ferry.publish only
 -- validates, chooses each event's id and partition, claims the id in
 -- ferry.event_dedup (offset -2: committed but not appended yet) and
--- records the event here, in the caller's transaction; its NOTIFY, which
--- the commit delivers, wakes the outbox relay of every Ferry instance
--- (store/relay.go), which appends committed pending events to the log in
--- seq order, per topic one instance at a time, through the publish engine
+-- records the event in ferry.event_pending (migration 000009), in the
+-- caller's transaction; its NOTIFY, which the commit delivers, wakes the
+-- outbox relay of every Ferry instance (store.Relay), which appends
+-- committed pending events to the log in seq order, per topic one instance at a time, through the publish engine
 -- REST uses (fan-out included), deleting them in the same transaction.
 -- No foreign key to ferry.topics: it would have the caller's transaction
 -- hold a lock on the topic's row to its end; the relay drops the events
+-- of a topic that is gone.
 
 -- The shape of a publish's events, as REST's decoder checks it: an array
 -- of objects with only the members id, type, key, data, attributes (or,
