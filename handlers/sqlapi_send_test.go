@@ -20,7 +20,7 @@ import (
 )
 
 // The SQL API's producers against REST: ferry.send and ferry.send_batch
-// (migration 000009, "producers: send") must answer every send as
+// (store/definitions/sqlapi_send.sql) must answer every send as
 // POST /v1/queues/{q}/messages does, and leave the queue as it leaves it.
 
 // sendOutcome is what one face answered to a send and what the queue then
@@ -455,7 +455,7 @@ func TestSQLSendNobodyWaits(t *testing.T) {
 }
 
 // TestSQLSendDocumentedWaits: what does wait for an open SQL send, as
-// migration 000009 documents: a REST send to a message group the open
+// store/definitions/sqlapi_send.sql documents: a REST send to a message group the open
 // transaction sent to, and any REST send to a queue with a max_depth the
 // open transaction sent to. Each waits (on the advisory lock) until the
 // transaction commits, and then succeeds.

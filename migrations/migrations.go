@@ -27,6 +27,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/ferry-mq/ferry/internal/pgconfig"
+	"github.com/ferry-mq/ferry/store/definitions"
 )
 
 //go:embed *.sql
@@ -61,11 +62,13 @@ func Latest() (uint, error) {
 	}
 }
 
-// Up applies every pending Ferry and River migration. A schema that a
-// newer binary has already migrated past this binary's latest version is
-// left as it is: in a rolling deploy the new release migrates first, and
-// the instances of the old one keep starting on its schema (Ferry's
-// migrations keep the previous release working; see docs/operations.md).
+// Up applies every pending Ferry and River migration, and installs the
+// functions of the ferry schema after Ferry's ([definitions.Install]). A
+// schema that a newer binary has already migrated past this binary's
+// latest version is left as it is, definitions included: in a rolling
+// deploy the new release migrates first, and the instances of the old
+// one keep starting on its schema (Ferry's migrations and definitions
+// keep the previous release working; see docs/operations.md).
 func Up(ctx context.Context, databaseURL string) error {
 	latest, err := Latest()
 	if err != nil {
@@ -78,6 +81,9 @@ func Up(ctx context.Context, databaseURL string) error {
 			if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 				return fmt.Errorf("migrate ferry schema: %w", err)
 			}
+			if err := installDefinitions(ctx, pool); err != nil {
+				return err
+			}
 		}
 		rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 		if err != nil {
@@ -87,6 +93,17 @@ func Up(ctx context.Context, databaseURL string) error {
 			return fmt.Errorf("migrate river schema: %w", err)
 		}
 		return nil
+	})
+}
+
+// installDefinitions installs the functions of the ferry schema
+// (store/definitions) in a transaction of its own, after the numbered
+// migrations, under their lock. A schema a newer binary migrated is left
+// to that binary's definitions.
+func installDefinitions(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := definitions.Install(ctx, tx)
+		return err
 	})
 }
 

@@ -1,6 +1,7 @@
 // Package store is the broker: every SQL statement Ferry runs and every
-// transaction it opens lives here. Handlers and jobs call it; it imports
-// neither.
+// transaction it opens lives here, the statements of the schema's
+// functions in its definitions (store/definitions, see # Definitions).
+// Handlers and jobs call it; it imports neither.
 //
 // # Messages and leases
 //
@@ -20,7 +21,7 @@
 //
 // The statements that claim, dead-letter, ack, nack and extend are SQL
 // functions of the database (ferry.message_claim, message_dead_letter,
-// message_ack, message_nack, message_extend; migration 000009, with the
+// message_ack, message_nack, message_extend; store/definitions, with the
 // promotion of a group's next message in one function of its own,
 // ferry.message_promote): the store
 // calls them, and so do the SQL API's ferry.receive, ferry.ack, ferry.nack
@@ -30,6 +31,42 @@
 // A claim made in an application's transaction also keeps its rows locked
 // until that transaction ends, so no other consumer gets them meanwhile
 // (the claim skips locked rows), even after their lease.
+//
+// # Definitions
+//
+// The functions of the ferry schema (the claim engine above, the send
+// statements, the SQL API, the counter triggers' functions and their
+// helpers) are code: their text lives in store/definitions, one .sql
+// file per concept, where a change is a diff of one function in one
+// file. Tables, indexes, types (ferry.send_columns) and roles stay in
+// numbered migrations, which never change once landed. migrations.Up
+// installs the definitions after the migrations, under the migration
+// lock, in one transaction, and records their generation
+// (definitions.Generation) and checksum in ferry.definitions. It
+// installs when the database holds no generation, an older one, or the
+// same one with another checksum (a development build); never over a
+// newer generation, nor on a schema a newer binary migrated. A change to
+// a .sql file is a new generation (TestGenerationBumped).
+//
+// Rolling deploys run two binaries on one database, both ways round, so:
+//   - the definitions of generation N+1 serve every call a generation-N
+//     binary makes: the same names, argument and result types and
+//     meaning (TestSignaturesKept holds every function the migrations
+//     made to that);
+//   - a function is removed only in a later generation, once no
+//     supported binary calls it, and then by a numbered migration; the
+//     helpers the definitions stopped calling (send_json_kind,
+//     publish_kind, send_compact_size, send_valid_traceparent) stay in
+//     the database until one drops them;
+//   - a binary works on the definitions an older release left, until its
+//     own are installed (TestStoreOnMigrationsOnly);
+//   - a type or a signature change is a new function next to the old one.
+//
+// The files run in name order; a LANGUAGE sql function is checked when
+// it is created, so it must come after the functions its body calls (a
+// PL/pgSQL one may come in any order). Migration 000012's down puts back
+// the functions as the migrations up to 000011 made them, whatever
+// generation was installed since.
 //
 // # Dead letters
 //
@@ -80,7 +117,7 @@
 // fetches. The ctid is stable: the candidates are locked by this statement.
 //
 // The settle statements (ferry.message_dead_letter, message_ack,
-// message_nack and message_extend, migration 000009; the REST API and the
+// message_nack and message_extend, store/definitions; the REST API and the
 // SQL API both call them) reach rows from a client's list (receipts, ids)
 // by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
 // (their "target" CTEs), which no plan can turn into a scan of the queue;
@@ -242,7 +279,7 @@
 // ferry.send, which runs the same statements inside applications'
 // transactions of any length, takes none of the first and last kind: no
 // queue lock (unless the queue has a max_depth), and its counters go to a
-// row of the transaction's own (migration 000009, "producers: send"). The
+// row of the transaction's own (store/definitions/sqlapi_send.sql). The
 // locks are taken in a fixed order within one call (queue, then groups in
 // key order); several calls in one transaction take them in call order,
 // so transactions that send to the same groups in different orders can

@@ -56,7 +56,7 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 }
 
 // messageClaimOnce is one claim statement: ferry.message_claim
-// (migration 000009), which ferry.receive runs too; its shape keeps it
+// (store/definitions), which ferry.receive runs too; its shape keeps it
 // O(limit) whatever the planner believes (package doc, # Plans).
 //
 // Fenced by a push lease (p.leaseOwner), the statement first share-locks

@@ -109,7 +109,7 @@ func (d deleted) blocked() bool { return d.lockedID != 0 || d.busyGroup != nil }
 
 // messageDeleteSet deletes, in one transaction, the messages of the set,
 // promoting the next message of every group whose head it removes (in the
-// DELETE's statement, by ferry.message_promote: migration 000009 explains
+// DELETE's statement, by ferry.message_promote: message_settle.sql explains
 // the call, which the engine's ack, nack and dead letter make alike). It
 // takes the victims' group locks first, at most maxGroupLocks of them (in
 // key order), and then deletes only victims whose group it holds (the set

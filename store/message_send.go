@@ -266,7 +266,7 @@ func admitByDepth(q Queue, reqs []*sendRequest, depth int64, live map[string]boo
 // transaction. The live dedup rows are locked (FOR KEY SHARE) so that the
 // dedup sweep cannot remove one before this transaction's INSERT finds
 // it: a message counted as a duplicate is never written. The statements
-// are the SQL API's admission too (migration 000009,
+// are the SQL API's admission too (store/definitions,
 // ferry.message_send_depth_lock and ferry.message_send_dedup_live).
 func queueDepthsLocked(ctx context.Context, db DBTX, ids []int64, dedups map[int64][]string) (map[int64]int64, map[int64]map[string]bool, error) {
 	b := &pgx.Batch{}

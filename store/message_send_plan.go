@@ -101,7 +101,7 @@ func (p *sendPlan) columns() sendColumns {
 
 // addStatements adds the plan's statements to b: the queue lock (shared),
 // and one call of the write that the SQL API's ferry.send runs too
-// (migration 000009, "producers: send"): ferry.message_send_plain for
+// (store/definitions/message_send.sql): ferry.message_send_plain for
 // messages with no group and no dedup id, else ferry.message_send_grouped,
 // which takes the group locks (exclusive, in key order) and claims the
 // dedup ids, followed by the read of the dedup answers

@@ -45,7 +45,7 @@ func MessageAckUngrouped(ctx context.Context, db DBTX, queueID int64, receipts [
 	return results, err
 }
 
-// messageAck runs ferry.message_ack (migration 000009, which ferry.ack
+// messageAck runs ferry.message_ack (store/definitions, which ferry.ack
 // runs too): with grouped, the group locks of the receipts' messages
 // first (ferry.message_group_lock), then the delete of the current ones
 // and the promotion of their groups' next messages
@@ -80,7 +80,7 @@ type NackParams struct {
 // DeadLetter, or on its last allowed receive, is dead-lettered at once. It
 // reports how many messages were dead-lettered.
 //
-// One statement, ferry.message_nack (migration 000009, which ferry.nack
+// One statement, ferry.message_nack (store/definitions, which ferry.nack
 // runs too): the group locks of the receipts' messages, then the nack
 // itself, which releases or dead-letters each current target, promotes the
 // next message of their groups (ferry.message_promote), and returns one
@@ -126,7 +126,7 @@ func MessageNack(ctx context.Context, db DBTX, p NackParams) ([]ReceiptResult, i
 }
 
 // MessageExtend moves the lease of current receipts to now + timeout:
-// ferry.message_extend (migration 000009, which ferry.extend runs too).
+// ferry.message_extend (store/definitions, which ferry.extend runs too).
 func MessageExtend(ctx context.Context, db DBTX, queueID int64, receipts []Receipt, timeout time.Duration) ([]ReceiptResult, error) {
 	ids, tokens := receiptArrays(receipts)
 	applied, err := queryApplied(ctx, db, `/* ferry:message_extend */ SELECT * FROM ferry.message_extend($1, $2, $3, $4)`,

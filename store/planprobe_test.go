@@ -311,7 +311,7 @@ func (p *planProbe) check(op string, b workBound) int {
 }
 
 // engineCall matches a statement that calls a function of the claim
-// engine or of the SQL API's consumers (migration 000009).
+// engine or of the SQL API's consumers (store/definitions).
 var engineCall = regexp.MustCompile(`\bferry\.(message_[a-z_]+|receive|ack|nack|extend)\(`)
 
 // isEngineCall is whether s only calls such a function: its plan has no

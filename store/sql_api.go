@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The SQL API (API.md § SQL API) is a set of functions in schema ferry,
-// made by migration 000009, that applications call inside their own
-// transactions. What they share with REST lives here and in that
-// migration's common section: the request limits they apply, and the
-// depth counters of a caller's transaction (ferry.counts_per_transaction:
+// The SQL API (API.md § SQL API) is a set of functions in schema ferry
+// (store/definitions), that applications call inside their own
+// transactions. What they share with REST lives here and in the
+// definitions (validation.sql, commit.sql): the request limits they
+// apply, and the depth counters of a caller's transaction (ferry.counts_per_transaction:
 // counted at its commit, so that a transaction held open after a SQL send
 // or ack locks no counter row that REST writers need).
 

@@ -142,7 +142,7 @@ func TestSQLConsumeRoles(t *testing.T) {
 // TestPromotionWrittenOnce: the promotion of a group's next message has
 // one text, ferry.message_promote, which the engine's
 // functions that remove group heads call. No other function of the schema
-// promotes by itself (sets waiting = false), as migration 000009's ack,
+// promotes by itself (sets waiting = false), as the first SQL API's ack,
 // nack and dead letter did with copies of the store's text. (The store's
 // deletes call it too: TestMessageExpire and the purge and seek tests see
 // their groups promoted.)

@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-mq/ferry/store"
 )
 
-// The SQL API's producers (migration 000009, "producers: send"):
+// The SQL API's producers (store/definitions/sqlapi_send.sql):
 // ferry.send and ferry.send_batch in the caller's own transaction. The
 // dual-path behaviour test (every case through REST and SQL) is
 // handlers/sqlapi_send_test.go; these are the transactional properties.

@@ -5,9 +5,10 @@
 // (internal/pgcluster, not durable, in a temporary directory removed at the
 // end: under /dev/shm when that is a tmpfs with room, for speed, else under
 // os.TempDir(); setting TMPDIR picks the latter). On that server it makes sure a template database holds the current
-// schema: ferry_tpl_<hash>, named by a hash of Ferry's migration files and
-// River's migrations, created and migrated once per server and reused by
-// every later run with the same migrations. NewDatabase then clones it with
+// schema: ferry_tpl_<hash>, named by a hash of Ferry's migration files, its
+// definitions (store/definitions) and River's migrations, created and
+// migrated once per server and reused by every later run with the same
+// migrations and definitions. NewDatabase then clones it with
 // CREATE DATABASE ... TEMPLATE, tens of milliseconds, for each test that asks.
 // A test that needs no commit takes NewTx instead: a transaction on one
 // database shared by the test binary, rolled back when the test ends.
@@ -53,6 +54,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/migrations"
+	"github.com/ferry-mq/ferry/store/definitions"
 )
 
 // EnvDatabaseURL names the environment variable holding a superuser URL of an
@@ -277,8 +279,9 @@ func ensureTemplate(ctx context.Context, admin *pgxpool.Pool, adminURL, name str
 }
 
 // templateName is ferry_tpl_ and 12 hex digits of a SHA-256 of every Ferry
-// migration file (name and content) and every River migration, the two
-// schemas migrations.Up applies.
+// migration file (name and content), the definitions (their generation
+// and checksum) and every River migration: all that migrations.Up
+// applies.
 func templateName() (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(migrations.Files(), ".", func(path string, d fs.DirEntry, err error) error {
@@ -296,6 +299,7 @@ func templateName() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("hash migrations: %w", err)
 	}
+	fmt.Fprintf(h, "definitions %d %s\n", definitions.Generation, definitions.Checksum())
 	rm, err := rivermigrate.New(riverpgxv5.New(nil), nil)
 	if err != nil {
 		return "", fmt.Errorf("hash river migrations: %w", err)

@@ -1,0 +1,61 @@
+-- What a caller's transaction does at its commit: its counter changes and
+-- its wakes.
+
+-- Depth counters. The triggers of migration 000001 add to the
+-- queue_counts row of the writing backend's slot (pg_backend_pid() % 64)
+-- and hold its lock to commit: fine for Ferry's own short transactions,
+-- but an application's transaction that sent or acked through the SQL API
+-- would stall, until it ends, every REST write to the queue from a backend
+-- with the same slot. So a SQL API function calls
+-- ferry.counts_per_transaction() before it writes: for the rest of the
+-- transaction the triggers record their changes in ferry.at_commit
+-- instead, which nobody else writes, and they are added up into the slots
+-- when the transaction commits: the slot is locked from then to the end
+-- of the commit only, as a REST write's is. Those slots are 64..127, apart
+-- from REST's 0..63: a REST transaction holds its slot while it waits for
+-- a group lock (a send to a group after one to another queue), and a
+-- committing SQL API transaction may hold that group's lock, so sharing
+-- slots would let the two deadlock. (A caller that runs SET
+-- CONSTRAINTS ALL IMMEDIATE applies them at once, and holds the slot from
+-- then on.)
+CREATE OR REPLACE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
+    SELECT set_config('ferry.counts', 'transaction', true)
+$$;
+REVOKE ALL ON FUNCTION ferry.counts_per_transaction() FROM PUBLIC;
+
+-- Wakes: a SQL API function that makes messages claimable (or events
+-- pending) NOTIFYs the Notifier key in the caller's transaction; PostgreSQL
+-- delivers it to every Ferry instance at the commit, and drops it on
+-- rollback. One NOTIFY per application transaction has a cost: a NOTIFY
+-- takes a cluster-wide lock from its commit until its commit record is on
+-- disk, so notifying commits wait for each other's fsync (REST avoids it
+-- by sending at most one NOTIFY per window from Go; docs/outbox.md has the
+-- numbers).
+CREATE OR REPLACE FUNCTION ferry.wake_at_commit(key bigint) RETURNS void LANGUAGE sql AS $$
+    SELECT pg_notify('ferry_messages', key::text)
+$$;
+REVOKE ALL ON FUNCTION ferry.wake_at_commit(bigint) FROM PUBLIC;
+
+-- At commit: the transaction's counter changes, summed per queue, into
+-- its slot, in queue order (the lock order of every counter write). The
+-- first of the transaction's rows to fire does it all; the others find
+-- nothing left. A deferred trigger runs as whoever commits (the
+-- application's role, which may not touch Ferry's tables): it runs with
+-- Ferry's rights. Its DELETE finds the transaction's rows by the index,
+-- whatever plan the session cached while the table was small (a
+-- sequential scan would read every dead row a busy table holds).
+CREATE OR REPLACE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = ferry, pg_temp SET enable_seqscan = off AS $$
+BEGIN
+    WITH d AS (
+        DELETE FROM ferry.at_commit WHERE xact = pg_current_xact_id()
+        RETURNING key, messages, dead_letters
+    )
+    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
+    SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+    FROM d GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
+    ON CONFLICT (queue_id, slot) DO UPDATE
+        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION ferry.at_commit_apply() FROM PUBLIC;

@@ -1,0 +1,76 @@
+package definitions_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/store"
+)
+
+// A new binary serves on the functions as an older release left them (in
+// a rolling deploy whose new release has not installed its definitions
+// yet, or one that found a newer generation): the store's send, claim,
+// ack, nack, extend, dead letter and publish with fan-out, on a database
+// migrated by the migrations alone.
+func TestStoreOnMigrationsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, migratedOnly(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	one, depth := 1, int64(10)
+	q, _, err := store.QueueUpsert(ctx, pool, "q", store.QueuePatch{MaxReceives: &one, MaxDepth: &depth})
+	require.NoError(t, err)
+	msgs := []store.SendMessage{
+		{Body: json.RawMessage(`{"n":1}`)},
+		{Body: json.RawMessage(`{"n":2}`), Group: "g", DedupID: "d"},
+		{Body: json.RawMessage(`{"n":3}`), Group: "g"},
+		{Body: json.RawMessage(`{"n":4}`), DedupID: "d"},
+	}
+	var sent store.SendTxResult
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		sent, err = store.MessageSendTx(ctx, tx, q, msgs)
+		return err
+	}))
+	require.Len(t, sent.Results, 4)
+	require.True(t, sent.Results[3].Duplicate)
+	require.Equal(t, sent.Results[1].ID, sent.Results[3].ID)
+
+	got, dead, err := store.MessageClaim(ctx, pool, store.ClaimParams{Queue: q, Max: 10, VisibilityTimeout: time.Minute})
+	require.NoError(t, err)
+	require.Zero(t, dead)
+	require.Len(t, got, 2, "the plain message and the group's head; the group's second waits")
+	extended, err := store.MessageExtend(ctx, pool, q.ID, []store.Receipt{got[0].Receipt}, time.Hour)
+	require.NoError(t, err)
+	require.True(t, extended[0].OK)
+	acked, promoted, err := store.MessageAck(ctx, pool, q.ID, []store.Receipt{got[1].Receipt})
+	require.NoError(t, err)
+	require.True(t, acked[0].OK)
+	require.Equal(t, got[1].Group != nil, promoted, "an acked group head promotes the group's next")
+	nacked, deadLettered, err := store.MessageNack(ctx, pool, store.NackParams{Queue: q, Receipts: []store.Receipt{got[0].Receipt}})
+	require.NoError(t, err)
+	require.True(t, nacked[0].OK)
+	require.Equal(t, 1, deadLettered, "max_receives 1: the nack of the last receive dead-letters")
+	stale, err := store.MessageExtend(ctx, pool, q.ID, []store.Receipt{got[0].Receipt}, time.Hour)
+	require.NoError(t, err)
+	require.False(t, stale[0].OK)
+
+	topic, _, err := store.TopicUpsert(ctx, pool, "t", store.TopicPatch{})
+	require.NoError(t, err)
+	sub, _, _, err := store.SubscriptionUpsert(ctx, pool, topic, "s", store.SubscriptionPatch{})
+	require.NoError(t, err)
+	published, _, err := store.EventPublish(ctx, pool, topic, []store.PublishEvent{{Type: "x", Data: json.RawMessage(`{"a":1}`)}})
+	require.NoError(t, err)
+	require.Len(t, published, 1)
+	delivered, _, err := store.MessageClaim(ctx, pool, store.ClaimParams{Queue: sub.Queue, Max: 10, VisibilityTimeout: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, delivered, 1)
+	require.Equal(t, published[0].ID, *delivered[0].EventID)
+}

@@ -1,0 +1,101 @@
+-- ==== consumers =============================================================
+
+-- The claim engine: the statements that claim, dead-letter, ack, nack and
+-- extend, one text each. The REST API (store.MessageClaim and its kin) and push
+-- delivery call these functions, and so do ferry.receive, ferry.ack,
+-- ferry.nack and ferry.extend (sqlapi_consume.sql): both faces run the same statements.
+-- Their shapes keep them O(batch) whatever plan PostgreSQL chooses
+-- (DESIGN.md invariant 11; the store's doc, # Plans, explains them; the plan
+-- tests store/plans_queue_test.go call them through the Go store), and a
+-- PL/pgSQL statement may get a generic plan after five calls. The time
+-- a statement compares leases with is the clock at the call, not now():
+-- in an application's transaction now() is when the transaction began.
+-- Not granted to anyone: only Ferry (the owner) and the definer functions
+-- call them.
+
+-- One claim pass (store.messageClaimOnce): leases up to p_limit visible
+-- messages of the queue, and returns as exhausted (o_exhausted, o_id only)
+-- the candidates whose receive_count reached p_max_receives. With
+-- p_owner, the claim is fenced by that owner's push lease
+-- (store.PushLeaseClaim), and a lost lease is one row of NULLs.
+-- The plain and the fenced claim are two statements that repeat their
+-- candidate and claimed CTEs on purpose: one statement for both would
+-- read the lease for every plain claim, or leave it to a generic plan to
+-- prune the fenced part by a parameter, and PL/pgSQL shares no text
+-- between statements except through EXECUTE, which plans every call
+-- anew. Each keeps its own plan and its own tag.
+CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        p_owner uuid DEFAULT NULL)
+    RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
+        o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    IF p_owner IS NULL THEN
+        RETURN QUERY WITH /* ferry:message_claim */ candidate AS (
+                SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+                FROM ferry.messages m
+                WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at
+                ORDER BY m.visible_at, m.id
+                LIMIT p_limit
+                FOR UPDATE SKIP LOCKED
+            ),
+            claimed AS (
+                UPDATE ferry.messages m SET
+                    visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                    receive_count = m.receive_count + 1,
+                    claim_token = (random() * 9007199254740991)::bigint
+                FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+                RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
+            )
+            SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
+                cl.receive_count, cl.sent_at FROM claimed cl
+            UNION ALL
+            SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted;
+        RETURN;
+    END IF;
+    -- Fenced: the lease is share-locked only when a message is claimable
+    -- (head: one probe of the claim index), before any message is locked;
+    -- with nothing to claim it is only read (live), so an idle worker's
+    -- poll writes nothing. Lost: the lease is neither locked nor live.
+    RETURN QUERY WITH /* ferry:message_claim_fenced */ head AS MATERIALIZED (
+            SELECT 1 FROM ferry.messages h
+            WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at <= v_at
+            ORDER BY h.visible_at, h.id
+            LIMIT 1
+        ),
+        lease AS MATERIALIZED (
+            SELECT 1 FROM ferry.push_leases l
+            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
+            FOR SHARE
+        ),
+        live AS MATERIALIZED (
+            SELECT 1 FROM ferry.push_leases l
+            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
+        ),
+        candidate AS (
+            SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+            FROM ferry.messages m
+            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
+            ORDER BY m.visible_at, m.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ),
+        claimed AS (
+            UPDATE ferry.messages m SET
+                visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                receive_count = m.receive_count + 1,
+                claim_token = (random() * 9007199254740991)::bigint
+            FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+            RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
+        )
+        SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
+            cl.receive_count, cl.sent_at FROM claimed cl
+        UNION ALL
+        SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live);
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_claim(bigint, integer, integer, bigint, uuid) FROM PUBLIC;

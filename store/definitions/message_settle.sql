@@ -1,0 +1,222 @@
+-- The statements that settle claimed messages: promote a group's next
+-- message, dead-letter, ack, nack and extend. See message_claim.sql for
+-- what they share.
+
+-- The promotion of a group's next message, written once: the engine's
+-- dead letter, ack and nack below and the store's deletes
+-- (store.messageDeleteSet: purge, retention, seek) all call it.
+--
+-- The rows that left a queue (p_queues, p_groups, p_ids: each row's
+-- queue_id, grp and id; rows without a group are ignored) make the oldest
+-- waiting message of each group that lost its head the new head; returns
+-- how many it promoted. Per group, the next message is one probe of the
+-- group index in id order (LIMIT 1, skipping the rows that left), and a
+-- head still there is another (a LATERAL with LIMIT: NOT EXISTS may be
+-- planned as an anti-join over the queue's heads). The queue ids come from
+-- the rows, not from a constant, so that no estimate of the queue's size
+-- makes walking the queue (or the group) look cheaper than those probes
+-- (DESIGN.md invariant 11; store/plans_queue_test.go attacks its plan in
+-- every case that promotes). The rows that left are skipped by id, so the
+-- result does not depend on whether the caller's statement still sees
+-- them. The caller holds the groups' locks (ferry.message_group_lock,
+-- store.messageDeleteSet), so the waiting rows found cannot change before
+-- the UPDATE finds them by ctid. Not granted to anyone.
+--
+-- Its callers run it from the statement that removes the rows, as the CTE
+--     promoted AS (
+--         SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+--         FROM gone WHERE grp IS NOT NULL
+--     )
+-- over the removing CTE "gone": no round trip and no statement more, and
+-- when no row that left had a group (an ungrouped ack) the function is not
+-- called at all. The aggregate reads all of "gone" (the DELETE has run to
+-- its end) before the call. A CTE that is a SELECT runs only if the
+-- statement reads it: each caller's final SELECT reads "promoted" (one
+-- row, n) after "gone".
+-- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
+-- at every call.)
+CREATE OR REPLACE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    WITH /* ferry:message_promote */ promoted AS (
+        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+        FROM (
+            SELECT nx.ctid
+            FROM (
+                SELECT DISTINCT l.queue_id, l.grp FROM unnest(p_queues, p_groups) AS l(queue_id, grp)
+                WHERE l.grp IS NOT NULL
+            ) g
+            CROSS JOIN LATERAL (
+                SELECT w.ctid FROM ferry.messages w
+                WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT unnest(p_ids))
+                ORDER BY w.id LIMIT 1
+            ) nx
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM ferry.messages h
+                WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT unnest(p_ids))
+                LIMIT 1
+            ) head ON true
+            WHERE head.found IS NULL
+        ) p
+        WHERE n.ctid = p.ctid AND n.waiting
+        RETURNING n.id
+    )
+    SELECT count(*) INTO v_n FROM promoted;
+    RETURN v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_promote(bigint[], text[], bigint[]) FROM PUBLIC;
+
+-- Moves the given messages to the dead letters if they are still
+-- exhausted (available, received at least p_max_receives times: checked
+-- again under the lock), promoting the next message of their groups;
+-- returns how many it moved (store.messageDeadLetter).
+CREATE OR REPLACE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+    v_n bigint;
+BEGIN
+    PERFORM ferry.message_group_lock(p_queue, p_ids);
+    WITH /* ferry:message_dead_letter */ target AS MATERIALIZED (
+        SELECT m.queue_id, m.id FROM unnest(p_ids) AS r(id)
+        CROSS JOIN LATERAL (
+            SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+        ) m
+        LIMIT cardinality(p_ids)
+    ),
+    gone AS (
+        DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
+            AND NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives
+        RETURNING m.*
+    ),
+    dead AS (
+        INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
+        SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
+    ),
+    promoted AS (
+        SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+        FROM gone WHERE grp IS NOT NULL
+    )
+    SELECT count(*) INTO v_n FROM gone, promoted;
+    RETURN v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM PUBLIC;
+
+-- Deletes the messages whose receipts (p_ids, p_tokens) are current and
+-- promotes the next message of their groups (store.MessageAck); returns
+-- (id, token) per applied receipt, and (-1, n) when it promoted n > 0
+-- messages. p_grouped false skips the group locks (the caller knows the
+-- messages have no group).
+CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
+    RETURNS TABLE(o_id bigint, o_token bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    IF p_grouped THEN
+        PERFORM ferry.message_group_lock(p_queue, p_ids);
+    END IF;
+    RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        ),
+        gone AS (
+            DELETE FROM ferry.messages m USING target t
+            WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.queue_id, m.id, m.grp, m.claim_token
+        ),
+        promoted AS (
+            SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+            FROM gone WHERE grp IS NOT NULL
+        )
+        SELECT gn.id, gn.claim_token FROM gone gn
+        UNION ALL SELECT -1, p.n FROM promoted p WHERE p.n > 0;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FROM PUBLIC;
+
+-- Releases the leases of current receipts (store.MessageNack): visible
+-- again after p_delay_ms (NULL: the queue's exponential backoff with
+-- jitter), or dead-lettered at once with p_dead_letter or on the last
+-- allowed receive; promotes the next message of groups that lost their
+-- head. Returns (id, token, dead) per applied receipt. The targets are
+-- locked as they are found (FOR UPDATE in the probe returns the newest
+-- version of the row, then checked for the lease).
+CREATE OR REPLACE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_dead_letter boolean,
+        p_max_receives integer, p_error text, p_delay_ms bigint, p_retry_min integer, p_retry_max integer)
+    RETURNS TABLE(o_id bigint, o_token bigint, o_dead boolean)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    PERFORM ferry.message_group_lock(p_queue, p_ids);
+    RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead
+            FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+                FOR UPDATE
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        ),
+        released AS (
+            UPDATE ferry.messages m SET
+                claim_token = NULL,
+                last_error = coalesce(p_error, m.last_error),
+                visible_at = v_at + coalesce(p_delay_ms * interval '1 millisecond',
+                    -- exponential backoff with equal jitter: half fixed, half random
+                    make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(m.receive_count - 1, 30)))
+                        * (0.5 + random() / 2)))
+            FROM target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead
+                AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.id, t.claim_token
+        ),
+        gone AS (
+            DELETE FROM ferry.messages m USING target t
+            WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            RETURNING m.*, t.claim_token AS receipt_token
+        ),
+        dead AS (
+            INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
+            SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce(p_error, last_error), attributes, body FROM gone
+        ),
+        promoted AS (
+            SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
+            FROM gone WHERE grp IS NOT NULL
+        )
+        SELECT rl.id, rl.claim_token, false FROM released rl
+        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn, promoted;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer) FROM PUBLIC;
+
+-- Moves the lease of current receipts to now + p_timeout_ms
+-- (store.MessageExtend); returns (id, token) per applied receipt.
+CREATE OR REPLACE FUNCTION ferry.message_extend(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_timeout_ms bigint)
+    RETURNS TABLE(o_id bigint, o_token bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_at timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY WITH /* ferry:message_extend */ target AS MATERIALIZED (
+            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            CROSS JOIN LATERAL (
+                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            ) m
+            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            LIMIT cardinality(p_ids)
+        )
+        UPDATE ferry.messages m SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond'
+        FROM target t
+        WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+        RETURNING m.id, m.claim_token;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_extend(bigint, bigint[], bigint[], bigint) FROM PUBLIC;
