@@ -157,6 +157,24 @@ func (m *Metrics) ObserveExpired(x store.Expiry) {
 	}
 }
 
+// MessagesSent, MessagesReceived, MessagesAcked and MessagesDeadLettered
+// count what another face of the broker (the SQS face) did on a queue, in
+// the counters the REST routes count theirs.
+func (m *Metrics) MessagesSent(queue string, n int) { m.sent.WithLabelValues(queue).Add(float64(n)) }
+
+// MessagesReceived: see [Metrics.MessagesSent].
+func (m *Metrics) MessagesReceived(queue string, n int) {
+	m.received.WithLabelValues(queue).Add(float64(n))
+}
+
+// MessagesAcked: see [Metrics.MessagesSent].
+func (m *Metrics) MessagesAcked(queue string, n int) { m.acked.WithLabelValues(queue).Add(float64(n)) }
+
+// MessagesDeadLettered: see [Metrics.MessagesSent].
+func (m *Metrics) MessagesDeadLettered(queue string, n int) {
+	m.deadLettered.WithLabelValues(queue).Add(float64(n))
+}
+
 // auditWriteFailed counts an audit log entry that could not be written.
 func (m *Metrics) auditWriteFailed() { m.auditErrors.Inc() }
 
