@@ -111,6 +111,10 @@ type Config struct {
 	// environment); nil: the admin key, then the keys of the database
 	// (POST /v1/keys). Tests set their own.
 	Resolver access.Resolver `ignored:"true"`
+	// SQSKeys looks up the SQS face's access key ids other than admin (not
+	// from the environment); nil: none yet (the keys of the database keep
+	// no secret SigV4 can use). Tests set their own.
+	SQSKeys sqs.KeyFunc `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
 	KeyFlushEvery time.Duration `ignored:"true"`
@@ -415,7 +419,7 @@ func (s *Server) handler(w wiring) http.Handler {
 	cfg := s.cfg
 	sqs.Mount(e, sqs.Deps{
 		Pool: s.pool, Sender: s.sender, Queues: w.queues, Notifier: s.notifier, River: s.river,
-		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, PublicURL: cfg.PublicURL,
+		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, Keys: cfg.SQSKeys, PublicURL: cfg.PublicURL,
 		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
 		Stop:         s.stop,
 		FallbackPoll: cfg.FallbackPoll,
