@@ -162,7 +162,9 @@ func restAvailable(t *testing.T, env *ferrytest.Env, queue string) int64 {
 	t.Helper()
 	r := env.Do(http.MethodGet, "/v1/queues/"+queue, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	var out struct{ Stats struct{ Available, InFlight, Delayed int64 } }
+	var out struct {
+		Stats struct{ Available, InFlight, Delayed int64 }
+	}
 	r.JSON(t, &out)
 	return out.Stats.Available + out.Stats.InFlight + out.Stats.Delayed
 }

@@ -16,6 +16,9 @@ import (
 // answers none.
 type action func(f *face, cl *call) (any, error)
 
+// actionTable is every action the face serves, by name.
+var actionTable = actions() //nolint:gochecknoglobals // a read-only table
+
 // actions is every action the face serves.
 func actions() map[string]action {
 	return map[string]action{

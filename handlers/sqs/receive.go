@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -90,7 +91,7 @@ func (f *face) recheck(cl *call, queue string) func(context.Context) error {
 		_, key, err := f.Keys(ctx, cl.keyID)
 		switch {
 		case errors.Is(err, sigv4.ErrUnknownKey) || (err == nil && key.Expired(time.Now())):
-			return fail("InvalidClientTokenId", "The security token included in the request is invalid.")
+			return failWith(http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid.")
 		case err != nil:
 			return err
 		}

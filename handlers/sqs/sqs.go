@@ -29,8 +29,8 @@ import (
 // AccountID is the account every QueueUrl and QueueArn names.
 const AccountID = "000000000000"
 
-// MaxRequestBytes bounds an SQS request's body (SQS's own bound is 1 MiB
-// for a batch of 10 messages of 256 KiB... less; Ferry refuses more).
+// MaxRequestBytes bounds an SQS request's body: a batch of 10 messages
+// of 256 KiB at most is 256 KiB of content, whatever the encoding adds.
 const MaxRequestBytes = 1 << 20
 
 // KeyFunc looks up an access key id: the secret it signs with and the key
@@ -79,11 +79,12 @@ type Deps struct {
 // face serves the SQS API.
 type face struct {
 	Deps
-	verifier sigv4.Verifier
 }
 
 // Mount registers the SQS API on e: POST / (both protocols) and POST
-// /<account>/<queue> (a QueueUrl, where Query clients post).
+// /000000000000/<queue> (a QueueUrl, where Query clients post). The REST
+// face's middleware (request ids, logs, metrics, body and write
+// deadlines) serves it too.
 func Mount(e *echo.Echo, d Deps) {
 	if d.Limits.MaxBodyBytes == 0 {
 		d.Limits = handlers.DefaultLimits()
@@ -99,10 +100,6 @@ func Mount(e *echo.Echo, d Deps) {
 	}
 	d.Keys = keys.orAdmin(d.AdminKey)
 	f := &face{Deps: d}
-	f.verifier = sigv4.Verifier{Service: "sqs", Secret: func(ctx context.Context, id string) (string, error) {
-		secret, _, err := f.Keys(ctx, id)
-		return secret, err
-	}}
 	e.POST("/", f.serve)
 	e.POST("/"+AccountID+"/:queue", f.serve)
 }
@@ -152,24 +149,25 @@ func (f *face) run(cl *call) (any, error) {
 		return nil, fail(codeInvalidParameter, "The request body is larger than %d bytes.", MaxRequestBytes)
 	}
 	cl.body = body
-	signed, err := f.verifier.Verify(req, body, f.Now())
+	// The key is looked up once, by the verifier, after its cheap checks.
+	var key access.Key
+	v := sigv4.Verifier{Service: "sqs", Secret: func(ctx context.Context, id string) (string, error) {
+		secret, k, err := f.Keys(ctx, id)
+		if err == nil && k.Expired(time.Now()) {
+			return "", sigv4.ErrUnknownKey
+		}
+		key = k
+		return secret, err
+	}}
+	signed, err := v.Verify(req, body, f.Now())
 	if err != nil {
 		return nil, err
-	}
-	_, key, err := f.Keys(cl.ctx, signed.AccessKeyID)
-	switch {
-	case errors.Is(err, sigv4.ErrUnknownKey):
-		return nil, fail("InvalidClientTokenId", "The security token included in the request is invalid.")
-	case err != nil:
-		return nil, err
-	case key.Expired(time.Now()):
-		return nil, failWith(http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid.")
 	}
 	cl.key, cl.keyID, cl.region = key, signed.AccessKeyID, signed.Region
 	if err := cl.parse(req); err != nil {
 		return nil, err
 	}
-	fn, ok := actions()[cl.action]
+	fn, ok := actionTable[cl.action]
 	if !ok {
 		if cl.proto == protoJSON {
 			return nil, fail(codeUnknownOperation, "The action %s is not valid for this endpoint.", cl.action)

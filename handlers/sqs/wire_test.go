@@ -44,7 +44,7 @@ func TestQueryProtocol(t *testing.T) {
 	status, body = queryRequest{path: "/000000000000/q1", params: url.Values{"Action": {"SendMessage"}, "MessageBody": {msg},
 		"MessageAttribute.1.Name": {"bin"}, "MessageAttribute.1.Value.DataType": {"Binary"},
 		"MessageAttribute.1.Value.BinaryValue": {"AAEC"},
-		"MessageAttribute.2.Name": {"num"}, "MessageAttribute.2.Value.DataType": {"Number"},
+		"MessageAttribute.2.Name":              {"num"}, "MessageAttribute.2.Value.DataType": {"Number"},
 		"MessageAttribute.2.Value.StringValue": {"42"}}}.do(t, env, nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var sent struct {
