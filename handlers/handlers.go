@@ -103,7 +103,7 @@ type handler struct {
 func New(d Deps) *echo.Echo {
 	// FERRY_MAX_BODY_BYTES=0 reaches here as a zero Limits: the defaults.
 	if d.Limits.MaxBodyBytes == 0 {
-		d.Limits = Limits{MaxBodyBytes: 256 << 10, MaxBatch: 1000, MaxRequestBytes: 10 << 20}
+		d.Limits = DefaultLimits()
 	}
 	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
 		subs: store.NewSubscriptionCache(time.Second), resolver: d.Resolver, rules: routeRules()}

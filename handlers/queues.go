@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
 
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/store"
@@ -55,6 +57,11 @@ func (r queueRequest) patch() store.QueuePatch {
 
 // validate checks the request's settings (see checkQueueSettings).
 func (r queueRequest) validate() error { return checkQueueSettings(r.patch()) }
+
+// CheckQueueSettings checks the bounds of queue settings as a PUT of a
+// queue checks them, for another face (the SQS face); the error is the
+// [*Problem] REST answers.
+func CheckQueueSettings(p store.QueuePatch) error { return checkQueueSettings(p) }
 
 // checkQueueSettings checks the bounds of the settings a PUT of a queue or
 // of a subscription gives (a subscription's request has no delay, dedup
@@ -179,6 +186,16 @@ func (h *handler) queueList(c echo.Context) error {
 	}))
 }
 
+// QueueDeleteAndClean deletes the named queue and, in the same
+// transaction, inserts the River job that deletes its content in bounded
+// batches: what DELETE /v1/queues/{queue} does, for every face.
+func QueueDeleteAndClean(ctx context.Context, pool *pgxpool.Pool, r *river.Client[pgx.Tx], name string) error {
+	return deleteAndClean(ctx, pool, r, func(tx pgx.Tx) ([]int64, int64, error) {
+		id, err := store.QueueDelete(ctx, tx, name)
+		return []int64{id}, 0, err
+	})
+}
+
 // queueDelete removes the queue at once; its content is deleted in bounded
 // batches by a River job inserted in the same transaction.
 func (h *handler) queueDelete(c echo.Context) error {
@@ -186,12 +203,7 @@ func (h *handler) queueDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	err = h.deleteAndClean(ctx, func(tx pgx.Tx) ([]int64, int64, error) {
-		id, err := store.QueueDelete(ctx, tx, n)
-		return []int64{id}, 0, err
-	})
-	if err != nil {
+	if err := QueueDeleteAndClean(c.Request().Context(), h.Pool, h.River, n); err != nil {
 		return err
 	}
 	h.queues.Forget(n)

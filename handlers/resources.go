@@ -5,7 +5,9 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
 
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/jobs"
@@ -161,19 +163,24 @@ func putStatus(created bool) int {
 // subscriptions) it returns, then the topic's events if it returns one
 // (0: none).
 func (h *handler) deleteAndClean(ctx context.Context, del func(tx pgx.Tx) (queueIDs []int64, topicID int64, err error)) error {
-	return pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+	return deleteAndClean(ctx, h.Pool, h.River, del)
+}
+
+// deleteAndClean is [handler.deleteAndClean] on pool, with River client r.
+func deleteAndClean(ctx context.Context, pool *pgxpool.Pool, r *river.Client[pgx.Tx], del func(tx pgx.Tx) (queueIDs []int64, topicID int64, err error)) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		queueIDs, topicID, err := del(tx)
 		if err != nil {
 			return err
 		}
 		for _, id := range queueIDs {
-			if err := jobs.InsertQueueCleanup(ctx, h.River, tx, id); err != nil {
+			if err := jobs.InsertQueueCleanup(ctx, r, tx, id); err != nil {
 				return err
 			}
 		}
 		if topicID == 0 {
 			return nil
 		}
-		return jobs.InsertTopicCleanup(ctx, h.River, tx, topicID)
+		return jobs.InsertTopicCleanup(ctx, r, tx, topicID)
 	})
 }

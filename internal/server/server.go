@@ -16,10 +16,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/handlers/sqs"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/metrics"
 	"github.com/ferry-mq/ferry/internal/pgconfig"
@@ -98,6 +100,9 @@ type Config struct {
 	// (Server.ReloadCertificate); with neither it serves plain HTTP.
 	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
 	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
+	// PublicURL is the base URL clients reach Ferry at: the base of the
+	// SQS face's QueueUrls; empty: each request's own.
+	PublicURL string `envconfig:"FERRY_PUBLIC_URL"`
 	// MetricsKey, when set, is the Bearer token GET /metrics requires
 	// (for deployments that expose the port); unset, /metrics is open.
 	MetricsKey string `envconfig:"FERRY_METRICS_KEY"`
@@ -108,6 +113,10 @@ type Config struct {
 	// environment); nil: the admin key, then the keys of the database
 	// (POST /v1/keys). Tests set their own.
 	Resolver access.Resolver `ignored:"true"`
+	// SQSKeys looks up the SQS face's access key ids other than admin (not
+	// from the environment); nil: none yet (the keys of the database keep
+	// no secret SigV4 can use). Tests set their own.
+	SQSKeys sqs.KeyFunc `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
 	KeyFlushEvery time.Duration `ignored:"true"`
@@ -405,8 +414,23 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 	return queues
 }
 
-// handler makes the HTTP handlers of the server.
+// handler makes the HTTP handlers of the server: the REST face, with the
+// SQS face mounted on it.
 func (s *Server) handler(w wiring) http.Handler {
+	e := s.restHandler(w)
+	cfg := s.cfg
+	sqs.Mount(e, sqs.Deps{
+		Pool: s.pool, Sender: s.sender, Queues: w.queues, Notifier: s.notifier, River: s.river,
+		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, Keys: cfg.SQSKeys, PublicURL: cfg.PublicURL,
+		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
+		Stop:         s.stop,
+		FallbackPoll: cfg.FallbackPoll,
+	})
+	return e
+}
+
+// restHandler makes the REST face.
+func (s *Server) restHandler(w wiring) *echo.Echo {
 	cfg := s.cfg
 	return handlers.New(handlers.Deps{
 		Pool:      s.pool,

@@ -1,0 +1,296 @@
+package sqs_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/internal/sqsmd5"
+)
+
+// createQueue makes a queue over SQS and returns its URL.
+func createQueue(t *testing.T, c *awssqs.Client, name string, attrs map[string]string) *string {
+	t.Helper()
+	out, err := c.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	require.NoError(t, err)
+	return out.QueueUrl
+}
+
+// everyType is a message attribute of every data type.
+func everyType() map[string]types.MessageAttributeValue {
+	return map[string]types.MessageAttributeValue{
+		"s":         {DataType: aws.String("String"), StringValue: aws.String("plain ✓ text")},
+		"n":         {DataType: aws.String("Number"), StringValue: aws.String("-12.50e3")},
+		"b":         {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1, 2, 0xff, 'x'}},
+		"label.png": {DataType: aws.String("Binary.png"), BinaryValue: []byte("\x89PNG")},
+		"n.f":       {DataType: aws.String("Number.float"), StringValue: aws.String("3.14")},
+		"s-custom":  {DataType: aws.String("String.json"), StringValue: aws.String(`{"a":1}`)},
+	}
+}
+
+// TestMessageRoundTrip: a body and attributes of every data type come
+// back exactly, with the checksums SQS computes (the SDK checks the
+// body's itself), and receive, delete and visibility act on the message.
+func TestMessageRoundTrip(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "rt", nil)
+	body := "ünïcödé \u2603 \U0001F600\ttab\r\nline <xml>&amp;</xml> \"quoted\""
+	sent, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(body), MessageAttributes: everyType(),
+		MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{
+			"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793")},
+		}})
+	require.NoError(t, err)
+	require.Equal(t, md5Attrs(everyType()), *sent.MD5OfMessageAttributes)
+	require.NotEmpty(t, *sent.MD5OfMessageSystemAttributes)
+
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}, VisibilityTimeout: 60})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	m := got.Messages[0]
+	require.Equal(t, body, *m.Body)
+	require.Equal(t, *sent.MessageId, *m.MessageId)
+	require.Equal(t, everyType(), m.MessageAttributes)
+	require.Equal(t, *sent.MD5OfMessageAttributes, *m.MD5OfMessageAttributes)
+	require.Equal(t, "1", m.Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "Root=1-5759e988-bd862e3fe1be46a994272793", m.Attributes["AWSTraceHeader"])
+	sentAt, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64)
+	require.NoError(t, err)
+	require.InDelta(t, time.Now().UnixMilli(), sentAt, 60_000)
+
+	// A prefix selects attributes, and the checksum covers those answered.
+	_, err = c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	require.NoError(t, err)
+	again, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MessageAttributeNames: []string{"n.*", "s"}})
+	require.NoError(t, err)
+	require.Len(t, again.Messages, 1, "visibility 0 made the message visible at once")
+	want := map[string]types.MessageAttributeValue{"n.f": everyType()["n.f"], "s": everyType()["s"]}
+	require.Equal(t, want, again.Messages[0].MessageAttributes)
+	require.Equal(t, md5Attrs(want), *again.Messages[0].MD5OfMessageAttributes)
+
+	// The first receipt is stale now.
+	_, err = c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 30})
+	var notInflight *types.MessageNotInflight
+	require.ErrorAs(t, err, &notInflight)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: aws.String("not-a-receipt")})
+	var invalidReceipt *types.ReceiptHandleIsInvalid
+	require.ErrorAs(t, err, &invalidReceipt)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: again.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, restAvailable(t, env, "rt"))
+}
+
+// md5Attrs is MD5OfMessageAttributes of the SDK's attributes, by the
+// published algorithm.
+func md5Attrs(attrs map[string]types.MessageAttributeValue) string {
+	m := map[string]sqsmd5.Attribute{}
+	for n, a := range attrs {
+		m[n] = sqsmd5.Attribute{DataType: *a.DataType, StringValue: aws.ToString(a.StringValue), BinaryValue: a.BinaryValue}
+	}
+	return sqsmd5.Attributes(m)
+}
+
+// TestBatches: per-entry answers, invalid entries failing alone, SQS's
+// batch rules, and delete and visibility batches.
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "batch", nil)
+	entries := []types.SendMessageBatchRequestEntry{
+		{Id: aws.String("a"), MessageBody: aws.String("one")},
+		{Id: aws.String("b"), MessageBody: aws.String("two"), MessageAttributes: map[string]types.MessageAttributeValue{
+			"AWS.reserved": {DataType: aws.String("String"), StringValue: aws.String("x")}}},
+		{Id: aws.String("c"), MessageBody: aws.String("three"), DelaySeconds: 1000},
+		{Id: aws.String("d"), MessageBody: aws.String("four")},
+	}
+	out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: entries})
+	require.NoError(t, err)
+	require.Len(t, out.Successful, 2)
+	require.Equal(t, []string{"a", "d"}, []string{*out.Successful[0].Id, *out.Successful[1].Id})
+	require.Len(t, out.Failed, 2)
+	for _, f := range out.Failed {
+		require.True(t, f.SenderFault)
+		require.Equal(t, "InvalidParameterValue", *f.Code)
+	}
+	require.EqualValues(t, 2, restAvailable(t, env, "batch"))
+
+	dup := []types.SendMessageBatchRequestEntry{{Id: aws.String("x"), MessageBody: aws.String("1")}, {Id: aws.String("x"), MessageBody: aws.String("2")}}
+	_, err = c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: dup})
+	var notDistinct *types.BatchEntryIdsNotDistinct
+	require.ErrorAs(t, err, &notDistinct)
+	many := make([]types.SendMessageBatchRequestEntry, 11)
+	for i := range many {
+		many[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String("m")}
+	}
+	_, err = c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: many})
+	var tooMany *types.TooManyEntriesInBatchRequest
+	require.ErrorAs(t, err, &tooMany)
+	big := make([]byte, 200<<10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	two := []types.SendMessageBatchRequestEntry{{Id: aws.String("p"), MessageBody: aws.String(string(big))}, {Id: aws.String("q"), MessageBody: aws.String(string(big))}}
+	_, err = c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: two})
+	var tooLong *types.BatchRequestTooLong
+	require.ErrorAs(t, err, &tooLong)
+	require.EqualValues(t, 2, restAvailable(t, env, "batch"), "refused batches wrote nothing")
+
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 2)
+	vis, err := c.ChangeMessageVisibilityBatch(ctx, &awssqs.ChangeMessageVisibilityBatchInput{QueueUrl: url, Entries: []types.ChangeMessageVisibilityBatchRequestEntry{
+		{Id: aws.String("1"), ReceiptHandle: got.Messages[0].ReceiptHandle, VisibilityTimeout: 120},
+		{Id: aws.String("2"), ReceiptHandle: aws.String("bogus"), VisibilityTimeout: 120},
+	}})
+	require.NoError(t, err)
+	require.Len(t, vis.Successful, 1)
+	require.Len(t, vis.Failed, 1)
+	require.Equal(t, "ReceiptHandleIsInvalid", *vis.Failed[0].Code)
+	del, err := c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: url, Entries: []types.DeleteMessageBatchRequestEntry{
+		{Id: aws.String("1"), ReceiptHandle: got.Messages[0].ReceiptHandle},
+		{Id: aws.String("2"), ReceiptHandle: got.Messages[1].ReceiptHandle},
+		{Id: aws.String("3"), ReceiptHandle: aws.String("bogus")},
+	}})
+	require.NoError(t, err)
+	require.Len(t, del.Successful, 2)
+	require.Len(t, del.Failed, 1)
+	require.EqualValues(t, 0, restAvailable(t, env, "batch"))
+	_, err = c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: url, Entries: []types.DeleteMessageBatchRequestEntry{}})
+	var empty *types.EmptyBatchRequest
+	require.ErrorAs(t, err, &empty)
+}
+
+// TestFIFO: groups are delivered in send order, one message of a group at
+// a time; dedup by MessageDeduplicationId or by content; SQS's FIFO rules.
+func TestFIFO(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	_, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("jobs.fifo")})
+	var badValue *types.InvalidAttributeValue
+	require.ErrorAs(t, err, &badValue, "a .fifo queue needs FifoQueue=true")
+	url := createQueue(t, c, "jobs.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+
+	var ids []string
+	for i := range 5 {
+		out, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("m" + strconv.Itoa(i)), MessageGroupId: aws.String("g1")})
+		require.NoError(t, err)
+		require.NotEmpty(t, *out.SequenceNumber)
+		ids = append(ids, *out.MessageId)
+	}
+	dup, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("m0"), MessageGroupId: aws.String("g1")})
+	require.NoError(t, err)
+	require.Equal(t, ids[0], *dup.MessageId, "the same body within the window is the same message")
+	explicit, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("m0"), MessageGroupId: aws.String("g1"), MessageDeduplicationId: aws.String("other")})
+	require.NoError(t, err)
+	ids = append(ids, *explicit.MessageId)
+
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("x")})
+	requireCode(t, err, "MissingParameter")
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("x"), MessageGroupId: aws.String("g"), DelaySeconds: 5})
+	requireCode(t, err, "InvalidParameterValue")
+
+	var order []string
+	for range ids {
+		got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}})
+		require.NoError(t, err)
+		require.Len(t, got.Messages, 1, "a group delivers one message at a time")
+		m := got.Messages[0]
+		require.Equal(t, "g1", m.Attributes["MessageGroupId"])
+		require.NotEmpty(t, m.Attributes["MessageDeduplicationId"])
+		require.NotEmpty(t, m.Attributes["SequenceNumber"])
+		order = append(order, *m.MessageId)
+		_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle})
+		require.NoError(t, err)
+	}
+	require.Equal(t, ids, order)
+
+	std := createQueue(t, c, "std", nil)
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: std, MessageBody: aws.String("x"), MessageGroupId: aws.String("g")})
+	requireCode(t, err, "InvalidParameterValue")
+}
+
+// TestOneBroker: a message sent over SQS is received over REST and the
+// reverse, with receipts usable on either face.
+func TestOneBroker(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "both", nil)
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(`{"not": "parsed"}`),
+		MessageAttributes: map[string]types.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("order")}}})
+	require.NoError(t, err)
+	r := env.Do(http.MethodPost, "/v1/queues/both/receive", map[string]any{})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var rest struct {
+		Messages []struct {
+			Body       json.RawMessage
+			Attributes map[string]string
+			Receipt    string
+		}
+	}
+	r.JSON(t, &rest)
+	require.Len(t, rest.Messages, 1)
+	require.JSONEq(t, `"{\"not\": \"parsed\"}"`, string(rest.Messages[0].Body), "an SQS body is a JSON string to REST")
+	require.Equal(t, map[string]string{"kind": "order"}, rest.Messages[0].Attributes)
+	// A REST receipt deletes over SQS.
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: aws.String(rest.Messages[0].Receipt)})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, restAvailable(t, env, "both"))
+
+	r = env.Do(http.MethodPost, "/v1/queues/both/messages", map[string]any{"messages": []any{
+		map[string]any{"body": map[string]any{"order_id": "ORD-1", "n": []any{1, 2.5}}, "attributes": map[string]string{"type": "order.created"}},
+	}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MessageAttributeNames: []string{"All"}})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.JSONEq(t, `{"order_id":"ORD-1","n":[1,2.5]}`, *got.Messages[0].Body)
+	require.NotContains(t, *got.Messages[0].Body, " ", "compact JSON text")
+	require.Equal(t, "order.created", *got.Messages[0].MessageAttributes["type"].StringValue)
+	// An SQS receipt acks over REST.
+	r = env.Do(http.MethodPost, "/v1/queues/both/ack", map[string]any{"receipts": []string{*got.Messages[0].ReceiptHandle}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"ok"`)
+}
+
+// TestLongPollWoken: a ReceiveMessage that waits is woken by a send (the
+// REST wake path), not by the end of its wait.
+func TestLongPollWoken(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "poll", nil)
+	type result struct {
+		out  *awssqs.ReceiveMessageOutput
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, WaitTimeSeconds: 20})
+		done <- result{out, err, time.Since(start)}
+	}()
+	ferrytest.WaitFor(t, 10*time.Second, "the receive to wait", func() bool { return env.Server.LongPollsParked() > 0 })
+	sentAt := time.Now()
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("wake")})
+	require.NoError(t, err)
+	r := <-done
+	require.NoError(t, r.err)
+	require.Len(t, r.out.Messages, 1)
+	require.Equal(t, "wake", *r.out.Messages[0].Body)
+	require.Less(t, time.Since(sentAt), 5*time.Second, "woken by the send, not the 20 s wait")
+}
