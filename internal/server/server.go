@@ -96,6 +96,15 @@ type Config struct {
 	// (Server.ReloadCertificate); with neither it serves plain HTTP.
 	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
 	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
+	// SecretKey is the server key (32 bytes, base64) that seals the
+	// secrets of new API keys, so that SQS signatures (SigV4) can be
+	// checked and a database dump alone yields no secret; unset: keys are
+	// made without one and work over REST only. `ferry dev` makes one and
+	// keeps it in DataDir. See docs/keys.md.
+	SecretKey string `envconfig:"FERRY_SECRET_KEY"`
+	// SecretKeyPrevious is a server key that still opens what it sealed
+	// but seals nothing: for rotating SecretKey (docs/keys.md).
+	SecretKeyPrevious string `envconfig:"FERRY_SECRET_KEY_PREVIOUS"`
 	// MetricsKey, when set, is the Bearer token GET /metrics requires
 	// (for deployments that expose the port); unset, /metrics is open.
 	MetricsKey string `envconfig:"FERRY_METRICS_KEY"`
@@ -133,7 +142,34 @@ func (c Config) Check() error {
 	if err := c.checkTCPUserTimeout(); err != nil {
 		return err
 	}
+	if _, err := c.keySealer(); err != nil {
+		return err
+	}
 	return c.checkTLS()
+}
+
+// keySealer is the sealer of API key secrets that SecretKey and
+// SecretKeyPrevious configure; nil when SecretKey is unset.
+func (c Config) keySealer() (*store.KeySealer, error) {
+	if c.SecretKey == "" {
+		if c.SecretKeyPrevious != "" {
+			return nil, errors.New("FERRY_SECRET_KEY_PREVIOUS is set without FERRY_SECRET_KEY: the previous key only opens what it sealed, and new keys need a current one")
+		}
+		return nil, nil
+	}
+	current, err := store.ParseKeySealKey(c.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("FERRY_SECRET_KEY %w", err)
+	}
+	var previous [][]byte
+	if c.SecretKeyPrevious != "" {
+		p, err := store.ParseKeySealKey(c.SecretKeyPrevious)
+		if err != nil {
+			return nil, fmt.Errorf("FERRY_SECRET_KEY_PREVIOUS %w", err)
+		}
+		previous = append(previous, p)
+	}
+	return store.NewKeySealer(current, previous...)
 }
 
 // checkTLS refuses one of the two TLS files without the other: serving
@@ -176,6 +212,7 @@ type Server struct {
 	publisher *store.Publisher
 	relay     *store.Relay
 	notifier  *store.Notifier
+	keys      keyStore
 	pusher    *jobs.Pusher
 	http      *http.Server
 	cert      *certificate // nil without TLS
@@ -281,10 +318,16 @@ func (s *Server) startNotifier(ctx context.Context) (wiring, error) {
 	// The key cache forgets deleted keys, and the unknown secrets it
 	// remembers when a key is created, through the Notifier: made before
 	// it runs.
-	keys, err := newKeyStore(ctx, pool, s.notifier)
+	sealer, err := cfg.keySealer()
 	if err != nil {
 		return wiring{}, err
 	}
+	s.sealKeys(ctx, sealer)
+	keys, err := newKeyStore(ctx, pool, s.notifier, sealer, s.log.With("component", "keys"))
+	if err != nil {
+		return wiring{}, err
+	}
+	s.keys = keys
 	hasher, err := store.NewKeyHasher(ctx, pool)
 	if err != nil {
 		return wiring{}, fmt.Errorf("api keys: %w", err)
@@ -416,7 +459,7 @@ func (s *Server) handler(w wiring) http.Handler {
 		Log:       s.log,
 		AdminKey:  cfg.AdminKey,
 		Resolver:  w.resolver,
-		Keys:      handlers.KeyStore{Hasher: w.hasher, Forget: w.keys.cache.Forget, ForgetMissing: w.keys.cache.ForgetMissing},
+		Keys:      handlers.KeyStore{Hasher: w.hasher, Sealer: w.keys.sealer, Forget: w.keys.cache.Forget, ForgetMissing: w.keys.cache.ForgetMissing},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
