@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// KeyCache answers "which key is this secret?" from memory: a request
-// costs no database read once its key has been seen. An entry lives at
+// KeyCache answers "which key is this secret?" ([KeyCache.Resolve]), and
+// "which key has this id?" ([KeyCache.ResolveID], for SigV4), from memory:
+// a request costs no database read once its key has been seen. An entry lives at
 // most [KeyCacheTTL]. When any instance deletes a key (KeyDelete's NOTIFY
 // of [KeysWakeKey], heard through the [Notifier]) the cache rechecks the keys
 // it holds: one read of their ids, after which the deleted ones are gone
