@@ -15,21 +15,31 @@ import (
 	"github.com/ferry-mq/ferry/store"
 )
 
+// upVersions is the version of every migration, in order.
+func upVersions(t *testing.T) []uint {
+	t.Helper()
+	ups, err := fs.Glob(migrations.Files(), "*.up.sql")
+	require.NoError(t, err)
+	var versions []uint
+	for _, name := range ups { // in name order: version order
+		v, err := strconv.ParseUint(name[:strings.IndexByte(name, '_')], 10, 64)
+		require.NoError(t, err)
+		versions = append(versions, uint(v))
+	}
+	return versions
+}
+
 // versionBefore is the version of the migration that precedes the one
 // whose up file ends in suffix.
 func versionBefore(t *testing.T, suffix string) uint {
 	t.Helper()
 	ups, err := fs.Glob(migrations.Files(), "*.up.sql")
 	require.NoError(t, err)
-	var before uint
-	for _, name := range ups { // in name order: version order
+	for i, name := range ups {
 		if strings.HasSuffix(name, suffix) {
-			require.NotZero(t, before)
-			return before
+			require.Positive(t, i)
+			return upVersions(t)[i-1]
 		}
-		v, err := strconv.ParseUint(name[:strings.IndexByte(name, '_')], 10, 64)
-		require.NoError(t, err)
-		before = uint(v)
 	}
 	t.Fatalf("no migration %s", suffix)
 	return 0
