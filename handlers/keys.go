@@ -15,15 +15,18 @@ import (
 
 // Scoped API keys (API.md § Access control): POST, GET and DELETE
 // /v1/keys, for keys with the admin permission (routeRules). A key's
-// secret is in POST's answer only; the store keeps its hash.
+// secret is in POST's answer only; the store keeps its hash and, with a
+// server key (FERRY_SECRET_KEY), the secret sealed under it for SigV4.
 
 // KeyStore is what the key routes need beside the pool: the hasher of
-// secrets; Forget, which drops this instance's cached keys at once when
+// secrets; the sealer of secrets (nil: none is kept, and new keys work
+// over REST only); Forget, which drops this instance's cached keys at once when
 // one is deleted here; and ForgetMissing, which drops the secrets it
 // found no key for at once when one is created here (the other instances
 // hear the delete's or create's NOTIFY).
 type KeyStore struct {
 	Hasher        *store.KeyHasher
+	Sealer        *store.KeySealer
 	Forget        func()
 	ForgetMissing func()
 }
@@ -134,6 +137,7 @@ func (h *handler) keyCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	p.Sealer = h.Keys.Sealer
 	k, secret, err := store.KeyCreate(c.Request().Context(), h.Pool, h.Keys.Hasher, p)
 	if err != nil {
 		return err

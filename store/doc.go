@@ -354,6 +354,7 @@
 //     consumer_group_poll.go, consumer_group_commit.go (commit, seek),
 //     consumer_group_leave.go.
 //   - push_config.go, push_target.go, push_attempt.go, push_lease.go.
-//   - key.go, key_cache.go; audit.go; health.go; sql_api.go (the SQL
+//   - key.go, key_cache.go, key_seal.go (the sealed secrets SigV4
+//     needs); audit.go; health.go; sql_api.go (the SQL
 //     API's limits and isolation check).
 package store

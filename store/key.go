@@ -142,11 +142,13 @@ func (h *KeyHasher) Hash(secret string) []byte {
 }
 
 // KeyCreateParams is a new key: its name, its permissions (validated by
-// the caller) and when it expires (nil: never).
+// the caller), when it expires (nil: never), and the sealer of its
+// secret (nil: none is kept, and the key works over REST only).
 type KeyCreateParams struct {
 	Name        string
 	Permissions json.RawMessage
 	ExpiresAt   *time.Time
+	Sealer      *KeySealer
 }
 
 const apiKeyColumns = `id, name, permissions, created_at, expires_at, last_used_at`
@@ -169,14 +171,29 @@ func KeyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams) (A
 // keyCreate stores a new key whose secret is secret, and tells every
 // instance (a NOTIFY of KeyCreatedWakeKey in the same transaction, so it
 // is heard exactly when the key exists): their caches forget the secrets
-// they found no key for, this one's perhaps among them.
+// they found no key for, this one's perhaps among them. A sealed secret
+// is bound to the key's id, so the id is taken first (a failure after it
+// wastes one value of the sequence).
 func keyCreate(ctx context.Context, db DBTX, h *KeyHasher, p KeyCreateParams, secret string) (APIKey, error) {
+	var id *int64
+	var sealed []byte
+	if p.Sealer != nil {
+		var next int64
+		err := db.QueryRow(ctx, `/* ferry:api_key_next_id */
+			SELECT nextval(pg_get_serial_sequence('ferry.api_keys', 'id'))`).Scan(&next)
+		if err != nil {
+			return APIKey{}, interpretError("api key create", err)
+		}
+		id, sealed = &next, p.Sealer.Seal(next, secret)
+	}
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_create */
 		WITH made AS (
-			INSERT INTO ferry.api_keys (name, secret_hash, permissions, expires_at) VALUES ($1, $2, $3, $4)
+			INSERT INTO ferry.api_keys (id, name, secret_hash, permissions, expires_at, sealed_secret)
+			OVERRIDING SYSTEM VALUE
+			VALUES (coalesce($1, nextval(pg_get_serial_sequence('ferry.api_keys', 'id'))), $2, $3, $4, $5, $6)
 			RETURNING `+apiKeyColumns+`)
-		SELECT made.* FROM made, pg_notify($5, $6) AS told`,
-		p.Name, h.Hash(secret), p.Permissions, p.ExpiresAt, notifyChannel, strconv.FormatInt(KeyCreatedWakeKey, 10)))
+		SELECT made.* FROM made, pg_notify($7, $8) AS told`,
+		id, p.Name, h.Hash(secret), p.Permissions, p.ExpiresAt, sealed, notifyChannel, strconv.FormatInt(KeyCreatedWakeKey, 10)))
 	if err != nil {
 		return APIKey{}, interpretError("api key create", err)
 	}
@@ -211,6 +228,19 @@ func KeyLookup(ctx context.Context, db DBTX, hash []byte) (APIKey, error) {
 	k, err := scanAPIKey(db.QueryRow(ctx, `/* ferry:api_key_lookup */
 		SELECT `+apiKeyColumns+` FROM ferry.api_keys WHERE secret_hash = $1`, hash))
 	return k, interpretError("api key lookup", err)
+}
+
+// KeyGetSealed returns one key and its sealed secret (nil if it has
+// none: [ErrKeyUnsealed]'s keys); [ErrNotFound] if there is no such key.
+func KeyGetSealed(ctx context.Context, db DBTX, id int64) (APIKey, []byte, error) {
+	var k APIKey
+	var sealed []byte
+	err := db.QueryRow(ctx, `/* ferry:api_key_get_sealed */ SELECT `+apiKeyColumns+`, sealed_secret FROM ferry.api_keys WHERE id = $1`, id).
+		Scan(&k.ID, &k.Name, &k.Permissions, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt, &sealed)
+	if err != nil {
+		return APIKey{}, nil, interpretError("api key get", err)
+	}
+	return k, sealed, nil
 }
 
 // KeyExisting reports which of ids are the ids of keys (one read by

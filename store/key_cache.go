@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// KeyCache answers "which key is this secret?" from memory: a request
-// costs no database read once its key has been seen. An entry lives at
+// KeyCache answers "which key is this secret?" ([KeyCache.Resolve]), and
+// "which key has this id?" ([KeyCache.ResolveID], for SigV4), from memory:
+// a request costs no database read once its key has been seen. An entry lives at
 // most [KeyCacheTTL]. When any instance deletes a key (KeyDelete's NOTIFY
 // of [KeysWakeKey], heard through the [Notifier]) the cache rechecks the keys
 // it holds: one read of their ids, after which the deleted ones are gone
@@ -57,7 +58,7 @@ type KeyCache[T any] struct {
 	flight singleflight.Group // lookups in progress, by hash and gen
 
 	mu        sync.Mutex
-	entries   map[string]keyEntry[T] // by hash
+	entries   map[string]keyEntry[T] // by hash, or by id (ResolveID)
 	missing   keyMisses
 	missTTL   time.Duration
 	missLimit int
@@ -83,6 +84,7 @@ type keyGens struct{ key, miss uint64 }
 type keyEntry[T any] struct {
 	id       int64
 	key      T
+	sealed   []byte // by id only: the key's sealed secret (nil: none)
 	expires  *time.Time
 	loadedAt time.Time
 }
@@ -247,41 +249,73 @@ func (c *KeyCache[T]) Resolve(ctx context.Context, secret string) (T, error) {
 	if !WellFormedKeySecret(secret) {
 		return zero, ErrNotFound
 	}
-	hash := string(c.hasher.Hash(secret))
+	hash := c.hasher.Hash(secret)
+	e, err := c.resolve(ctx, string(hash), func(ctx context.Context) (APIKey, []byte, error) {
+		k, err := KeyLookup(ctx, c.pool, hash)
+		return k, nil, err
+	})
+	return e.key, err
+}
+
+// ResolveID returns the key whose id ([FormatKeyID]'s form) this is, and
+// its sealed secret (nil if it has none), for the faces that verify a
+// signature made with the secret (SigV4): [ErrNotFound] for an id Ferry
+// did not issue or no key has (deleted included), [ErrKeyExpired] for a
+// key past its expires_at. It is cached, forgotten and counted as a use
+// as [KeyCache.Resolve]'s keys are.
+func (c *KeyCache[T]) ResolveID(ctx context.Context, id string) (T, []byte, error) {
+	var zero T
+	n, ok := ParseKeyID(id)
+	if !ok {
+		return zero, nil, ErrNotFound
+	}
+	// Not 32 bytes long: no secret's hash.
+	e, err := c.resolve(ctx, "\x00id:"+strconv.FormatInt(n, 10), func(ctx context.Context) (APIKey, []byte, error) {
+		return KeyGetSealed(ctx, c.pool, n)
+	})
+	return e.key, e.sealed, err
+}
+
+// resolve answers the entry of name (a secret's hash, or an id) from
+// memory, or reads it with fetch; see [KeyCache.Resolve].
+func (c *KeyCache[T]) resolve(ctx context.Context, name string, fetch keyFetch) (keyEntry[T], error) {
 	now := time.Now()
 	c.mu.Lock()
-	e, ok := c.entries[hash]
+	e, ok := c.entries[name]
 	ok = ok && now.Sub(e.loadedAt) <= c.ttl && c.trusted()
-	missed := !ok && c.missing.has(hash, now.Add(-c.missTTL))
+	missed := !ok && c.missing.has(name, now.Add(-c.missTTL))
 	gen := keyGens{key: c.gen, miss: c.missGen}
 	c.mu.Unlock()
 	if missed {
-		return zero, fmt.Errorf("api key lookup: %w", ErrNotFound)
+		return keyEntry[T]{}, fmt.Errorf("api key lookup: %w", ErrNotFound)
 	}
 	if !ok {
 		var err error
-		if e, err = c.lookup(ctx, hash, gen); err != nil {
-			return zero, err
+		if e, err = c.lookup(ctx, name, gen, fetch); err != nil {
+			return keyEntry[T]{}, err
 		}
 	}
 	if e.expires != nil && !now.Before(*e.expires) {
-		return zero, ErrKeyExpired
+		return keyEntry[T]{}, ErrKeyExpired
 	}
 	c.mu.Lock()
 	c.used[e.id] = true
 	c.mu.Unlock()
-	return e.key, nil
+	return e, nil
 }
 
-// lookup reads the key of hash, sharing the query with every request for
-// the same hash that comes meanwhile (and after the same forgetting,
-// gen): each waits for it as long as its own ctx lets it.
-func (c *KeyCache[T]) lookup(ctx context.Context, hash string, gen keyGens) (keyEntry[T], error) {
-	flight := hash + strconv.FormatUint(gen.key, 10) + "." + strconv.FormatUint(gen.miss, 10)
+// keyFetch reads a key and its sealed secret from the database.
+type keyFetch func(ctx context.Context) (APIKey, []byte, error)
+
+// lookup reads the key of name with fetch, sharing the query with every
+// request for the same name that comes meanwhile (and after the same
+// forgetting, gen): each waits for it as long as its own ctx lets it.
+func (c *KeyCache[T]) lookup(ctx context.Context, name string, gen keyGens, fetch keyFetch) (keyEntry[T], error) {
+	flight := name + strconv.FormatUint(gen.key, 10) + "." + strconv.FormatUint(gen.miss, 10)
 	result := c.flight.DoChan(flight, func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyLookupTimeout)
 		defer cancel()
-		return c.read(lctx, hash, gen)
+		return c.read(lctx, name, gen, fetch)
 	})
 	select {
 	case r := <-result:
@@ -294,16 +328,16 @@ func (c *KeyCache[T]) lookup(ctx context.Context, hash string, gen keyGens) (key
 	}
 }
 
-// read reads the key of hash from the database and keeps what it found,
+// read reads the key of name from the database and keeps what it found,
 // or that there is none, unless the cache forgot such answers (gen
 // changed) meanwhile: the row read may be gone, or there since.
-func (c *KeyCache[T]) read(ctx context.Context, hash string, gen keyGens) (keyEntry[T], error) {
+func (c *KeyCache[T]) read(ctx context.Context, name string, gen keyGens, fetch keyFetch) (keyEntry[T], error) {
 	began := time.Now()
-	k, err := KeyLookup(ctx, c.pool, []byte(hash))
+	k, sealed, err := fetch(ctx)
 	if errors.Is(err, ErrNotFound) {
 		c.mu.Lock()
 		if c.missGen == gen.miss {
-			c.missing.add(hash, began, c.missLimit)
+			c.missing.add(name, began, c.missLimit)
 		}
 		c.mu.Unlock()
 	}
@@ -314,13 +348,13 @@ func (c *KeyCache[T]) read(ctx context.Context, hash string, gen keyGens) (keyEn
 	if err != nil {
 		return keyEntry[T]{}, err
 	}
-	e := keyEntry[T]{id: k.ID, key: t, expires: k.ExpiresAt, loadedAt: began}
+	e := keyEntry[T]{id: k.ID, key: t, sealed: sealed, expires: k.ExpiresAt, loadedAt: began}
 	c.mu.Lock()
 	// Heard of if it goes from now on.
 	if c.gen == gen.key && c.trusted() {
-		c.entries[hash] = e
+		c.entries[name] = e
 	}
-	c.missing.remove(hash)
+	c.missing.remove(name)
 	c.mu.Unlock()
 	return e, nil
 }

@@ -338,3 +338,94 @@ func TestKeyCacheForgedNotifyFlood(t *testing.T) {
 		forged, took, reads, rechecks, revokedIn)
 	require.LessOrEqual(t, reads, 3*rechecks+1, "reads of ferry.api_keys during the flood")
 }
+
+// A key found by its id (SigV4's access key id) is cached and forgotten as
+// a key found by its secret: revoked through one instance, it is refused
+// by every instance within a second; other keys keep working.
+func TestKeyCacheResolveIDRevocation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := listeningCache(t, e), listeningCache(t, e)
+	sealer := newSealer(t, newSealKey(t))
+	k, secret := createSealedKey(t, e, "revoked", sealer, nil)
+	other, _ := createSealedKey(t, e, "kept", sealer, nil)
+	id, otherID := store.FormatKeyID(k.ID), store.FormatKeyID(other.ID)
+	for _, c := range []*store.KeyCache[string]{a, b} {
+		name, sealed, err := c.ResolveID(e.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "revoked", name)
+		got, err := sealer.Open(k.ID, sealed)
+		require.NoError(t, err)
+		require.Equal(t, secret, got)
+		_, _, err = c.ResolveID(e.ctx, otherID)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, store.KeyDelete(e.ctx, e.pool, k.ID))
+	deleted := time.Now()
+	for i, c := range []*store.KeyCache[string]{a, b} {
+		require.Eventually(t, func() bool {
+			_, _, err := c.ResolveID(e.ctx, id)
+			return err != nil
+		}, time.Second, time.Millisecond, "instance %d still takes the deleted key's id", i)
+		t.Logf("instance %d refuses the deleted key's id %s after the delete", i, time.Since(deleted))
+		_, _, err := c.ResolveID(e.ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		name, _, err := c.ResolveID(e.ctx, otherID)
+		require.NoError(t, err, "other keys keep working")
+		require.Equal(t, "kept", name)
+	}
+}
+
+// By id: answered from memory once seen (its row deleted behind the
+// cache's back, no NOTIFY), until forgotten; an expired key is expired;
+// an unknown id costs one lookup; what is not an id Ferry issued costs
+// none; a key without a seal answers nil; a lookup by id and one by
+// secret of the same key are both answered.
+func TestKeyCacheResolveID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.newPool(4)
+	c, err := store.NewKeyCache(e.ctx, pool, nil, cachedKey)
+	require.NoError(t, err)
+	k, secret := createSealedKey(t, e, "worker", newSealer(t, newSealKey(t)), nil)
+	id := store.FormatKeyID(k.ID)
+	name, sealed, err := c.ResolveID(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "worker", name)
+	require.NotNil(t, sealed)
+	name, err = c.Resolve(e.ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, "worker", name)
+
+	_, err = e.pool.Exec(e.ctx, `DELETE FROM ferry.api_keys WHERE id = $1`, k.ID)
+	require.NoError(t, err)
+	_, _, err = c.ResolveID(e.ctx, id)
+	require.NoError(t, err, "answered from memory")
+	c.Forget()
+	_, _, err = c.ResolveID(e.ctx, id)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	past := time.Now().Add(-time.Second)
+	expired, _ := createSealedKey(t, e, "expired", nil, &past)
+	name, sealed, err = c.ResolveID(e.ctx, store.FormatKeyID(expired.ID))
+	require.ErrorIs(t, err, store.ErrKeyExpired)
+	require.Empty(t, name)
+	require.Nil(t, sealed)
+	plain, _ := createSealedKey(t, e, "plain", nil, nil)
+	name, sealed, err = c.ResolveID(e.ctx, store.FormatKeyID(plain.ID))
+	require.NoError(t, err)
+	require.Equal(t, "plain", name)
+	require.Nil(t, sealed, "a key made without a sealer has no seal")
+
+	scans := keyScans(t, e, pool)
+	for range 20 {
+		_, _, err = c.ResolveID(e.ctx, store.FormatKeyID(k.ID+1000))
+		require.ErrorIs(t, err, store.ErrNotFound)
+		for _, bad := range []string{"", "admin", "key_", "key_0", "key_01", "AKIAIOSFODNN7EXAMPLE", secret} {
+			_, _, err = c.ResolveID(e.ctx, bad)
+			require.ErrorIs(t, err, store.ErrNotFound, "%q", bad)
+		}
+	}
+	require.Equal(t, scans+1, keyScans(t, e, pool), "an unknown id costs one lookup, a malformed one none")
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,12 +18,14 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/store"
 )
 
 // dev serves Ferry for local development. With no FERRY_DATABASE_URL it
 // starts (or reuses) a private, durable PostgreSQL cluster in
 // $FERRY_DATA_DIR/pg (default ./.ferry/pg) on a free local port. The admin
-// key is generated once and kept in the data directory. Ctrl-C stops Ferry
+// key and the server key that seals key secrets (for SQS) are generated
+// once and kept in the data directory. Ctrl-C stops Ferry
 // and then the cluster it started. Its other defaults are the dev tags of
 // server.Config.
 func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Writer) error {
@@ -35,6 +38,11 @@ func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Wri
 	}
 	if cfg.AdminKey == "" {
 		if cfg.AdminKey, err = devAdminKey(dataDir); err != nil {
+			return err
+		}
+	}
+	if cfg.SecretKey == "" {
+		if cfg.SecretKey, err = devSecretKey(dataDir); err != nil {
 			return err
 		}
 	}
@@ -109,6 +117,33 @@ func devAdminKey(dataDir string) (string, error) {
 	key := "fk_" + hex.EncodeToString(raw[:])
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("store admin key: %w", err)
+	}
+	return key, nil
+}
+
+// devSecretKey returns the server key (FERRY_SECRET_KEY) stored in
+// dataDir/secret-key, making it on first use, so that the keys made under
+// `ferry dev` work over SQS. A file that holds no valid key is an error,
+// never replaced: the secrets sealed under it would stop opening.
+func devSecretKey(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "secret-key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if _, err := store.ParseKeySealKey(string(b)); err != nil {
+			return "", fmt.Errorf("%s: the server key %w", path, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var raw [store.KeySealKeyBytes]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	key := base64.StdEncoding.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("store server key: %w", err)
 	}
 	return key, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/store"
 )
 
 func TestServeRefusesWithoutRequiredConfig(t *testing.T) {
@@ -62,6 +63,7 @@ func runDev(t *testing.T, dataDir string) (key string) {
 	t.Setenv("FERRY_LISTEN", "127.0.0.1:0")
 	t.Setenv("FERRY_DATABASE_URL", "")
 	t.Setenv("FERRY_ADMIN_KEY", "")
+	t.Setenv("FERRY_SECRET_KEY", "")
 	t.Setenv("FERRY_LOG_LEVEL", "warn")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut ferrytest.LogBuffer
@@ -112,8 +114,31 @@ func TestDevStartsPrivatePostgresAndReusesIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, key1, strings.TrimSpace(string(stored)))
 
+	secretKey, err := os.ReadFile(filepath.Join(dataDir, "secret-key"))
+	require.NoError(t, err, "a server key is made, so that keys work over SQS")
+	_, err = store.ParseKeySealKey(string(secretKey))
+	require.NoError(t, err)
+
 	key2 := runDev(t, dataDir)
 	require.Equal(t, key1, key2, "the second run reuses the data directory and its key")
+	again, err := os.ReadFile(filepath.Join(dataDir, "secret-key"))
+	require.NoError(t, err)
+	require.Equal(t, secretKey, again, "and its server key")
+}
+
+// A server key file that holds no valid key stops `ferry dev` naming the
+// file, and is left as it is: replacing it would lose every seal.
+func TestDevSecretKeyFileRefused(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	path := filepath.Join(dataDir, "secret-key")
+	require.NoError(t, os.WriteFile(path, []byte("not a key\n"), 0o600))
+	_, err := devSecretKey(dataDir)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "openssl rand -base64 32")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "not a key\n", string(b))
 }
 
 // `ferry dev` serves this machine only unless FERRY_LISTEN says otherwise:

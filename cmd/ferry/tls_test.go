@@ -25,6 +25,7 @@ func TestServeRefusesHalfTLS(t *testing.T) {
 	ferrytest.WriteCertificate(t, certFile, keyFile)
 	t.Setenv("FERRY_DATABASE_URL", "postgres://127.0.0.1:1/x")
 	t.Setenv("FERRY_ADMIN_KEY", ferrytest.AdminKey)
+	t.Setenv("FERRY_DATA_DIR", t.TempDir()) // dev writes its server key there
 	for _, cmd := range []string{"serve", "dev"} {
 		t.Setenv("FERRY_TLS_CERT_FILE", certFile)
 		t.Setenv("FERRY_TLS_KEY_FILE", "")

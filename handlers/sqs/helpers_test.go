@@ -22,16 +22,16 @@ import (
 
 	sqsface "github.com/ferry-mq/ferry/handlers/sqs"
 	"github.com/ferry-mq/ferry/internal/access"
-	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
-	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/sigv4"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// Scoped test keys the SQS face knows (server.Config.SQSKeys): the seam
-// the stored keys will plug into.
+// Scoped test keys the SQS face knows (server.Config.SQSKeys), in place of
+// the stored keys (TestStoredKeySignsSQS tests those).
 const (
 	scopedID     = "key_scoped"
 	scopedSecret = "scoped-secret-0123456789"

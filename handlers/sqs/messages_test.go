@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // createQueue makes a queue over SQS and returns its URL.

@@ -18,8 +18,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // TestQueryProtocol drives the Query protocol (form-encoded, XML answers)

@@ -103,6 +103,15 @@ type Config struct {
 	// PublicURL is the base URL clients reach Ferry at: the base of the
 	// SQS face's QueueUrls; empty: each request's own.
 	PublicURL string `envconfig:"FERRY_PUBLIC_URL"`
+	// SecretKey is the server key (32 bytes, base64) that seals the
+	// secrets of new API keys, so that SQS signatures (SigV4) can be
+	// checked and a database dump alone yields no secret; unset: keys are
+	// made without one and work over REST only. `ferry dev` makes one and
+	// keeps it in DataDir. See docs/keys.md.
+	SecretKey string `envconfig:"FERRY_SECRET_KEY"`
+	// SecretKeyPrevious is a server key that still opens what it sealed
+	// but seals nothing: for rotating SecretKey (docs/keys.md).
+	SecretKeyPrevious string `envconfig:"FERRY_SECRET_KEY_PREVIOUS"`
 	// MetricsKey, when set, is the Bearer token GET /metrics requires
 	// (for deployments that expose the port); unset, /metrics is open.
 	MetricsKey string `envconfig:"FERRY_METRICS_KEY"`
@@ -114,8 +123,8 @@ type Config struct {
 	// (POST /v1/keys). Tests set their own.
 	Resolver access.Resolver `ignored:"true"`
 	// SQSKeys looks up the SQS face's access key ids other than admin (not
-	// from the environment); nil: none yet (the keys of the database keep
-	// no secret SigV4 can use). Tests set their own.
+	// from the environment); nil: the keys of the database, by their
+	// sealed secrets ([Server.SQSKey]). Tests may set their own.
 	SQSKeys sqs.KeyFunc `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
@@ -144,7 +153,34 @@ func (c Config) Check() error {
 	if err := c.checkTCPUserTimeout(); err != nil {
 		return err
 	}
+	if _, err := c.keySealer(); err != nil {
+		return err
+	}
 	return c.checkTLS()
+}
+
+// keySealer is the sealer of API key secrets that SecretKey and
+// SecretKeyPrevious configure; nil when SecretKey is unset.
+func (c Config) keySealer() (*store.KeySealer, error) {
+	if c.SecretKey == "" {
+		if c.SecretKeyPrevious != "" {
+			return nil, errors.New("FERRY_SECRET_KEY_PREVIOUS is set without FERRY_SECRET_KEY: the previous key only opens what it sealed, and new keys need a current one")
+		}
+		return nil, nil
+	}
+	current, err := store.ParseKeySealKey(c.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("FERRY_SECRET_KEY %w", err)
+	}
+	var previous [][]byte
+	if c.SecretKeyPrevious != "" {
+		p, err := store.ParseKeySealKey(c.SecretKeyPrevious)
+		if err != nil {
+			return nil, fmt.Errorf("FERRY_SECRET_KEY_PREVIOUS %w", err)
+		}
+		previous = append(previous, p)
+	}
+	return store.NewKeySealer(current, previous...)
 }
 
 // checkTLS refuses one of the two TLS files without the other: serving
@@ -187,6 +223,7 @@ type Server struct {
 	publisher *store.Publisher
 	relay     *store.Relay
 	notifier  *store.Notifier
+	keys      keyStore
 	pusher    *push.Pusher
 	http      *http.Server
 	cert      *certificate // nil without TLS
@@ -292,10 +329,16 @@ func (s *Server) startNotifier(ctx context.Context) (wiring, error) {
 	// The key cache forgets deleted keys, and the unknown secrets it
 	// remembers when a key is created, through the Notifier: made before
 	// it runs.
-	keys, err := newKeyStore(ctx, pool, s.notifier)
+	sealer, err := cfg.keySealer()
 	if err != nil {
 		return wiring{}, err
 	}
+	s.sealKeys(ctx, sealer)
+	keys, err := newKeyStore(ctx, pool, s.notifier, sealer, s.log.With("component", "keys"))
+	if err != nil {
+		return wiring{}, err
+	}
+	s.keys = keys
 	hasher, err := store.NewKeyHasher(ctx, pool)
 	if err != nil {
 		return wiring{}, fmt.Errorf("api keys: %w", err)
@@ -419,9 +462,13 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 func (s *Server) handler(w wiring) http.Handler {
 	e := s.restHandler(w)
 	cfg := s.cfg
+	keys := cfg.SQSKeys
+	if keys == nil {
+		keys = w.keys.SQSKey
+	}
 	sqs.Mount(e, sqs.Deps{
 		Pool: s.pool, Sender: s.sender, Queues: w.queues, Notifier: s.notifier, River: s.river,
-		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, Keys: cfg.SQSKeys, PublicURL: cfg.PublicURL,
+		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, Keys: keys, PublicURL: cfg.PublicURL,
 		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
 		Stop:         s.stop,
 		FallbackPoll: cfg.FallbackPoll,
@@ -442,7 +489,7 @@ func (s *Server) restHandler(w wiring) *echo.Echo {
 		Log:       s.log,
 		AdminKey:  cfg.AdminKey,
 		Resolver:  w.resolver,
-		Keys:      handlers.KeyStore{Hasher: w.hasher, Forget: w.keys.cache.Forget, ForgetMissing: w.keys.cache.ForgetMissing},
+		Keys:      handlers.KeyStore{Hasher: w.hasher, Sealer: w.keys.sealer, Forget: w.keys.cache.Forget, ForgetMissing: w.keys.cache.ForgetMissing},
 		Limits: handlers.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes,
 		},
