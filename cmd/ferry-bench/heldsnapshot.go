@@ -112,7 +112,7 @@ func (l *heldLoad) record(at time.Time, d time.Duration) {
 	l.mu.Unlock()
 }
 
-// since summarises the receives that ended in [from, to).
+// between summarises the receives that ended in [from, to).
 func (l *heldLoad) between(from, to time.Time) Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -23,6 +23,10 @@
 //	go run ./cmd/ferry-bench -out docs/benchmarks.md
 //	go run ./cmd/ferry-bench -quick            # a ~1 minute smoke run
 //	go run ./cmd/ferry-bench -only groups,fanout  # selected scenarios, by name (see -help) or number
+//	go run ./cmd/ferry-bench -only held-snapshot -held-duration 30m  # issue 21's long run
+//
+// Scenario 14 (held snapshot) is opt-in: a full run leaves it out, since
+// it takes an hour at its default -held-duration.
 //
 // Scenario 11 (cold start) runs on databases of its own, each with its own
 // in-process server: a new install used lightly and then given a backlog,
