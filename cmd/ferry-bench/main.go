@@ -23,6 +23,10 @@
 //	go run ./cmd/ferry-bench -out docs/benchmarks.md
 //	go run ./cmd/ferry-bench -quick            # a ~1 minute smoke run
 //	go run ./cmd/ferry-bench -only groups,fanout  # selected scenarios, by name (see -help) or number
+//	go run ./cmd/ferry-bench -only held-snapshot -held-duration 30m  # issue 21's long run
+//
+// Scenario 14 (held snapshot) is opt-in: a full run leaves it out, since
+// it takes an hour at its default -held-duration.
 //
 // Scenario 11 (cold start) runs on databases of its own, each with its own
 // in-process server: a new install used lightly and then given a backlog,
@@ -71,12 +75,20 @@ type Options struct {
 	// measurement's time budget, and the backlog's sizes.
 	ColdLight, ColdBudget    time.Duration
 	ColdMessages, ColdEvents int
+
+	// Scenario 14 (held snapshot, opt-in): each run's length, the offered
+	// rate, the starting backlog and the flows measured.
+	HeldDuration time.Duration
+	HeldRate     int
+	HeldBacklog  int
+	HeldFlows    map[string]bool
 }
 
 func parseFlags() (Options, error) {
 	var (
-		o    Options
-		only string
+		o         Options
+		only      string
+		heldFlows string
 	)
 	flag.StringVar(&o.DatabaseURL, "database-url", os.Getenv("FERRY_BENCH_DATABASE_URL"),
 		"superuser URL of an existing PostgreSQL server (default $FERRY_BENCH_DATABASE_URL; empty: start a private durable cluster); the bench creates and drops a database of its own there")
@@ -100,6 +112,10 @@ func parseFlags() (Options, error) {
 	flag.DurationVar(&o.ColdBudget, "cold-budget", time.Minute, "cold start: time budget of each latency measurement (a cliff is cut there and flagged)")
 	flag.IntVar(&o.ColdMessages, "cold-messages", 200_000, "cold start: messages of the queue backlog (a multiple of 1000)")
 	flag.IntVar(&o.ColdEvents, "cold-events", 100_000, "cold start: events of the topic backlog (a multiple of 1000)")
+	flag.DurationVar(&o.HeldDuration, "held-duration", 10*time.Minute, "held snapshot (opt-in): length of each run, with and without the snapshot (issue 21: 10m, and 30m for the long run)")
+	flag.IntVar(&o.HeldRate, "held-rate", 1000, "held snapshot: offered rate, messages (events) per second, a multiple of 100")
+	flag.IntVar(&o.HeldBacklog, "held-backlog", 20_000, "held snapshot: backlog each run starts from")
+	flag.StringVar(&heldFlows, "held-flows", "queue,subscription,group", "held snapshot: the flows to run, comma-separated")
 	flag.Parse()
 
 	if o.Quick {
@@ -107,8 +123,8 @@ func parseFlags() (Options, error) {
 			return o, err
 		}
 	}
+	var err error
 	if only != "" {
-		var err error
 		if o.Only, err = parseOnly(only, scenarios()); err != nil {
 			return o, err
 		}
@@ -118,6 +134,12 @@ func parseFlags() (Options, error) {
 	}
 	if o.ColdMessages < coldBatch || o.ColdMessages%coldBatch != 0 || o.ColdEvents < coldBatch || o.ColdEvents%coldBatch != 0 {
 		return o, fmt.Errorf("-cold-messages and -cold-events must be positive multiples of %d", coldBatch)
+	}
+	if o.HeldFlows, err = parseHeldFlows(heldFlows); err != nil {
+		return o, err
+	}
+	if o.HeldDuration < 10*time.Second || o.HeldRate < 100 || o.HeldRate%100 != 0 || o.HeldBacklog < 0 {
+		return o, errors.New("-held-duration must be at least 10s, -held-rate a positive multiple of 100 and -held-backlog not negative")
 	}
 	if o.ColdBudget < time.Second || o.ColdLight < 0 {
 		return o, errors.New("-cold-budget must be at least 1s and -cold-light not negative")
@@ -134,6 +156,7 @@ func quickDefaults() error {
 		{"duration", "2s"}, {"rounds", "2"}, {"churn", "4s"}, {"prefill", "100000"}, {"large", "200000"},
 		{"claim-iterations", "200"}, {"wake-iterations", "40"}, {"churn-depth", "20000"}, {"statements-messages", "500"},
 		{"cold-light", "5s"}, {"cold-budget", "20s"}, {"cold-messages", "50000"}, {"cold-events", "25000"},
+		{"held-duration", "30s"}, {"held-backlog", "5000"},
 	} {
 		if !set[d[0]] {
 			if err := flag.Set(d[0], d[1]); err != nil {
@@ -149,25 +172,28 @@ type scenario struct {
 	name  string // what -only calls it
 	title string
 	run   func(b *Bench, ctx context.Context) (*Section, error)
+	// optIn scenarios run only when -only names them.
+	optIn bool
 }
 
 // scenarios are the report's sections, in their order; a scenario's
 // number is its position from 1.
 func scenarios() []scenario {
 	return []scenario{
-		{"batch-send", "Batch send", (*Bench).batchSend},
-		{"single-send", "Single-message send", (*Bench).singleSend},
-		{"receive-ack", "Receive + ack", (*Bench).receiveAck},
-		{"wake", "Long-poll wake latency", (*Bench).wakeLatency},
-		{"claim", "Claim latency vs backlog", (*Bench).claimLatency},
-		{"churn", "Table and index size under churn", (*Bench).churn},
-		{"statements", "SQL statements per message", (*Bench).statements},
-		{"publish", "Topic publish", (*Bench).topicPublish},
-		{"fanout", "Topic fan-out and push delivery", (*Bench).fanout},
-		{"groups", "Consumer groups", (*Bench).groups},
-		{"coldstart", "Cold start", (*Bench).coldStart},
-		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
-		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI},
+		{"batch-send", "Batch send", (*Bench).batchSend, false},
+		{"single-send", "Single-message send", (*Bench).singleSend, false},
+		{"receive-ack", "Receive + ack", (*Bench).receiveAck, false},
+		{"wake", "Long-poll wake latency", (*Bench).wakeLatency, false},
+		{"claim", "Claim latency vs backlog", (*Bench).claimLatency, false},
+		{"churn", "Table and index size under churn", (*Bench).churn, false},
+		{"statements", "SQL statements per message", (*Bench).statements, false},
+		{"publish", "Topic publish", (*Bench).topicPublish, false},
+		{"fanout", "Topic fan-out and push delivery", (*Bench).fanout, false},
+		{"groups", "Consumer groups", (*Bench).groups, false},
+		{"coldstart", "Cold start", (*Bench).coldStart, false},
+		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance, false},
+		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI, false},
+		{"held-snapshot", "Behind a held snapshot (issue 21)", (*Bench).heldSnapshot, true},
 	}
 }
 
@@ -176,6 +202,9 @@ func scenarioNames(all []scenario) string {
 	names := make([]string, len(all))
 	for i, sc := range all {
 		names[i] = fmt.Sprintf("%d %s", i+1, sc.name)
+		if sc.optIn {
+			names[i] += " (opt-in)"
+		}
 	}
 	return strings.Join(names, ", ")
 }
@@ -196,6 +225,15 @@ func parseOnly(only string, all []scenario) (map[int]bool, error) {
 		chosen[n] = true
 	}
 	return chosen, nil
+}
+
+// chosen says whether scenario n runs: every one but the opt-in ones
+// when -only is not given, else those it names.
+func chosen(only map[int]bool, n int, sc scenario) bool {
+	if only == nil {
+		return !sc.optIn
+	}
+	return only[n]
 }
 
 func main() {
@@ -249,7 +287,7 @@ func run(opts Options) (err error) {
 	var broken error
 	for i, sc := range scenarios() {
 		n := i + 1
-		if opts.Only != nil && !opts.Only[n] {
+		if !chosen(opts.Only, n, sc) {
 			continue
 		}
 		progress("scenario %d: %s", n, sc.title)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +20,7 @@ func TestOnlyTakesNamesAndNumbers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[int]bool{i + 1: true}, one, "%s is scenario %d", sc.name, i+1)
 	}
-	for _, bad := range []string{"group", "0", "14", "", "groups,,fanout"} {
+	for _, bad := range []string{"group", "0", "15", "", "groups,,fanout"} {
 		_, err := parseOnly(bad, all)
 		require.Error(t, err, "%q", bad)
 	}
@@ -36,4 +39,34 @@ func TestScenarioNamesAreUnique(t *testing.T) {
 		require.False(t, seen[sc.name], "%s twice", sc.name)
 		seen[sc.name] = true
 	}
+}
+
+func TestHeldSnapshotRunsOnlyWhenNamed(t *testing.T) {
+	t.Parallel()
+	all := scenarios()
+	n := slices.IndexFunc(all, func(sc scenario) bool { return sc.name == "held-snapshot" }) + 1
+	require.Positive(t, n)
+	require.False(t, chosen(nil, n, all[n-1]), "a full run leaves it out")
+	require.True(t, chosen(nil, 1, all[0]), "a full run runs the others")
+	only, err := parseOnly("held-snapshot", all)
+	require.NoError(t, err)
+	require.True(t, chosen(only, n, all[n-1]))
+	require.False(t, chosen(only, 1, all[0]))
+	require.Contains(t, scenarioNames(all), fmt.Sprintf("%d held-snapshot (opt-in)", n))
+}
+
+func TestHeldFlowsTakesKnownNames(t *testing.T) {
+	t.Parallel()
+	got, err := parseHeldFlows("queue, group")
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"queue": true, "group": true}, got)
+	_, err = parseHeldFlows("queue,topic")
+	require.ErrorContains(t, err, `"topic" is not one of queue, subscription, group`)
+}
+
+func TestHeldWindowsAreAMinuteInLongRuns(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, time.Minute, heldWindowOf(10*time.Minute))
+	require.Equal(t, 30*time.Second, heldWindowOf(3*time.Minute))
+	require.Equal(t, 10*time.Second, heldWindowOf(30*time.Second))
 }

@@ -156,7 +156,8 @@ func (b *Bench) dbPosition(ctx context.Context) dbPos {
 	return p
 }
 
-// RelSizes are the on-disk sizes of ferry.messages and its indexes.
+// RelSizes are the on-disk sizes of a table (ferry.messages unless said) and
+// its indexes.
 type RelSizes struct {
 	Heap, Total int64 // heap (main fork) and everything (+ TOAST, FSM, VM, indexes)
 	Indexes     []IndexSize
@@ -182,19 +183,22 @@ func (r RelSizes) IndexBytes() int64 {
 // sizes reads the sizes and tuple statistics of ferry.messages. The
 // cumulative statistics lag by up to a second or so; callers that need them
 // current wait first.
-func (b *Bench) sizes(ctx context.Context) (RelSizes, error) {
+func (b *Bench) sizes(ctx context.Context) (RelSizes, error) { return b.sizesOf(ctx, "ferry.messages") }
+
+// sizesOf is sizes of another table (a schema-qualified name).
+func (b *Bench) sizesOf(ctx context.Context, table string) (RelSizes, error) {
 	var r RelSizes
 	err := b.raw.QueryRow(ctx, `
-		SELECT pg_relation_size('ferry.messages'), pg_total_relation_size('ferry.messages'),
+		SELECT pg_relation_size($1::regclass), pg_total_relation_size($1::regclass),
 			coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0)
-		FROM pg_stat_user_tables s WHERE s.relid = 'ferry.messages'::regclass`).
+		FROM pg_stat_user_tables s WHERE s.relid = $1::regclass`, table).
 		Scan(&r.Heap, &r.Total, &r.Live, &r.Dead, &r.Autovacuums)
 	if err != nil {
 		return r, err
 	}
 	rows, err := b.raw.Query(ctx, `
 		SELECT indexrelid::regclass::text, pg_relation_size(indexrelid)
-		FROM pg_index WHERE indrelid = 'ferry.messages'::regclass ORDER BY 1`)
+		FROM pg_index WHERE indrelid = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		return r, err
 	}
