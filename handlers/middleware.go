@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -199,34 +195,4 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
-}
-
-// queryParams refuses a query string that does not parse, names a
-// parameter not in allowed, or names one twice.
-func queryParams(allowed ...string) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			raw := c.Request().URL.RawQuery
-			if raw == "" {
-				return next(c)
-			}
-			q, err := url.ParseQuery(raw)
-			if err != nil {
-				return invalid("query", "is not a valid query string (%v)", err)
-			}
-			names := slices.Sorted(maps.Keys(q))
-			for _, k := range names {
-				if !slices.Contains(allowed, k) {
-					if len(allowed) == 0 {
-						return invalid(k, "unknown query parameter (this route takes none)")
-					}
-					return invalid(k, "unknown query parameter (this route takes %s)", strings.Join(allowed, ", "))
-				}
-				if len(q[k]) > 1 {
-					return invalid(k, "is given more than once")
-				}
-			}
-			return next(c)
-		}
-	}
 }

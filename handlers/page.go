@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/base64"
+	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -75,4 +76,10 @@ func parseCursor(kind, s string) (name string, ok bool) {
 	}
 	name, ok = strings.CutPrefix(string(b), kind+":")
 	return name, ok && nameRe.MatchString(name)
+}
+
+// reply answers a page of a list: its items, under the list's kind, and
+// the cursor of the next page (see next).
+func (p listPage) reply(c echo.Context, items any, more bool, last string) error {
+	return reply(c, http.StatusOK, map[string]any{p.kind: items, "next": p.next(more, last)})
 }

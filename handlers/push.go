@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -325,4 +326,57 @@ func (h *handler) forget(ctx context.Context, r targetRef) {
 	if t, err := h.topics.Get(ctx, h.Pool, r.topic); err == nil {
 		h.subs.Forget(store.SubscriptionKey(t.ID, r.sub))
 	}
+}
+
+// pushURLPermission is what a PUT of the route's queue or subscription
+// that sets its push URL needs beyond the route's manage: receive on it,
+// since whoever chooses where its messages are pushed receives them. A
+// PUT that gives the URL the target pushes to already changes nothing,
+// and needs manage only; one that removes push (null) too.
+func pushURLPermission(c echo.Context) access.Permission {
+	kind := access.Queue
+	if c.Param("sub") != "" {
+		kind = access.Subscription
+	}
+	return access.Permission{Kind: kind, Name: resourceName(c, kind), Action: access.Receive}
+}
+
+// mayChangePushURL reports whether the request's key may set the push URL
+// of the route's target to a new one, and if not the permission it lacks.
+func mayChangePushURL(c echo.Context) (access.Permission, bool) {
+	p := pushURLPermission(c)
+	return p, keyOf(c).Allows(p.Kind, p.Name, p.Action)
+}
+
+// pushURLAllowed checks that the request's key may have the route's target
+// push to url: one with receive on the target may (mayChangePushURL); any
+// other only when url is the URL the target pushes to now, and then the
+// store keeps it so (keep: store.PushPatch.KeepURL), whatever changes
+// meanwhile. A 403 names the missing permission, also when the target
+// does not exist (no 404 tells names). A new URL is noted for the
+// request's audit entry, allowed or not.
+func (h *handler) pushURLAllowed(c echo.Context, url string) (keep bool, err error) {
+	before, err := h.pushURLNow(c)
+	if err != nil {
+		return false, err
+	}
+	missing, may := mayChangePushURL(c)
+	if before == url {
+		return !may, nil
+	}
+	notePushChange(c, before, url)
+	if !may {
+		return false, h.forbidden(missing)
+	}
+	return false, nil
+}
+
+// upsertError is the answer to a failed upsert of the route's queue or
+// subscription: a 403 when the key would have changed the push URL it may
+// not change (it changed meanwhile: see pushURLAllowed).
+func (h *handler) upsertError(c echo.Context, err error) error {
+	if errors.Is(err, store.ErrPushURLKept) {
+		return h.forbidden(pushURLPermission(c))
+	}
+	return err
 }

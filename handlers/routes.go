@@ -2,37 +2,42 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/store"
 )
 
-// addRoute registers fn for method and /v1+path behind the permission its
-// route needs (routeRules); query
-// names the query parameters the route takes (any other is a 400).
-type addRoute func(method, path string, fn echo.HandlerFunc, query ...string)
-
-// Route paths shared by several groups of routes. Every list pages with
-// limit and after (API.md § Conventions).
-const (
-	queuePath        = "/queues/:queue"
-	subscriptionPath = "/topics/:topic/subscriptions/:sub"
-	groupPath        = "/topics/:topic/groups/:group"
-)
-
-// operationalRoutes registers the endpoints outside /v1: health,
-// readiness, metrics (behind FERRY_METRICS_KEY when it is set) and the
-// OpenAPI document. Every route says which
-// query parameters it takes; any other is a 400.
-func (h *handler) operationalRoutes(e *echo.Echo) {
-	ops := func(path string, fn echo.HandlerFunc, methods ...string) {
-		for _, m := range methods {
-			e.Add(m, path, fn, queryParams())
-		}
+// New returns the Echo instance serving Ferry's API: the middleware, then
+// every route, resource by resource (the functions below).
+func New(d Deps) *echo.Echo {
+	// FERRY_MAX_BODY_BYTES=0 reaches here as a zero Limits: the defaults.
+	if d.Limits.MaxBodyBytes == 0 {
+		d.Limits = DefaultLimits()
 	}
-	ops("/healthz", h.healthz, http.MethodGet, http.MethodHead)
-	ops("/readyz", h.readyz, http.MethodGet, http.MethodHead)
-	ops("/metrics", h.metricsKey(echo.WrapHandler(h.Metrics.Handler())), http.MethodGet)
-	ops("/openapi.yaml", h.spec, http.MethodGet)
+	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
+		subs: store.NewSubscriptionCache(time.Second), resolver: d.Resolver, rules: routeRules()}
+	if h.resolver == nil {
+		h.resolver = access.NewAdminKey(d.AdminKey)
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.Use(h.requestID, h.recover, h.observe, h.guardBody, h.boundWrite)
+
+	h.operationalRoutes(e)
+	v1 := h.v1Routes(e)
+	h.queueRoutes(v1)
+	h.topicRoutes(v1)
+	h.subscriptionRoutes(v1)
+	h.consumerGroupRoutes(v1)
+	h.pushRoutes(v1)
+	h.keyRoutes(v1)
+	h.auditRoutes(v1)
+	return e
 }
 
 // v1Routes returns the function that registers an API route. The key and

@@ -233,3 +233,17 @@ func (h *handler) subscriptionSeek(c echo.Context) error {
 	}
 	return c.NoContent(http.StatusNoContent)
 }
+
+// subscriptionView answers subscriptions of the named topic with their
+// stats to the request's key, which sees the push URL whole of those it
+// may manage only.
+func subscriptionView(c echo.Context, topic string) view[store.Subscription, store.QueueStats, subscriptionReply] {
+	manage := mayManage(c, access.Subscription, topic)
+	return view[store.Subscription, store.QueueStats, subscriptionReply]{
+		key:  func(s store.Subscription) (int64, string) { return s.ID, s.Name },
+		read: store.QueueStatsGet,
+		out: func(s store.Subscription, st store.QueueStats) subscriptionReply {
+			return toSubscriptionResponse(topic, s, st, manage(s.Name))
+		},
+	}
+}

@@ -15,9 +15,8 @@ import (
 )
 
 // The handlers of queues, topics and subscriptions share what this file
-// holds: how a resource is answered with its stats or offsets (view), a
-// PUT's status, and a delete that schedules the cleanup of what it
-// deleted.
+// holds: how a resource is answered with its stats or offsets (view), and
+// a delete that schedules the cleanup of what it deleted.
 
 // view answers resources of one kind (queues, subscriptions, topics) with
 // what one statement reads for them by id (their stats, their offsets):
@@ -38,29 +37,6 @@ func queueView(c echo.Context) view[store.Queue, store.QueueStats, queueReply] {
 		read: store.QueueStatsGet,
 		out: func(q store.Queue, st store.QueueStats) queueReply {
 			return toQueueResponse(q, st, manage(q.Name))
-		},
-	}
-}
-
-// topicView answers topics with their partitions' offsets.
-func topicView() view[store.Topic, []store.PartitionOffsets, topicReply] {
-	return view[store.Topic, []store.PartitionOffsets, topicReply]{
-		key:  func(t store.Topic) (int64, string) { return t.ID, t.Name },
-		read: store.TopicOffsets,
-		out:  toTopicResponse,
-	}
-}
-
-// subscriptionView answers subscriptions of the named topic with their
-// stats to the request's key, which sees the push URL whole of those it
-// may manage only.
-func subscriptionView(c echo.Context, topic string) view[store.Subscription, store.QueueStats, subscriptionReply] {
-	manage := mayManage(c, access.Subscription, topic)
-	return view[store.Subscription, store.QueueStats, subscriptionReply]{
-		key:  func(s store.Subscription) (int64, string) { return s.ID, s.Name },
-		read: store.QueueStatsGet,
-		out: func(s store.Subscription, st store.QueueStats) subscriptionReply {
-			return toSubscriptionResponse(topic, s, st, manage(s.Name))
 		},
 	}
 }
@@ -142,20 +118,6 @@ func idsOf[T any](xs []T, id func(T) int64) []int64 {
 		ids[i] = id(x)
 	}
 	return ids
-}
-
-// reply answers a page of a list: its items, under the list's kind, and
-// the cursor of the next page (see next).
-func (p listPage) reply(c echo.Context, items any, more bool, last string) error {
-	return reply(c, http.StatusOK, map[string]any{p.kind: items, "next": p.next(more, last)})
-}
-
-// putStatus is a PUT's status: 201 when it created the resource.
-func putStatus(created bool) int {
-	if created {
-		return http.StatusCreated
-	}
-	return http.StatusOK
 }
 
 // deleteAndClean runs del in a transaction and schedules there the

@@ -49,7 +49,7 @@ func TestEveryRouteHasAPermission(t *testing.T) {
 func checkRule(t *testing.T, k string, r rule, ok bool) {
 	t.Helper()
 	if !ok {
-		t.Errorf("route %s has no permission in routeRules (handlers/permissions.go)", k)
+		t.Errorf("route %s has no permission in routeRules (handlers/route_rule.go)", k)
 		return
 	}
 	if r.kind == access.Admin {

@@ -1,28 +1,12 @@
-// Package handlers is Ferry's HTTP edge: it decodes and validates requests,
-// makes one store call (or one transaction) and encodes the answer. Errors
-// of every kind become RFC 9457 problems in one error handler.
-//
-// # Wire types
-//
-// A type a handler decodes is named for its request and ends in Request
-// (queueRequest, sendRequest); an element of a request's list ends in Item
-// (sendItem, publishItem). A type a handler encodes, and each part of one,
-// ends in Reply (queueReply, sendReply, sendItemReply, messageHeadReply):
-// it is what the function reply writes. One suffix for a whole answer and
-// its parts, so that a name says which way the type crosses the wire; Reply
-// rather than Response, so that none reads as net/http's or Echo's
-// Response. [Problem] and [FieldError], the error body, keep their names.
 package handlers
 
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 
 	"github.com/ferry-mq/ferry/internal/access"
@@ -96,52 +80,4 @@ type handler struct {
 	// each /v1 route needs (routeRules).
 	resolver access.Resolver
 	rules    map[string]rule
-}
-
-// New returns the Echo instance serving Ferry's API: the middleware, then
-// every route, resource by resource (routes.go).
-func New(d Deps) *echo.Echo {
-	// FERRY_MAX_BODY_BYTES=0 reaches here as a zero Limits: the defaults.
-	if d.Limits.MaxBodyBytes == 0 {
-		d.Limits = DefaultLimits()
-	}
-	h := &handler{Deps: d, limits: d.Limits, queues: d.Queues, topics: store.NewTopicCache(time.Second),
-		subs: store.NewSubscriptionCache(time.Second), resolver: d.Resolver, rules: routeRules()}
-	if h.resolver == nil {
-		h.resolver = access.NewAdminKey(d.AdminKey)
-	}
-
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(h.requestID, h.recover, h.observe, h.guardBody, h.boundWrite)
-
-	h.operationalRoutes(e)
-	v1 := h.v1Routes(e)
-	h.queueRoutes(v1)
-	h.topicRoutes(v1)
-	h.subscriptionRoutes(v1)
-	h.consumerGroupRoutes(v1)
-	h.pushRoutes(v1)
-	h.keyRoutes(v1)
-	h.auditRoutes(v1)
-	return e
-}
-
-func (h *handler) healthz(c echo.Context) error {
-	return reply(c, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (h *handler) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := h.Ready(ctx); err != nil {
-		h.Log.Warn("not ready", "error", err)
-		return problem(http.StatusServiceUnavailable, codeUnavailable, "the database is unreachable or its schema is not current")
-	}
-	return reply(c, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-func (h *handler) spec(c echo.Context) error {
-	return c.Blob(http.StatusOK, "application/yaml", h.Spec)
 }

@@ -92,3 +92,15 @@ func TestNotTheDatabaseIsNot503(t *testing.T) {
 	errorHandler(slog.New(slog.DiscardHandler))(fmt.Errorf("queue put: %w", gone), e.NewContext(req, rec))
 	require.Equal(t, 499, rec.Code, "%s", rec.Body)
 }
+
+// A backfill that could not finish is a 503 to retry (it is the
+// database's slowness, not the client's mistake, nor an internal error),
+// and its detail says what was kept, unlike other busy answers ("nothing
+// was written").
+func TestBackfillStoppedProblem(t *testing.T) {
+	p := toProblem(fmt.Errorf("subscription seek: %w", store.ErrBackfillStopped))
+	require.Equal(t, http.StatusServiceUnavailable, p.Status)
+	require.Equal(t, codeUnavailable, p.Code)
+	require.Equal(t, "1", p.header.Get("Retry-After"))
+	require.Contains(t, p.Detail, "seek to the same start")
+}
