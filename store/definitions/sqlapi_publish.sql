@@ -63,8 +63,8 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.publish_check_shape(jsonb, boolean) FROM PUBLIC;
 
--- The field checks of a publish's events, as REST's (handlers/topics.go
--- toPublishEvents): id, type and key 1-256 bytes of text (type required),
+-- The field checks of a publish's events, as REST's (handlers' toPublishEvents):
+-- id, type and key 1-256 bytes of text (type required),
 -- attributes' keys 1-256 bytes and values at most 4096, a valid
 -- traceparent, and data with attributes within the body limit (FR413 at
 -- the first event over it). Every mistake is collected, and the first

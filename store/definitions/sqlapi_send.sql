@@ -3,8 +3,8 @@
 -- A send in the caller's transaction: the messages exist exactly when it
 -- commits (DESIGN.md invariant 14); a rollback, or of a savepoint around
 -- the call, leaves no message, no dedup claim, no counter change, and wakes
--- nobody. The validation and the limits are REST's (handlers/messages.go,
--- handlers/decode.go, store.planSend), with REST's problem codes and
+-- nobody. The validation and the limits are REST's (handlers' messageSend
+-- and Limits.CheckMessage, store.planSend), with REST's problem codes and
 -- details; a batch is all-or-nothing.
 --
 -- Nobody waits for the caller: the send takes no lock others need until
