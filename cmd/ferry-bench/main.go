@@ -168,6 +168,7 @@ func scenarios() []scenario {
 		{"coldstart", "Cold start", (*Bench).coldStart},
 		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance},
 		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI},
+		{"sqs", "SQS face against REST: send, receive and delete batches of 10", (*Bench).sqsFace},
 	}
 }
 
