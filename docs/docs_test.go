@@ -5,28 +5,33 @@
 //
 // Each fenced block is one of: a shell block (sh, bash, shell, console),
 // whose commands bash runs in order, one bash per file, with FERRY_URL and
-// FERRY_KEY set as `make dev` prints them; a sql block, which psql runs on
-// Ferry's database; or a listing (go, python, json, yaml, text, http),
-// never run. A shell or sql block that cannot run in a test (it starts a
-// long-lived server, installs packages, needs another machine) is marked
-// by a `<!-- not run: reason -->` line just before it; any other block
-// that is not run fails the test, as does a block without a language.
+// FERRY_KEY set as `make dev` prints them; a python block, which python3
+// runs in that bash (boto3 must be importable); a sql block, which psql
+// runs on Ferry's database; or a listing (go, javascript, json, yaml,
+// text, http), never run. A shell, python or sql block that cannot run in
+// a test (it starts a long-lived server, installs packages, needs another
+// machine) is marked by a `<!-- not run: reason -->` line just before it,
+// as every javascript block must be; any other block that is not run
+// fails the test, as does a block without a language.
 //
 // Every command must exit 0. Its requests go through a proxy that checks
-// each response against openapi/openapi.yaml and fails a command whose
-// requests are answered 4xx or 5xx, unless the answer the docs show for it
-// is a problem with that status. Where the docs show an answer (`# → ...`
+// each response against openapi/openapi.yaml (the SQS face's, which the
+// spec does not describe, pass with their Host kept for SigV4) and fails
+// a command whose requests are answered 4xx or 5xx, unless the answer the
+// docs show for it is a problem with that status. Where the docs show an answer (`# → ...`
 // after the command, see answer_test.go) the output must match it in
 // shape.
 //
 // One Ferry serves every file, configured as `ferry dev` is (push may
-// reach 127.0.0.1); the files run one after another, README.md first,
+// reach 127.0.0.1, a server key seals the secrets of keys for SQS); the files run one after another, README.md first,
 // each in a fresh bash, so a page's examples must not depend on another
 // page's.
 package docs_test
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -66,13 +71,23 @@ func TestDocs(t *testing.T) {
 		_, err := exec.LookPath(tool)
 		require.NoError(t, err, "the docs' commands need %s (apt-get install -y %s)", tool, tool)
 	}
+	out, err := exec.Command("python3", "-c", "import boto3").CombinedOutput()
+	require.NoError(t, err, "the docs' python blocks need boto3 for the python3 on PATH "+
+		"(apt-get install -y python3-boto3, or pip install boto3; .ci/run installs it): %s", out)
 	all, errs := readBlocks(root)
 	require.NoError(t, errors.Join(errs...), "every code block names its language, and one that is not run says why")
 	files, err := docFiles(root)
 	require.NoError(t, err)
 
-	// As `ferry dev` serves: push may reach this machine's receivers.
-	env := ferrytest.Start(t, func(c *server.Config) { c.AllowPrivatePush = true })
+	// As `ferry dev` serves: push may reach this machine's receivers, and a
+	// server key seals the secrets of the keys made, so they sign SQS
+	// requests.
+	secretKey := make([]byte, 32)
+	_, err = rand.Read(secretKey)
+	require.NoError(t, err)
+	env := ferrytest.Start(t, func(c *server.Config) {
+		c.AllowPrivatePush, c.SecretKey = true, base64.StdEncoding.EncodeToString(secretKey)
+	})
 	d := &docsRun{root: root, env: env, proxy: startProxy(t, env.URL)}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) { d.runFile(t, all[f]) })
@@ -108,9 +123,29 @@ func (d *docsRun) runFile(t *testing.T, blocks []block) {
 		case b.lang == "sql":
 			d.runSQL(t, b)
 			ran++
+		case b.lang == "python":
+			if sh == nil {
+				sh = d.startShell(t)
+			}
+			d.runCommand(t, sh, b, pythonCommand(b))
+			ran++
 		}
 	}
 	t.Logf("%d commands and SQL blocks ran", ran)
+}
+
+// pythonCommand is a python block as one command of the file's bash:
+// python3 reading the block from a heredoc, so that it sees the variables
+// the shell blocks before it exported. The block's `# →` lines, in order,
+// are the answer its output must match.
+func pythonCommand(b block) command {
+	var expect []string
+	for _, l := range strings.Split(b.text, "\n") {
+		if answer, ok := answerLine(b.lang, strings.TrimSpace(l)); ok {
+			expect = append(expect, answer)
+		}
+	}
+	return command{line: b.line + 1, text: "python3 - <<'FERRY_PYTHON_BLOCK'\n" + b.text + "FERRY_PYTHON_BLOCK\n", expect: strings.Join(expect, "\n")}
 }
 
 // runCommand runs one command of block b and checks its exit status, the

@@ -21,11 +21,20 @@ type block struct {
 }
 
 // The languages of the blocks: a shell block is run by bash, a sql block
-// by psql; a listing (source code, a document, a log) is never run.
+// by psql, a python block by python3 (in the file's bash, so it sees what
+// the shell blocks before it exported); a listing (source code, a
+// document, a log) is never run. A javascript block is a listing that
+// must say why it is not run (the test has no Node.js packages to run it
+// with).
 var (
 	shellLangs   = []string{"sh", "bash", "shell", "console"}
-	listingLangs = []string{"go", "python", "json", "yaml", "text", "http"}
+	listingLangs = []string{"go", "javascript", "json", "yaml", "text", "http"}
 )
+
+// runs reports whether the docs test runs blocks of the language.
+func runs(lang string) bool {
+	return slices.Contains(shellLangs, lang) || lang == "sql" || lang == "python"
+}
 
 var (
 	fenceRE  = regexp.MustCompile("^( *)(```+|~~~+)[ \t]*([^ \t`]*)")
@@ -98,19 +107,21 @@ func dedent(lines []string, n int) string {
 // a reason; a listing is never marked (it is never run anyway). A block
 // the test runs reaches no host but 127.0.0.1 and .invalid ones.
 func checkBlock(b block) error {
-	runs := slices.Contains(shellLangs, b.lang) || b.lang == "sql"
+	run := runs(b.lang)
 	switch {
 	case b.lang == "":
-		return fmt.Errorf("%s: the code block names no language (sh, sql, or a listing: %s)", where(b.file, b.line), strings.Join(listingLangs, ", "))
-	case !runs && !slices.Contains(listingLangs, b.lang):
-		return fmt.Errorf("%s: unknown language %q: the docs test runs %s and sql blocks, and knows the listings %s",
+		return fmt.Errorf("%s: the code block names no language (sh, sql, python, or a listing: %s)", where(b.file, b.line), strings.Join(listingLangs, ", "))
+	case !run && !slices.Contains(listingLangs, b.lang):
+		return fmt.Errorf("%s: unknown language %q: the docs test runs %s, sql and python blocks, and knows the listings %s",
 			where(b.file, b.line), b.lang, strings.Join(shellLangs, ", "), strings.Join(listingLangs, ", "))
-	case !runs && b.marked:
+	case b.lang == "javascript" && !b.marked:
+		return fmt.Errorf("%s: the docs test cannot run a javascript block: mark it `<!-- not run: reason -->`", where(b.file, b.line))
+	case !run && b.marked && b.lang != "javascript":
 		return fmt.Errorf("%s: a %s block is a listing, never run: it needs no not-run comment", where(b.file, b.line), b.lang)
 	case b.marked && b.reason == "":
 		return fmt.Errorf("%s: the not-run comment gives no reason", where(b.file, b.line))
 	}
-	if runs && !b.marked {
+	if run && !b.marked {
 		for _, m := range urlRE.FindAllStringSubmatch(b.text, -1) {
 			if host := m[1]; host != "127.0.0.1" && !strings.HasSuffix(host, ".invalid") {
 				return fmt.Errorf("%s: %s: a URL in a block the test runs names 127.0.0.1 or a .invalid host", where(b.file, b.line), m[0])

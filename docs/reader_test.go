@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"fmt"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,6 +106,9 @@ func TestParseBlocks(t *testing.T) {
 	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "zsh"}), `unknown language "zsh"`)
 	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "go", marked: true, reason: "x"}), "needs no not-run comment")
 	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", marked: true}), "gives no reason")
+	require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "python", text: "print(1)\n"}), "python blocks run")
+	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript"}), "cannot run a javascript block")
+	require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript", marked: true, reason: "r"}))
 	push := `ferry-curl -X PUT "$FERRY_URL/v1/queues/q" -d '{"push": {"url": "%s"}}'`
 	for _, ok := range []string{"http://127.0.0.1:8000/", "https://hooks.example.invalid/x"} {
 		require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", text: fmt.Sprintf(push, ok)}))
@@ -113,4 +117,16 @@ func TestParseBlocks(t *testing.T) {
 		require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", text: fmt.Sprintf(push, bad)}), "names 127.0.0.1 or a .invalid host")
 		require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", text: fmt.Sprintf(push, bad), marked: true, reason: "r"}))
 	}
+}
+
+// A python block is one command, python3 reading it from a heredoc in
+// the file's bash; its `# →` lines are the answer.
+func TestPythonCommand(t *testing.T) {
+	t.Parallel()
+	c := pythonCommand(block{file: "x.md", line: 4, lang: "python", text: "print('a')\n# → a\nprint('b')  # not an answer\n# → b\n"})
+	require.Equal(t, command{line: 5, text: "python3 - <<'FERRY_PYTHON_BLOCK'\nprint('a')\n# → a\nprint('b')  # not an answer\n# → b\nFERRY_PYTHON_BLOCK\n",
+		expect: "a\nb"}, c)
+	out, err := exec.Command("bash", "-c", c.text).Output()
+	require.NoError(t, err)
+	require.NoError(t, matchAnswer(c.expect, string(out)))
 }

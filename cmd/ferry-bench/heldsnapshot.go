@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Scenario 14 (opt-in, -only held-snapshot): issue 21's cliff. A queue, a
+// Scenario 15 (opt-in, -only held-snapshot): issue 21's cliff. A queue, a
 // subscription and a consumer group are each produced to and consumed
 // at a fixed rate from a backlog, twice: once with nothing else on the
 // database, once while another session holds a REPEATABLE READ snapshot
@@ -357,7 +357,7 @@ func (b *Bench) totalSize(ctx context.Context, table string) (n int64, err error
 	return n, err
 }
 
-// heldSnapshot is scenario 14: each flow of -held-flows without, then
+// heldSnapshot is scenario 15: each flow of -held-flows without, then
 // with, the held snapshot.
 func (b *Bench) heldSnapshot(ctx context.Context) (*Section, error) {
 	var results []heldResult

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The flows of scenario 14: what each produces and consumes, and how its
+// The flows of scenario 15: what each produces and consumes, and how its
 // backlog is made.
 
 // heldQueue is a queue: sends of heldBatch messages, receive(heldBatch) +

@@ -5,17 +5,17 @@ import (
 	"time"
 )
 
-// heldResult is one flow of scenario 14, run without and with the held
+// heldResult is one flow of scenario 15, run without and with the held
 // snapshot.
 type heldResult struct {
 	flow       heldFlow
 	none, held heldSide
 }
 
-// heldColumns are scenario 14's value columns.
+// heldColumns are scenario 15's value columns.
 var heldColumns = Columns{Raw: "no held snapshot", Ferry: "snapshot held", Ratio: "held/none"} //nolint:gochecknoglobals // read-only column names
 
-// heldSection is scenario 14's report: per flow, the goals of issue 21
+// heldSection is scenario 15's report: per flow, the goals of issue 21
 // judged on the last minute and the end of the run, the evidence, the
 // time series and the index sizes.
 func heldSection(results []heldResult, d time.Duration, rate, backlog int) *Section {

@@ -25,7 +25,7 @@
 //	go run ./cmd/ferry-bench -only groups,fanout  # selected scenarios, by name (see -help) or number
 //	go run ./cmd/ferry-bench -only held-snapshot -held-duration 30m  # issue 21's long run
 //
-// Scenario 14 (held snapshot) is opt-in: a full run leaves it out, since
+// Scenario 15 (held snapshot) is opt-in: a full run leaves it out, since
 // it takes an hour at its default -held-duration.
 //
 // Scenario 11 (cold start) runs on databases of its own, each with its own
@@ -76,7 +76,7 @@ type Options struct {
 	ColdLight, ColdBudget    time.Duration
 	ColdMessages, ColdEvents int
 
-	// Scenario 14 (held snapshot, opt-in): each run's length, the offered
+	// Scenario 15 (held snapshot, opt-in): each run's length, the offered
 	// rate, the starting backlog and the flows measured.
 	HeldDuration time.Duration
 	HeldRate     int
@@ -193,6 +193,7 @@ func scenarios() []scenario {
 		{"coldstart", "Cold start", (*Bench).coldStart, false},
 		{"leave", "Consumer group leave: takeover after a graceful leave and after a crash", (*Bench).leaveRebalance, false},
 		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI, false},
+		{"sqs", "SQS face against REST: send, receive and delete batches of 10", (*Bench).sqsFace, false},
 		{"held-snapshot", "Behind a held snapshot (issue 21)", (*Bench).heldSnapshot, true},
 	}
 }

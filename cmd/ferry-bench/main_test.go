@@ -20,13 +20,15 @@ func TestOnlyTakesNamesAndNumbers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[int]bool{i + 1: true}, one, "%s is scenario %d", sc.name, i+1)
 	}
-	for _, bad := range []string{"group", "0", "15", "", "groups,,fanout"} {
+	for _, bad := range []string{"group", "0", "16", "", "groups,,fanout"} {
 		_, err := parseOnly(bad, all)
 		require.Error(t, err, "%q", bad)
 	}
 	_, err = parseOnly("nope", all)
 	require.ErrorContains(t, err, "1 batch-send, 2 single-send", "the error lists the scenarios")
 	require.ErrorContains(t, err, "13 sql-api")
+	require.ErrorContains(t, err, "14 sqs")
+	require.ErrorContains(t, err, "15 held-snapshot")
 }
 
 func TestScenarioNamesAreUnique(t *testing.T) {

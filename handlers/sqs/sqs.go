@@ -131,9 +131,35 @@ func (f *face) serve(c echo.Context) error {
 	cl := &call{c: c, ctx: c.Request().Context()}
 	out, err := f.run(cl)
 	if err != nil {
+		if reason := authFailure(err); reason != "" && f.Metrics != nil {
+			f.Metrics.AuthFailed(reason)
+		}
 		return f.writeError(cl, err)
 	}
 	return f.writeResult(cl, out)
+}
+
+// authFailure is the ferry_auth_failures_total reason of a refusal for
+// the request's key, as the REST face counts its own: a signature that is
+// absent or not shaped like SigV4 is "missing" (REST's 401 without a
+// Bearer token), an unknown, revoked or expired access key id or a
+// signature that does not match (a wrong secret, a stale date) "invalid",
+// a valid key without the permission (AccessDenied) "forbidden". Any
+// other error is no refusal for the key: "".
+func authFailure(err error) string {
+	var (
+		se *sigv4.Error
+		ae *apiError
+	)
+	switch {
+	case errors.As(err, &se) && (se.Code == sigv4.MissingAuthenticationToken || se.Code == sigv4.IncompleteSignature):
+		return metrics.AuthMissing
+	case errors.As(err, &se):
+		return metrics.AuthInvalid
+	case errors.As(err, &ae) && ae.Code == codeAccessDenied:
+		return metrics.AuthForbidden
+	}
+	return ""
 }
 
 // run reads, authenticates and decodes the request, and runs its action.
