@@ -47,7 +47,7 @@ type subDeadLetterJSON struct {
 type subDeadLetterPageJSON = pageJSON[subDeadLetterJSON]
 
 var (
-	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "push", "created_at", "updated_at", "stats"}
+	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "dead_letter_queue", "push", "created_at", "updated_at", "stats"}
 	subMessageKeys    = []string{"id", "event", "receipt", "receive_count"}
 	subDeadLetterKeys = []string{"id", "event", "receive_count", "last_error", "dead_lettered_at"}
 )
