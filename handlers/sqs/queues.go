@@ -177,6 +177,10 @@ func (f *face) upsert(cl *call, name string, s queueSettings) error {
 		}
 	}
 	if _, _, err := store.QueueUpsert(cl.ctx, f.Pool, name, s.patch); err != nil {
+		var verr *store.ValidationError
+		if errors.As(err, &verr) && verr.Field == "dead_letter_queue" {
+			return invalidAttrValue(attrRedrive, "deadLetterTargetArn: "+verr.Message)
+		}
 		return err
 	}
 	f.Queues.Forget(name)
