@@ -49,6 +49,7 @@ func auditedRoutes() map[string]auditRule {
 		"PUT /v1/queues/:queue":                      {action: "queue.put"},
 		"DELETE /v1/queues/:queue":                   {action: "queue.delete"},
 		"DELETE /v1/queues/:queue/messages":          {action: "messages.purge"},
+		"POST /v1/queues/:queue/messages/move":       {action: "messages.move"},
 		"PUT /v1/topics/:topic":                      {action: "topic.put"},
 		"DELETE /v1/topics/:topic":                   {action: "topic.delete"},
 		"PUT " + "/v1" + subscriptionPath:            {action: "subscription.put"},

@@ -67,6 +67,7 @@ func routePermissions() []routePermission {
 		{"DELETE", q, access.Queue, access.Manage, false},
 		{"POST", q + "/messages", access.Queue, access.Send, false},
 		{"DELETE", q + "/messages", access.Queue, access.Manage, false},
+		{"POST", q + "/messages/move", access.Queue, access.Manage, false},
 		{"GET", "/v1/topics", access.Topic, access.Read, true},
 		{"PUT", "/v1/topics/:topic", access.Topic, access.Manage, false},
 		{"GET", "/v1/topics/:topic", access.Topic, access.Read, false},

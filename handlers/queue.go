@@ -25,6 +25,8 @@ type queueRequest struct {
 	MaxDepth                 *int64 `json:"max_depth"`
 	RetryMinSeconds          *int   `json:"retry_min_seconds"`
 	RetryMaxSeconds          *int   `json:"retry_max_seconds"`
+	// DeadLetterQueue: the queue dead letters move into; null: none.
+	DeadLetterQueue rawOf[string] `json:"dead_letter_queue"`
 	// Push: null removes push; see pushRequest.
 	Push rawOf[pushRequest] `json:"push"`
 }
@@ -52,11 +54,17 @@ func (r queueRequest) patch() store.QueuePatch {
 		MaxDepth:                 r.MaxDepth,
 		RetryMinSeconds:          r.RetryMinSeconds,
 		RetryMaxSeconds:          r.RetryMaxSeconds,
+		DeadLetterQueue:          deadLetterQueueOf(r.DeadLetterQueue),
 	}
 }
 
 // validate checks the request's settings (see checkQueueSettings).
-func (r queueRequest) validate() error { return checkQueueSettings(r.patch()) }
+func (r queueRequest) validate() error {
+	if err := checkDeadLetterQueue(r.DeadLetterQueue); err != nil {
+		return err
+	}
+	return checkQueueSettings(r.patch())
+}
 
 // CheckQueueSettings checks the bounds of queue settings as a PUT of a
 // queue checks them, for another face (the SQS face); the error is the
@@ -92,6 +100,8 @@ type queueReply struct {
 	MaxDepth                 int64      `json:"max_depth"`
 	RetryMinSeconds          int        `json:"retry_min_seconds"`
 	RetryMaxSeconds          int        `json:"retry_max_seconds"`
+	DeadLetterQueue          *string    `json:"dead_letter_queue"`
+	DeadLetterSources        []string   `json:"dead_letter_sources"`
 	Push                     *pushReply `json:"push"`
 	CreatedAt                time.Time  `json:"created_at"`
 	UpdatedAt                time.Time  `json:"updated_at"`
@@ -106,9 +116,9 @@ type statsReply struct {
 	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
 }
 
-// toQueueResponse is q with its stats s, its push URL whole or masked
-// (toPushResponse).
-func toQueueResponse(q store.Queue, s store.QueueStats, wholePush bool) queueReply {
+// toQueueResponse is q with its stats s and dead-letter sources, its push
+// URL whole or masked (toPushResponse).
+func toQueueResponse(q store.Queue, s queueExtras, wholePush bool) queueReply {
 	return queueReply{
 		Name:                     q.Name,
 		VisibilityTimeoutSeconds: q.VisibilityTimeoutSeconds,
@@ -119,10 +129,12 @@ func toQueueResponse(q store.Queue, s store.QueueStats, wholePush bool) queueRep
 		MaxDepth:                 q.MaxDepth,
 		RetryMinSeconds:          q.RetryMinSeconds,
 		RetryMaxSeconds:          q.RetryMaxSeconds,
+		DeadLetterQueue:          nonEmpty(q.DeadLetterQueue),
+		DeadLetterSources:        append([]string{}, s.sources...),
 		Push:                     toPushResponse(q, wholePush),
 		CreatedAt:                q.CreatedAt.UTC(),
 		UpdatedAt:                q.UpdatedAt.UTC(),
-		Stats:                    statsReply(s),
+		Stats:                    statsReply(s.stats),
 	}
 }
 
@@ -140,6 +152,9 @@ func (h *handler) queuePut(c echo.Context) error {
 	}
 	p := req.patch()
 	ctx := c.Request().Context()
+	if err := h.deadLetterQueueAllowed(c, p.DeadLetterQueue); err != nil {
+		return err
+	}
 	if p.Push, err = h.pushPatch(c, json.RawMessage(req.Push)); err != nil {
 		return err
 	}

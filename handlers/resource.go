@@ -30,12 +30,12 @@ type view[T, V, R any] struct {
 
 // queueView answers queues with their stats to the request's key, which
 // sees the push URL whole of those it may manage only.
-func queueView(c echo.Context) view[store.Queue, store.QueueStats, queueReply] {
+func queueView(c echo.Context) view[store.Queue, queueExtras, queueReply] {
 	manage := mayManage(c, access.Queue, "")
-	return view[store.Queue, store.QueueStats, queueReply]{
+	return view[store.Queue, queueExtras, queueReply]{
 		key:  func(q store.Queue) (int64, string) { return q.ID, q.Name },
-		read: store.QueueStatsGet,
-		out: func(q store.Queue, st store.QueueStats) queueReply {
+		read: queueExtrasGet,
+		out: func(q store.Queue, st queueExtras) queueReply {
 			return toQueueResponse(q, st, manage(q.Name))
 		},
 	}

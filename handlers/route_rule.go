@@ -46,6 +46,7 @@ func routeRules() map[string]rule {
 		"DELETE /v1/queues/:queue":                                       {access.Queue, access.Manage, false},
 		"POST /v1/queues/:queue/messages":                                {access.Queue, access.Send, false},
 		"DELETE /v1/queues/:queue/messages":                              {access.Queue, access.Manage, false},
+		"POST /v1/queues/:queue/messages/move":                           {access.Queue, access.Manage, false},
 		"POST /v1/queues/:queue/receive":                                 {access.Queue, access.Receive, false},
 		"POST /v1/queues/:queue/ack":                                     {access.Queue, access.Receive, false},
 		"POST /v1/queues/:queue/nack":                                    {access.Queue, access.Receive, false},

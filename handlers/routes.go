@@ -57,6 +57,7 @@ func (h *handler) queueRoutes(v1 addRoute) {
 	v1(http.MethodDelete, queuePath, h.queueDelete)
 	v1(http.MethodPost, queuePath+"/messages", h.messageSend)
 	v1(http.MethodDelete, queuePath+"/messages", h.messagePurge)
+	v1(http.MethodPost, queuePath+"/messages/move", h.messageMove)
 	h.consumerRoutes(v1, queuePath)
 }
 

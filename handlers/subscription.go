@@ -24,6 +24,7 @@ type subscriptionRequest struct {
 	RetentionSeconds         *int                `json:"retention_seconds"`
 	RetryMinSeconds          *int                `json:"retry_min_seconds"`
 	RetryMaxSeconds          *int                `json:"retry_max_seconds"`
+	DeadLetterQueue          rawOf[string]       `json:"dead_letter_queue"`
 	Push                     rawOf[pushRequest]  `json:"push"`
 }
 
@@ -38,6 +39,7 @@ type subscriptionReply struct {
 	RetentionSeconds         int             `json:"retention_seconds"`
 	RetryMinSeconds          int             `json:"retry_min_seconds"`
 	RetryMaxSeconds          int             `json:"retry_max_seconds"`
+	DeadLetterQueue          *string         `json:"dead_letter_queue"`
 	Push                     *pushReply      `json:"push"`
 	CreatedAt                time.Time       `json:"created_at"`
 	UpdatedAt                time.Time       `json:"updated_at"`
@@ -61,6 +63,7 @@ func toSubscriptionResponse(topic string, s store.Subscription, st store.QueueSt
 		RetentionSeconds:         s.RetentionSeconds,
 		RetryMinSeconds:          s.RetryMinSeconds,
 		RetryMaxSeconds:          s.RetryMaxSeconds,
+		DeadLetterQueue:          nonEmpty(s.DeadLetterQueue),
 		Push:                     toPushResponse(s.Queue, wholePush),
 		CreatedAt:                s.CreatedAt.UTC(),
 		UpdatedAt:                s.UpdatedAt.UTC(),
@@ -98,6 +101,9 @@ func (h *handler) subscriptionPut(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	if err := h.deadLetterQueueAllowed(c, p.Queue.DeadLetterQueue); err != nil {
+		return err
+	}
 	if p.Queue.Push, err = h.pushPatch(c, json.RawMessage(req.Push)); err != nil {
 		return err
 	}
@@ -128,8 +134,12 @@ func (r subscriptionRequest) patch() (store.SubscriptionPatch, error) {
 			RetentionSeconds:         r.RetentionSeconds,
 			RetryMinSeconds:          r.RetryMinSeconds,
 			RetryMaxSeconds:          r.RetryMaxSeconds,
+			DeadLetterQueue:          deadLetterQueueOf(r.DeadLetterQueue),
 		},
 		Ordered: r.Ordered,
+	}
+	if err := checkDeadLetterQueue(r.DeadLetterQueue); err != nil {
+		return p, err
 	}
 	if err := checkQueueSettings(p.Queue); err != nil {
 		return p, err

@@ -47,7 +47,7 @@ type subDeadLetterJSON struct {
 type subDeadLetterPageJSON = pageJSON[subDeadLetterJSON]
 
 var (
-	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "push", "created_at", "updated_at", "stats"}
+	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "dead_letter_queue", "push", "created_at", "updated_at", "stats"}
 	subMessageKeys    = []string{"id", "event", "receipt", "receive_count"}
 	subDeadLetterKeys = []string{"id", "event", "receive_count", "last_error", "dead_lettered_at"}
 )
@@ -1238,7 +1238,7 @@ func TestSubscriptionSpecSchemas(t *testing.T) {
 	require.NoError(t, err)
 	event := `{"id": "evt-771", "type": "order.created", "key": null, "data": null, "attributes": {}, "partition": 0, "offset": 3, "published_at": "2025-06-01T10:00:00.123456Z"}`
 	stats := `{"available": 0, "in_flight": 0, "delayed": 0, "dead_letters": 0, "oldest_age_seconds": 0}`
-	sub := `{"name": "billing", "topic": "orders", "filter": FILTER, "ordered": false, "visibility_timeout_seconds": 30, "max_receives": 5, "retention_seconds": 604800, "retry_min_seconds": 1, "retry_max_seconds": 300, "push": null, "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "stats": ` + stats + `}`
+	sub := `{"name": "billing", "topic": "orders", "filter": FILTER, "ordered": false, "visibility_timeout_seconds": 30, "max_receives": 5, "retention_seconds": 604800, "retry_min_seconds": 1, "retry_max_seconds": 300, "dead_letter_queue": null, "push": null, "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "stats": ` + stats + `}`
 	tests := []struct {
 		schema, body string
 		asRequest    bool

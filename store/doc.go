@@ -80,6 +80,24 @@
 // group locks) a transaction, so that no redrive can exhaust the server's
 // lock table.
 //
+// A queue or subscription with a dead_letter_queue (dead_letter_queue.go)
+// moves what it dead-letters into that queue instead, in the same
+// statement (ferry.message_dead_letter_queue readies the target: its lock
+// shared, then its group locks, after the source's; then
+// ferry.message_dead_letter_put inserts): a new available message there
+// with its id, body, attributes, group, dedup_id and sent_at, receive_count
+// 0, behind the live messages of its group, with the reserved attributes
+// ferry:dead_letter_source, ferry:dead_letter_reason and ferry:last_error.
+// It is not a send: the target's dedup window and max_depth do not apply,
+// so a dead-lettering never fails the consumer's ack or nack. A row whose
+// id the target already holds stays a dead letter of its queue. The
+// target is woken by a NOTIFY at the commit (ferry.wake_at_commit), so
+// every face's dead-lettering wakes it the same way. Settings that name a
+// target take one advisory lock first (no two make a cycle together);
+// deleting a target clears it on its sources (ON DELETE SET NULL). A move
+// ([MessageMove], message_move.go) takes available messages from one queue
+// to another in send order, at most 500 a transaction.
+//
 // # Wakes
 //
 // Long polls and push workers wait on a [Notifier] and also poll on their
@@ -341,7 +359,8 @@
 //   - message.go (receipts, ids), message_claim.go (claim, receive),
 //     message_settle.go (ack, nack, extend), message_delete.go (purge,
 //     the deletes of purge, retention and seek), message_send.go,
-//     message_send_plan.go, message_sender.go; dead_letter.go;
+//     message_send_plan.go, message_sender.go, message_move.go;
+//     dead_letter.go, dead_letter_queue.go;
 //     queue.go; retention.go (expiry, dedup expiry, orphans).
 //   - event.go, event_partition.go, event_publish.go (with
 //     event_fanout.go), event_publisher.go, event_relay.go (the SQL

@@ -102,3 +102,17 @@ func SubscriptionSeekAndWake(ctx context.Context, pool *pgxpool.Pool, n *Notifie
 	}
 	return delivered, nil
 }
+
+// MessageMoveAndWake is [MessageMove], then wakes the target queue when
+// any message moved, and the source when the move promoted the next
+// message of a group there.
+func MessageMoveAndWake(ctx context.Context, db TxBeginner, n *Notifier, p MoveParams) (int, error) {
+	moved, promoted, err := MessageMove(ctx, db, p)
+	if moved > 0 {
+		n.Claimable(p.To)
+	}
+	if promoted {
+		n.Claimable(p.From)
+	}
+	return moved, err
+}

@@ -54,7 +54,7 @@ func TestPlansSQLConsume(t *testing.T) {
 				var n int
 				require.NoError(t, db.QueryRow(e.ctx, `SELECT count(*) FROM ferry.receive($1, 100, 60)`, f.Queue.Name).Scan(&n))
 				require.Zero(t, n)
-				return promotes(promoting(100))
+				return deadLettering(promotes(promoting(100)))
 			},
 		},
 		{
@@ -67,7 +67,7 @@ func TestPlansSQLConsume(t *testing.T) {
 		},
 		{
 			name: "sql_nack_dead_letter", setup: newQueue, fill: groups,
-			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.nack($1, $2, '{"dead_letter": true}')`, true, func(n int) workBound { return promotes(promoting(n)) }),
+			run: settle(`SELECT count(*) FILTER (WHERE status = 'ok') FROM ferry.nack($1, $2, '{"dead_letter": true}')`, true, func(n int) workBound { return deadLettering(promotes(promoting(n))) }),
 		},
 		{
 			name: "sql_extend", setup: newQueue, fill: plain,

@@ -18,6 +18,9 @@ type QueueConfig struct {
 	MaxDepth                 int64
 	RetryMinSeconds          int
 	RetryMaxSeconds          int
+	// DeadLetterQueue names the queue this one's dead letters move into
+	// ("": they stay with it, in its dead letters).
+	DeadLetterQueue string
 }
 
 // DefaultQueueConfig is what a new queue gets for every field not given.
@@ -45,6 +48,9 @@ type QueuePatch struct {
 	MaxDepth                 *int64
 	RetryMinSeconds          *int
 	RetryMaxSeconds          *int
+	// DeadLetterQueue, when set, names the queue dead letters move into;
+	// "" makes them stay with the queue again.
+	DeadLetterQueue *string
 	// Push, when set, changes push delivery (see PushPatch).
 	Push *PushPatch
 }
@@ -65,6 +71,9 @@ func (p QueuePatch) apply(c QueueConfig) QueueConfig {
 	}
 	set(&c.RetryMinSeconds, p.RetryMinSeconds)
 	set(&c.RetryMaxSeconds, p.RetryMaxSeconds)
+	if p.DeadLetterQueue != nil {
+		c.DeadLetterQueue = *p.DeadLetterQueue
+	}
 	return c
 }
 
@@ -108,20 +117,25 @@ type QueueStats struct {
 const queueColumns = `id, name, created_at, updated_at, visibility_timeout_seconds, max_receives,
 	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds,
 	push_url, push_timeout_seconds, push_max_in_flight, push_rate_limit,
-	push_failing_since, push_disabled_at, push_disabled_reason`
+	push_failing_since, push_disabled_at, push_disabled_reason,
+	(SELECT d.name FROM ferry.queues d WHERE d.id = q.dead_letter_queue_id) AS dead_letter_queue`
 
 func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 	var (
 		q    Queue
 		url  *string
+		dlq  *string
 		push PushConfig
 	)
 	dest := append([]any{&q.ID, &q.Name, &q.CreatedAt, &q.UpdatedAt, &q.VisibilityTimeoutSeconds,
 		&q.MaxReceives, &q.RetentionSeconds, &q.DelaySeconds, &q.DedupWindowSeconds, &q.MaxDepth,
 		&q.RetryMinSeconds, &q.RetryMaxSeconds,
 		&url, &push.TimeoutSeconds, &push.MaxInFlight, &push.RateLimitPerSecond,
-		&q.FailingSince, &q.DisabledAt, &q.DisabledReason}, extra...)
+		&q.FailingSince, &q.DisabledAt, &q.DisabledReason, &dlq}, extra...)
 	err := row.Scan(dest...)
+	if dlq != nil {
+		q.DeadLetterQueue = *dlq
+	}
 	if url != nil {
 		push.URL = *url
 		q.Push = &push
@@ -134,8 +148,11 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
 	q, created, err := upsert[Queue, queueSettings]{
 		lock: func(ctx context.Context, tx pgx.Tx) (Queue, error) {
+			if err := deadLetterQueueLock(ctx, tx, patch.DeadLetterQueue); err != nil {
+				return Queue{}, err
+			}
 			return scanQueue(tx.QueryRow(ctx,
-				`SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL FOR UPDATE`, name))
+				`SELECT `+queueColumns+` FROM ferry.queues q WHERE name = $1 AND topic_id IS NULL FOR UPDATE OF q`, name))
 		},
 		merge: func(existing Queue, created bool) (queueSettings, error) {
 			base := DefaultQueueConfig()
@@ -146,7 +163,11 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 		},
 		same: func(next queueSettings, existing Queue) bool { return next.same(existing) },
 		write: func(ctx context.Context, tx pgx.Tx, next queueSettings, created bool) (Queue, error) {
-			return queueWrite(ctx, tx, name, next, patch.Push, created)
+			q, err := queueWrite(ctx, tx, name, next, patch.Push, created)
+			if err != nil {
+				return Queue{}, err
+			}
+			return q, deadLetterQueueSet(ctx, tx, &q, next.cfg.DeadLetterQueue, true)
 		},
 	}.run(ctx, db)
 	if err != nil {
@@ -208,7 +229,7 @@ func queueWrite(ctx context.Context, tx pgx.Tx, name string, next queueSettings,
 
 // QueueGet returns the named queue.
 func QueueGet(ctx context.Context, db DBTX, name string) (Queue, error) {
-	q, err := scanQueue(db.QueryRow(ctx, `/* ferry:queue_get */ SELECT `+queueColumns+` FROM ferry.queues WHERE name = $1 AND topic_id IS NULL`, name))
+	q, err := scanQueue(db.QueryRow(ctx, `/* ferry:queue_get */ SELECT `+queueColumns+` FROM ferry.queues q WHERE name = $1 AND topic_id IS NULL`, name))
 	return q, interpretError("queue get", err)
 }
 
@@ -221,7 +242,7 @@ type QueueListParams = PageParams
 // queues there are, and a queue deleted meanwhile is simply not listed.
 func QueueList(ctx context.Context, db DBTX, p QueueListParams) ([]Queue, bool, error) {
 	rows, err := db.Query(ctx, `
-		SELECT `+queueColumns+` FROM ferry.queues
+		SELECT `+queueColumns+` FROM ferry.queues q
 		WHERE topic_id IS NULL AND name > $1 ORDER BY name LIMIT $2`, p.After, pageLimit(p.Limit))
 	return pageCollect(rows, err, "queue list", p.Limit, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
 }

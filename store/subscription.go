@@ -95,7 +95,7 @@ func lockTopicForSubscriptions(ctx context.Context, tx pgx.Tx, topicID int64) er
 // SubscriptionGet returns the named subscription of the topic.
 func SubscriptionGet(ctx context.Context, db DBTX, topicID int64, name string) (Subscription, error) {
 	s, err := scanSubscription(db.QueryRow(ctx,
-		`/* ferry:subscription_get */ SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2`, topicID, name))
+		`/* ferry:subscription_get */ SELECT `+subscriptionColumns+` FROM ferry.queues q WHERE topic_id = $1 AND name = $2`, topicID, name))
 	return s, interpretError("subscription get", err)
 }
 
@@ -126,7 +126,7 @@ func SubscriptionListAll(ctx context.Context, db DBTX) ([]Subscription, error) {
 }
 
 func subscriptionsWhere(ctx context.Context, db DBTX, where string, args ...any) ([]Subscription, error) {
-	rows, err := db.Query(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues WHERE `+where, args...)
+	rows, err := db.Query(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues q WHERE `+where, args...)
 	if err != nil {
 		return nil, interpretError("subscription list", err)
 	}

@@ -61,7 +61,7 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 				return err
 			}
 			var err error
-			cur, err = scanSubscription(tx.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues WHERE id = $1`, s.ID))
+			cur, err = scanSubscription(tx.QueryRow(ctx, `SELECT `+subscriptionColumns+` FROM ferry.queues q WHERE id = $1`, s.ID))
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func subscriptionSeekTx(ctx context.Context, tx pgx.Tx, s Subscription, start St
 	}
 	// Read again under the locks: the filter in force now.
 	cur, err := scanSubscription(tx.QueryRow(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE id = $1`, s.ID))
+		`SELECT `+subscriptionColumns+` FROM ferry.queues q WHERE id = $1`, s.ID))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -53,11 +53,14 @@ type subscriptionSettings struct {
 // the subscription FOR UPDATE (pgx.ErrNoRows: it is to be created).
 func (u *subscriptionUpsert) lock(ctx context.Context, tx pgx.Tx) (Subscription, error) {
 	u.backfilled, u.fence = 0, nil
+	if err := deadLetterQueueLock(ctx, tx, u.patch.Queue.DeadLetterQueue); err != nil {
+		return Subscription{}, err
+	}
 	if err := lockTopicForSubscriptions(ctx, tx, u.topic.ID); err != nil {
 		return Subscription{}, err
 	}
 	return scanSubscription(tx.QueryRow(ctx,
-		`SELECT `+subscriptionColumns+` FROM ferry.queues WHERE topic_id = $1 AND name = $2 FOR UPDATE`, u.topic.ID, u.name))
+		`SELECT `+subscriptionColumns+` FROM ferry.queues q WHERE topic_id = $1 AND name = $2 FOR UPDATE OF q`, u.topic.ID, u.name))
 }
 
 // merge applies the patch to the existing subscription's settings (the
@@ -110,6 +113,9 @@ func (u *subscriptionUpsert) write(ctx context.Context, tx pgx.Tx, next subscrip
 		return Subscription{}, err
 	}
 	if err := pushSet(ctx, tx, &s.Queue, next.push, u.patch.Queue.Push); err != nil {
+		return Subscription{}, err
+	}
+	if err := deadLetterQueueSet(ctx, tx, &s.Queue, next.cfg.DeadLetterQueue, false); err != nil {
 		return Subscription{}, err
 	}
 	return s, u.planBackfill(ctx, tx, s, next.ordered, created)

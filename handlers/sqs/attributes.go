@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -100,8 +101,9 @@ func (s *queueSettings) set(name, k, v string, create bool, maxSize int) error {
 }
 
 // redrive applies a RedrivePolicy: maxReceiveCount is the queue's
-// max_receives; a deadLetterTargetArn (dead letters moved into another
-// queue) is not supported yet: Ferry keeps a queue's dead letters with it.
+// max_receives, deadLetterTargetArn (a queue's ARN; its last part is the
+// queue's name) its dead_letter_queue; without one, dead letters stay with
+// the queue (GET /v1/queues/{queue}/dead-letters).
 func (s *queueSettings) redrive(v string) error {
 	var rp struct {
 		MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
@@ -110,10 +112,15 @@ func (s *queueSettings) redrive(v string) error {
 	if err := json.Unmarshal([]byte(v), &rp); err != nil || rp.MaxReceiveCount == nil {
 		return invalidAttrValue(attrRedrive, `must be a JSON object with maxReceiveCount, such as {"maxReceiveCount":5}`)
 	}
+	dlq := ""
 	if rp.DeadLetterTargetArn != "" {
-		return invalidAttrValue(attrRedrive, "a deadLetterTargetArn (dead letters moved into another queue) is not supported yet; "+
-			"leave it out: Ferry keeps a queue's dead letters with the queue (GET /v1/queues/{queue}/dead-letters)")
+		parts := strings.Split(rp.DeadLetterTargetArn, ":")
+		if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || !handlers.ValidName(parts[5]) {
+			return invalidAttrValue(attrRedrive, "deadLetterTargetArn must be a queue's ARN, arn:aws:sqs:<region>:000000000000:<queue>")
+		}
+		dlq = parts[5]
 	}
+	s.patch.DeadLetterQueue = &dlq
 	count := strings.Trim(string(rp.MaxReceiveCount), `"`)
 	return intAttr("RedrivePolicy.maxReceiveCount", count, 1, 1000, &s.patch.MaxReceives)
 }
@@ -166,14 +173,19 @@ func (s queueSettings) differs(q store.Queue) bool {
 	p := s.patch
 	ne := func(v *int, have int) bool { return v != nil && *v != have }
 	return ne(p.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds) || ne(p.DelaySeconds, q.DelaySeconds) ||
-		ne(p.RetentionSeconds, q.RetentionSeconds) || ne(p.MaxReceives, q.MaxReceives)
+		ne(p.RetentionSeconds, q.RetentionSeconds) || ne(p.MaxReceives, q.MaxReceives) ||
+		(p.DeadLetterQueue != nil && *p.DeadLetterQueue != q.DeadLetterQueue)
 }
 
 // queueAttributes is every attribute of q (with its stats st) that
 // GetQueueAttributes answers.
 func (f *face) queueAttributes(cl *call, q store.Queue, st store.QueueStats) map[string]string {
 	itoa := strconv.Itoa
-	redrive, _ := json.Marshal(map[string]int{"maxReceiveCount": q.MaxReceives})
+	rp := map[string]any{"maxReceiveCount": q.MaxReceives}
+	if q.DeadLetterQueue != "" {
+		rp["deadLetterTargetArn"] = queueARN(cl, q.DeadLetterQueue)
+	}
+	redrive, _ := json.Marshal(rp)
 	a := map[string]string{
 		"ApproximateNumberOfMessages":           strconv.FormatInt(st.Available, 10),
 		"ApproximateNumberOfMessagesNotVisible": strconv.FormatInt(st.InFlight, 10),

@@ -113,8 +113,8 @@ func fromRESTAttributes(raw json.RawMessage) (msgAttrMap, *string) {
 	}
 	out := msgAttrMap{}
 	for n, v := range stored {
-		if n == typesKey || n == traceKey {
-			continue
+		if n == typesKey || n == traceKey || strings.HasPrefix(n, "ferry:") {
+			continue // reserved: Ferry's own (a dead letter's reason), not the sender's
 		}
 		s, ok := v.(string)
 		if !ok {

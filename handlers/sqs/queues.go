@@ -41,7 +41,7 @@ func actions() map[string]action {
 		"TagQueue":                     unsupported("queue tags are not supported yet"),
 		"UntagQueue":                   unsupported("queue tags are not supported yet"),
 		"ListQueueTags":                unsupported("queue tags are not supported yet"),
-		"ListDeadLetterSourceQueues":   unsupported("dead-letter queues that are other queues are not supported yet"),
+		"ListDeadLetterSourceQueues":   (*face).listDeadLetterSourceQueues,
 		"StartMessageMoveTask":         unsupported("message move tasks are not supported yet"),
 		"ListMessageMoveTasks":         unsupported("message move tasks are not supported yet"),
 		"CancelMessageMoveTask":        unsupported("message move tasks are not supported yet"),
@@ -170,7 +170,17 @@ func (f *face) upsert(cl *call, name string, s queueSettings) error {
 	if err := handlers.CheckQueueSettings(s.patch); err != nil {
 		return err
 	}
+	// Dead-lettering into a queue sends into it (as on REST).
+	if dlq := s.patch.DeadLetterQueue; dlq != nil && *dlq != "" {
+		if err := cl.permit(*dlq, access.Send); err != nil {
+			return err
+		}
+	}
 	if _, _, err := store.QueueUpsert(cl.ctx, f.Pool, name, s.patch); err != nil {
+		var verr *store.ValidationError
+		if errors.As(err, &verr) && verr.Field == "dead_letter_queue" {
+			return invalidAttrValue(attrRedrive, "deadLetterTargetArn: "+verr.Message)
+		}
 		return err
 	}
 	f.Queues.Forget(name)
@@ -373,4 +383,53 @@ func (f *face) setQueueAttributes(cl *call) (any, error) {
 		return nil, err
 	}
 	return nil, f.upsert(cl, name, s)
+}
+
+type listDeadLetterSourceQueuesInput struct {
+	QueueUrl   string `json:"QueueUrl"`   //nolint:revive // SQS's member name
+	MaxResults *int   `json:"MaxResults"` //nolint:revive // SQS's member name
+	NextToken  string `json:"NextToken"`  //nolint:revive // SQS's member name
+}
+
+type listDeadLetterSourceQueuesOutput struct {
+	QueueUrls []string `json:"queueUrls" xml:"QueueUrl"` //nolint:revive,tagliatelle // SQS's member name
+	NextToken string   `json:"NextToken,omitempty" xml:",omitempty"`
+}
+
+// listDeadLetterSourceQueues answers the queues whose RedrivePolicy
+// names the queue (its dead_letter_sources that are queues, by name, the
+// ones the key may read), a page of MaxResults (then with a NextToken:
+// the last name answered) when given.
+func (f *face) listDeadLetterSourceQueues(cl *call) (any, error) {
+	var in listDeadLetterSourceQueuesInput
+	if err := cl.decode(&in); err != nil {
+		return nil, err
+	}
+	limit := 1000
+	if in.MaxResults != nil {
+		if *in.MaxResults < 1 || *in.MaxResults > 1000 {
+			return nil, invalidParam("MaxResults", "must be between 1 and 1000")
+		}
+		limit = *in.MaxResults
+	}
+	q, err := f.namedQueue(cl, in.QueueUrl, access.Read, false)
+	if err != nil {
+		return nil, err
+	}
+	sources, err := store.DeadLetterSources(cl.ctx, f.Pool, []int64{q.ID})
+	if err != nil {
+		return nil, err
+	}
+	out := listDeadLetterSourceQueuesOutput{QueueUrls: []string{}}
+	for _, n := range sources[q.ID] {
+		if strings.Contains(n, "/") || n <= in.NextToken || !cl.key.Allows(access.Queue, n, access.Read) {
+			continue // a subscription, or on an earlier page
+		}
+		if len(out.QueueUrls) == limit {
+			out.NextToken = out.QueueUrls[limit-1][strings.LastIndex(out.QueueUrls[limit-1], "/")+1:]
+			break
+		}
+		out.QueueUrls = append(out.QueueUrls, f.queueURL(cl, n))
+	}
+	return out, nil
 }

@@ -64,7 +64,7 @@ func TestQueueActions(t *testing.T) {
 	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: url.QueueUrl, Attributes: map[string]string{"VisibilityTimeout": "90"}})
 	require.NoError(t, err)
 	require.EqualValues(t, 90, env.Do(http.MethodGet, "/v1/queues/orders-1", nil).Map(t)["visibility_timeout_seconds"])
-	// What Ferry cannot do yet is refused, saying so, and changes nothing.
+	// A dead-letter target that does not exist is refused, and changes nothing.
 	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: url.QueueUrl,
 		Attributes: map[string]string{"RedrivePolicy": `{"maxReceiveCount":3,"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq"}`}})
 	var badValue *types.InvalidAttributeValue

@@ -68,17 +68,135 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_promote(bigint[], text[], bigint[]) FROM PUBLIC;
 
+-- Dead letters into another queue (API.md § Work queues; store/doc.go,
+-- # Dead letters): before a statement dead-letters messages of p_queue
+-- (p_ids), this finds the queue's dead_letter_queue and readies it:
+-- the target's lock, shared (as a send takes it: a purge or a delete of
+-- the target waits, and is not under way), then the target's group locks
+-- of the messages' groups in key order, so that the moved messages join
+-- their groups there behind a head that cannot change. The caller holds
+-- the messages' own group locks already (source before target: queues
+-- never make a cycle, so two dead-letterings never wait crosswise).
+-- o_target is NULL when the queue has none, or when it changed while the
+-- lock was awaited (a delete of the target committed meanwhile cleared
+-- it): the dead letters then stay with the queue. o_source names the
+-- queue (topic/subscription for a subscription) for the moved messages'
+-- ferry:dead_letter_source attribute.
+CREATE OR REPLACE FUNCTION ferry.message_dead_letter_queue(p_queue bigint, p_ids bigint[], OUT o_target bigint, OUT o_source text)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_first bigint;
+BEGIN
+    SELECT q.dead_letter_queue_id INTO v_first FROM ferry.queues q WHERE q.id = p_queue;
+    IF v_first IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(ferry.queue_lock_key(v_first));
+    SELECT q.dead_letter_queue_id, CASE WHEN q.topic_id IS NULL THEN q.name ELSE t.name || '/' || q.name END
+    INTO o_target, o_source
+    FROM ferry.queues q LEFT JOIN ferry.topics t ON t.id = q.topic_id WHERE q.id = p_queue;
+    IF o_target IS DISTINCT FROM v_first THEN
+        o_target := NULL;
+        RETURN;
+    END IF;
+    PERFORM /* ferry:message_dead_letter_queue_lock */ count(pg_advisory_xact_lock(l.k)) FROM (
+        SELECT DISTINCT ferry.group_lock_key(o_target, m.grp) AS k
+        FROM unnest(p_ids) AS r(id)
+        CROSS JOIN LATERAL (
+            SELECT x.grp FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+        ) m
+        WHERE m.grp IS NOT NULL
+        ORDER BY k
+    ) l;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter_queue(bigint, bigint[]) FROM PUBLIC;
+
+-- Stores the rows a statement just dead-lettered (p_rows, deleted from
+-- their queue): with no target (p_target NULL), as dead letters of their
+-- queue, as ever; with one (ferry.message_dead_letter_queue readied it),
+-- as new available messages of the target: the same id, body,
+-- attributes, group and dedup_id, receive_count 0, sent_at kept (the
+-- target's retention counts from the original send, as SQS does), visible
+-- now, behind the live messages of their group there (waiting), and
+-- with three reserved attributes the receiver reads:
+-- ferry:dead_letter_source (p_source), ferry:dead_letter_reason
+-- (p_reason: max_receives or nack) and ferry:last_error (when there is
+-- one). Neither the target's dedup window (the message was deduplicated
+-- when it was sent; it is moved, not sent) nor its max_depth applies (a
+-- dead-lettering never fails the consumer's ack or nack; SQS ignores a
+-- dead-letter queue's limits too). A row whose id the target holds
+-- already stays a dead letter of its queue: nothing is lost. p_error, when
+-- set, is the last_error (a nack's). Wakes the target at commit when
+-- anything moved. Returns how many rows it stored. Called as the
+-- statement's CTE over its "gone" rows (as ferry.message_promote is), so
+-- it sees them deleted.
+CREATE OR REPLACE FUNCTION ferry.message_dead_letter_put(p_target bigint, p_source text, p_reason text, p_error text,
+        p_rows ferry.messages[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_moved bigint[] := '{}';
+    v_n bigint;
+BEGIN
+    IF p_target IS NOT NULL THEN
+        WITH /* ferry:message_dead_letter_move */ r AS (
+            SELECT * FROM unnest(p_rows)
+        ),
+        moved AS (
+            INSERT INTO ferry.messages AS m (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, last_error, attributes, body)
+            SELECT p_target, r.id, now(),
+                r.grp IS NOT NULL AND (row_number() OVER (PARTITION BY r.grp ORDER BY r.id) > 1 OR busy.found IS NOT NULL),
+                r.sent_at, r.grp, r.dedup_id, coalesce(p_error, r.last_error),
+                (coalesce(r.attributes::jsonb, '{}')
+                    || jsonb_build_object('ferry:dead_letter_source', p_source, 'ferry:dead_letter_reason', p_reason)
+                    || CASE WHEN coalesce(p_error, r.last_error) IS NULL THEN '{}'::jsonb
+                        ELSE jsonb_build_object('ferry:last_error', coalesce(p_error, r.last_error)) END)::json,
+                r.body
+            FROM r
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM ferry.messages x WHERE x.queue_id = p_target AND x.grp = r.grp LIMIT 1
+            ) busy ON r.grp IS NOT NULL
+            ORDER BY r.id
+            ON CONFLICT DO NOTHING
+            RETURNING m.id
+        )
+        SELECT coalesce(array_agg(id), '{}') INTO v_moved FROM moved;
+        IF cardinality(v_moved) > 0 THEN
+            PERFORM ferry.wake_at_commit(p_target);
+        END IF;
+    END IF;
+    WITH /* ferry:message_dead_letter_keep */ r AS (
+        SELECT * FROM unnest(p_rows)
+    ),
+    kept AS (
+        INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset,
+            last_error, attributes, body)
+        SELECT r.queue_id, r.id, r.sent_at, r.receive_count, r.grp, r.dedup_id, r.event_id, r.event_partition, r.event_offset,
+            coalesce(p_error, r.last_error), r.attributes, r.body
+        FROM r
+        WHERE NOT r.id = ANY (v_moved)
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM kept;
+    RETURN cardinality(v_moved) + v_n;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter_put(bigint, text, text, text, ferry.messages[]) FROM PUBLIC;
+
 -- Moves the given messages to the dead letters if they are still
 -- exhausted (available, received at least p_max_receives times: checked
 -- again under the lock), promoting the next message of their groups;
--- returns how many it moved (store.messageDeadLetter).
+-- returns how many it moved (store.messageDeadLetter). With a
+-- dead_letter_queue, they move into that queue instead
+-- (ferry.message_dead_letter_put).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
     LANGUAGE plpgsql AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_n bigint;
+    v_target bigint;
+    v_source text;
 BEGIN
     PERFORM ferry.message_group_lock(p_queue, p_ids);
+    SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
     WITH /* ferry:message_dead_letter */ target AS MATERIALIZED (
         SELECT m.queue_id, m.id FROM unnest(p_ids) AS r(id)
         CROSS JOIN LATERAL (
@@ -89,17 +207,17 @@ BEGIN
     gone AS (
         DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
             AND NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives
-        RETURNING m.*
+        RETURNING m.queue_id, m.id, m.grp, m AS r
     ),
     dead AS (
-        INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
-        SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body FROM gone
+        SELECT CASE WHEN count(*) > 0 THEN ferry.message_dead_letter_put(v_target, v_source, 'max_receives', NULL, array_agg(r)) END AS n
+        FROM gone
     ),
     promoted AS (
         SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
         FROM gone WHERE grp IS NOT NULL
     )
-    SELECT count(*) INTO v_n FROM gone, promoted;
+    SELECT count(*) INTO v_n FROM gone, dead, promoted;
     RETURN v_n;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM PUBLIC;
@@ -154,8 +272,11 @@ CREATE OR REPLACE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_
     LANGUAGE plpgsql AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
+    v_target bigint;
+    v_source text;
 BEGIN
     PERFORM ferry.message_group_lock(p_queue, p_ids);
+    SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
     RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
             SELECT m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead
             FROM unnest(p_ids, p_tokens) AS r(id, token)
@@ -182,18 +303,19 @@ BEGIN
         gone AS (
             DELETE FROM ferry.messages m USING target t
             WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
-            RETURNING m.*, t.claim_token AS receipt_token
+            RETURNING m.queue_id, m.id, m.grp, m AS r, t.claim_token AS receipt_token
         ),
         dead AS (
-            INSERT INTO ferry.dead_letters (queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, last_error, attributes, body)
-            SELECT queue_id, id, sent_at, receive_count, grp, dedup_id, event_id, event_partition, event_offset, coalesce(p_error, last_error), attributes, body FROM gone
+            SELECT CASE WHEN count(*) > 0 THEN ferry.message_dead_letter_put(v_target, v_source,
+                CASE WHEN p_dead_letter THEN 'nack' ELSE 'max_receives' END, p_error, array_agg(gone.r)) END AS n
+            FROM gone
         ),
         promoted AS (
             SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
             FROM gone WHERE grp IS NOT NULL
         )
         SELECT rl.id, rl.claim_token, false FROM released rl
-        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn, promoted;
+        UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn, dead, promoted;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer) FROM PUBLIC;
 
