@@ -145,16 +145,3 @@ func (h *handler) deadLetterRedrive(c echo.Context) error {
 func (h *handler) deadLetterPurge(c echo.Context) error {
 	return h.purge(c, func(ctx context.Context, q store.Queue) error { return store.DeadLetterPurge(ctx, h.Pool, q.ID) })
 }
-
-// purge serves a DELETE of what the route's target holds (its messages,
-// its dead letters): it resolves the target afresh, runs do, answers 204.
-func (h *handler) purge(c echo.Context, do func(ctx context.Context, q store.Queue) error) error {
-	_, q, err := h.target(c)
-	if err != nil {
-		return err
-	}
-	if err := do(c.Request().Context(), q); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}

@@ -81,3 +81,16 @@ type handler struct {
 	resolver access.Resolver
 	rules    map[string]rule
 }
+
+// KeyStore is what the key routes need beside the pool: the hasher of
+// secrets; the sealer of secrets (nil: none is kept, and new keys work
+// over REST only); Forget, which drops this instance's cached keys at once when
+// one is deleted here; and ForgetMissing, which drops the secrets it
+// found no key for at once when one is created here (the other instances
+// hear the delete's or create's NOTIFY).
+type KeyStore struct {
+	Hasher        *store.KeyHasher
+	Sealer        *store.KeySealer
+	Forget        func()
+	ForgetMissing func()
+}

@@ -18,19 +18,6 @@ import (
 // secret is in POST's answer only; the store keeps its hash and, with a
 // server key (FERRY_SECRET_KEY), the secret sealed under it for SigV4.
 
-// KeyStore is what the key routes need beside the pool: the hasher of
-// secrets; the sealer of secrets (nil: none is kept, and new keys work
-// over REST only); Forget, which drops this instance's cached keys at once when
-// one is deleted here; and ForgetMissing, which drops the secrets it
-// found no key for at once when one is created here (the other instances
-// hear the delete's or create's NOTIFY).
-type KeyStore struct {
-	Hasher        *store.KeyHasher
-	Sealer        *store.KeySealer
-	Forget        func()
-	ForgetMissing func()
-}
-
 // maxKeyPermissions bounds the permissions of one key: each request
 // checks them in turn.
 const maxKeyPermissions = 1000

@@ -224,3 +224,16 @@ func (h *handler) queueDelete(c echo.Context) error {
 	h.queues.Forget(n)
 	return c.NoContent(http.StatusNoContent)
 }
+
+// queueView answers queues with their stats to the request's key, which
+// sees the push URL whole of those it may manage only.
+func queueView(c echo.Context) view[store.Queue, queueExtras, queueReply] {
+	manage := mayManage(c, access.Queue, "")
+	return view[store.Queue, queueExtras, queueReply]{
+		key:  func(q store.Queue) (int64, string) { return q.ID, q.Name },
+		read: queueExtrasGet,
+		out: func(q store.Queue, st queueExtras) queueReply {
+			return toQueueResponse(q, st, manage(q.Name))
+		},
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 
-	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/jobs"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -26,19 +25,6 @@ type view[T, V, R any] struct {
 	key  func(T) (id int64, name string)
 	read func(ctx context.Context, db store.DBTX, ids []int64) (map[int64]V, error)
 	out  func(T, V) R
-}
-
-// queueView answers queues with their stats to the request's key, which
-// sees the push URL whole of those it may manage only.
-func queueView(c echo.Context) view[store.Queue, queueExtras, queueReply] {
-	manage := mayManage(c, access.Queue, "")
-	return view[store.Queue, queueExtras, queueReply]{
-		key:  func(q store.Queue) (int64, string) { return q.ID, q.Name },
-		read: queueExtrasGet,
-		out: func(q store.Queue, st queueExtras) queueReply {
-			return toQueueResponse(q, st, manage(q.Name))
-		},
-	}
 }
 
 // get answers GET of the resource find returns.

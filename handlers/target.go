@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -106,4 +107,17 @@ func (h *handler) subscription(ctx context.Context, topic, sub string, cached bo
 // been deleted and created again, or grown, through another instance).
 func (h *handler) withTopic(ctx context.Context, name string, fn func(t store.Topic) (stale bool, err error)) error {
 	return h.topics.With(ctx, h.Pool, name, fn)
+}
+
+// purge serves a DELETE of what the route's target holds (its messages,
+// its dead letters): it resolves the target afresh, runs do, answers 204.
+func (h *handler) purge(c echo.Context, do func(ctx context.Context, q store.Queue) error) error {
+	_, q, err := h.target(c)
+	if err != nil {
+		return err
+	}
+	if err := do(c.Request().Context(), q); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
