@@ -18,10 +18,10 @@
 // A file per concept, read from the ground up: problem.go, reply.go,
 // name.go, query.go, checks.go, limits.go, json_number.go and
 // json_strict.go (the strict pass), page.go and route_rule.go (each /v1
-// route's permission) need no handler; handler.go holds [Deps] and the
-// handler; middleware.go, error_handler.go, request_decode.go, target.go,
+// route's permission) need no handler; handler.go holds [Deps], [KeyStore]
+// and the handler; middleware.go, error_handler.go, request_decode.go, target.go,
 // deep_value.go, audit.go and permission.go serve every route; then one
-// file per resource (queue, message, dead_letter, push, resource, topic,
-// event, subscription, consumer_group, key); routes.go, with [New], and
+// file per resource (queue, message, dead_letter, dead_letter_queue, push,
+// resource, topic, event, subscription, consumer_group, key); routes.go, with [New], and
 // operational.go stand on top.
 package handlers
