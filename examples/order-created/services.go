@@ -177,40 +177,50 @@ func (p *paymentService) crashAt() int {
 	return 1 + (p.batchCount/3)%3
 }
 
+// payment is one delivery of the payment service's subscription: an
+// order.created event and the receipt to ack or nack it with.
+type payment struct {
+	id, receipt string
+	event       struct {
+		Data struct {
+			OrderID string `json:"order_id"`
+			Amount  int    `json:"amount"`
+		} `json:"data"`
+	}
+}
+
+// receivePayments claims up to 5 deliveries of target in tx (ferry.receive).
+func receivePayments(ctx context.Context, tx pgx.Tx, target string) ([]payment, error) {
+	rows, err := tx.Query(ctx, `SELECT id, body, receipt FROM ferry.receive($1, 5)`, target)
+	if err != nil {
+		return nil, fmt.Errorf("ferry.receive: %w", err)
+	}
+	defer rows.Close()
+	var got []payment
+	for rows.Next() {
+		var (
+			d    payment
+			body []byte
+		)
+		if err := rows.Scan(&d.id, &body, &d.receipt); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(body, &d.event); err != nil {
+			return nil, err
+		}
+		got = append(got, d)
+	}
+	return got, rows.Err()
+}
+
 func (p *paymentService) batch(ctx context.Context, conn *pgx.Conn, target string) (int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	rows, err := tx.Query(ctx, `SELECT id, body, receipt FROM ferry.receive($1, 5)`, target)
+	got, err := receivePayments(ctx, tx, target)
 	if err != nil {
-		return 0, fmt.Errorf("ferry.receive: %w", err)
-	}
-	type delivery struct {
-		id, receipt string
-		event       struct {
-			Data struct {
-				OrderID string `json:"order_id"`
-				Amount  int    `json:"amount"`
-			} `json:"data"`
-		}
-	}
-	var got []delivery
-	for rows.Next() {
-		var (
-			d    delivery
-			body []byte
-		)
-		if err := rows.Scan(&d.id, &body, &d.receipt); err != nil {
-			return 0, err
-		}
-		if err := json.Unmarshal(body, &d.event); err != nil {
-			return 0, err
-		}
-		got = append(got, d)
-	}
-	if err := rows.Err(); err != nil {
 		return 0, err
 	}
 	if len(got) == 0 {
