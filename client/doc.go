@@ -1,5 +1,5 @@
 // Package client is Ferry's Go client: typed calls for the REST API
-// (openapi/openapi.yaml) and a worker loop, [Work], that receives, handles,
+// (openapi/openapi.yaml) and a worker loop, [Client.Work], that receives, handles,
 // extends, acks and nacks queue messages.
 //
 // A [Client] is made with [New] and is safe for concurrent use. Every call

@@ -79,7 +79,7 @@ type permanentError struct{ err error }
 func (p *permanentError) Error() string { return p.err.Error() }
 func (p *permanentError) Unwrap() error { return p.err }
 
-// Permanent wraps a handler's error to say that retrying cannot help: [Work]
+// Permanent wraps a handler's error to say that retrying cannot help: [Client.Work]
 // moves the message to the dead letters at once instead of nacking it for
 // another try. Permanent(nil) is nil.
 func Permanent(err error) error {
