@@ -217,6 +217,24 @@ func TestRetryUnavailable(t *testing.T) {
 	require.Equal(t, 3, rrec.count("POST receive Service Unavailable"))
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "Retry-After was honoured")
 
+	// Network errors: an idempotent receive is retried, a send without
+	// dedup id is not.
+	dp := newUnavailableProxy(t, env.URL, http.MethodPost, "receive", 2, true)
+	dc, drec := newClient(t, dp.URL)
+	_, err = dc.Send(ctx, "q", client.SendMessage{Body: 3})
+	require.NoError(t, err)
+	ms, err = dc.Receive(ctx, "q", client.Receive{})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Equal(t, 2, drec.count("POST receive neterr"))
+	sp := newUnavailableProxy(t, env.URL, http.MethodPost, "messages", 1, true)
+	sc, srec := newClient(t, sp.URL)
+	_, err = sc.Send(ctx, "q", client.SendMessage{Body: 4})
+	var e *client.Error
+	require.Error(t, err)
+	require.False(t, errors.As(err, &e), "a network error is not a problem: %v", err)
+	require.Equal(t, 1, srec.count("POST messages neterr"))
+
 	// Retries end with the context.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

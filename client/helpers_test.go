@@ -79,13 +79,14 @@ func newClient(t *testing.T, u string) (*client.Client, *recorder) {
 
 // unavailableProxy forwards to target, but answers the first n requests
 // that match (method and last path segment) with a 503 problem, the first
-// of them with Retry-After: 1.
+// of them with Retry-After: 1; or, when drop is set, closes their
+// connection without an answer (a network error).
 type unavailableProxy struct {
 	*httptest.Server
 	served atomic.Int64
 }
 
-func newUnavailableProxy(t *testing.T, target, method, segment string, n int64) *unavailableProxy {
+func newUnavailableProxy(t *testing.T, target, method, segment string, n int64, drop ...bool) *unavailableProxy {
 	t.Helper()
 	u, err := url.Parse(target)
 	require.NoError(t, err)
@@ -94,6 +95,12 @@ func newUnavailableProxy(t *testing.T, target, method, segment string, n int64) 
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == method && strings.HasSuffix(r.URL.Path, "/"+segment) {
 			if k := p.served.Add(1); k <= n {
+				if len(drop) > 0 && drop[0] {
+					conn, _, err := http.NewResponseController(w).Hijack()
+					require.NoError(t, err)
+					_ = conn.Close()
+					return
+				}
 				if k == 1 {
 					w.Header().Set("Retry-After", "1")
 				}
