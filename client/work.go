@@ -50,7 +50,9 @@ type WorkOptions struct {
 //
 // When ctx ends Work stops receiving, waits up to opts.DrainTimeout for
 // running handlers (still acking or nacking their messages), and returns
-// ctx's error; it returns earlier with the first fatal receive error.
+// ctx's error; it returns earlier with the first fatal receive error. A
+// message that a receive cut short by ctx had already claimed comes back
+// when its claim runs out.
 // Messages are acked at most once, and only after h returned nil. A
 // handler still running after the drain bound keeps its goroutine until it
 // returns; its result is dropped.
