@@ -17,7 +17,8 @@
 // the declared headers, content type and body schema, and a body only where
 // the spec declares one. Problems (application/problem+json) must also carry
 // the response's status in their `status` member. Requests themselves are
-// not validated, so tests may send invalid requests on purpose.
+// not validated, so tests may send invalid requests on purpose; a client
+// under test whose requests must be valid uses RequestClient instead.
 //
 // Routes outside the spec (a test of 404 for an unknown path, or 405) cannot
 // be checked by operation: send them with a plain client and check the
@@ -246,13 +247,29 @@ func (v *Validator) Client(t testing.TB, base http.RoundTripper) *http.Client {
 	return &http.Client{Transport: &checkingTransport{v: v, t: t, base: base}}
 }
 
+// RequestClient returns a client like Client's that also checks every
+// request before sending it: method, path, query, headers and JSON body
+// against the operation they name (reported with t.Errorf; the request is
+// sent all the same). For a client under test, such as package client.
+func (v *Validator) RequestClient(t testing.TB, base http.RoundTripper) *http.Client {
+	c := v.Client(t, base)
+	c.Transport.(*checkingTransport).requests = true
+	return c
+}
+
 type checkingTransport struct {
-	v    *Validator
-	t    testing.TB
-	base http.RoundTripper
+	v        *Validator
+	t        testing.TB
+	base     http.RoundTripper
+	requests bool
 }
 
 func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.requests {
+		if err := c.v.checkRequest(req); err != nil {
+			c.t.Errorf("openapi: request %s %s: %v", req.Method, req.URL.Path, err)
+		}
+	}
 	resp, err := c.base.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -268,6 +285,29 @@ func (c *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	c.v.Check(c.t, req, resp.StatusCode, resp.Header, body)
 	return resp, nil
+}
+
+// checkRequest validates req (its body read and put back) against the spec.
+func (v *Validator) checkRequest(req *http.Request) error {
+	route, pathParams, err := v.router.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("no operation in the spec for this method and path: %w", err)
+	}
+	var body []byte
+	if req.Body != nil {
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return fmt.Errorf("read request body: %w", err)
+		}
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	clone := req.Clone(req.Context())
+	clone.Body = io.NopCloser(bytes.NewReader(body))
+	opts := *v.options
+	opts.ExcludeRequestBody = false
+	return openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+		Request: clone, PathParams: pathParams, Route: route, Options: &opts,
+	})
 }
 
 // CheckSchema requires body (JSON, its numbers kept exact) to match the

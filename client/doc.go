@@ -1,0 +1,27 @@
+// Package client is Ferry's Go client: typed calls for the REST API
+// (openapi/openapi.yaml) and a worker loop, [Client.Work], that receives, handles,
+// extends, acks and nacks queue messages.
+//
+// A [Client] is made with [New] and is safe for concurrent use. Every call
+// takes a context and returns an [*Error] when Ferry answers with a problem
+// (application/problem+json); branch on its Code, not its Detail.
+//
+// # Retries
+//
+// A call is retried (at most [WithRetries] times, with exponential backoff
+// and jitter, waiting at least the answer's Retry-After) only when repeating
+// it cannot do harm:
+//
+//   - on 429 every call is retried: Ferry wrote nothing (queue_full);
+//   - on 503, 502, 504 and on network errors only idempotent calls are:
+//     GET, PUT and DELETE; receive (messages claimed by a lost answer come
+//     back when their visibility timeout ends); ack, nack and extend (a
+//     repeat names a receipt already used, which changes nothing); send when
+//     every message has a dedup_id (a repeat within the queue's dedup window
+//     is a duplicate); redrive by ids.
+//
+// A send with a message without dedup_id, and a redrive by limit, are not
+// retried on 503 or network errors: the first attempt may have committed,
+// and a repeat would enqueue twice or move more. Such a call returns the
+// error and the caller decides.
+package client

@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// SendMessage is one message to send. Body is encoded with encoding/json
+// (a json.RawMessage is sent as is). DelaySeconds and DeliverAt exclude each
+// other.
+type SendMessage struct {
+	Body         any               `json:"body"`
+	Attributes   map[string]string `json:"attributes,omitempty"`
+	Group        string            `json:"group,omitempty"`
+	DedupID      string            `json:"dedup_id,omitempty"`
+	DelaySeconds *int              `json:"delay_seconds,omitempty"`
+	DeliverAt    *time.Time        `json:"deliver_at,omitempty"`
+}
+
+// Sent is the result of one sent message: its id, and whether it was a
+// duplicate of a message sent earlier with the same dedup id.
+type Sent struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// Message is a received message. Receipt names this claim: pass it to
+// [Client.Ack], [Client.Nack] or [Client.Extend].
+type Message struct {
+	ID           string            `json:"id"`
+	Body         json.RawMessage   `json:"body"`
+	Attributes   map[string]string `json:"attributes"`
+	Group        *string           `json:"group"`
+	DedupID      *string           `json:"dedup_id"`
+	Receipt      string            `json:"receipt"`
+	ReceiveCount int               `json:"receive_count"`
+	SentAt       time.Time         `json:"sent_at"`
+}
+
+// Send sends one message; see [Client.SendBatch].
+func (c *Client) Send(ctx context.Context, queue string, m SendMessage) (Sent, error) {
+	res, err := c.SendBatch(ctx, queue, []SendMessage{m})
+	if err != nil {
+		return Sent{}, err
+	}
+	return res[0], nil
+}
+
+// SendBatch sends 1 to 1000 messages all-or-nothing and returns one result
+// per message, in order. It is retried on 429 (queue_full: nothing was
+// written), and on 503 and network errors only when every message has a
+// DedupID.
+func (c *Client) SendBatch(ctx context.Context, queue string, ms []SendMessage) ([]Sent, error) {
+	deduped := len(ms) > 0
+	for _, m := range ms {
+		deduped = deduped && m.DedupID != ""
+	}
+	var out struct {
+		Messages []Sent `json:"messages"`
+	}
+	body := struct {
+		Messages []SendMessage `json:"messages"`
+	}{ms}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages", body: body, idempotent: deduped}, &out)
+	return out.Messages, err
+}
+
+// Receive asks for messages; the zero value claims one, at once, for the
+// queue's visibility timeout.
+type Receive struct {
+	// MaxMessages is the most to claim (1 to 100; 0 means 1).
+	MaxMessages int `json:"max_messages,omitempty"`
+	// VisibilityTimeoutSeconds overrides the queue's (0: the queue's).
+	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
+	// WaitSeconds long-polls up to this long (0 to 20) when none is available.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// Receive claims up to r.MaxMessages messages; an empty slice when none was
+// available within r.WaitSeconds.
+func (c *Client) Receive(ctx context.Context, queue string, r Receive) ([]Message, error) {
+	var out struct {
+		Messages []Message `json:"messages"`
+	}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/receive", body: r, idempotent: true}, &out)
+	return out.Messages, err
+}
+
+// ReceiptResult says what an ack, nack or extend did with one receipt:
+// Status "ok", or "stale" when the receipt no longer names the message's
+// current claim (nothing changed).
+type ReceiptResult struct {
+	Receipt string `json:"receipt"`
+	Status  string `json:"status"`
+}
+
+// Nack says how to release claims: after DelaySeconds (nil: the queue's
+// backoff), keeping Error as the message's last error, or, with DeadLetter,
+// moving them to the dead letters at once.
+type Nack struct {
+	DelaySeconds *int   `json:"delay_seconds,omitempty"`
+	Error        string `json:"error,omitempty"`
+	DeadLetter   bool   `json:"dead_letter,omitempty"`
+}
+
+type receiptResults struct {
+	Results []ReceiptResult `json:"results"`
+}
+
+// Ack deletes the messages whose receipts are current claims.
+func (c *Client) Ack(ctx context.Context, queue string, receipts ...string) ([]ReceiptResult, error) {
+	var out receiptResults
+	body := map[string]any{"receipts": receipts}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/ack", body: body, idempotent: true}, &out)
+	return out.Results, err
+}
+
+// Nack releases the claims as n says.
+func (c *Client) Nack(ctx context.Context, queue string, n Nack, receipts ...string) ([]ReceiptResult, error) {
+	var out receiptResults
+	body := struct {
+		Receipts []string `json:"receipts"`
+		Nack
+	}{receipts, n}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/nack", body: body, idempotent: true}, &out)
+	return out.Results, err
+}
+
+// Extend hides the claimed messages for visibility (whole seconds, at
+// least 1) counted from now.
+func (c *Client) Extend(ctx context.Context, queue string, visibility time.Duration, receipts ...string) ([]ReceiptResult, error) {
+	var out receiptResults
+	body := map[string]any{"receipts": receipts, "visibility_timeout_seconds": seconds(visibility)}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/extend", body: body, idempotent: true}, &out)
+	return out.Results, err
+}
+
+// seconds rounds d up to whole seconds, at least 1.
+func seconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}

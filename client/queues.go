@@ -1,0 +1,122 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// QueueConfig is a queue's configuration as PUT sends it: a nil field is
+// left out (its default on create, its current value on update).
+type QueueConfig struct {
+	VisibilityTimeoutSeconds *int   `json:"visibility_timeout_seconds,omitempty"`
+	MaxReceives              *int   `json:"max_receives,omitempty"`
+	RetentionSeconds         *int   `json:"retention_seconds,omitempty"`
+	DelaySeconds             *int   `json:"delay_seconds,omitempty"`
+	DedupWindowSeconds       *int   `json:"dedup_window_seconds,omitempty"`
+	MaxDepth                 *int64 `json:"max_depth,omitempty"`
+	RetryMinSeconds          *int   `json:"retry_min_seconds,omitempty"`
+	RetryMaxSeconds          *int   `json:"retry_max_seconds,omitempty"`
+	// Push is the push configuration as JSON (see PushConfig in the spec);
+	// nil leaves it out, json.RawMessage("null") removes it.
+	Push json.RawMessage `json:"push,omitempty"`
+}
+
+// Queue is a queue's name, configuration, timestamps and stats.
+type Queue struct {
+	Name                     string          `json:"name"`
+	VisibilityTimeoutSeconds int             `json:"visibility_timeout_seconds"`
+	MaxReceives              int             `json:"max_receives"`
+	RetentionSeconds         int             `json:"retention_seconds"`
+	DelaySeconds             int             `json:"delay_seconds"`
+	DedupWindowSeconds       int             `json:"dedup_window_seconds"`
+	MaxDepth                 int64           `json:"max_depth"`
+	RetryMinSeconds          int             `json:"retry_min_seconds"`
+	RetryMaxSeconds          int             `json:"retry_max_seconds"`
+	Push                     json.RawMessage `json:"push"`
+	CreatedAt                time.Time       `json:"created_at"`
+	UpdatedAt                time.Time       `json:"updated_at"`
+	Stats                    QueueStats      `json:"stats"`
+	// SigningSecret is set only in the answer of the PUT that gave the queue push.
+	SigningSecret string `json:"signing_secret,omitempty"`
+}
+
+// QueueStats counts a queue's messages at the time of the request.
+type QueueStats struct {
+	Available        int64 `json:"available"`
+	InFlight         int64 `json:"in_flight"`
+	Delayed          int64 `json:"delayed"`
+	DeadLetters      int64 `json:"dead_letters"`
+	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
+}
+
+// Page asks for one page of a list: at most Limit items (0: the server's
+// default) after the cursor After (a previous page's Next; "" for the first).
+type Page struct {
+	Limit int
+	After string
+}
+
+func (p Page) query() url.Values {
+	q := url.Values{}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	return q
+}
+
+// QueueList is one page of queues; Next is nil on the last page.
+type QueueList struct {
+	Queues []Queue `json:"queues"`
+	Next   *string `json:"next"`
+}
+
+func queuePath(name string) string { return "/v1/queues/" + url.PathEscape(name) }
+
+// PutQueue creates the queue or changes the given fields of its
+// configuration. created reports whether the answer was 201 (a retry after
+// an answer that was lost sees 200 for the queue its first attempt created).
+func (c *Client) PutQueue(ctx context.Context, name string, cfg QueueConfig) (q *Queue, created bool, err error) {
+	q = &Queue{}
+	var status int
+	err = c.do(ctx, call{method: http.MethodPut, path: queuePath(name), body: cfg, idempotent: true, status: &status}, q)
+	if err != nil {
+		return nil, false, err
+	}
+	return q, status == http.StatusCreated, nil
+}
+
+// GetQueue returns the queue's configuration and stats.
+func (c *Client) GetQueue(ctx context.Context, name string) (*Queue, error) {
+	q := &Queue{}
+	if err := c.do(ctx, call{method: http.MethodGet, path: queuePath(name), idempotent: true}, q); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// ListQueues returns one page of the queues, sorted by name.
+func (c *Client) ListQueues(ctx context.Context, p Page) (*QueueList, error) {
+	l := &QueueList{}
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/queues", query: p.query(), idempotent: true}, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// DeleteQueue deletes the queue with its messages and dead letters.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: queuePath(name), idempotent: true}, nil)
+}
+
+// PurgeQueue drops every available, delayed and in-flight message of the
+// queue (dead letters and dedup ids are kept).
+func (c *Client) PurgeQueue(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: queuePath(name) + "/messages", idempotent: true}, nil)
+}
