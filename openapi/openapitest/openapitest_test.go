@@ -50,6 +50,7 @@ const queueJSON = `{
 	"visibility_timeout_seconds": 30, "max_receives": 5, "retention_seconds": 345600,
 	"delay_seconds": 0, "dedup_window_seconds": 300, "max_depth": 0,
 	"retry_min_seconds": 1, "retry_max_seconds": 300, "push": null,
+	"dead_letter_queue": null, "dead_letter_sources": [],
 	"created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00.123456Z",
 	"stats": {"available": 3, "in_flight": 1, "delayed": 0, "dead_letters": 2, "oldest_age_seconds": 12}
 }`
