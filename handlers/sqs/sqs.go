@@ -80,6 +80,10 @@ type Deps struct {
 // face serves the SQS API.
 type face struct {
 	Deps
+	// life ends when the server stops (Stop): the move tasks' goroutines
+	// run under it.
+	life  context.Context
+	tasks *moveTasks
 }
 
 // Mount registers the SQS API on e: POST / (both protocols) and POST
@@ -100,7 +104,15 @@ func Mount(e *echo.Echo, d Deps) {
 		}
 	}
 	d.Keys = keys.orAdmin(d.AdminKey)
-	f := &face{Deps: d}
+	f := &face{Deps: d, life: context.Background(), tasks: newMoveTasks()}
+	if d.Stop != nil {
+		life, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-d.Stop
+			cancel()
+		}()
+		f.life = life
+	}
 	e.POST("/", f.serve)
 	e.POST("/"+AccountID+"/:queue", f.serve)
 }
