@@ -134,14 +134,18 @@ type call struct {
 	key    access.Key
 	keyID  string
 	region string
-	body   []byte
-	form   *form
+	// resource is the queue whose permission was checked first: the one
+	// the request's audit entry names.
+	resource string
+	body     []byte
+	form     *form
 }
 
 // serve answers one SQS request, in the protocol it came in.
 func (f *face) serve(c echo.Context) error {
 	cl := &call{c: c, ctx: c.Request().Context()}
 	out, err := f.run(cl)
+	f.auditRecord(cl, err)
 	if err != nil {
 		if reason := authFailure(err); reason != "" && f.Metrics != nil {
 			f.Metrics.AuthFailed(reason)
@@ -281,6 +285,9 @@ func (cl *call) decode(dst any) error {
 // permit checks that the request's key may do action on the named queue:
 // before the queue is looked up, so that a refusal tells no names.
 func (cl *call) permit(queue string, action access.Action) error {
+	if cl.resource == "" {
+		cl.resource = queue
+	}
 	if cl.key.Allows(access.Queue, queue, action) {
 		return nil
 	}
