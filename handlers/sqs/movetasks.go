@@ -143,7 +143,7 @@ func (f *face) existingQueue(cl *call, name string) (store.Queue, error) {
 type startMoveInput struct {
 	SourceArn                    string `json:"SourceArn"`
 	DestinationArn               string `json:"DestinationArn"`
-	MaxNumberOfMessagesPerSecond *int32 `json:"MaxNumberOfMessagesPerSecond"`
+	MaxNumberOfMessagesPerSecond *int   `json:"MaxNumberOfMessagesPerSecond"`
 }
 
 type startMoveOutput struct {
@@ -188,7 +188,7 @@ func (f *face) checkMoveTask(cl *call, in startMoveInput) (*moveTask, error) {
 		return nil, invalidParam("MaxNumberOfMessagesPerSecond", "must be between 1 and 500")
 	}
 	if in.MaxNumberOfMessagesPerSecond != nil {
-		t.rate = *in.MaxNumberOfMessagesPerSecond
+		t.rate = int32(*in.MaxNumberOfMessagesPerSecond) //nolint:gosec // 1–500, checked above
 	}
 	if err := cl.permit(t.source, access.Manage); err != nil {
 		return nil, err

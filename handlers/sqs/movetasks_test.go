@@ -2,6 +2,9 @@ package sqs_test
 
 import (
 	"context"
+	"encoding/xml"
+	"net/http"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -151,4 +154,43 @@ func TestMessageMoveTaskCancel(t *testing.T) {
 	got := receiveAll(t, c, *dest.QueueUrl)
 	require.Len(t, got, moved)
 	require.Len(t, receiveAll(t, c, dlqURL), 5-moved)
+}
+
+// TestMessageMoveTaskQuery: the move task actions over the Query protocol:
+// StartMessageMoveTask's rate is read (a List shows it), and the List
+// answers SQS's XML, its entries as ListMessageMoveTasksResultEntry.
+func TestMessageMoveTaskQuery(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c := admin(env)
+	dlqPair(t, c, "mail", "mail-dlq", 1)
+	status, body := queryRequest{params: url.Values{"Action": {"StartMessageMoveTask"},
+		"SourceArn": {*arn("mail-dlq")}, "MaxNumberOfMessagesPerSecond": {"7"}}}.do(t, env, nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var started struct {
+		Result struct{ TaskHandle string } `xml:"StartMessageMoveTaskResult"`
+	}
+	require.NoError(t, xml.Unmarshal(body, &started), "%s", body)
+	require.NotEmpty(t, started.Result.TaskHandle, "%s", body)
+	awaitTask(t, c, "mail-dlq")
+	status, body = queryRequest{params: url.Values{"Action": {"ListMessageMoveTasks"},
+		"SourceArn": {*arn("mail-dlq")}}}.do(t, env, nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var list struct {
+		Result struct {
+			Entries []struct {
+				Status                           string
+				SourceArn, DestinationArn        string
+				ApproximateNumberOfMessagesMoved int
+				MaxNumberOfMessagesPerSecond     int
+			} `xml:"ListMessageMoveTasksResultEntry"`
+		} `xml:"ListMessageMoveTasksResult"`
+	}
+	require.NoError(t, xml.Unmarshal(body, &list), "%s", body)
+	require.Len(t, list.Result.Entries, 1, "%s", body)
+	e := list.Result.Entries[0]
+	require.Equal(t, "COMPLETED", e.Status)
+	require.Equal(t, *arn("mail"), e.DestinationArn)
+	require.Equal(t, 1, e.ApproximateNumberOfMessagesMoved)
+	require.Equal(t, 7, e.MaxNumberOfMessagesPerSecond)
 }
