@@ -32,6 +32,10 @@ func clientRequestID(c echo.Context) string {
 	return id
 }
 
+// ClientRequestID is the sane X-Request-Id the client sent with the
+// request, "" when none: for the SQS face's audit entries.
+func ClientRequestID(c echo.Context) string { return clientRequestID(c) }
+
 // requestID gives every request an id of Ferry's own, made here and
 // answered in X-Request-Id: in the logs, problems and the audit log, a
 // request is named by it alone, so that no client can pass its request off

@@ -44,4 +44,11 @@
 // of the body, whatever ContentBasedDeduplication says — its dedup_id,
 // within the queue's dedup window (5 minutes by default). SequenceNumber is
 // the message id, which grows with the queue's send order.
+//
+// # Message move tasks
+//
+// StartMessageMoveTask runs the REST move ([handlers.MessageMove]) in
+// steps in a goroutine of the instance that took it, which ends with the
+// server; the task's record lives in that instance's memory, where
+// ListMessageMoveTasks and CancelMessageMoveTask find it (movetasks.go).
 package sqs

@@ -42,9 +42,9 @@ func actions() map[string]action {
 		"UntagQueue":                   unsupported("queue tags are not supported yet"),
 		"ListQueueTags":                unsupported("queue tags are not supported yet"),
 		"ListDeadLetterSourceQueues":   (*face).listDeadLetterSourceQueues,
-		"StartMessageMoveTask":         unsupported("message move tasks are not supported yet"),
-		"ListMessageMoveTasks":         unsupported("message move tasks are not supported yet"),
-		"CancelMessageMoveTask":        unsupported("message move tasks are not supported yet"),
+		"StartMessageMoveTask":         (*face).startMoveTask,
+		"ListMessageMoveTasks":         (*face).listMoveTasks,
+		"CancelMessageMoveTask":        (*face).cancelMoveTask,
 	}
 }
 

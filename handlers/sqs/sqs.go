@@ -80,6 +80,10 @@ type Deps struct {
 // face serves the SQS API.
 type face struct {
 	Deps
+	// life ends when the server stops (Stop): the move tasks' goroutines
+	// run under it.
+	life  context.Context
+	tasks *moveTasks
 }
 
 // Mount registers the SQS API on e: POST / (both protocols) and POST
@@ -100,7 +104,15 @@ func Mount(e *echo.Echo, d Deps) {
 		}
 	}
 	d.Keys = keys.orAdmin(d.AdminKey)
-	f := &face{Deps: d}
+	f := &face{Deps: d, life: context.Background(), tasks: newMoveTasks()}
+	if d.Stop != nil {
+		life, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-d.Stop
+			cancel()
+		}()
+		f.life = life
+	}
 	e.POST("/", f.serve)
 	e.POST("/"+AccountID+"/:queue", f.serve)
 }
@@ -122,14 +134,18 @@ type call struct {
 	key    access.Key
 	keyID  string
 	region string
-	body   []byte
-	form   *form
+	// resource is the queue whose permission was checked first: the one
+	// the request's audit entry names.
+	resource string
+	body     []byte
+	form     *form
 }
 
 // serve answers one SQS request, in the protocol it came in.
 func (f *face) serve(c echo.Context) error {
 	cl := &call{c: c, ctx: c.Request().Context()}
 	out, err := f.run(cl)
+	f.auditRecord(cl, err)
 	if err != nil {
 		if reason := authFailure(err); reason != "" && f.Metrics != nil {
 			f.Metrics.AuthFailed(reason)
@@ -269,6 +285,9 @@ func (cl *call) decode(dst any) error {
 // permit checks that the request's key may do action on the named queue:
 // before the queue is looked up, so that a refusal tells no names.
 func (cl *call) permit(queue string, action access.Action) error {
+	if cl.resource == "" {
+		cl.resource = queue
+	}
 	if cl.key.Allows(access.Queue, queue, action) {
 		return nil
 	}
