@@ -231,12 +231,9 @@ func (f *face) listQueues(cl *call) (any, error) {
 	if err := cl.decode(&in); err != nil {
 		return nil, err
 	}
-	limit := 1000
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 1000 {
-			return nil, invalidParam("MaxResults", "must be between 1 and 1000")
-		}
-		limit = *in.MaxResults
+	limit, err := pageLimit(in.MaxResults)
+	if err != nil {
+		return nil, err
 	}
 	after := ""
 	if in.NextToken != "" {
@@ -405,12 +402,9 @@ func (f *face) listDeadLetterSourceQueues(cl *call) (any, error) {
 	if err := cl.decode(&in); err != nil {
 		return nil, err
 	}
-	limit := 1000
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 1000 {
-			return nil, invalidParam("MaxResults", "must be between 1 and 1000")
-		}
-		limit = *in.MaxResults
+	limit, err := pageLimit(in.MaxResults)
+	if err != nil {
+		return nil, err
 	}
 	q, err := f.namedQueue(cl, in.QueueUrl, access.Read, false)
 	if err != nil {
@@ -432,4 +426,16 @@ func (f *face) listDeadLetterSourceQueues(cl *call) (any, error) {
 		out.QueueUrls = append(out.QueueUrls, f.queueURL(cl, n))
 	}
 	return out, nil
+}
+
+// pageLimit is a list action's page size: MaxResults, 1 to 1000, else
+// 1000, as SQS.
+func pageLimit(maxResults *int) (int, error) {
+	if maxResults == nil {
+		return 1000, nil
+	}
+	if *maxResults < 1 || *maxResults > 1000 {
+		return 0, invalidParam("MaxResults", "must be between 1 and 1000")
+	}
+	return *maxResults, nil
 }
