@@ -169,6 +169,10 @@ func (c *Client) once(ctx context.Context, cl call, body []byte, out any) error 
 	if resp.StatusCode >= 300 {
 		return newError(resp.StatusCode, resp.Header, raw)
 	}
+	if t, ok := out.(*textBody); ok {
+		*t = raw
+		return nil
+	}
 	if out == nil || len(raw) == 0 {
 		return nil
 	}

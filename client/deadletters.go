@@ -37,8 +37,7 @@ type Redrive struct {
 // ListDeadLetters returns one page of the queue's dead letters.
 func (c *Client) ListDeadLetters(ctx context.Context, queue string, p Page) (*DeadLetterPage, error) {
 	out := &DeadLetterPage{}
-	err := c.do(ctx, call{method: http.MethodGet, path: queuePath(queue) + "/dead-letters", query: p.query(), idempotent: true}, out)
-	if err != nil {
+	if err := c.listDeadLetters(ctx, queuePath(queue), p, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -48,15 +47,27 @@ func (c *Client) ListDeadLetters(ctx context.Context, queue string, p Page) (*De
 // many moved. A redrive by IDs is retried like an idempotent call; one by
 // Limit is not (a repeat would move more).
 func (c *Client) RedriveDeadLetters(ctx context.Context, queue string, r Redrive) (int64, error) {
-	var out struct {
-		Redriven int64 `json:"redriven"`
-	}
-	cl := call{method: http.MethodPost, path: queuePath(queue) + "/dead-letters/redrive", body: r, idempotent: len(r.IDs) > 0}
-	err := c.do(ctx, cl, &out)
-	return out.Redriven, err
+	return c.redrive(ctx, queuePath(queue), r)
 }
 
 // PurgeDeadLetters deletes every dead letter of the queue.
 func (c *Client) PurgeDeadLetters(ctx context.Context, queue string) error {
-	return c.do(ctx, call{method: http.MethodDelete, path: queuePath(queue) + "/dead-letters", idempotent: true}, nil)
+	return c.purgeDeadLetters(ctx, queuePath(queue))
+}
+
+func (c *Client) listDeadLetters(ctx context.Context, base string, p Page, out any) error {
+	return c.do(ctx, call{method: http.MethodGet, path: base + "/dead-letters", query: p.query(), idempotent: true}, out)
+}
+
+func (c *Client) redrive(ctx context.Context, base string, r Redrive) (int64, error) {
+	var out struct {
+		Redriven int64 `json:"redriven"`
+	}
+	cl := call{method: http.MethodPost, path: base + "/dead-letters/redrive", body: r, idempotent: len(r.IDs) > 0}
+	err := c.do(ctx, cl, &out)
+	return out.Redriven, err
+}
+
+func (c *Client) purgeDeadLetters(ctx context.Context, base string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: base + "/dead-letters", idempotent: true}, nil)
 }

@@ -1,6 +1,7 @@
 // Package client is Ferry's Go client: typed calls for the REST API
-// (openapi/openapi.yaml) and a worker loop, [Client.Work], that receives, handles,
-// extends, acks and nacks queue messages.
+// (openapi/openapi.yaml), one method per operation, and a worker loop,
+// [Client.Work], that receives, handles, extends, acks and nacks queue
+// messages.
 //
 // A [Client] is made with [New] and is safe for concurrent use. Every call
 // takes a context and returns an [*Error] when Ferry answers with a problem
@@ -17,11 +18,14 @@
 //     GET, PUT and DELETE; receive (messages claimed by a lost answer come
 //     back when their visibility timeout ends); ack, nack and extend (a
 //     repeat names a receipt already used, which changes nothing); send when
-//     every message has a dedup_id (a repeat within the queue's dedup window
-//     is a duplicate); redrive by ids.
+//     every message has a dedup_id, publish when every event has an id (a
+//     repeat within the dedup window is a duplicate); redrive by ids;
+//     seek, commit and leave.
 //
-// A send with a message without dedup_id, and a redrive by limit, are not
-// retried on 503 or network errors: the first attempt may have committed,
-// and a repeat would enqueue twice or move more. Such a call returns the
-// error and the caller decides.
+// A send with a message without dedup_id, a publish with an event without
+// id, a redrive by limit, a move, a key creation and a secret rotation are
+// not retried on 503 or network errors: the first attempt may have
+// committed, and a repeat would enqueue twice, move more or make another
+// secret. Such a call returns the error and the caller decides. A group
+// poll is retried on 429 only (see [Client.PollGroup]).
 package client

@@ -84,8 +84,13 @@ func (c *Client) Receive(ctx context.Context, queue string, r Receive) ([]Messag
 	var out struct {
 		Messages []Message `json:"messages"`
 	}
-	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/receive", body: r, idempotent: true}, &out)
+	err := c.receive(ctx, queuePath(queue), r, &out)
 	return out.Messages, err
+}
+
+// receive claims messages of the queue or subscription at base.
+func (c *Client) receive(ctx context.Context, base string, r Receive, out any) error {
+	return c.do(ctx, call{method: http.MethodPost, path: base + "/receive", body: r, idempotent: true}, out)
 }
 
 // ReceiptResult says what an ack, nack or extend did with one receipt:
@@ -111,30 +116,42 @@ type receiptResults struct {
 
 // Ack deletes the messages whose receipts are current claims.
 func (c *Client) Ack(ctx context.Context, queue string, receipts ...string) ([]ReceiptResult, error) {
-	var out receiptResults
-	body := map[string]any{"receipts": receipts}
-	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/ack", body: body, idempotent: true}, &out)
-	return out.Results, err
+	return c.ack(ctx, queuePath(queue), receipts)
 }
 
 // Nack releases the claims as n says.
 func (c *Client) Nack(ctx context.Context, queue string, n Nack, receipts ...string) ([]ReceiptResult, error) {
-	var out receiptResults
-	body := struct {
-		Receipts []string `json:"receipts"`
-		Nack
-	}{receipts, n}
-	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/nack", body: body, idempotent: true}, &out)
-	return out.Results, err
+	return c.nack(ctx, queuePath(queue), n, receipts)
 }
 
 // Extend hides the claimed messages for visibility (whole seconds, at
 // least 1) counted from now.
 func (c *Client) Extend(ctx context.Context, queue string, visibility time.Duration, receipts ...string) ([]ReceiptResult, error) {
+	return c.extend(ctx, queuePath(queue), visibility, receipts)
+}
+
+// receipts posts body to base+verb (ack, nack, extend: idempotent, a
+// repeat names a receipt already used).
+func (c *Client) receipts(ctx context.Context, base, verb string, body any) ([]ReceiptResult, error) {
 	var out receiptResults
-	body := map[string]any{"receipts": receipts, "visibility_timeout_seconds": seconds(visibility)}
-	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/extend", body: body, idempotent: true}, &out)
+	err := c.do(ctx, call{method: http.MethodPost, path: base + "/" + verb, body: body, idempotent: true}, &out)
 	return out.Results, err
+}
+
+func (c *Client) ack(ctx context.Context, base string, receipts []string) ([]ReceiptResult, error) {
+	return c.receipts(ctx, base, "ack", map[string]any{"receipts": receipts})
+}
+
+func (c *Client) nack(ctx context.Context, base string, n Nack, receipts []string) ([]ReceiptResult, error) {
+	body := struct {
+		Receipts []string `json:"receipts"`
+		Nack
+	}{receipts, n}
+	return c.receipts(ctx, base, "nack", body)
+}
+
+func (c *Client) extend(ctx context.Context, base string, visibility time.Duration, receipts []string) ([]ReceiptResult, error) {
+	return c.receipts(ctx, base, "extend", map[string]any{"receipts": receipts, "visibility_timeout_seconds": seconds(visibility)})
 }
 
 // seconds rounds d up to whole seconds, at least 1.

@@ -20,26 +20,61 @@ type QueueConfig struct {
 	MaxDepth                 *int64 `json:"max_depth,omitempty"`
 	RetryMinSeconds          *int   `json:"retry_min_seconds,omitempty"`
 	RetryMaxSeconds          *int   `json:"retry_max_seconds,omitempty"`
-	// Push is the push configuration as JSON (see PushConfig in the spec);
-	// nil leaves it out, json.RawMessage("null") removes it.
-	Push json.RawMessage `json:"push,omitempty"`
+	// DeadLetterQueue names the queue that takes this queue's dead letters
+	// (nil leaves it as it is, a pointer to "" clears it).
+	DeadLetterQueue *string `json:"-"`
+	// Push sets or changes push delivery; RemovePush turns it off (the
+	// queue is pulled again).
+	Push       *PushConfig `json:"push,omitempty"`
+	RemovePush bool        `json:"-"`
+}
+
+// MarshalJSON writes the fields set, with "push": null for RemovePush and
+// "dead_letter_queue": null for a pointer to "".
+func (q QueueConfig) MarshalJSON() ([]byte, error) {
+	type plain QueueConfig
+	v := struct {
+		plain
+		DeadLetterQueue *nullable `json:"dead_letter_queue,omitempty"`
+	}{plain(q), nullableOf(q.DeadLetterQueue)}
+	return withRemovedPush(v, q.RemovePush)
+}
+
+// nullable is a string sent as null when empty.
+type nullable string
+
+func (n nullable) MarshalJSON() ([]byte, error) {
+	if n == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(n))
+}
+
+func nullableOf(s *string) *nullable {
+	if s == nil {
+		return nil
+	}
+	n := nullable(*s)
+	return &n
 }
 
 // Queue is a queue's name, configuration, timestamps and stats.
 type Queue struct {
-	Name                     string          `json:"name"`
-	VisibilityTimeoutSeconds int             `json:"visibility_timeout_seconds"`
-	MaxReceives              int             `json:"max_receives"`
-	RetentionSeconds         int             `json:"retention_seconds"`
-	DelaySeconds             int             `json:"delay_seconds"`
-	DedupWindowSeconds       int             `json:"dedup_window_seconds"`
-	MaxDepth                 int64           `json:"max_depth"`
-	RetryMinSeconds          int             `json:"retry_min_seconds"`
-	RetryMaxSeconds          int             `json:"retry_max_seconds"`
-	Push                     json.RawMessage `json:"push"`
-	CreatedAt                time.Time       `json:"created_at"`
-	UpdatedAt                time.Time       `json:"updated_at"`
-	Stats                    QueueStats      `json:"stats"`
+	Name                     string     `json:"name"`
+	VisibilityTimeoutSeconds int        `json:"visibility_timeout_seconds"`
+	MaxReceives              int        `json:"max_receives"`
+	RetentionSeconds         int        `json:"retention_seconds"`
+	DelaySeconds             int        `json:"delay_seconds"`
+	DedupWindowSeconds       int        `json:"dedup_window_seconds"`
+	MaxDepth                 int64      `json:"max_depth"`
+	RetryMinSeconds          int        `json:"retry_min_seconds"`
+	RetryMaxSeconds          int        `json:"retry_max_seconds"`
+	DeadLetterQueue          *string    `json:"dead_letter_queue"`
+	DeadLetterSources        []string   `json:"dead_letter_sources"`
+	Push                     *Push      `json:"push"`
+	CreatedAt                time.Time  `json:"created_at"`
+	UpdatedAt                time.Time  `json:"updated_at"`
+	Stats                    QueueStats `json:"stats"`
 	// SigningSecret is set only in the answer of the PUT that gave the queue push.
 	SigningSecret string `json:"signing_secret,omitempty"`
 }
@@ -119,4 +154,35 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 // queue (dead letters and dedup ids are kept).
 func (c *Client) PurgeQueue(ctx context.Context, name string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: queuePath(name) + "/messages", idempotent: true}, nil)
+}
+
+// MoveMessages moves up to limit (0: the server's default, 1000) available
+// messages of queue into the queue to, and returns how many moved. It is
+// not retried on 503 or network errors (a repeat would move more).
+func (c *Client) MoveMessages(ctx context.Context, queue, to string, limit int) (int64, error) {
+	var out struct {
+		Moved int64 `json:"moved"`
+	}
+	body := struct {
+		To    string `json:"to"`
+		Limit int    `json:"limit,omitempty"`
+	}{to, limit}
+	err := c.do(ctx, call{method: http.MethodPost, path: queuePath(queue) + "/messages/move", body: body}, &out)
+	return out.Moved, err
+}
+
+// RotateQueueSecret gives the push queue a new signing secret; the old one
+// also signs until PreviousSecretExpires.
+func (c *Client) RotateQueueSecret(ctx context.Context, queue string) (*SecretRotation, error) {
+	return c.rotateSecret(ctx, queuePath(queue))
+}
+
+// EnableQueuePush enables push delivery again after it was disabled.
+func (c *Client) EnableQueuePush(ctx context.Context, queue string) error {
+	return c.enablePush(ctx, queuePath(queue))
+}
+
+// ListQueuePushAttempts returns the queue's recorded push attempts.
+func (c *Client) ListQueuePushAttempts(ctx context.Context, queue string, a Attempts) ([]PushAttempt, error) {
+	return c.listAttempts(ctx, queuePath(queue), a)
 }
