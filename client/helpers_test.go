@@ -2,6 +2,9 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -122,4 +125,74 @@ func stats(t *testing.T, c *client.Client, queue string) client.QueueStats {
 	q, err := c.GetQueue(context.Background(), queue)
 	require.NoError(t, err)
 	return q.Stats
+}
+
+// burstProxy forwards to target, but answers the requests that match
+// (method and last path segment) with the given statuses first, one each,
+// as problems (the first with Retry-After: 1).
+type burstProxy struct {
+	*httptest.Server
+	served atomic.Int64
+}
+
+func newBurstProxy(t *testing.T, target, method, segment string, statuses ...int) *burstProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	fwd := httputil.NewSingleHostReverseProxy(u)
+	p := &burstProxy{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method && strings.HasSuffix(r.URL.Path, "/"+segment) {
+			if k := p.served.Add(1); int(k) <= len(statuses) {
+				if k == 1 {
+					w.Header().Set("Retry-After", "1")
+				}
+				status := statuses[k-1]
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(status)
+				_, _ = fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":"burst","code":"burst_%d"}`, http.StatusText(status), status, status)
+				return
+			}
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// switchProxy forwards every request to its current target, which a test
+// changes when it restarts the Ferry behind it (a new port).
+type switchProxy struct {
+	*httptest.Server
+	mu  sync.Mutex
+	fwd *httputil.ReverseProxy
+}
+
+func newSwitchProxy(t *testing.T, target string) *switchProxy {
+	p := &switchProxy{}
+	p.set(t, target)
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		fwd := p.fwd
+		p.mu.Unlock()
+		fwd.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *switchProxy) set(t *testing.T, target string) {
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	fwd := httputil.NewSingleHostReverseProxy(u)
+	fwd.ErrorLog = log.New(io.Discard, "", 0)
+	// While no Ferry listens, answer as a load balancer would: 503.
+	fwd.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"no server","code":"unavailable"}`))
+	}
+	p.mu.Lock()
+	p.fwd = fwd
+	p.mu.Unlock()
 }

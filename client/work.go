@@ -57,17 +57,66 @@ type WorkOptions struct {
 // handler still running after the drain bound keeps its goroutine until it
 // returns; its result is dropped.
 func (c *Client) Work(ctx context.Context, queue string, h Handler, opts WorkOptions) error {
-	o, err := opts.withDefaults(ctx, c, queue)
+	o, err := opts.withDefaults(ctx, queue, func() (int, error) {
+		q, err := c.GetQueue(ctx, queue)
+		if err != nil {
+			return 0, err
+		}
+		return q.VisibilityTimeoutSeconds, nil
+	})
 	if err != nil {
 		return err
 	}
+	w := &worker{c: c, name: queue, base: queuePath(queue), o: o}
+	w.receive = func(ctx context.Context, r Receive) ([]job, error) {
+		ms, err := c.Receive(ctx, queue, r)
+		jobs := make([]job, len(ms))
+		for i := range ms {
+			m := &ms[i]
+			jobs[i] = job{id: m.ID, receipt: m.Receipt, run: func(ctx context.Context) error { return h(ctx, m) }}
+		}
+		return jobs, err
+	}
+	return w.work(ctx)
+}
+
+// WorkEvents is [Client.Work] for a subscription of a topic: the same
+// loop, options and guarantees, with the subscription's deliveries.
+func (c *Client) WorkEvents(ctx context.Context, topic, sub string, h EventHandler, opts WorkOptions) error {
+	name := topic + "/" + sub
+	o, err := opts.withDefaults(ctx, name, func() (int, error) {
+		s, err := c.GetSubscription(ctx, topic, sub)
+		if err != nil {
+			return 0, err
+		}
+		return s.VisibilityTimeoutSeconds, nil
+	})
+	if err != nil {
+		return err
+	}
+	w := &worker{c: c, name: name, base: subPath(topic, sub), o: o}
+	w.receive = func(ctx context.Context, r Receive) ([]job, error) {
+		ds, err := c.ReceiveEvents(ctx, topic, sub, r)
+		jobs := make([]job, len(ds))
+		for i := range ds {
+			d := &ds[i]
+			jobs[i] = job{id: d.ID, receipt: d.Receipt, run: func(ctx context.Context) error { return h(ctx, d) }}
+		}
+		return jobs, err
+	}
+	return w.work(ctx)
+}
+
+// work runs the receivers until ctx ends, then drains (see [Client.Work]).
+func (w *worker) work(ctx context.Context) error {
+	o := w.o
 	// life outlives ctx by the drain bound: handlers, extends, acks and
 	// nacks of messages already received use it.
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	recvCtx, fatal := context.WithCancelCause(ctx)
 	defer fatal(nil)
-	w := &worker{c: c, queue: queue, h: h, o: o, life: life}
+	w.life = life
 	var wg sync.WaitGroup
 	for range o.Concurrency {
 		wg.Add(1)
@@ -95,7 +144,9 @@ func (c *Client) Work(ctx context.Context, queue string, h Handler, opts WorkOpt
 	return ctx.Err()
 }
 
-func (o WorkOptions) withDefaults(ctx context.Context, c *Client, queue string) (WorkOptions, error) {
+// withDefaults fills in the zero options; visibility reads the target's
+// visibility timeout when o.Visibility is not given.
+func (o WorkOptions) withDefaults(ctx context.Context, name string, visibility func() (int, error)) (WorkOptions, error) {
 	o.Concurrency = max(o.Concurrency, 1)
 	if o.WaitSeconds <= 0 {
 		o.WaitSeconds = 20
@@ -104,11 +155,11 @@ func (o WorkOptions) withDefaults(ctx context.Context, c *Client, queue string) 
 		o.DrainTimeout = 30 * time.Second
 	}
 	if o.Visibility <= 0 {
-		q, err := c.GetQueue(ctx, queue)
+		v, err := visibility()
 		if err != nil {
-			return o, fmt.Errorf("ferry: work on %s: %w", queue, err)
+			return o, fmt.Errorf("ferry: work on %s: %w", name, err)
 		}
-		o.Visibility = time.Duration(q.VisibilityTimeoutSeconds) * time.Second
+		o.Visibility = time.Duration(v) * time.Second
 	}
 	o.Visibility = time.Duration(seconds(o.Visibility)) * time.Second
 	if o.ExtendEvery <= 0 {
@@ -118,13 +169,25 @@ func (o WorkOptions) withDefaults(ctx context.Context, c *Client, queue string) 
 	return o, nil
 }
 
+// EventHandler handles one delivery of a subscription, as [Handler] does
+// a queue's message.
+type EventHandler func(ctx context.Context, d *Delivery) error
+
+// job is one received message or delivery: its id, its claim, and the
+// handler bound to it.
+type job struct {
+	id, receipt string
+	run         func(ctx context.Context) error
+}
+
 // worker is the state the receivers of one [Client.Work] share.
 type worker struct {
-	c     *Client
-	queue string
-	h     Handler
-	o     WorkOptions
-	life  context.Context
+	c *Client
+	// name is the queue's (or topic/subscription) for errors; base its path.
+	name, base string
+	receive    func(ctx context.Context, r Receive) ([]job, error)
+	o          WorkOptions
+	life       context.Context
 }
 
 func (w *worker) report(err error) {
@@ -138,7 +201,7 @@ func (w *worker) report(err error) {
 func (w *worker) run(ctx context.Context) error {
 	fails := 0
 	for ctx.Err() == nil {
-		ms, err := w.c.Receive(ctx, w.queue, Receive{
+		jobs, err := w.receive(ctx, Receive{
 			MaxMessages: 1, WaitSeconds: w.o.WaitSeconds,
 			VisibilityTimeoutSeconds: seconds(w.o.Visibility),
 		})
@@ -147,7 +210,7 @@ func (w *worker) run(ctx context.Context) error {
 				return nil
 			}
 			if !transient(err) {
-				return fmt.Errorf("ferry: work on %s: %w", w.queue, err)
+				return fmt.Errorf("ferry: work on %s: %w", w.name, err)
 			}
 			w.report(err)
 			fails++
@@ -155,8 +218,8 @@ func (w *worker) run(ctx context.Context) error {
 			continue
 		}
 		fails = 0
-		for i := range ms {
-			w.handle(&ms[i])
+		for _, j := range jobs {
+			w.handle(j)
 		}
 	}
 	return nil
@@ -173,10 +236,10 @@ func transient(err error) bool {
 
 // handle runs the handler on m, extending its claim while it runs, then acks
 // or nacks it (unless the drain bound passed first).
-func (w *worker) handle(m *Message) {
+func (w *worker) handle(m job) {
 	hctx, cancel := context.WithCancel(w.life)
 	defer cancel()
-	stopExtend := w.extendWhile(hctx, cancel, m.Receipt)
+	stopExtend := w.extendWhile(hctx, cancel, m.receipt)
 	err := w.call(hctx, m)
 	stopExtend()
 	if w.life.Err() != nil {
@@ -184,33 +247,33 @@ func (w *worker) handle(m *Message) {
 	}
 	switch {
 	case err == nil:
-		if _, aerr := w.c.Ack(w.life, w.queue, m.Receipt); aerr != nil {
-			w.report(fmt.Errorf("ferry: ack %s: %w", m.ID, aerr))
+		if _, aerr := w.c.ack(w.life, w.base, []string{m.receipt}); aerr != nil {
+			w.report(fmt.Errorf("ferry: ack %s: %w", m.id, aerr))
 		}
 		return
 	case IsPermanent(err):
-		w.report(fmt.Errorf("ferry: message %s dead-lettered: %w", m.ID, err))
+		w.report(fmt.Errorf("ferry: message %s dead-lettered: %w", m.id, err))
 		w.nack(m, Nack{Error: errorText(err), DeadLetter: true})
 	default:
-		w.report(fmt.Errorf("ferry: message %s nacked: %w", m.ID, err))
+		w.report(fmt.Errorf("ferry: message %s nacked: %w", m.id, err))
 		w.nack(m, Nack{Error: errorText(err)})
 	}
 }
 
-func (w *worker) nack(m *Message, n Nack) {
-	if _, err := w.c.Nack(w.life, w.queue, n, m.Receipt); err != nil {
-		w.report(fmt.Errorf("ferry: nack %s: %w", m.ID, err))
+func (w *worker) nack(m job, n Nack) {
+	if _, err := w.c.nack(w.life, w.base, n, []string{m.receipt}); err != nil {
+		w.report(fmt.Errorf("ferry: nack %s: %w", m.id, err))
 	}
 }
 
 // call runs the handler, turning a panic into an error.
-func (w *worker) call(ctx context.Context, m *Message) (err error) {
+func (w *worker) call(ctx context.Context, m job) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return w.h(ctx, m)
+	return m.run(ctx)
 }
 
 // extendWhile renews the claim on receipt every ExtendEvery until the
@@ -232,7 +295,7 @@ func (w *worker) extendWhile(ctx context.Context, lost context.CancelFunc, recei
 				return
 			case <-t.C:
 			}
-			res, err := w.c.Extend(ctx, w.queue, w.o.Visibility, receipt)
+			res, err := w.c.extend(ctx, w.base, w.o.Visibility, []string{receipt})
 			if err != nil {
 				w.report(fmt.Errorf("ferry: extend: %w", err))
 				continue
