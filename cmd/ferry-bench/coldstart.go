@@ -145,7 +145,7 @@ func (b *Bench) stopInstance(in *instance) {
 
 // receiveAck receives up to n messages from a queue or subscription (by
 // path) and acks them. It returns how many it got.
-func receiveAck(ctx context.Context, c *FerryClient, path string, n int) (int, error) {
+func receiveAck(ctx context.Context, c *FerryClient, path Target, n int) (int, error) {
 	receipts, err := c.ReceiveFrom(ctx, path, n, 0)
 	if err != nil || len(receipts) == 0 {
 		return 0, err
@@ -183,11 +183,11 @@ type lightKind struct {
 func lightKinds(c *FerryClient) []lightKind {
 	send := SendRequest(1)
 	keys := eventKeys()
-	sub := SubscriptionPath(lightTopic, lightSub)
+	sub := SubscriptionTarget(lightTopic, lightSub)
 	return []lightKind{
 		{"send", func(ctx context.Context, _ int, _ int64) error { return c.Send(ctx, lightQueue, send) }},
 		{"receive+ack", func(ctx context.Context, _ int, _ int64) error {
-			_, err := receiveAck(ctx, c, QueuePath(lightQueue), lightTake)
+			_, err := receiveAck(ctx, c, QueueTarget(lightQueue), lightTake)
 			return err
 		}},
 		{"publish", func(ctx context.Context, w int, i int64) error {
@@ -344,7 +344,7 @@ type coldMeasure struct {
 // of the backlog, so that the last ones still find most of it.
 func coldMeasures(sz coldSizes) []coldMeasure {
 	cycles := func(n int) int64 { return max(1, int64(n)*2/5/coldTake) }
-	receive := func(path string) func(context.Context, *instance, *coldTally) (coldOp, error) {
+	receive := func(path Target) func(context.Context, *instance, *coldTally) (coldOp, error) {
 		return func(_ context.Context, in *instance, t *coldTally) (coldOp, error) {
 			return func(ctx context.Context, _ int) error {
 				n, err := receiveAck(ctx, in.client, path, coldTake)
@@ -357,9 +357,9 @@ func coldMeasures(sz coldSizes) []coldMeasure {
 	}
 	return []coldMeasure{
 		{name: "queue receive(100)+ack", table: "messages", queueBacklog: true, workers: coldConsumers, ops: cycles(sz.messages),
-			prepare: receive(QueuePath(coldQueue))},
+			prepare: receive(QueueTarget(coldQueue))},
 		{name: "subscription receive(100)+ack", table: "messages", workers: coldConsumers, ops: cycles(sz.events),
-			prepare: receive(SubscriptionPath(coldTopic, coldSub))},
+			prepare: receive(SubscriptionTarget(coldTopic, coldSub))},
 		{name: "group poll(100)+commit", table: "events", workers: topicPartitions, ops: cycles(sz.events),
 			prepare: prepareGroupPolls},
 		{name: "event read(100)", table: "events", workers: coldConsumers, ops: max(1, int64(sz.events)/50),

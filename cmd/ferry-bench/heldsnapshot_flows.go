@@ -26,7 +26,7 @@ func (b *Bench) heldQueue(ctx context.Context, tag string, backlog int) (heldOps
 	req := SendRequest(heldBatch)
 	return heldOps{
 		produce: func(ctx context.Context) error { return b.client.Send(ctx, name, req) },
-		consume: timedReceiveAck(b.client, QueuePath(name)),
+		consume: timedReceiveAck(b.client, QueueTarget(name)),
 	}, int64(backlog), nil
 }
 
@@ -44,7 +44,7 @@ func (b *Bench) heldSubscription(ctx context.Context, tag string, backlog int) (
 	req := PublishRequest(eventKeys()[:heldBatch])
 	return heldOps{
 		produce: func(ctx context.Context) error { return b.client.Publish(ctx, name, req) },
-		consume: timedReceiveAck(b.client, SubscriptionPath(name, "sub")),
+		consume: timedReceiveAck(b.client, SubscriptionTarget(name, "sub")),
 	}, int64(backlog), nil
 }
 
@@ -110,7 +110,7 @@ func (b *Bench) heldTopic(ctx context.Context, tag string, subscribe func(name s
 
 // timedReceiveAck is the consumer of a queue or a subscription (by path):
 // receive(heldBatch) without waiting, then ack what came.
-func timedReceiveAck(c *FerryClient, path string) func(ctx context.Context) (int, time.Duration, error) {
+func timedReceiveAck(c *FerryClient, path Target) func(ctx context.Context) (int, time.Duration, error) {
 	return func(ctx context.Context) (int, time.Duration, error) {
 		t0 := time.Now()
 		receipts, err := c.ReceiveFrom(ctx, path, heldBatch, 0)

@@ -183,7 +183,7 @@ func (b *Bench) sqlAPIPoll(ctx context.Context, iters int) ([2]wakeResult, error
 	keys := eventKeys()
 	for run, v := range viaOrder() {
 		topic := "bench-sql-poll-" + v.String()
-		sub, pub := SubscriptionPath(topic, "pull"), b.publisherVia(v, topic)
+		sub, pub := SubscriptionTarget(topic, "pull"), b.publisherVia(v, topic)
 		i := 0
 		s, err := wakeLoop(ctx, iters,
 			func(ctx context.Context) (func() error, error) {
