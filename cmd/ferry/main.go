@@ -4,10 +4,22 @@
 //	ferry dev                   serve with a private PostgreSQL when none is configured
 //	ferry migrate up|down|version
 //	ferry version
+//
+// and a client of a running Ferry (FERRY_URL, FERRY_KEY), noun first:
+//
+//	ferry queue ls|get|create|delete|send|receive|purge
+//	ferry queue dead-letters ls|redrive|purge
+//	ferry topic ls|get|create|delete|publish|tail
+//	ferry group ls|describe|seek
+//	ferry key ls|create|revoke
+//	ferry completion bash|zsh
+//
+// Exit codes: 0 done, 1 failed, 2 a wrong command line.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,13 +41,31 @@ commands:
   dev                    like serve, with a private PostgreSQL in ./.ferry when FERRY_DATABASE_URL is unset
   migrate up|down|version  manage the schema (needs FERRY_DATABASE_URL)
   version                print the version
+
+client commands (talk to a running Ferry at FERRY_URL with FERRY_KEY; --output table|json):
+  queue ls|get|create|delete|send|receive|purge
+  queue dead-letters ls|redrive|purge
+  topic ls|get|create|delete|publish|tail
+  group ls|describe|seek
+  key ls|create|revoke
+  completion bash|zsh    print a shell completion script
+run "ferry <noun>" to list a noun's commands, "ferry <noun> <verb> --help" for one's flags
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && isCLI(os.Args[1]) {
+		code := runCLI(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ferry:", err)
+		var u *usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -43,7 +73,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("no command given")
+		return usagef("no command given")
 	}
 	cfg, err := loadConfig(args[0])
 	if err != nil {
@@ -68,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return usagef("unknown command %q", args[0])
 }
 
 // loadConfig reads the FERRY_* environment over the defaults of command:
