@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferry-mq/ferry/client"
 )
 
 // Config says which Ferry the lab runs against and how.
@@ -35,7 +33,7 @@ type Config struct {
 type Lab struct {
 	cfg    Config
 	pool   *pgxpool.Pool
-	client *http.Client
+	client *client.Client
 	run    string // run id
 	topic  string
 	schema string
@@ -62,7 +60,7 @@ func newLab(ctx context.Context, cfg Config) (*Lab, error) {
 	_, _ = rand.Read(raw[:])
 	run := hex.EncodeToString(raw[:])
 	l := &Lab{
-		cfg: cfg, pool: pool, client: &http.Client{Timeout: 30 * time.Second}, run: run,
+		cfg: cfg, pool: pool, client: client.New(cfg.URL, cfg.Key), run: run,
 		topic: "orders-" + run, schema: "lab_" + run,
 	}
 	l.email = newEmailReceiver(cfg.Faults)
@@ -97,76 +95,36 @@ func (l *Lab) setup(ctx context.Context) error {
 		CREATE TABLE `+s+`.charges (order_id text PRIMARY KEY, amount integer NOT NULL, charged_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("tables: %w", err)
 	}
-	retry := map[string]any{"retry_min_seconds": 0, "retry_max_seconds": 1}
+	retry := func(c client.SubscriptionConfig) client.SubscriptionConfig {
+		c.RetryMinSeconds, c.RetryMaxSeconds = client.Ptr(0), client.Ptr(1)
+		return c
+	}
+	created := &client.Filter{Types: []string{"order.created"}}
 	subs := []struct {
 		name string
-		body map[string]any
+		cfg  client.SubscriptionConfig
 	}{
-		{"payment", map[string]any{"filter": map[string]any{"types": []string{"order.created"}},
-			"visibility_timeout_seconds": 1, "max_receives": 3}},
-		{"email", map[string]any{"filter": map[string]any{"types": []string{"order.created"}},
-			"max_receives": 10, "push": map[string]any{"url": l.hook.URL, "timeout_seconds": 5}}},
-		{"inventory", map[string]any{"ordered": true, "visibility_timeout_seconds": 5, "max_receives": 10}},
+		{"payment", client.SubscriptionConfig{Filter: created, VisibilityTimeoutSeconds: client.Ptr(1), MaxReceives: client.Ptr(3)}},
+		{"email", client.SubscriptionConfig{Filter: created, MaxReceives: client.Ptr(10),
+			Push: &client.PushConfig{URL: l.hook.URL, TimeoutSeconds: client.Ptr(5)}}},
+		{"inventory", client.SubscriptionConfig{Ordered: client.Ptr(true), VisibilityTimeoutSeconds: client.Ptr(5), MaxReceives: client.Ptr(10)}},
 	}
-	if err := l.call(ctx, http.MethodPut, "/v1/topics/"+l.topic, map[string]any{"partitions": 4}, nil); err != nil {
+	if _, _, err := l.client.PutTopic(ctx, l.topic, client.TopicConfig{Partitions: client.Ptr(4)}); err != nil {
 		return err
 	}
 	for _, sub := range subs {
-		for k, v := range retry {
-			sub.body[k] = v
-		}
-		var created struct {
-			SigningSecret string `json:"signing_secret"`
-		}
-		if err := l.call(ctx, http.MethodPut, l.subPath(sub.name), sub.body, &created); err != nil {
-			return err
-		}
-		if sub.name == "email" {
-			l.secret = created.SigningSecret
-		}
-	}
-	return nil
-}
-
-func (l *Lab) subPath(sub string) string { return "/v1/topics/" + l.topic + "/subscriptions/" + sub }
-
-func (l *Lab) table(name string) string { return pgx.Identifier{l.schema, name}.Sanitize() }
-
-// call makes a REST call and decodes a 2xx answer into out (if not nil).
-func (l *Lab) call(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+		s, _, err := l.client.PutSubscription(ctx, l.topic, sub.name, retry(sub.cfg))
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, l.cfg.URL+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+l.cfg.Key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil && len(raw) > 0 {
-		return json.Unmarshal(raw, out)
+		if sub.name == "email" {
+			l.secret = s.SigningSecret
+		}
 	}
 	return nil
 }
+
+func (l *Lab) table(name string) string { return pgx.Identifier{l.schema, name}.Sanitize() }
 
 // Run places the orders, runs every consumer until each has done all it
 // should (or ctx ends) and reports what each saw.

@@ -28,8 +28,9 @@
 //
 // The Ferry it runs against must allow push to loopback URLs
 // (FERRY_ALLOW_PRIVATE_PUSH, on in `ferry dev`). It exits 1 if a consumer
-// saw something it should not have. It imports nothing of Ferry's: it
-// speaks REST over HTTP and the SQL API over a database connection.
+// saw something it should not have. It imports nothing of Ferry's but
+// its Go client: it speaks REST through package client and the SQL API
+// over a database connection.
 package main
 
 import (

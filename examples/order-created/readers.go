@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strconv"
 	"sync"
 	"text/tabwriter"
+
+	"github.com/ferry-mq/ferry/client"
 )
 
 // inventoryConsumer reserves stock: a REST consumer of the ordered
@@ -24,26 +24,18 @@ type inventoryConsumer struct {
 	outOfOrder int
 }
 
-type subscriptionMessage struct {
-	ID      string `json:"id"`
-	Receipt string `json:"receipt"`
-	Event   struct {
-		Type string `json:"type"`
-		Key  string `json:"key"`
-	} `json:"event"`
-}
-
 func (c *inventoryConsumer) run(ctx context.Context) error {
-	path := c.lab.subPath("inventory")
 	for ctx.Err() == nil {
-		var got struct {
-			Messages []subscriptionMessage `json:"messages"`
-		}
-		if err := c.lab.call(ctx, http.MethodPost, path+"/receive", map[string]any{"max_messages": 10, "wait_seconds": 1}, &got); err != nil {
+		got, err := c.lab.client.ReceiveEvents(ctx, c.lab.topic, "inventory", client.Receive{MaxMessages: 10, WaitSeconds: 1})
+		if err != nil {
 			return ignoreCanceled(ctx, err)
 		}
 		var ack, nack []string
-		for _, m := range got.Messages {
+		for _, m := range got {
+			key := ""
+			if m.Event.Key != nil {
+				key = *m.Event.Key
+			}
 			c.mu.Lock()
 			c.deliveries++
 			if c.lab.cfg.Faults && c.deliveries%6 == 0 {
@@ -52,7 +44,7 @@ func (c *inventoryConsumer) run(ctx context.Context) error {
 				c.mu.Unlock()
 				continue
 			}
-			types := c.seen[m.Event.Key]
+			types := c.seen[key]
 			if len(types) > 0 && types[len(types)-1] == m.Event.Type {
 				c.mu.Unlock() // redelivered after an ack that did not reach Ferry
 				ack = append(ack, m.Receipt)
@@ -61,17 +53,17 @@ func (c *inventoryConsumer) run(ctx context.Context) error {
 			if m.Event.Type == "order.shipped" && len(types) == 0 {
 				c.outOfOrder++
 			}
-			c.seen[m.Event.Key] = append(types, m.Event.Type)
+			c.seen[key] = append(types, m.Event.Type)
 			c.mu.Unlock()
 			ack = append(ack, m.Receipt)
 		}
 		if len(ack) > 0 {
-			if err := c.lab.call(ctx, http.MethodPost, path+"/ack", map[string]any{"receipts": ack}, nil); err != nil {
+			if _, err := c.lab.client.AckEvents(ctx, c.lab.topic, "inventory", ack...); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 		}
 		if len(nack) > 0 {
-			if err := c.lab.call(ctx, http.MethodPost, path+"/nack", map[string]any{"receipts": nack, "delay_seconds": 0}, nil); err != nil {
+			if _, err := c.lab.client.NackEvents(ctx, c.lab.topic, "inventory", client.Nack{DelaySeconds: client.Ptr(0)}, nack...); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 		}
@@ -104,39 +96,30 @@ type analyticsGroup struct {
 }
 
 func (g *analyticsGroup) run(ctx context.Context) error {
-	path := "/v1/topics/" + g.lab.topic + "/groups/analytics"
+	c, topic := g.lab.client, g.lab.topic
 	member := "analytics-1"
 	half := g.lab.cfg.Orders // events, about half of what the orders publish
 	for ctx.Err() == nil {
-		var poll struct {
-			Generation int64 `json:"generation"`
-			Events     []struct {
-				ID        string `json:"id"`
-				Partition int    `json:"partition"`
-				Offset    int64  `json:"offset"`
-			} `json:"events"`
-		}
-		body := map[string]any{"consumer": member, "max_events": 20, "wait_seconds": 1, "start": "earliest"}
-		if err := g.lab.call(ctx, http.MethodPost, path+"/poll", body, &poll); err != nil {
+		poll, err := c.PollGroup(ctx, topic, "analytics", client.Poll{Consumer: member, MaxEvents: 20, WaitSeconds: 1, Start: "earliest"})
+		if err != nil {
 			return ignoreCanceled(ctx, err)
 		}
-		offsets := map[string]int64{}
+		offsets := map[int]int64{}
 		g.mu.Lock()
 		for _, e := range poll.Events {
 			g.deliveries++
 			g.seen[e.ID] = true
-			offsets[strconv.Itoa(e.Partition)] = e.Offset
+			offsets[e.Partition] = e.Offset
 		}
 		leave := g.lab.cfg.Faults && g.handovers == 0 && len(g.seen) >= half
 		g.mu.Unlock()
 		if len(offsets) > 0 {
-			commit := map[string]any{"consumer": member, "generation": poll.Generation, "offsets": offsets}
-			if err := g.lab.call(ctx, http.MethodPost, path+"/commit", commit, nil); err != nil {
+			if err := c.CommitGroup(ctx, topic, "analytics", member, poll.Generation, offsets); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 		}
 		if leave {
-			if err := g.lab.call(ctx, http.MethodPost, path+"/leave", map[string]any{"consumer": member}, nil); err != nil {
+			if err := c.LeaveGroup(ctx, topic, "analytics", member); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 			g.mu.Lock()

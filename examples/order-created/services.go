@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-mq/ferry/client"
 )
 
 // ordersService places orders: each order row and its order.created event
@@ -307,13 +309,8 @@ func (p *paymentService) redrivePoison(ctx context.Context) error {
 		return nil
 	}
 	for ctx.Err() == nil {
-		var page struct {
-			Messages []struct {
-				ID        string `json:"id"`
-				LastError string `json:"last_error"`
-			} `json:"messages"`
-		}
-		if err := p.lab.call(ctx, http.MethodGet, p.lab.subPath("payment")+"/dead-letters", nil, &page); err != nil {
+		page, err := p.lab.client.ListSubscriptionDeadLetters(ctx, p.lab.topic, "payment", client.Page{})
+		if err != nil {
 			return err
 		}
 		for _, m := range page.Messages {
@@ -321,11 +318,8 @@ func (p *paymentService) redrivePoison(ctx context.Context) error {
 				continue
 			}
 			p.once.Do(func() { close(p.fixed) })
-			var out struct {
-				Redriven int `json:"redriven"`
-			}
-			err := p.lab.call(ctx, http.MethodPost, p.lab.subPath("payment")+"/dead-letters/redrive", map[string]any{"ids": []string{poison}}, &out)
-			p.count(func() { p.redriven += out.Redriven })
+			n, err := p.lab.client.RedriveSubscriptionDeadLetters(ctx, p.lab.topic, "payment", client.Redrive{IDs: []string{poison}})
+			p.count(func() { p.redriven += int(n) })
 			return err
 		}
 		select {
