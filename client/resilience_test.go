@@ -223,3 +223,35 @@ func sscan(line, format string, args ...any) bool {
 	n, err := fmt.Sscanf(line, format, args...)
 	return err == nil && n == len(args)
 }
+
+// TestWorkBurst429: receives answered 429 (with Retry-After on the first),
+// more of them than one call retries, are backed off by the call and then
+// by the loop, which goes on and handles the message once.
+func TestWorkBurst429(t *testing.T) {
+	t.Parallel()
+	env, c, _ := setup(t)
+	putQueue(t, c, "busy", client.QueueConfig{})
+	id := send(t, c, "busy", "x")
+	many := make([]int, 7) // the call retries 4 times: the loop backs off too
+	for i := range many {
+		many[i] = http.StatusTooManyRequests
+	}
+	proxy := newBurstProxy(t, env.URL, http.MethodPost, "receive", many...)
+	pc, prec := newClient(t, proxy.URL)
+	got := make(chan string, 2)
+	log := &errorLog{}
+	start := time.Now()
+	startWork(t, pc, "busy", func(_ context.Context, m *client.Message) error { got <- m.ID; return nil },
+		client.WorkOptions{WaitSeconds: 1, OnError: log.add})
+	select {
+	case gotID := <-got:
+		require.Equal(t, id, gotID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop did not get past the 429s")
+	}
+	require.GreaterOrEqual(t, time.Since(start), time.Second, "the first Retry-After (1 s) was honoured")
+	require.True(t, log.has("burst_429"), "the loop saw a receive that failed after its retries")
+	require.GreaterOrEqual(t, proxy.served.Load(), int64(len(many)+1))
+	require.Eventually(t, func() bool { return prec.count("POST ack OK") == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Never(t, func() bool { return len(got) > 0 }, 300*time.Millisecond, 10*time.Millisecond)
+}
