@@ -48,7 +48,7 @@ type command struct {
 // commands is every CLI command, in the order `ferry help` lists them.
 func commands() []command {
 	var all []command
-	for _, group := range [][]command{queueCommands(), topicCommands(), groupCommands(), keyCommands()} {
+	for _, group := range [][]command{queueCommands(), topicCommands(), subCommands(), groupCommands(), keyCommands()} {
 		all = append(all, group...)
 	}
 	return all

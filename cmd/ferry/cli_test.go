@@ -83,6 +83,7 @@ func TestCLI(t *testing.T) {
 	r := newCLIRun(t)
 	t.Run("queue", func(t *testing.T) { testCLIQueue(t, r) })
 	t.Run("topic", func(t *testing.T) { testCLITopic(t, r) })
+	t.Run("sub", func(t *testing.T) { testCLISub(t, r) })
 	t.Run("group", func(t *testing.T) { testCLIGroup(t, r) })
 	t.Run("key", func(t *testing.T) { testCLIKey(t, r) })
 	t.Run("usage", func(t *testing.T) { testCLIUsage(t, r) })
