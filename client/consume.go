@@ -205,11 +205,13 @@ func (k *consumer) partition(ctx, life context.Context, gen int64, part int, eve
 			return true
 		}
 		err := k.c.CommitGroup(life, k.topic, k.group, k.o.Consumer, gen, map[int]int64{part: done})
-		last, done = time.Now(), -1
+		last = time.Now()
 		if err != nil {
+			// Kept for the next commit, unless the partition is gone.
 			k.report(fmt.Errorf("ferry: commit %s/%s partition %d: %w", k.topic, k.group, part, err))
 			return !IsCode(err, "conflict")
 		}
+		done = -1
 		return true
 	}
 	for _, e := range events {

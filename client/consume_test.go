@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/client"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // handled records, per partition, the offsets a group handler finished
@@ -208,4 +209,39 @@ func TestConsumeBursts(t *testing.T) {
 	require.True(t, log.has("burst_503"))
 	require.GreaterOrEqual(t, prec.count("POST leave No Content"), 1, "left after the uncertain 503")
 	require.GreaterOrEqual(t, proxy.served.Load(), int64(5))
+}
+
+// TestConsumeFerryRestarts: the Ferry behind a running group loop stops
+// and a new one starts on the same database (behind the same address);
+// the loop rides it out and every event is handled, the group's lag
+// ending at 0.
+func TestConsumeFerryRestarts(t *testing.T) {
+	t.Parallel()
+	env, direct, _ := setup(t)
+	proxy := newSwitchProxy(t, env.URL)
+	c, _ := newClient(t, proxy.URL)
+	ctx := context.Background()
+	_, _, err := direct.PutTopic(ctx, "rs", client.TopicConfig{Partitions: client.Ptr(2)})
+	require.NoError(t, err)
+	publishN(t, direct, "rs", 40)
+	got, log := newHandled(), &errorLog{}
+	h := func(_ context.Context, e *client.Event) error {
+		time.Sleep(10 * time.Millisecond)
+		got.call(e)
+		got.done(e)
+		return nil
+	}
+	startConsume(t, c, "rs", "g", h, client.ConsumeOptions{
+		Consumer: "w", Start: "earliest", MaxEvents: 5, WaitSeconds: 1, SessionTimeoutSeconds: 5, OnError: log.add,
+	})
+	require.Eventually(t, func() bool { return got.total() >= 5 }, 15*time.Second, 5*time.Millisecond)
+	env.Stop()
+	require.Eventually(t, func() bool { return log.has("503") || log.has("unavailable") }, 15*time.Second, 10*time.Millisecond)
+	env2 := ferrytest.StartOn(t, env.DatabaseURL)
+	proxy.set(t, env2.URL)
+	c2, _ := newClient(t, env2.URL)
+	require.Eventually(t, func() bool { return lag(t, c2, "rs", "g") == 0 }, 45*time.Second, 50*time.Millisecond)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	require.Len(t, got.calls, 40, "every event was handled (at least once)")
 }
