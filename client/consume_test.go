@@ -245,3 +245,36 @@ func TestConsumeFerryRestarts(t *testing.T) {
 	defer got.mu.Unlock()
 	require.Len(t, got.calls, 40, "every event was handled (at least once)")
 }
+
+// TestConsumeHandover: two members share a group's partitions; when one
+// shuts down it leaves, so the other takes its partitions at once (well
+// before the 60 s session timeout would have evicted it) and handles
+// every event published afterwards.
+func TestConsumeHandover(t *testing.T) {
+	t.Parallel()
+	_, c, _ := setup(t)
+	ctx := context.Background()
+	_, _, err := c.PutTopic(ctx, "h", client.TopicConfig{Partitions: client.Ptr(4)})
+	require.NoError(t, err)
+	a, b := newHandled(), newHandled()
+	opts := func(name string) client.ConsumeOptions {
+		return client.ConsumeOptions{Consumer: name, Start: "earliest", WaitSeconds: 1, SessionTimeoutSeconds: 60}
+	}
+	handler := func(h *handled) client.GroupHandler {
+		return func(_ context.Context, e *client.Event) error { h.call(e); h.done(e); return nil }
+	}
+	cancelA, doneA := startConsume(t, c, "h", "g", handler(a), opts("a"))
+	startConsume(t, c, "h", "g", handler(b), opts("b"))
+	require.Eventually(t, func() bool {
+		g, err := c.GetGroup(ctx, "h", "g")
+		return err == nil && len(g.Members) == 2 && len(g.Members[0].Partitions) == 2 && len(g.Members[1].Partitions) == 2
+	}, 20*time.Second, 20*time.Millisecond, "the partitions are split between a and b")
+	cancelA()
+	require.ErrorIs(t, <-doneA, context.Canceled)
+	start := time.Now()
+	publishN(t, c, "h", 20)
+	require.Eventually(t, func() bool { return b.total() == 20 }, 20*time.Second, 20*time.Millisecond, "b takes every partition")
+	require.Less(t, time.Since(start), 30*time.Second)
+	require.Zero(t, a.total())
+	require.Eventually(t, func() bool { return lag(t, c, "h", "g") == 0 }, 10*time.Second, 20*time.Millisecond)
+}
