@@ -1,7 +1,9 @@
 // Package client is Ferry's Go client: typed calls for the REST API
-// (openapi/openapi.yaml), one method per operation, and a worker loop,
-// [Client.Work], that receives, handles, extends, acks and nacks queue
-// messages.
+// (openapi/openapi.yaml), one method per operation, and worker loops:
+// [Client.Work] receives, handles, extends, acks and nacks a queue's
+// messages, [Client.WorkEvents] a subscription's, and [Client.Consume]
+// polls a consumer group, handles each partition in order and commits.
+// It imports only the standard library.
 //
 // A [Client] is made with [New] and is safe for concurrent use. Every call
 // takes a context and returns an [*Error] when Ferry answers with a problem
