@@ -54,10 +54,10 @@
 //     meaning (TestSignaturesKept holds every function the migrations
 //     made to that);
 //   - a function is removed only in a later generation, once no
-//     supported binary calls it, and then by a numbered migration; the
-//     helpers the definitions stopped calling (send_json_kind,
-//     publish_kind, send_compact_size, send_valid_traceparent) stay in
-//     the database until one drops them;
+//     supported binary calls it, and then by a numbered migration (as
+//     000015 dropped the four helpers the definitions stopped calling:
+//     send_json_kind, publish_kind, send_compact_size,
+//     send_valid_traceparent);
 //   - a binary works on the definitions an older release left, until its
 //     own are installed (TestStoreOnMigrationsOnly);
 //   - a type or a signature change is a new function next to the old one.
