@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
-	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
 // snapshot is everything a bad request could change: every queue's
@@ -101,35 +100,6 @@ func badNameCases(path func(string, ...string) string, mark string, own ...nameR
 	return cases
 }
 
-func TestUnknownQueue(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	putQueue(t, env, "real", nil)
-	send(t, env, "real", msg(1))
-	got := receive(t, env, "real", map[string]any{"visibility_timeout_seconds": 3600})
-	require.Len(t, got, 1)
-	rc := []string{got[0].Receipt}
-	nf := http.StatusNotFound
-	cases := []badCase{
-		{"get", "GET", "/v1/queues/ghost", nil, nil, nf, "not_found"},
-		{"delete", "DELETE", "/v1/queues/ghost", nil, nil, nf, "not_found"},
-		{"send", "POST", "/v1/queues/ghost/messages", map[string]any{"messages": []any{msg(1)}}, nil, nf, "not_found"},
-		{"purge", "DELETE", "/v1/queues/ghost/messages", nil, nil, nf, "not_found"},
-		{"receive", "POST", "/v1/queues/ghost/receive", map[string]any{}, nil, nf, "not_found"},
-		{"receive no body", "POST", "/v1/queues/ghost/receive", nil, nil, nf, "not_found"},
-		{"receive long poll", "POST", "/v1/queues/ghost/receive", map[string]any{"wait_seconds": 5}, nil, nf, "not_found"},
-		{"ack", "POST", "/v1/queues/ghost/ack", map[string]any{"receipts": rc}, nil, nf, "not_found"},
-		{"nack", "POST", "/v1/queues/ghost/nack", map[string]any{"receipts": rc, "dead_letter": true}, nil, nf, "not_found"},
-		{"extend", "POST", "/v1/queues/ghost/extend", map[string]any{"receipts": rc, "visibility_timeout_seconds": 1}, nil, nf, "not_found"},
-		{"dead letters", "GET", "/v1/queues/ghost/dead-letters", nil, nil, nf, "not_found"},
-		{"purge dead letters", "DELETE", "/v1/queues/ghost/dead-letters", nil, nil, nf, "not_found"},
-		{"redrive ids", "POST", "/v1/queues/ghost/dead-letters/redrive", map[string]any{"ids": []string{got[0].ID}}, nil, nf, "not_found"},
-		{"redrive limit", "POST", "/v1/queues/ghost/dead-letters/redrive", map[string]any{"limit": 10}, nil, nf, "not_found"},
-	}
-	runBadCases(t, env, cases)
-	require.Equal(t, []string{"ok"}, ack(t, env, "real", rc...), "the real queue's receipt was not touched")
-}
-
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
@@ -182,62 +152,4 @@ func TestAuth(t *testing.T) {
 	// The scheme is case-insensitive (RFC 9110); the key is what matters.
 	r := env.DoWith("GET", "/v1/queues", nil, http.Header{"Authorization": {"bearer " + ferrytest.AdminKey}})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-}
-
-func TestMethodNotAllowed(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	putQueue(t, env, "q", nil)
-	before := snapshot(t, env)
-	auth := http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}, "Content-Type": {"application/json"}}
-	cases := []struct {
-		method, path string
-		allow        []string
-	}{
-		{"POST", "/v1/queues", []string{"GET"}},
-		{"DELETE", "/v1/queues", []string{"GET"}},
-		{"PATCH", "/v1/queues/q", []string{"GET", "PUT", "DELETE"}},
-		{"POST", "/v1/queues/q", []string{"GET", "PUT", "DELETE"}},
-		{"GET", "/v1/queues/q/messages", []string{"POST", "DELETE"}},
-		{"PUT", "/v1/queues/q/messages", []string{"POST", "DELETE"}},
-		{"GET", "/v1/queues/q/receive", []string{"POST"}},
-		{"DELETE", "/v1/queues/q/ack", []string{"POST"}},
-		{"GET", "/v1/queues/q/nack", []string{"POST"}},
-		{"PUT", "/v1/queues/q/extend", []string{"POST"}},
-		{"POST", "/v1/queues/q/dead-letters", []string{"GET", "DELETE"}},
-		{"GET", "/v1/queues/q/dead-letters/redrive", []string{"POST"}},
-		{"POST", "/healthz", []string{"GET"}},
-		{"DELETE", "/metrics", []string{"GET"}},
-		{"PUT", "/openapi.yaml", []string{"GET"}},
-	}
-	v := openapitest.New(t)
-	for _, tc := range cases {
-		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			var body []byte
-			if tc.method != "GET" && tc.method != "DELETE" {
-				body = []byte(`{}`)
-			}
-			r := rawDo(t, env, tc.method, tc.path, body, auth)
-			v.CheckProblem(t, r.Status, r.Header, r.Body)
-			requireProblem(t, r, http.StatusMethodNotAllowed, "method_not_allowed")
-			allow := r.Header.Get("Allow")
-			require.NotEmpty(t, allow, "a 405 must list the allowed methods (RFC 9110 §15.5.6)")
-			for _, m := range tc.allow {
-				require.Contains(t, allow, m)
-			}
-		})
-	}
-	require.Equal(t, before, snapshot(t, env))
-}
-
-func TestUnknownRoute(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	auth := http.Header{"Authorization": {"Bearer " + ferrytest.AdminKey}}
-	v := openapitest.New(t)
-	for _, path := range []string{"/v1/topics-nope", "/v1/queues/q/nope", "/v2/queues", "/nope"} {
-		r := rawDo(t, env, "GET", path, nil, auth)
-		v.CheckProblem(t, r.Status, r.Header, r.Body)
-		requireProblem(t, r, http.StatusNotFound, "not_found")
-	}
 }

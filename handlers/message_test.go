@@ -3,7 +3,6 @@ package handlers_test
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -462,43 +461,6 @@ func TestGroupsOverHTTP(t *testing.T) {
 	require.Equal(t, []string{sent[4]}, msgIDs(last))
 }
 
-func TestPurge(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	putQueue(t, env, "p", nil)
-	send(t, env, "p", msg(1), msg(2), msg(3), msg("delayed", "delay_seconds", 600))
-	dead := receive(t, env, "p", nil)
-	require.Equal(t, []string{"ok"}, settle(t, env, "p", "nack", map[string]any{"receipts": receipts(dead), "dead_letter": true}))
-	inFlight := receive(t, env, "p", map[string]any{"visibility_timeout_seconds": 600})
-	require.Len(t, inFlight, 1)
-	require.Equal(t, statsJSON{Available: 1, InFlight: 1, Delayed: 1, DeadLetters: 1}, counts(t, env, "p"))
-
-	// Purging messages drops available, delayed and in-flight; keeps dead letters.
-	r := env.Do("DELETE", "/v1/queues/p/messages", nil)
-	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
-	require.Empty(t, r.Body)
-	require.Equal(t, statsJSON{DeadLetters: 1}, stats(t, env, "p"))
-	require.Equal(t, []string{"stale"}, ack(t, env, "p", inFlight[0].Receipt), "a purged message's receipt is stale")
-	require.Equal(t, []string{"stale"}, settle(t, env, "p", "extend",
-		map[string]any{"receipts": receipts(inFlight), "visibility_timeout_seconds": 5}))
-	require.Empty(t, receive(t, env, "p", map[string]any{"max_messages": 10}))
-
-	// Purging dead letters.
-	r = env.Do("DELETE", "/v1/queues/p/dead-letters", nil)
-	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
-	require.Empty(t, r.Body)
-	require.Equal(t, statsJSON{}, stats(t, env, "p"))
-	page := deadLetters(t, env, "p", "")
-	require.Empty(t, page.Messages)
-	require.Nil(t, page.Next)
-
-	// Purging an empty queue is still 204; the queue still works.
-	require.Equal(t, http.StatusNoContent, env.Do("DELETE", "/v1/queues/p/messages", nil).Status)
-	require.Equal(t, http.StatusNoContent, env.Do("DELETE", "/v1/queues/p/dead-letters", nil).Status)
-	send(t, env, "p", msg("after purge"))
-	require.Len(t, receive(t, env, "p", nil), 1)
-}
-
 func TestStatsAge(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
@@ -512,90 +474,6 @@ func TestStatsAge(t *testing.T) {
 	require.GreaterOrEqual(t, stats(t, env, "age").OldestAgeSeconds, int64(1), "in-flight messages count for age")
 	ack(t, env, "age", receipts(got)...)
 	require.Equal(t, statsJSON{}, stats(t, env, "age"), "0 when empty")
-}
-
-func TestDeadLetterPaginationAndRedrive(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	putQueue(t, env, "r", nil)
-	batch := make([]map[string]any, 5)
-	for i := range batch {
-		batch[i] = msg(i)
-	}
-	sent := ids(send(t, env, "r", batch...))
-	got := receive(t, env, "r", map[string]any{"max_messages": 10})
-	require.Len(t, got, 5)
-	require.Equal(t, repeat("ok", 5), settle(t, env, "r", "nack",
-		map[string]any{"receipts": receipts(got), "dead_letter": true, "error": "boom"}))
-	require.Equal(t, statsJSON{DeadLetters: 5}, stats(t, env, "r"))
-
-	// Pages of 2: 2, 2, 1, no overlap, send order, next null on the last.
-	var all []string
-	cursor := ""
-	for page := 0; ; page++ {
-		q := "?limit=2"
-		if cursor != "" {
-			q += "&after=" + cursor
-		}
-		p := deadLetters(t, env, "r", q)
-		for _, m := range p.Messages {
-			all = append(all, m.ID)
-			require.Equal(t, "boom", *m.LastError)
-			require.Equal(t, 1, m.ReceiveCount)
-		}
-		if page < 2 {
-			require.Len(t, p.Messages, 2)
-			require.NotNil(t, p.Next, "page %d", page)
-			require.NotEmpty(t, *p.Next)
-			cursor = *p.Next
-			continue
-		}
-		require.Len(t, p.Messages, 1)
-		require.Nil(t, p.Next, "next is null on the last page")
-		break
-	}
-	require.Equal(t, sent, all, "pages cover every dead letter once, in send order")
-
-	// A page that ends exactly at the last dead letter is the last page.
-	p := deadLetters(t, env, "r", "?limit=5")
-	require.Len(t, p.Messages, 5)
-	require.Nil(t, p.Next)
-	p = deadLetters(t, env, "r", "")
-	require.Len(t, p.Messages, 5, "default limit 100")
-	require.Nil(t, p.Next)
-
-	// Redrive by ids; ids that are not dead letters are skipped.
-	r := env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"ids": []string{sent[3], sent[1], "999999999"}})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	requireKeys(t, r.Map(t), []string{"redriven"}, "redrive response")
-	require.JSONEq(t, `{"redriven":2}`, string(r.Body))
-	require.Equal(t, statsJSON{Available: 2, DeadLetters: 3}, counts(t, env, "r"))
-	// Redriving them again (they are live now, not dead letters) does nothing.
-	r = env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"ids": []string{sent[3], sent[1]}})
-	require.JSONEq(t, `{"redriven":0}`, string(r.Body))
-	require.EqualValues(t, 2, stats(t, env, "r").Available)
-	back := receive(t, env, "r", map[string]any{"max_messages": 10})
-	require.Equal(t, []string{sent[1], sent[3]}, msgIDs(back), "redriven in original send order, same ids")
-	for i, m := range back {
-		require.Equal(t, 1, m.ReceiveCount, "receive_count reset")
-		require.JSONEq(t, strconv.Itoa([]int{1, 3}[i]), string(m.Body))
-	}
-	ack(t, env, "r", receipts(back)...)
-
-	// Redrive by limit: the oldest first.
-	r = env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"limit": 2})
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.JSONEq(t, `{"redriven":2}`, string(r.Body))
-	back = receive(t, env, "r", map[string]any{"max_messages": 10})
-	require.Equal(t, []string{sent[0], sent[2]}, msgIDs(back))
-	require.Equal(t, []string{sent[4]}, deadIDs(deadLetters(t, env, "r", "").Messages))
-
-	// More than there are: what there is.
-	r = env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"limit": 100})
-	require.JSONEq(t, `{"redriven":1}`, string(r.Body))
-	r = env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"limit": 100})
-	require.JSONEq(t, `{"redriven":0}`, string(r.Body))
-	require.EqualValues(t, 0, stats(t, env, "r").DeadLetters)
 }
 
 func deadIDs(ds []deadLetterJSON) []string {
@@ -633,26 +511,6 @@ func TestGroupOrderAcrossSends(t *testing.T) {
 	}
 	require.Equal(t, want, order, "a group is delivered in send order")
 	require.Equal(t, sent, gotIDs)
-}
-
-// TestDeadLettersInSendOrderAcrossSends: dead letters are listed (and
-// redriven) in original send order, also when the messages were sent by
-// separate requests.
-func TestDeadLettersInSendOrderAcrossSends(t *testing.T) {
-	t.Parallel()
-	env := ferrytest.Start(t)
-	putQueue(t, env, "dlo", nil)
-	const n = 30
-	sent := sendEach(t, env, "dlo", n, func(i int) map[string]any { return msg(i) })
-	got := receive(t, env, "dlo", map[string]any{"max_messages": 100})
-	require.Len(t, got, n)
-	require.Equal(t, repeat("ok", n), settle(t, env, "dlo", "nack", map[string]any{"receipts": receipts(got), "dead_letter": true}))
-	require.Equal(t, sent, deadIDs(deadLetters(t, env, "dlo", "").Messages), "dead letters in send order")
-
-	r := env.Do("POST", "/v1/queues/dlo/dead-letters/redrive", map[string]any{"limit": 5})
-	require.JSONEq(t, `{"redriven":5}`, string(r.Body))
-	back := receive(t, env, "dlo", map[string]any{"max_messages": 100})
-	require.Equal(t, sent[:5], msgIDs(back), "redrive by limit takes the oldest, in send order")
 }
 
 func TestDedupWindow(t *testing.T) {

@@ -54,10 +54,10 @@
 //     meaning (TestSignaturesKept holds every function the migrations
 //     made to that);
 //   - a function is removed only in a later generation, once no
-//     supported binary calls it, and then by a numbered migration; the
-//     helpers the definitions stopped calling (send_json_kind,
-//     publish_kind, send_compact_size, send_valid_traceparent) stay in
-//     the database until one drops them;
+//     supported binary calls it, and then by a numbered migration (as
+//     000015 dropped the four helpers the definitions stopped calling:
+//     send_json_kind, publish_kind, send_compact_size,
+//     send_valid_traceparent);
 //   - a binary works on the definitions an older release left, until its
 //     own are installed (TestStoreOnMigrationsOnly);
 //   - a type or a signature change is a new function next to the old one.
@@ -96,7 +96,14 @@
 // target take one advisory lock first (no two make a cycle together);
 // deleting a target clears it on its sources (ON DELETE SET NULL). A move
 // ([MessageMove], message_move.go) takes available messages from one queue
-// to another in send order, at most 500 a transaction.
+// to another in send order. It walks the source in id order up to its
+// newest message when the move starts (a queue that keeps filling does not
+// keep it going), at most moveBatch (500) messages, and so group locks, a
+// transaction, each its own short transaction: a failure leaves the
+// batches already committed moved. A message in flight or delayed stays;
+// so does one waiting behind its group's head, unless the head moves in
+// the same batch (after it, the next one is the head and moves in a later
+// batch), so a group keeps its order in the target.
 //
 // # Wakes
 //
@@ -155,6 +162,20 @@
 // delete's DELETE (messageDeleteSet) finds its victims the same way: by
 // ctid, a victim a claim or an extend changed meanwhile would be skipped,
 // and the purge would end with it still there.
+//
+// A send, from either face, is one statement text: the INSERTs live only
+// in ferry.message_send_plain and ferry.message_send_grouped
+// (store/definitions/message_send.sql), whose comments give their shapes
+// and why any plan serves them; PL/pgSQL caches their plans per
+// connection as pgx does a prepared statement's.
+//
+// [MessageExpire] finds which queues have anything to expire first, in
+// one read-only transaction for all of them (one round trip for the
+// checks), so a sweep that finds nothing writes nothing and commits once
+// (DESIGN.md invariant 12). [Message] ids follow send time, so the oldest
+// messages are a walk of the primary key from the start of each queue,
+// and each call reads at most its limit of rows per queue whatever the
+// queue's size.
 //
 // # Groups
 //
@@ -333,6 +354,38 @@
 // under the lock, so it grows with the offset (as long as the server's
 // clock does not step back), and the first event at or after a time is
 // also the lowest offset at or after it.
+//
+// A publish's dedup claim waits for an id that a transaction still in
+// progress claimed. In Ferry's own transactions that wait is cut after
+// the batch's claim wait (lock_not_available: [ErrBusy]), since the
+// claimer may be an application's transaction that called ferry.publish
+// and stays open for minutes; the [Publisher] keeps the cut short, so
+// that a publish holds neither the requests merged with it nor a worker
+// long, and tries a busy request again on its own.
+//
+// [SubscriptionSeek] of an ordered subscription runs in one transaction
+// holding the topic's partitions (publishes wait), so each key stays in
+// order. Of an unordered one it only fences under them (the newest
+// delivery id and the partitions' heads), then deletes and backfills in
+// bounded batches while publishes go on: deliveries of events published
+// after the fence are kept, and the backfill stops at the heads. Redrives
+// into the subscription wait for the whole seek (its queue lock is held
+// on the seek's connection), so a redriven message is not deleted by it.
+// A delivery another transaction holds (an application's transaction that
+// received it through the SQL API, perhaps holding its key's group lock
+// too) is removed once that transaction ends: the seek waits for it
+// holding no lock, and an ordered seek's transaction starts again after
+// the wait rather than hold the topic's partitions meanwhile.
+//
+// The deletes of a set of messages (purges, seeks, retention:
+// messageDeleteSet) never wait for a lock another transaction holds: the
+// group locks are tried (pg_try_advisory_xact_lock), the rows locked with
+// SKIP LOCKED, and what they cannot have is left and reported. An
+// application's transaction may hold both kinds for as long as it stays
+// open, taken in any order (ferry.receive locks rows, ferry.ack then
+// takes their groups' locks), so a delete that waited for one while
+// holding another could deadlock with it; holding nothing while it waits
+// (messageDeleteAll) it cannot.
 //
 // # Counting
 //

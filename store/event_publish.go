@@ -122,15 +122,9 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 // wait on each other crosswise), read every id's row back, and read the
 // topic's subscriptions with their version. The relay's batch claims
 // nothing new: its ids were claimed pending by ferry.publish, and it
-// turns those claims into this transaction's own (see relayClaim).
-//
-// An id claimed by a transaction still in progress makes the claim wait
-// for it. With bounded (a transaction of Ferry's own), that wait is cut
-// after p.claimWait (lock_not_available: ErrBusy): the claimer may be an
-// application's transaction that called ferry.publish and stays open for
-// minutes. The Publisher keeps that cut short (claimWaitMerged), so that
-// a publish holds neither the requests merged with it nor a worker long,
-// and tries a busy request again on its own (see Publisher.Publish).
+// turns those claims into this transaction's own (see relayClaim). With
+// bounded, a wait for an id another transaction claimed is cut after
+// p.claimWait (package doc, # Locks).
 func (p *publishBatch) claimDedup(b *pgx.Batch, bounded bool) {
 	ids := make([]string, len(p.rows))
 	parts := make([]int32, len(p.rows))
@@ -484,13 +478,9 @@ type PublishOutcome struct {
 // earlier in the batch) is a duplicate: it answers the original's
 // partition and offset and appends nothing. Keyless events are spread
 // from a random partition (see PublishParams.Spreader); a [Publisher]
-// spreads them round-robin per topic.
-//
-// It is one transaction in two round trips (BEGIN travels with the first
-// and COMMIT with the second; see [EventPublishTx] for what they do). The
-// partition locks are thus held for one round trip and the commit. A
-// transaction that fails only through concurrency (a subscription change,
-// a deadlock) is run again, up to 10 times.
+// spreads them round-robin per topic. It is one transaction of two round
+// trips ([EventPublishTx]), run again up to 10 times when it fails only
+// through concurrency (a subscription change, a deadlock).
 func EventPublish(ctx context.Context, pool *pgxpool.Pool, t Topic, events []PublishEvent) ([]PublishResult, []int64, error) {
 	out, err := eventPublish(ctx, pool, PublishParams{Topic: t, Events: events}, nil, claimWaitAlone)
 	if err != nil {

@@ -3,7 +3,6 @@ package store_test
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,27 +39,35 @@ func heapPeak(stop <-chan struct{}) <-chan uint64 {
 
 // The relay bounds each append by bytes as well as by count, so that its
 // memory follows the budget, not what an application published at once:
-// 300 events of 256 KB (75 MiB) published through ferry.publish_batch
-// are appended in transactions of at most RelayMaxBytes each, in order,
-// each once, and the heap grows by a few budgets while the relay works.
+// 120 events of 256 KB (30 MiB) published through ferry.publish_batch
+// are appended, with a budget of 2 MiB, in transactions of at most the
+// budget each, in order, each once, and the heap grows by a few budgets
+// (and the collector's slack, which weighs more next to a small budget)
+// while the relay works: under 48 MiB, where an unbounded relay grew it
+// by about 1.4 MiB an event, 168 MiB here. (With RelayMaxBytes, 300 events
+// cost four times as long to show the same.)
 // (Not parallel: it measures the process's heap, which other tests would
-// share. 1000 events took a minute under -race, most of it publishing,
-// and showed the same: +49 MiB against the old relay's +1.4 GiB.)
+// share. 1000 events of the default budget showed the same: +49 MiB
+// against the old relay's +1.4 GiB.)
 func TestRelayBoundsAppendsByBytes(t *testing.T) {
 	e, tp := newTopicEnv(t, "big", 1)
-	const events, perBatch = 300, 100
-	blob := strings.Repeat("x", 262000) // data {"b": "xx…"}: 262009 bytes as text, under the 256 KiB limit
+	const events, perBatch, budget = 120, 40, 2 << 20
 	for b := range events / perBatch {
-		evs := make([]map[string]any, perBatch)
-		for i := range evs {
-			evs[i] = ev(fmt.Sprintf("e%04d", b*perBatch+i), "big", "data", map[string]any{"b": blob})
-		}
-		e.sqlPublish(e.pool, tp.Name, evs...)
+		// The batch is built by the server, so that 10 MiB do not cross
+		// the wire from a client encoding them: events e0000… of type big,
+		// data {"b": "xx…"}, 262009 bytes as text, under the 256 KiB limit.
+		var published int
+		require.NoError(t, e.pool.QueryRow(e.ctx, `
+			SELECT count(*) FROM ferry.publish_batch($1, (
+				SELECT jsonb_agg(jsonb_build_object('id', 'e' || lpad(g::text, 4, '0'), 'type', 'big',
+					'data', jsonb_build_object('b', repeat('x', 262000))) ORDER BY g)
+				FROM generate_series($2::int, $3::int) AS g))`,
+			tp.Name, b*perBatch, (b+1)*perBatch-1).Scan(&published))
+		require.Equal(t, perBatch, published)
 	}
-	blob = ""
 	require.EqualValues(t, events, e.pendingRows(tp))
 
-	r := e.newRelay()
+	r := store.NewRelay(e.pool, nil, store.RelayConfig{MaxBytes: budget})
 	var counts []int
 	var sizes []int64
 	r.OnTake(func(n int, bytes int64) {
@@ -85,16 +92,16 @@ func TestRelayBoundsAppendsByBytes(t *testing.T) {
 
 	var total int64
 	for i, size := range sizes {
-		require.LessOrEqual(t, size, int64(store.RelayMaxBytes), "batch %d of %d events", i, counts[i])
+		require.LessOrEqual(t, size, int64(budget), "batch %d of %d events", i, counts[i])
 		total += size
 	}
 	require.Greater(t, total, int64(events)*262000, "every event's bytes were counted")
-	require.GreaterOrEqual(t, len(sizes), int(total/store.RelayMaxBytes), "batches as full as the budget lets them be, no fuller")
+	require.GreaterOrEqual(t, len(sizes), int(total/budget), "batches as full as the budget lets them be, no fuller")
 	// What a batch holds (its rows as read, then as sent to the log) is a
 	// few budgets; the collector lets garbage grow the heap to twice what
 	// is live before it runs. Relaying 1000 in one transaction grew
-	// it by about 1.4 GiB for 1000 events, so by over 400 MiB for these.
-	require.Less(t, growth, int64(16*store.RelayMaxBytes), "the heap grew by more than a few budgets")
+	// it by about 1.4 GiB for 1000 events, so by over 160 MiB for these.
+	require.Less(t, growth, int64(24*budget), "the heap grew by more than a few budgets")
 
 	require.Zero(t, e.pendingRows(tp))
 	rows, err := e.pool.Query(e.ctx, `SELECT id FROM ferry.events WHERE topic_id = $1 ORDER BY "offset"`, tp.ID)

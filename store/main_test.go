@@ -37,7 +37,12 @@ type env struct {
 // a Sender, all closed at cleanup.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	dbURL := pgtest.NewDatabase(t)
+	return newEnvOn(t, pgtest.NewDatabase(t))
+}
+
+// newEnvOn is newEnv on the database at dbURL.
+func newEnvOn(t *testing.T, dbURL string) *env {
+	t.Helper()
 	e := &env{t: t, ctx: context.Background(), dbURL: dbURL}
 	e.pool = e.newPool(24)
 	e.db = e.pool

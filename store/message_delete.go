@@ -114,20 +114,9 @@ func (d deleted) blocked() bool { return d.lockedID != 0 || d.busyGroup != nil }
 // takes the victims' group locks first, at most maxGroupLocks of them (in
 // key order), and then deletes only victims whose group it holds (the set
 // may have grown in between); victims of other groups are left to the
-// next call.
-//
-// It never waits for a lock another transaction holds: the group locks
-// are tried (pg_try_advisory_xact_lock), the rows locked with SKIP
-// LOCKED, and what it cannot have is left and reported (deleted). An
-// application's transaction may hold both kinds for as long as it stays
-// open, taken in any order (ferry.receive locks rows, ferry.ack then
-// takes their groups' locks), so a delete that waited for one while
-// holding another could deadlock with it; holding nothing while it waits
-// (messageDeleteAll) it cannot.
-//
-// The DELETE finds its rows as the settle statements do, by one
-// primary-key probe per victim joined on the full key (package doc,
-// # Plans).
+// next call. It never waits for a lock another transaction holds, and its
+// DELETE finds its rows as the settle statements do (package doc, # Locks
+// and # Plans).
 func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (deleted, error) {
 	var d deleted
 	err := retry(ctx, func() error {

@@ -21,16 +21,9 @@ type MoveParams struct {
 // sent_at, as a new available message: receive_count 0, visible now, behind
 // the live messages of its group in p.To. Like a dead-lettering, a move
 // is not a send: neither queue's dedup window nor p.To's max_depth
-// applies.
-//
-// It walks p.From in id order up to the newest message when it starts
-// (so a queue that keeps filling does not keep it going), at most
-// moveBatch messages (and so group locks) a transaction, each its own
-// short transaction: a failure leaves the batches already committed
-// moved. A message in flight or delayed stays; so does a message waiting
-// behind its group's head, unless the head moves in the same batch
-// (after it, the next one is the head and moves in a later batch), so a
-// group keeps its order in p.To.
+// applies. Messages in flight, delayed, or waiting behind their group's
+// head stay; how it walks and in what transactions is in the package doc
+// (# Dead letters).
 func MessageMove(ctx context.Context, db TxBeginner, p MoveParams) (moved int, promoted bool, err error) {
 	var fence int64
 	if err := db.QueryRow(ctx, `SELECT last_value FROM ferry.message_id_seq`).Scan(&fence); err != nil {

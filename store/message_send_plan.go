@@ -107,12 +107,8 @@ func (p *sendPlan) columns() sendColumns {
 // dedup ids, followed by the read of the dedup answers
 // (ferry.message_send_dedup_answer). Each statement that returns results
 // carries its reader, so nothing counts positions in the batch. The write
-// writes nothing if the queue no longer exists (see finish).
-//
-// One statement text for both faces: the INSERTs live in those functions
-// only. Their shapes, and why they are robust to any plan, are in the
-// functions' comments; PL/pgSQL caches their plans per connection as pgx
-// does a prepared statement's.
+// writes nothing if the queue no longer exists (see finish). One statement
+// text for both faces (package doc, # Plans).
 func (p *sendPlan) addStatements(b *pgx.Batch) {
 	c := p.columns()
 	b.Queue(`/* ferry:message_send_queue_lock */ SELECT pg_advisory_xact_lock_shared(ferry.queue_lock_key($1))`, p.q.ID)

@@ -23,7 +23,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -375,21 +378,12 @@ func runPlanCases(t *testing.T, cases []planCase) {
 }
 
 func runPlanCase(t *testing.T, h planHistory, c planCase) {
-	e := newEnv(t)
-	_, err := e.pool.Exec(e.ctx, `
-		DO $$ DECLARE r record; BEGIN
-			FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('ferry', 'public') LOOP
-				EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false)', r.schemaname, r.tablename);
-			END LOOP;
-		END $$`)
-	require.NoError(t, err)
+	var e *env
 	if h.analyzeBefore {
-		warmUpOtherData(t, e)
-		if c.warmUp != nil {
-			c.warmUp(t, e)
-		}
-		_, err := e.pool.Exec(e.ctx, `ANALYZE`)
-		require.NoError(t, err)
+		e = newEnvOn(t, pgtest.NewDatabaseFrom(t, analyzedTemplate(t, c.warmUp)))
+	} else {
+		e = newEnv(t)
+		autovacuumOff(t, e)
 	}
 	probe := newPlanProbe(t, e.dbURL, h)
 	f := c.setup(t, e)
@@ -408,6 +402,47 @@ func runPlanCase(t *testing.T, h planHistory, c planCase) {
 	b := c.run(t, e, f, probe.Pool)
 	require.Positive(t, b.Batch, "the case must give its batch size")
 	probe.check(c.name, b)
+}
+
+// autovacuumOff turns autovacuum off for every table of e's database.
+func autovacuumOff(t *testing.T, e *env) {
+	t.Helper()
+	_, err := e.pool.Exec(e.ctx, `
+		DO $$ DECLARE r record; BEGIN
+			FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('ferry', 'public') LOOP
+				EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false)', r.schemaname, r.tablename);
+			END LOOP;
+		END $$`)
+	require.NoError(t, err)
+}
+
+// analyzedTemplate is the database every case under analyzeBefore starts
+// from, built once per warmUp (per test binary): autovacuum off, the
+// older data of warmUpOtherData and warmUp, then ANALYZE. Each case clones
+// it (pgtest.NewDatabaseFrom): the same tables, rows and statistics as
+// building them in the case's own database, without each case paying for
+// them.
+func analyzedTemplate(t *testing.T, warmUp func(t *testing.T, e *env)) string {
+	t.Helper()
+	key := "plans analyzed"
+	if warmUp != nil {
+		key += " " + runtime.FuncForPC(reflect.ValueOf(warmUp).Pointer()).Name()
+	}
+	return pgtest.SharedTemplate(t, key, func(dbURL string) error {
+		pool, err := pgxpool.New(context.Background(), dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		e := &env{t: t, ctx: context.Background(), dbURL: dbURL, db: pool, pool: pool}
+		autovacuumOff(t, e)
+		warmUpOtherData(t, e)
+		if warmUp != nil {
+			warmUp(t, e)
+		}
+		_, err = pool.Exec(e.ctx, `ANALYZE`)
+		return err
+	})
 }
 
 // warmUpOtherData gives the planner statistics made before the tested

@@ -38,15 +38,8 @@ func (e Expired) Total() int64 {
 // letters that have been dead for longer than it, promoting group
 // successors of expired heads. It reports what it deleted per queue;
 // whatever a call leaves is taken by the next (the retention job runs
-// every minute).
-//
-// Which queues have anything to expire is found first, in one read-only
-// transaction for all of them (one round trip for the checks), so a sweep that finds nothing writes
-// nothing and commits once (DESIGN.md invariant 12).
-//
-// [Message] ids follow send time, so the oldest messages are found by walking
-// the primary key from the start of each queue, and each call reads at most
-// limit rows per queue whatever the queue's size.
+// every minute). A sweep that finds nothing writes nothing (package doc,
+// # Plans).
 func MessageExpire(ctx context.Context, db TxBeginner, limit int) (Expired, error) {
 	due, err := queuesDueForExpiry(ctx, db)
 	if err != nil {

@@ -13,23 +13,8 @@ import (
 // the retained events from start that the filter selects are delivered
 // again ("latest" delivers nothing: everything so far counts as
 // acknowledged). Dead letters stay. It reports how many events it
-// delivered.
-//
-// An ordered subscription is sought in one transaction holding the
-// topic's partitions (publishes wait), so each key stays in order. An
-// unordered one only fences under them (the newest delivery id and the
-// partitions' heads), then deletes and backfills in bounded batches while
-// publishes go on: deliveries of events published after the fence are
-// kept, and the backfill stops at the heads. Redrives into the
-// subscription wait for the whole seek (its queue lock is held on the
-// seek's connection), so a redriven message is not deleted by it.
-//
-// A delivery another transaction holds (an application's transaction that
-// received it through the SQL API, perhaps holding its key's group lock
-// too) is removed once that transaction ends: the seek waits for it
-// holding no lock (see messageDeleteSet), so it cannot deadlock with it,
-// and an ordered seek's transaction starts again after the wait rather
-// than hold the topic's partitions meanwhile.
+// delivered. What it holds, and for how long, is in the package doc
+// (# Locks).
 func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, start StartPosition) (int64, error) {
 	if s.Ordered {
 		n, err := subscriptionSeekLocked(ctx, pool, s, start)

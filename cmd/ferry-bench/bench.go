@@ -340,7 +340,7 @@ func (b *Bench) describe(ctx context.Context) error {
 			show("fsync"), show("synchronous_commit"), show("full_page_writes"), show("wal_sync_method")),
 		fmt.Sprintf("Other settings: shared_buffers=%s, max_wal_size=%s, autovacuum=%s (defaults except max_wal_size)",
 			show("shared_buffers"), show("max_wal_size"), show("autovacuum")),
-		"Go: " + runtime.Version() + ", Ferry revision: " + gitRevision(ctx),
+		"Go: " + runtime.Version() + ", Ferry: the tree this report is committed with" + uncommitted(ctx),
 		fmt.Sprintf("Ferry: in-process, DBMaxConns=%d, SendWorkers=%d, NotifyWindow=%s, FallbackPoll=%s; raw SQL: separate pgxpool (MaxConns=%d) on the same database",
 			cfg.DBMaxConns, cfg.SendWorkers, cfg.NotifyWindow, cfg.FallbackPoll, maxClients+8),
 		"Load generator: in the same process (HTTP client for Ferry, pgx for raw SQL), so its CPU competes with Ferry and PostgreSQL for the same cores",
@@ -419,16 +419,15 @@ func memTotal() string {
 	return "unknown"
 }
 
-func gitRevision(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
+// uncommitted warns when the tree measured differs from its last commit.
+// The report names no revision: it is committed with the tree it
+// measures, and a hash would not survive a rebase or a merge.
+func uncommitted(ctx context.Context) string {
+	st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	if err != nil || len(strings.TrimSpace(string(st))) > 0 {
+		return " (measured with uncommitted changes, or outside git)"
 	}
-	rev := strings.TrimSpace(string(out))
-	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-		rev += " + uncommitted changes"
-	}
-	return rev
+	return ""
 }
 
 // newHTTPClient keeps enough idle connections for every concurrent client.

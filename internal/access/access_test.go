@@ -1,8 +1,6 @@
 package access_test
 
 import (
-	"context"
-	"errors"
 	"math/rand"
 	"regexp"
 	"strings"
@@ -248,49 +246,6 @@ func TestAllowsSome(t *testing.T) {
 	require.True(t, k.AllowsSome(access.Subscription, "audit", access.Read))
 }
 
-func TestParseErrors(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		spec  access.Spec
-		field string
-		has   string
-	}{
-		{spec("bucket:x", "read"), "resource", `"bucket:x": unknown resource`},
-		{spec("queue", "read"), "resource", "unknown resource"},
-		{spec("admin:x", "*"), "resource", "unknown resource"},
-		{spec("queue:", "read"), "resource", `queue glob ""`},
-		{spec("queue:.x", "read"), "resource", `queue glob ".x"`},
-		{spec("queue:a/b", "read"), "resource", `queue glob "a/b"`},
-		{spec("queue:a b", "read"), "resource", `queue glob "a b"`},
-		{spec("topic:a?", "read"), "resource", `topic glob "a?"`},
-		{spec("subscription:orders", "read"), "resource", "<topic glob>/<subscription glob>"},
-		{spec("subscription:/x", "read"), "resource", `topic glob ""`},
-		{spec("subscription:x/", "read"), "resource", `subscription glob ""`},
-		{spec("group:x/y/z", "read"), "resource", `group glob "y/z"`},
-		{spec("queue:x", "publish"), "actions", `unknown action "publish" for queue (it takes send, receive, read, manage, *)`},
-		{spec("topic:x", "receive"), "actions", `unknown action "receive" for topic`},
-		{spec("subscription:t/s", "consume"), "actions", `unknown action "consume" for subscription`},
-		{spec("group:t/g", "receive"), "actions", `unknown action "receive" for group`},
-		{spec("admin", "read"), "actions", `unknown action "read" for admin (it takes *)`},
-		{spec("queue:x"), "actions", "queue:x: at least one action is required"},
-		{spec("queue:x", "READ"), "actions", `unknown action "READ"`},
-	} {
-		_, err := access.Parse([]access.Spec{spec("queue:ok", "read"), tc.spec})
-		var se *access.SpecError
-		require.ErrorAs(t, err, &se, "%+v", tc.spec)
-		require.Equal(t, 1, se.Index, "%+v", tc.spec)
-		require.Equal(t, tc.field, se.Field, "%+v", tc.spec)
-		require.Contains(t, se.Error(), "permissions[1]."+tc.field)
-		require.Contains(t, se.Message, tc.has)
-	}
-	g, err := access.Parse([]access.Spec{spec("admin", "*"), spec("group:*/*", "consume", "*"), spec("queue:a.b_c-d*", "read")})
-	require.NoError(t, err)
-	require.Equal(t, access.Grant{Resource: "group:*/*", Kind: access.Group, Topic: "*", Name: "*", Actions: []access.Action{access.Consume, access.All}}, g[1])
-	g, err = access.Parse(nil)
-	require.NoError(t, err)
-	require.Empty(t, g)
-}
-
 func TestPermissionString(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "queue:orders send", access.Permission{Kind: access.Queue, Name: "orders", Action: access.Send}.String())
@@ -305,47 +260,6 @@ func TestExpired(t *testing.T) {
 	require.False(t, access.Key{ExpiresAt: now.Add(time.Second)}.Expired(now))
 	require.True(t, access.Key{ExpiresAt: now}.Expired(now))
 }
-
-func TestResolvers(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	r := access.NewAdminKey("the-admin-secret-0123")
-	k, err := r.Resolve(ctx, "the-admin-secret-0123")
-	require.NoError(t, err)
-	require.True(t, k.Admin)
-	require.Equal(t, access.AdminKeyID, k.ID)
-	for _, s := range []string{"", "the-admin-secret-012", "the-admin-secret-01234", "THE-ADMIN-SECRET-0123"} {
-		_, err = r.Resolve(ctx, s)
-		require.ErrorIs(t, err, access.ErrInvalidKey, "%q", s)
-	}
-	_, err = access.NewAdminKey("").Resolve(ctx, "")
-	require.ErrorIs(t, err, access.ErrInvalidKey, "no admin key configured: nothing resolves")
-
-	boom := errors.New("database down")
-	c := access.Chain(r, resolverFunc(func(s string) (access.Key, error) {
-		if s == "scoped" {
-			return access.Key{ID: "k2"}, nil
-		}
-		if s == "broken" {
-			return access.Key{}, boom
-		}
-		return access.Key{}, access.ErrInvalidKey
-	}))
-	k, err = c.Resolve(ctx, "scoped")
-	require.NoError(t, err)
-	require.Equal(t, "k2", k.ID)
-	k, err = c.Resolve(ctx, "the-admin-secret-0123")
-	require.NoError(t, err)
-	require.True(t, k.Admin)
-	_, err = c.Resolve(ctx, "broken")
-	require.ErrorIs(t, err, boom)
-	_, err = c.Resolve(ctx, "nobody")
-	require.ErrorIs(t, err, access.ErrInvalidKey)
-}
-
-type resolverFunc func(string) (access.Key, error)
-
-func (f resolverFunc) Resolve(_ context.Context, s string) (access.Key, error) { return f(s) }
 
 func TestMatchAgainstRegexp(t *testing.T) {
 	t.Parallel()

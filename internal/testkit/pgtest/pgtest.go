@@ -80,7 +80,8 @@ type server struct {
 	template string
 	private  bool // a throwaway cluster removed at exit
 
-	shared sharedDB // the database NewTx begins its transactions on
+	shared    sharedDB  // the database NewTx begins its transactions on
+	templates templates // the databases SharedTemplate built
 }
 
 // sharedDB is one database per test binary for NewTx, cloned from the
@@ -166,6 +167,7 @@ func run(m *testing.M) int {
 	current.Store(s)
 	defer current.Store(nil)
 	defer s.closeShared()
+	defer s.dropTemplates()
 	return m.Run()
 }
 
@@ -320,11 +322,16 @@ func NewDatabase(t testing.TB) string {
 	if s == nil {
 		t.Fatal("pgtest: no database server; call pgtest.Main(m) from TestMain")
 	}
+	return s.newDatabase(t, s.template)
+}
 
+// newDatabase is NewDatabase cloned from template.
+func (s *server) newDatabase(t testing.TB, template string) string {
+	t.Helper()
 	name := databaseName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(s.template)); err != nil {
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(template)); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	dbURL := s.url(name)
