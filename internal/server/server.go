@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/handlers/console"
 	"github.com/ferry-mq/ferry/handlers/sqs"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/metrics"
@@ -458,7 +459,7 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 }
 
 // handler makes the HTTP handlers of the server: the REST face, with the
-// SQS face mounted on it.
+// SQS face and the console (/ui/) mounted on it.
 func (s *Server) handler(w wiring) http.Handler {
 	e := s.restHandler(w)
 	cfg := s.cfg
@@ -472,6 +473,10 @@ func (s *Server) handler(w wiring) http.Handler {
 		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
 		Stop:         s.stop,
 		FallbackPoll: cfg.FallbackPoll,
+	})
+	console.Mount(e, console.Deps{
+		API: e, Resolver: w.resolver, KeyByID: w.keys.KeyByID(cfg.AdminKey),
+		Secret: console.DeriveSecret(cfg.AdminKey, cfg.SecretKey), Pool: s.pool, Log: s.log.With("component", "console"),
 	})
 	return e
 }
