@@ -82,14 +82,14 @@ func (c *Console) targetRoutes(g *echo.Group, base string) {
 
 // secure sets the headers every console answer carries: a strict
 // Content-Security-Policy (no script, no frames, forms to the console
-// only), no framing, no sniffing, no referrer, no caching.
+// only), no framing, no sniffing, no referrer to other sites, no caching.
 func (c *Console) secure(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(ec echo.Context) error {
 		h := ec.Response().Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it, browsers send Origin: null on forms
 		h.Set("Cache-Control", "no-store")
 		return next(ec)
 	}
