@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -140,7 +141,7 @@ func forge(t *testing.T, ctx context.Context, action string, fields map[string]s
 // data's ever runs. It saves screenshots of the main pages
 // (FERRY_SCREENSHOTS names a directory to keep them).
 func TestConsoleInBrowser(t *testing.T) {
-	env := ferrytest.Start(t)
+	env := ferrytest.Start(t, func(c *server.Config) { c.SampleEvery = 50 * time.Millisecond })
 	seedConsole(t, env)
 	b := newBrowser(t)
 	base := env.URL
@@ -154,6 +155,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Equal(t, "3", text(t, ctx, "#dead_letters"))
 		require.Contains(t, text(t, ctx, "#messages"), `"<script>alert(\"body\")</script>"`, "the body (a JSON string) shows as text")
 		require.Contains(t, text(t, ctx, "#dead-letters"), "payment declined")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#charts svg polyline")))
 		b.shot(t, ctx, "queue")
 		do(t, ctx, chromedp.Click(chromedp.ID("redrive-all")), chromedp.WaitVisible(chromedp.ID("confirm")))
 		require.Equal(t, "3", str(stats(t, env, "orders")["dead_letters"]), "nothing before the confirmation")

@@ -4,8 +4,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/ferry-mq/ferry/store"
 )
 
 // target is a queue or a subscription, the two things that hold messages.
@@ -68,6 +71,11 @@ func (c *Console) targetPage(ec echo.Context, v viewer) error {
 		if status, _ := c.get(ec, v, t.API+"/attempts?limit=20", &attempts); status == 0 {
 			data["Attempts"] = attempts
 		}
+	}
+	if samples, err := store.QueueSampleList(ec.Request().Context(), c.pool, t.Topic, t.Name, chartWindow); err == nil {
+		data["Charts"] = queueCharts(samples, time.Now())
+	} else {
+		c.log.Warn("console: history not read", "error", err)
 	}
 	return c.render(ec, http.StatusOK, "target", &v, t.Kind+" "+t.Full, data)
 }

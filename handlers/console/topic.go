@@ -7,10 +7,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ferry-mq/ferry/internal/access"
+	"github.com/ferry-mq/ferry/store"
 )
 
 // kindOf is how permissions name t's kind.
@@ -71,10 +73,14 @@ func (c *Console) groupPage(ec echo.Context, v viewer) error {
 	if status, text := c.get(ec, v, api, &obj); status != 0 {
 		return c.failAs(ec, v, status, text)
 	}
-	return c.render(ec, http.StatusOK, "group", &v, "group "+topic+"/"+group, map[string]any{
+	data := map[string]any{
 		"Topic": topic, "Group": group, "Full": topic + "/" + group, "Obj": obj,
 		"UI": "/ui/topics/" + pathEscape(topic) + "/groups/" + pathEscape(group),
-	})
+	}
+	if samples, err := store.GroupSampleList(ec.Request().Context(), c.pool, topic, group, chartWindow); err == nil {
+		data["Chart"] = groupChart(samples, time.Now())
+	}
+	return c.render(ec, http.StatusOK, "group", &v, "group "+topic+"/"+group, data)
 }
 
 // groupSeek moves a group to earliest, latest, a time, or one

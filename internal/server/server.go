@@ -127,6 +127,9 @@ type Config struct {
 	// from the environment); nil: the keys of the database, by their
 	// sealed secrets ([Server.SQSKey]). Tests may set their own.
 	SQSKeys sqs.KeyFunc `ignored:"true"`
+	// SampleEvery is how often the console's history is written (not
+	// from the environment); 0: a minute. See store.Activity.
+	SampleEvery time.Duration `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
 	KeyFlushEvery time.Duration `ignored:"true"`
@@ -226,6 +229,7 @@ type Server struct {
 	notifier  *store.Notifier
 	keys      keyStore
 	pusher    *push.Pusher
+	activity  *store.Activity
 	http      *http.Server
 	cert      *certificate // nil without TLS
 	ln        net.Listener
@@ -440,7 +444,9 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 		Published: published, Appended: w.metrics.ObservePublished, FallbackPoll: relayPollInterval,
 		Log: log.With("component", "relay"),
 	})
-	s.bg.Add(4)
+	s.activity = store.NewActivity()
+	s.bg.Add(5)
+	go func() { defer s.bg.Done(); s.sampleActivity(bgCtx, log.With("component", "console")) }()
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.relay.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
@@ -509,7 +515,30 @@ func (s *Server) restHandler(w wiring) *echo.Echo {
 		FallbackPoll:     cfg.FallbackPoll,
 		BodyReadTimeout:  cfg.BodyReadTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
+		Activity:         s.activity,
 	})
+}
+
+// sampleActivity writes the console's history (store.Activity.Flush)
+// every SampleEvery until ctx ends: a minute's traffic, if there was any;
+// nothing at all, not even a read, when there was none.
+func (s *Server) sampleActivity(ctx context.Context, log *slog.Logger) {
+	every := s.cfg.SampleEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := s.activity.Flush(ctx, s.pool); err != nil && ctx.Err() == nil {
+				log.Warn("console history not written; this minute's sample is lost", "error", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // listen opens cfg.Listen and makes the HTTP server of h on it; if it
