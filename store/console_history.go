@@ -12,9 +12,11 @@ import (
 // queue, subscription and consumer group that had traffic through this
 // instance in that minute (ferry.queue_samples, ferry.group_samples;
 // migration 000018). Traffic is noted in memory by the REST handlers
-// ([Activity]) and written by [Activity.Flush] once a minute, only when
-// something was noted: an idle instance reads and writes nothing for it
-// (DESIGN.md invariant 12). Each instance adds its own counts to the
+// ([Activity]) and written by [Activity.Flush] when the traffic pauses
+// for a few seconds, or a minute after it began if it does not, and only
+// when something was noted: an idle instance reads and writes nothing for
+// it (DESIGN.md invariant 12), and the trailing write of the last traffic
+// comes seconds after it. Each instance adds its own counts to the
 // minute's row and sets the depth it read, so several instances behind
 // a load balancer make one history. What bypasses the REST handlers (the
 // SQL API, the SQS face, push deliveries) is not counted in the rates;
@@ -31,6 +33,8 @@ type targetCounts struct{ sent, acked int64 }
 // Activity is the traffic noted since the last flush. Its methods are safe
 // for concurrent use, and do nothing on a nil Activity.
 type Activity struct {
+	// Woke receives a value when something is noted after a flush.
+	Woke    chan struct{}
 	mu      sync.Mutex
 	targets map[targetKey]targetCounts
 	groups  map[targetKey]bool
@@ -38,7 +42,7 @@ type Activity struct {
 
 // NewActivity returns an empty Activity.
 func NewActivity() *Activity {
-	return &Activity{targets: map[targetKey]targetCounts{}, groups: map[targetKey]bool{}}
+	return &Activity{Woke: make(chan struct{}, 1), targets: map[targetKey]targetCounts{}, groups: map[targetKey]bool{}}
 }
 
 // Note records traffic on a queue (topic "") or subscription: sent new
@@ -54,6 +58,15 @@ func (a *Activity) Note(topic, name string, sent, acked int) {
 	c.sent += int64(sent)
 	c.acked += int64(acked)
 	a.targets[k] = c
+	a.wake()
+}
+
+// wake tells the sampler that something was noted (a.mu held).
+func (a *Activity) wake() {
+	select {
+	case a.Woke <- struct{}{}:
+	default:
+	}
 }
 
 // NoteGroup records traffic on a consumer group (a poll or a commit).
@@ -64,6 +77,7 @@ func (a *Activity) NoteGroup(topic, group string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.groups[targetKey{topic, group}] = true
+	a.wake()
 }
 
 // take returns what was noted and forgets it.

@@ -91,9 +91,15 @@ func (c *Console) secure(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it, browsers send Origin: null on forms
 		h.Set("Cache-Control", "no-store")
+		// A console form is a few fields: a larger body is not read (its
+		// form then has no CSRF token, and is refused).
+		ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxFormBytes)
 		return next(ec)
 	}
 }
+
+// maxFormBytes bounds the body of a console request.
+const maxFormBytes = 64 << 10
 
 // viewer is who a signed-in request comes from.
 type viewer struct {

@@ -520,23 +520,51 @@ func (s *Server) restHandler(w wiring) *echo.Echo {
 }
 
 // sampleActivity writes the console's history (store.Activity.Flush)
-// every SampleEvery until ctx ends: a minute's traffic, if there was any;
-// nothing at all, not even a read, when there was none.
+// until ctx ends: once traffic has paused for sampleQuiet, or SampleEvery
+// after it began if it goes on; nothing at all, not even a read, while
+// there is none (no timer runs then).
 func (s *Server) sampleActivity(ctx context.Context, log *slog.Logger) {
 	every := s.cfg.SampleEvery
 	if every <= 0 {
 		every = time.Minute
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
+	quiet := min(sampleQuiet, every)
 	for {
 		select {
-		case <-t.C:
-			if err := s.activity.Flush(ctx, s.pool); err != nil && ctx.Err() == nil {
-				log.Warn("console history not written; this minute's sample is lost", "error", err)
-			}
+		case <-s.activity.Woke:
 		case <-ctx.Done():
 			return
+		}
+		if !settle(ctx, s.activity.Woke, quiet, every) {
+			return
+		}
+		if err := s.activity.Flush(ctx, s.pool); err != nil && ctx.Err() == nil {
+			log.Warn("console history not written; this sample is lost", "error", err)
+		}
+	}
+}
+
+// sampleQuiet is how long traffic must pause before its sample is
+// written (see sampleActivity).
+const sampleQuiet = 5 * time.Second
+
+// settle waits until woke has been silent for quiet, or longest has
+// passed; false if ctx ended first.
+func settle(ctx context.Context, woke <-chan struct{}, quiet, longest time.Duration) bool {
+	deadline := time.NewTimer(longest)
+	defer deadline.Stop()
+	pause := time.NewTimer(quiet)
+	defer pause.Stop()
+	for {
+		select {
+		case <-woke:
+			pause.Reset(quiet)
+		case <-pause.C:
+			return true
+		case <-deadline.C:
+			return true
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
