@@ -76,3 +76,50 @@ func TroubleList(ctx context.Context, db DBTX, limit int) ([]Trouble, error) {
 	})
 	return ts, interpretError("trouble list", err)
 }
+
+// TopicChild is a subscription or consumer group of a topic, as the
+// console's overview lists it.
+type TopicChild struct {
+	TopicID int64
+	// QueueID is a subscription's queue (0 for a group).
+	QueueID int64
+	Name    string
+	// Lag is a group's total lag (head minus committed, summed over its
+	// partitions).
+	Lag int64
+}
+
+// TopicChildList returns the subscriptions and the consumer groups of the
+// given topics, by topic and name: one probe of each topic's
+// subscriptions and groups, and of each group's partitions.
+func TopicChildList(ctx context.Context, db DBTX, topicIDs []int64) (subs, groups []TopicChild, err error) {
+	rows, err := db.Query(ctx, `/* ferry:topic_child_list */
+		SELECT t.id, q.id, q.name, 0::bigint FROM unnest($1::bigint[]) AS t(id)
+		JOIN ferry.queues q ON q.topic_id = t.id
+		UNION ALL
+		SELECT t.id, 0, g.name, coalesce((
+			SELECT sum(greatest(tp.next_offset - 1 - gp.committed_offset, 0))::bigint
+			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = t.id AND tp.partition = gp.partition
+			WHERE gp.group_id = g.id), 0)
+		FROM unnest($1::bigint[]) AS t(id) JOIN ferry.consumer_groups g ON g.topic_id = t.id
+		ORDER BY 1, 3`, topicIDs)
+	if err != nil {
+		return nil, nil, interpretError("topic child list", err)
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TopicChild, error) {
+		var c TopicChild
+		err := row.Scan(&c.TopicID, &c.QueueID, &c.Name, &c.Lag)
+		return c, err
+	})
+	if err != nil {
+		return nil, nil, interpretError("topic child list", err)
+	}
+	for _, c := range all {
+		if c.QueueID != 0 {
+			subs = append(subs, c)
+		} else {
+			groups = append(groups, c)
+		}
+	}
+	return subs, groups, nil
+}

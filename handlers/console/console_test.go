@@ -209,12 +209,31 @@ func TestConsoleOverviewSearch(t *testing.T) {
 	require.Contains(t, p.Body, "other-1")
 	require.NotContains(t, p.Body, name(1)+"<")
 
-	_, secret := newKey(t, env, "queue:q-00*", "read")
+	rest(t, env, "PUT", "/v1/topics/tp", nil, http.StatusCreated)
+	for _, sub := range []string{"s1", "hidden"} {
+		rest(t, env, "PUT", "/v1/topics/tp/subscriptions/"+sub, nil, http.StatusCreated)
+	}
+	rest(t, env, "POST", "/v1/topics/tp/events", map[string]any{"events": []any{map[string]any{"type": "x"}}}, http.StatusCreated)
+	rest(t, env, "POST", "/v1/topics/tp/groups/g1/poll", map[string]any{"consumer": "c"}, http.StatusOK)
+	p = u.get("/ui/?q=tp")
+	topics := p.Body[strings.Index(p.Body, `id="topics"`):]
+	for _, want := range []string{"/ui/topics/tp/subscriptions/s1", "/ui/topics/tp/subscriptions/hidden", "/ui/topics/tp/groups/g1"} {
+		require.Contains(t, topics, want)
+	}
+
+	m := rest(t, env, "POST", "/v1/keys", map[string]any{"name": "scoped", "permissions": []any{
+		map[string]any{"resource": "queue:q-00*", "actions": []string{"read"}},
+		map[string]any{"resource": "topic:tp", "actions": []string{"read"}},
+		map[string]any{"resource": "subscription:tp/s1", "actions": []string{"read"}},
+	}}, http.StatusCreated)
 	s := newUI(t, env)
-	s.signIn(secret)
+	s.signIn(m["key"].(string))
 	p = s.get("/ui/")
 	require.Equal(t, 10, strings.Count(p.Body, `<a href="/ui/queues/`), "q-000 to q-009 only")
 	require.NotContains(t, p.Body, name(77))
+	require.Contains(t, p.Body, "/ui/topics/tp/subscriptions/s1")
+	require.NotContains(t, p.Body, "/subscriptions/hidden")
+	require.NotContains(t, p.Body, "/groups/g1")
 }
 
 func name(i int) string {

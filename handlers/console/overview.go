@@ -42,8 +42,12 @@ func (c *Console) overview(ec echo.Context, v viewer) error {
 	if err != nil {
 		return c.storeFailed(ec, v, err)
 	}
+	rows, err := c.topicRows(ctx, v.key, topics)
+	if err != nil {
+		return c.storeFailed(ec, v, err)
+	}
 	return c.render(ec, http.StatusOK, "overview", &v, "Overview", map[string]any{
-		"Q": part, "Trouble": trouble, "Queues": queues, "QueuesNext": qnext, "Topics": topics, "TopicsNext": tnext,
+		"Q": part, "Trouble": trouble, "Queues": queues, "QueuesNext": qnext, "Topics": rows, "TopicsNext": tnext,
 	})
 }
 
@@ -70,6 +74,52 @@ func (c *Console) trouble(ctx context.Context, key access.Key) ([]store.Trouble,
 		}
 	}
 	return out, nil
+}
+
+// topicRow is a topic of the overview, with the subscriptions (and their
+// stats) and groups (and their lag) of it that the key may read.
+type topicRow struct {
+	Name       string
+	Partitions int
+	Subs       []queueRow
+	Groups     []store.TopicChild
+}
+
+// topicRows adds to a page of topics their readable subscriptions and
+// groups: one read of them all, one of the subscriptions' stats.
+func (c *Console) topicRows(ctx context.Context, key access.Key, topics []store.Topic) ([]topicRow, error) {
+	ids := make([]int64, len(topics))
+	rows := make([]topicRow, len(topics))
+	byID := map[int64]*topicRow{}
+	for i, t := range topics {
+		ids[i], rows[i] = t.ID, topicRow{Name: t.Name, Partitions: t.Partitions}
+		byID[t.ID] = &rows[i]
+	}
+	subs, groups, err := store.TopicChildList(ctx, c.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	var subIDs []int64
+	for _, s := range subs {
+		subIDs = append(subIDs, s.QueueID)
+	}
+	stats, err := store.QueueStatsGet(ctx, c.pool, subIDs)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range subs {
+		r := byID[s.TopicID]
+		if key.Allows(access.Subscription, r.Name+"/"+s.Name, access.Read) {
+			st := stats[s.QueueID]
+			r.Subs = append(r.Subs, queueRow{Name: s.Name, Stats: st, Problem: st.DeadLetters > 0 || st.OldestAgeSeconds > 3600})
+		}
+	}
+	for _, g := range groups {
+		if r := byID[g.TopicID]; key.Allows(access.Group, r.Name+"/"+g.Name, access.Read) {
+			r.Groups = append(r.Groups, g)
+		}
+	}
+	return rows, nil
 }
 
 // queuePage is a page of the queues the key may read, with their stats.
