@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -27,7 +26,7 @@ type pages struct{ byName map[string]*template.Template }
 // loadPages parses the embedded templates (a broken one is a build
 // mistake: it panics at start, and every test finds it).
 func loadPages() *pages {
-	funcs := template.FuncMap{"pretty": pretty, "path": pathEscape, "ago": ago, "str": str, "list": func(xs ...string) []string { return xs }}
+	funcs := template.FuncMap{"pretty": pretty, "path": pathEscape, "str": str, "list": func(xs ...string) []string { return xs }}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -112,16 +111,6 @@ func pretty(v any) string {
 		return "?"
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// ago is how long ago an RFC 3339 time was, roughly.
-func ago(v any) string {
-	s, _ := v.(string)
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return time.Since(t).Round(time.Second).String() + " ago"
 }
 
 // str is v as text (JSON numbers and strings as they are, null as "").
