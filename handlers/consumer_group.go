@@ -121,6 +121,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 		return err
 	}
 	h.Metrics.ObserveGroup(m.topic, m.group, res.ConsumerGroupRefresh)
+	h.Activity.NoteGroup(m.topic, m.group)
 	if res.Created {
 		// A group is created by its first poll; polls are not audited,
 		// its creation is.
@@ -197,6 +198,7 @@ func (h *handler) consumerGroupCommit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h.Activity.NoteGroup(m.topic, m.group)
 	return c.NoContent(http.StatusNoContent)
 }
 

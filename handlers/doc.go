@@ -21,7 +21,9 @@
 // route's permission) need no handler; handler.go holds [Deps], [KeyStore]
 // and the handler; middleware.go, error_handler.go, request_decode.go, target.go,
 // deep_value.go, audit.go and permission.go serve every route; then one
-// file per resource (queue, message, dead_letter, dead_letter_queue, push,
+// file per resource (queue, message, message_peek, dead_letter, dead_letter_queue, push,
 // resource, topic, event, subscription, consumer_group, key); routes.go, with [New], and
-// operational.go stand on top.
+// operational.go stand on top. The other faces live in rooms of their
+// own beside it: handlers/sqs (the SQS API) and handlers/console (the web
+// console at /ui/, which calls these routes in-process, [WithKey]).
 package handlers

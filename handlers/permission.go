@@ -66,9 +66,31 @@ func (h *handler) forbidden(missing access.Permission) error {
 	return problem(http.StatusForbidden, codeForbidden, "this API key lacks the permission "+missing.String())
 }
 
-// authenticate resolves the request's Bearer key. Its 401s, and
+// signedInKey is the context key of a request made in-process by another
+// face for a key it authenticated itself ([WithKey]).
+type signedInKey struct{}
+
+// WithKey returns ctx carrying key, for a request that another face of
+// this process (the console, package handlers/console) makes to the REST
+// face on behalf of a key it has already resolved and checked: such a
+// request needs no Authorization header and is then authorized, audited
+// and answered exactly as the key's own REST request would be. A request
+// from the network cannot carry it: only code in this process makes
+// contexts.
+func WithKey(ctx context.Context, key access.Key) context.Context {
+	return context.WithValue(ctx, signedInKey{}, key)
+}
+
+// authenticate resolves the request's Bearer key (or takes the key an
+// in-process caller gave, WithKey). Its 401s, and
 // permit's 403s, are counted in ferry_auth_failures_total.
 func (h *handler) authenticate(c echo.Context) (access.Key, error) {
+	if key, ok := c.Request().Context().Value(signedInKey{}).(access.Key); ok {
+		if key.Expired(time.Now()) {
+			return access.Key{}, problem(http.StatusUnauthorized, codeUnauthorized, "the API key is not valid")
+		}
+		return key, nil
+	}
 	header := c.Request().Header.Get(echo.HeaderAuthorization)
 	scheme, token, ok := strings.Cut(header, " ")
 	token = strings.TrimSpace(token)

@@ -92,9 +92,9 @@ func routePermissions() []routePermission {
 		kind access.Kind
 	}{{q, access.Queue}, {s, access.Subscription}} {
 		// Whatever reveals bodies or delivers messages needs receive:
-		// dead letters are listed with it, not with manage.
+		// dead letters are listed, and messages peeked, with it, not with manage.
 		for _, r := range []struct{ method, path string }{
-			{"POST", "/receive"}, {"POST", "/ack"}, {"POST", "/nack"}, {"POST", "/extend"}, {"GET", "/dead-letters"},
+			{"POST", "/receive"}, {"POST", "/ack"}, {"POST", "/nack"}, {"POST", "/extend"}, {"GET", "/dead-letters"}, {"GET", "/messages"},
 		} {
 			rs = append(rs, routePermission{r.method, base.path + r.path, base.kind, access.Receive, false})
 		}

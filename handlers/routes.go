@@ -69,6 +69,7 @@ func (h *handler) consumerRoutes(v1 addRoute, base string) {
 	v1(http.MethodPost, base+"/ack", h.messageAck)
 	v1(http.MethodPost, base+"/nack", h.messageNack)
 	v1(http.MethodPost, base+"/extend", h.messageExtend)
+	v1(http.MethodGet, base+"/messages", h.messagePeek, "limit", "after", "state")
 	v1(http.MethodGet, base+"/dead-letters", h.deadLetterList, "limit", "after")
 	v1(http.MethodDelete, base+"/dead-letters", h.deadLetterPurge)
 	v1(http.MethodPost, base+"/dead-letters/redrive", h.deadLetterRedrive)

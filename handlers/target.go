@@ -17,6 +17,14 @@ type targetRef struct {
 	queue, topic, sub string
 }
 
+// name is the queue's or the subscription's own name.
+func (r targetRef) name() string {
+	if r.isSub() {
+		return r.sub
+	}
+	return r.queue
+}
+
 // isSub reports whether the route is a subscription's.
 func (r targetRef) isSub() bool { return r.sub != "" }
 

@@ -412,7 +412,8 @@
 //   - message.go (receipts, ids), message_claim.go (claim, receive),
 //     message_settle.go (ack, nack, extend), message_delete.go (purge,
 //     the deletes of purge, retention and seek), message_send.go,
-//     message_send_plan.go, message_sender.go, message_move.go;
+//     message_send_plan.go, message_sender.go, message_move.go,
+//     message_peek.go (the peek: no claim, no write);
 //     dead_letter.go, dead_letter_queue.go;
 //     queue.go; retention.go (expiry, dedup expiry, orphans).
 //   - event.go, event_partition.go, event_publish.go (with
@@ -429,4 +430,6 @@
 //   - key.go, key_cache.go, key_seal.go (the sealed secrets SigV4
 //     needs); audit.go; health.go; sql_api.go (the SQL
 //     API's limits and isolation check).
+//   - console_list.go (the console's name search and what needs
+//     attention), console_history.go (the console's charts: [Activity]).
 package store

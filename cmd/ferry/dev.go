@@ -81,6 +81,7 @@ func dev(ctx context.Context, cfg server.Config, log *slog.Logger, stdout io.Wri
 Ferry is running.
 
   base URL   %s
+  console    %s/ui/ (sign in with the admin key)
   admin key  %s
   database   %s
   data dir   %s
@@ -95,7 +96,7 @@ Try it:
        -H 'Content-Type: application/json' -d '{"wait_seconds":5}'
 
 Press Ctrl-C to stop.
-`, base, cfg.AdminKey, redact(cfg.DatabaseURL), dataDir, base, cfg.AdminKey)
+`, base, base, cfg.AdminKey, redact(cfg.DatabaseURL), dataDir, base, cfg.AdminKey)
 	return waitAndShutdown(ctx, s, cfg, log)
 }
 

@@ -52,6 +52,11 @@ func runDev(t *testing.T, dataDir string) (key string) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Contains(t, []int{200, 201}, resp.StatusCode)
+	require.Contains(t, out.String(), base+"/ui/", "prints the console's URL")
+	resp, err = http.Get(base + "/ui/login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "ferry dev serves the console")
 
 	cancel()
 	select {

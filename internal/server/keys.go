@@ -152,3 +152,23 @@ func (s *Server) sealKeys(ctx context.Context, sealer *store.KeySealer) {
 		log.Warn("API key secrets sealed under a server key that is not configured: those keys work over REST, not over SQS (see docs/keys.md)", "keys", unopened)
 	}
 }
+
+// KeyByID answers the key of a console session's id, through the key
+// cache (so a revoked key is gone within a second, as for REST): the
+// bootstrap key for access.AdminKeyID; access.ErrInvalidKey for an id
+// that is no working key (unknown, revoked, expired).
+func (k keyStore) KeyByID(adminKey string) func(ctx context.Context, id string) (access.Key, error) {
+	return func(ctx context.Context, id string) (access.Key, error) {
+		if id == access.AdminKeyID {
+			if adminKey == "" {
+				return access.Key{}, access.ErrInvalidKey
+			}
+			return access.Key{ID: access.AdminKeyID, Name: "FERRY_ADMIN_KEY", Admin: true}, nil
+		}
+		key, _, err := k.cache.ResolveID(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrKeyExpired) {
+			return access.Key{}, access.ErrInvalidKey
+		}
+		return key, err
+	}
+}

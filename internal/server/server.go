@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ferry-mq/ferry/handlers"
+	"github.com/ferry-mq/ferry/handlers/console"
 	"github.com/ferry-mq/ferry/handlers/sqs"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/metrics"
@@ -126,6 +127,9 @@ type Config struct {
 	// from the environment); nil: the keys of the database, by their
 	// sealed secrets ([Server.SQSKey]). Tests may set their own.
 	SQSKeys sqs.KeyFunc `ignored:"true"`
+	// SampleEvery is how often the console's history is written (not
+	// from the environment); 0: a minute. See store.Activity.
+	SampleEvery time.Duration `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
 	KeyFlushEvery time.Duration `ignored:"true"`
@@ -225,6 +229,7 @@ type Server struct {
 	notifier  *store.Notifier
 	keys      keyStore
 	pusher    *push.Pusher
+	activity  *store.Activity
 	http      *http.Server
 	cert      *certificate // nil without TLS
 	ln        net.Listener
@@ -439,7 +444,9 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 		Published: published, Appended: w.metrics.ObservePublished, FallbackPoll: relayPollInterval,
 		Log: log.With("component", "relay"),
 	})
-	s.bg.Add(4)
+	s.activity = store.NewActivity()
+	s.bg.Add(5)
+	go func() { defer s.bg.Done(); s.sampleActivity(bgCtx, log.With("component", "console")) }()
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.relay.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
@@ -458,7 +465,7 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 }
 
 // handler makes the HTTP handlers of the server: the REST face, with the
-// SQS face mounted on it.
+// SQS face and the console (/ui/) mounted on it.
 func (s *Server) handler(w wiring) http.Handler {
 	e := s.restHandler(w)
 	cfg := s.cfg
@@ -472,6 +479,10 @@ func (s *Server) handler(w wiring) http.Handler {
 		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
 		Stop:         s.stop,
 		FallbackPoll: cfg.FallbackPoll,
+	})
+	console.Mount(e, console.Deps{
+		API: e, Resolver: w.resolver, KeyByID: w.keys.KeyByID(cfg.AdminKey),
+		Secret: console.DeriveSecret(cfg.AdminKey, cfg.SecretKey), Pool: s.pool, Log: s.log.With("component", "console"),
 	})
 	return e
 }
@@ -504,7 +515,58 @@ func (s *Server) restHandler(w wiring) *echo.Echo {
 		FallbackPoll:     cfg.FallbackPoll,
 		BodyReadTimeout:  cfg.BodyReadTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
+		Activity:         s.activity,
 	})
+}
+
+// sampleActivity writes the console's history (store.Activity.Flush)
+// until ctx ends: once traffic has paused for sampleQuiet, or SampleEvery
+// after it began if it goes on; nothing at all, not even a read, while
+// there is none (no timer runs then).
+func (s *Server) sampleActivity(ctx context.Context, log *slog.Logger) {
+	every := s.cfg.SampleEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	quiet := min(sampleQuiet, every)
+	for {
+		select {
+		case <-s.activity.Woke:
+		case <-ctx.Done():
+			return
+		}
+		if !settle(ctx, s.activity.Woke, quiet, every) {
+			return
+		}
+		if err := s.activity.Flush(ctx, s.pool); err != nil && ctx.Err() == nil {
+			log.Warn("console history not written; this sample is lost", "error", err)
+		}
+	}
+}
+
+// sampleQuiet is how long traffic must pause before its sample is
+// written (see sampleActivity).
+const sampleQuiet = 5 * time.Second
+
+// settle waits until woke has been silent for quiet, or longest has
+// passed; false if ctx ended first.
+func settle(ctx context.Context, woke <-chan struct{}, quiet, longest time.Duration) bool {
+	deadline := time.NewTimer(longest)
+	defer deadline.Stop()
+	pause := time.NewTimer(quiet)
+	defer pause.Stop()
+	for {
+		select {
+		case <-woke:
+			pause.Reset(quiet)
+		case <-pause.C:
+			return true
+		case <-deadline.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // listen opens cfg.Listen and makes the HTTP server of h on it; if it

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS ferry.group_samples;
+DROP TABLE IF EXISTS ferry.queue_samples;
