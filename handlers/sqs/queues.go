@@ -38,9 +38,9 @@ func actions() map[string]action {
 		"ChangeMessageVisibilityBatch": (*face).changeVisibilityBatch,
 		"AddPermission":                unsupported("access is Ferry's keys (POST /v1/keys), not queue policies"),
 		"RemovePermission":             unsupported("access is Ferry's keys (POST /v1/keys), not queue policies"),
-		"TagQueue":                     unsupported("queue tags are not supported yet"),
-		"UntagQueue":                   unsupported("queue tags are not supported yet"),
-		"ListQueueTags":                unsupported("queue tags are not supported yet"),
+		"TagQueue":                     (*face).tagQueue,
+		"UntagQueue":                   (*face).untagQueue,
+		"ListQueueTags":                (*face).listQueueTags,
 		"ListDeadLetterSourceQueues":   (*face).listDeadLetterSourceQueues,
 		"StartMessageMoveTask":         (*face).startMoveTask,
 		"ListMessageMoveTasks":         (*face).listMoveTasks,
@@ -143,16 +143,19 @@ func (f *face) createQueue(cl *call) (any, error) {
 	if err := cl.permit(in.QueueName, access.Manage); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > 0 {
-		return nil, invalidParam("tags", "queue tags are not supported yet")
-	}
-	s, err := toSettings(in.QueueName, in.Attributes, true, f.Limits.MaxBodyBytes)
+	s, err := toSettings(in.QueueName, in.Attributes, true)
 	if err != nil {
 		return nil, err
 	}
+	if len(in.Tags) > 0 {
+		if err := tagsCheck(in.Tags); err != nil {
+			return nil, err
+		}
+		s.patch.Tags = &in.Tags // given to a queue it creates; not compared
+	}
 	q, err := store.QueueGet(cl.ctx, f.Pool, in.QueueName)
 	switch {
-	case err == nil && s.differs(q):
+	case err == nil && s.differs(q, f.maxMessageSize(q)):
 		return nil, fail(codeQueueExists, "A queue already exists with the same name and a different value for attribute(s).")
 	case errors.Is(err, store.ErrNotFound):
 		if err := f.upsert(cl, in.QueueName, s); err != nil {
@@ -372,7 +375,7 @@ func (f *face) setQueueAttributes(cl *call) (any, error) {
 	if err := cl.permit(name, access.Manage); err != nil {
 		return nil, err
 	}
-	s, err := toSettings(name, in.Attributes, false, f.Limits.MaxBodyBytes)
+	s, err := toSettings(name, in.Attributes, false)
 	if err != nil {
 		return nil, err
 	}
