@@ -172,6 +172,19 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 // QueueUpsert creates the named queue, or changes the given fields of an
 // existing one. It reports whether the queue was created.
 func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
+	return queueUpsert(ctx, db, name, patch, false)
+}
+
+// QueueCreate creates the named queue with the patch's settings unless it
+// exists: an existing queue is answered as it is, unchanged, with created
+// false (SQS's CreateQueue, which compares what it answers with what was
+// asked). Concurrent calls create the queue once; the others answer it.
+func QueueCreate(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
+	return queueUpsert(ctx, db, name, patch, true)
+}
+
+// queueUpsert is QueueUpsert, or with createOnly QueueCreate.
+func queueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch, createOnly bool) (Queue, bool, error) {
 	q, created, err := upsert[Queue, queueSettings]{
 		lock: func(ctx context.Context, tx pgx.Tx) (Queue, error) {
 			if err := deadLetterQueueLock(ctx, tx, patch.DeadLetterQueue); err != nil {
@@ -181,6 +194,9 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 				`SELECT `+queueColumns+` FROM ferry.queues q WHERE name = $1 AND topic_id IS NULL FOR UPDATE OF q`, name))
 		},
 		merge: func(existing Queue, created bool) (queueSettings, error) {
+			if !created && createOnly {
+				return queueSettings{cfg: existing.QueueConfig, push: existing.Push, tags: existing.Tags}, nil
+			}
 			base := DefaultQueueConfig()
 			if !created {
 				base = existing.QueueConfig
