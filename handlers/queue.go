@@ -57,7 +57,7 @@ const (
 func (r queueRequest) patch() store.QueuePatch {
 	return store.QueuePatch{
 		VisibilityTimeoutSeconds: r.VisibilityTimeoutSeconds,
-		MaxReceives:              r.MaxReceives,
+		MaxReceives:              maxReceivesIn(r.MaxReceives),
 		RetentionSeconds:         r.RetentionSeconds,
 		DelaySeconds:             r.DelaySeconds,
 		DedupWindowSeconds:       r.DedupWindowSeconds,
@@ -72,18 +72,47 @@ func (r queueRequest) patch() store.QueuePatch {
 	}
 }
 
-// validate checks the request's settings (see checkQueueSettings).
+// validate checks the request's settings (see checkQueueSettings);
+// max_receives may also be 0 (never dead-lettered) on a queue.
 func (r queueRequest) validate() error {
 	if err := checkDeadLetterQueue(r.DeadLetterQueue); err != nil {
 		return err
 	}
-	return checkQueueSettings(r.patch())
+	p := r.patch()
+	if r.MaxReceives != nil && *r.MaxReceives == 0 {
+		p.MaxReceives = nil
+	}
+	return checkQueueSettings(p)
+}
+
+// maxReceivesIn is a queue request's max_receives for the store: 0 is
+// store.MaxReceivesNever.
+func maxReceivesIn(n *int) *int {
+	if n != nil && *n == 0 {
+		never := store.MaxReceivesNever
+		return &never
+	}
+	return n
+}
+
+// maxReceivesOut is a queue's max_receives as REST shows it: 0 for
+// store.MaxReceivesNever.
+func maxReceivesOut(n int) int {
+	if n == store.MaxReceivesNever {
+		return 0
+	}
+	return n
 }
 
 // CheckQueueSettings checks the bounds of queue settings as a PUT of a
 // queue checks them, for another face (the SQS face); the error is the
-// [*Problem] REST answers.
-func CheckQueueSettings(p store.QueuePatch) error { return checkQueueSettings(p) }
+// [*Problem] REST answers. MaxReceives may be store.MaxReceivesNever.
+func CheckQueueSettings(p store.QueuePatch) error {
+	if p.MaxReceives != nil && *p.MaxReceives == store.MaxReceivesNever {
+		p.MaxReceives = nil
+	}
+	return checkQueueSettings(p)
+}
 
 // checkQueueSettings checks the bounds of the settings a PUT of a queue or
 // of a subscription gives (a subscription's request has no delay, dedup
@@ -172,7 +201,7 @@ func toQueueResponse(q store.Queue, s queueExtras, wholePush bool) queueReply {
 	return queueReply{
 		Name:                     q.Name,
 		VisibilityTimeoutSeconds: q.VisibilityTimeoutSeconds,
-		MaxReceives:              q.MaxReceives,
+		MaxReceives:              maxReceivesOut(q.MaxReceives),
 		RetentionSeconds:         q.RetentionSeconds,
 		DelaySeconds:             q.DelaySeconds,
 		DedupWindowSeconds:       q.DedupWindowSeconds,

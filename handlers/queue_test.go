@@ -276,3 +276,35 @@ func manyTags(n int) map[string]string {
 	}
 	return tags
 }
+
+// TestQueueMaxReceivesNever: max_receives 0 is a queue whose messages are
+// never dead-lettered for their receives (an SQS queue without a
+// RedrivePolicy): received and nacked far past the default 5, the message
+// is delivered again each time; a nack with dead_letter still moves it.
+// A subscription keeps 1-1000.
+func TestQueueMaxReceivesNever(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	r := env.Do("PUT", "/v1/queues/forever", map[string]any{"max_receives": 0})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.EqualValues(t, 0, r.Map(t)["max_receives"])
+	requireProblem(t, env.Do("PUT", "/v1/queues/forever", map[string]any{"max_receives": 2147483647}), http.StatusBadRequest, "invalid_request")
+	require.EqualValues(t, 0, getQueue(t, env, "forever").MaxReceives)
+
+	send(t, env, "forever", msg("again"))
+	for i := range 12 {
+		got := receive(t, env, "forever", map[string]any{})
+		require.Len(t, got, 1, "receive %d", i+1)
+		require.Equal(t, i+1, got[0].ReceiveCount)
+		require.Equal(t, []string{"ok"}, settle(t, env, "forever", "nack", map[string]any{"receipts": receipts(got), "delay_seconds": 0}))
+	}
+	require.Zero(t, stats(t, env, "forever").DeadLetters)
+	got := receive(t, env, "forever", map[string]any{})
+	require.Len(t, got, 1)
+	settle(t, env, "forever", "nack", map[string]any{"receipts": receipts(got), "dead_letter": true})
+	require.EqualValues(t, 1, stats(t, env, "forever").DeadLetters)
+
+	r = env.Do("PUT", "/v1/topics/t", nil)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	requireProblem(t, env.Do("PUT", "/v1/topics/t/subscriptions/s", map[string]any{"max_receives": 0}), http.StatusBadRequest, "invalid_request")
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,12 @@ type QueueConfig struct {
 	// SHA-256 of its body as one (SQS's ContentBasedDeduplication).
 	ContentBasedDedup bool
 }
+
+// MaxReceivesNever is the max_receives of a queue whose messages are never
+// dead-lettered for being received too often (REST's max_receives 0; an
+// SQS queue without a RedrivePolicy): a receive_count no message reaches,
+// so the claim, nack and push statements need no case for it.
+const MaxReceivesNever = math.MaxInt32
 
 // DefaultQueueConfig is what a new queue gets for every field not given.
 func DefaultQueueConfig() QueueConfig {

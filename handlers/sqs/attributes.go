@@ -102,8 +102,14 @@ func (s *queueSettings) set(name, k, v string, create bool) error {
 // redrive applies a RedrivePolicy: maxReceiveCount is the queue's
 // max_receives, deadLetterTargetArn (a queue's ARN; its last part is the
 // queue's name) its dead_letter_queue; without one, dead letters stay with
-// the queue (GET /v1/queues/{queue}/dead-letters).
+// the queue (GET /v1/queues/{queue}/dead-letters). "" removes the policy:
+// the queue's messages are never dead-lettered (store.MaxReceivesNever).
 func (s *queueSettings) redrive(v string) error {
+	if v == "" { // SQS's way to remove the policy: never dead-lettered
+		never, none := store.MaxReceivesNever, ""
+		s.patch.MaxReceives, s.patch.DeadLetterQueue = &never, &none
+		return nil
+	}
 	var rp struct {
 		MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
 		DeadLetterTargetArn string          `json:"deadLetterTargetArn"`
@@ -184,11 +190,6 @@ func (s queueSettings) differs(q store.Queue, maxSize int) bool {
 // GetQueueAttributes answers.
 func (f *face) queueAttributes(cl *call, q store.Queue, st store.QueueStats) map[string]string {
 	itoa := strconv.Itoa
-	rp := map[string]any{"maxReceiveCount": q.MaxReceives}
-	if q.DeadLetterQueue != "" {
-		rp["deadLetterTargetArn"] = queueARN(cl, q.DeadLetterQueue)
-	}
-	redrive, _ := json.Marshal(rp)
 	a := map[string]string{
 		"ApproximateNumberOfMessages":           strconv.FormatInt(st.Available, 10),
 		"ApproximateNumberOfMessagesNotVisible": strconv.FormatInt(st.InFlight, 10),
@@ -201,7 +202,14 @@ func (f *face) queueAttributes(cl *call, q store.Queue, st store.QueueStats) map
 		attrRetention:                           itoa(q.RetentionSeconds),
 		attrMaxSize:                             itoa(f.maxMessageSize(q)),
 		attrWait:                                itoa(q.ReceiveWaitSeconds),
-		attrRedrive:                             string(redrive),
+	}
+	if q.MaxReceives != store.MaxReceivesNever {
+		rp := map[string]any{"maxReceiveCount": q.MaxReceives}
+		if q.DeadLetterQueue != "" {
+			rp["deadLetterTargetArn"] = queueARN(cl, q.DeadLetterQueue)
+		}
+		redrive, _ := json.Marshal(rp)
+		a[attrRedrive] = string(redrive)
 	}
 	if isFifo(q.Name) {
 		a[attrFifo], a[attrDedupScope], a[attrThroughputLimit] = "true", "queue", "perQueue"

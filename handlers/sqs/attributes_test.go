@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +134,44 @@ func TestContentBasedDeduplication(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("invoice 8"), MessageGroupId: aws.String("g")})
 	requireCode(t, err, "InvalidParameterValue")
+}
+
+// TestNoRedrivePolicy: a queue made over SQS without a RedrivePolicy never
+// dead-letters, as on SQS (REST's max_receives 0): received and made
+// visible again (ChangeMessageVisibility 0) far past Ferry's default 5,
+// the message comes back each time, and GetQueueAttributes answers no
+// RedrivePolicy. A policy set and then removed ("") leaves it so again.
+func TestNoRedrivePolicy(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	q := createQueue(t, c, "orders-forever", nil)
+	r := env.Do(http.MethodGet, "/v1/queues/orders-forever", nil)
+	require.EqualValues(t, 0, r.Map(t)["max_receives"])
+	ga, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q, AttributeNames: []types.QueueAttributeName{"All"}})
+	require.NoError(t, err)
+	require.NotContains(t, ga.Attributes, "RedrivePolicy")
+
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("again")})
+	require.NoError(t, err)
+	for i := range 12 {
+		got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}})
+		require.NoError(t, err)
+		require.Len(t, got.Messages, 1, "receive %d", i+1)
+		require.Equal(t, strconv.Itoa(i+1), got.Messages[0].Attributes["ApproximateReceiveCount"])
+		_, err = c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: q, ReceiptHandle: got.Messages[0].ReceiptHandle, VisibilityTimeout: 0})
+		require.NoError(t, err)
+	}
+
+	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q, Attributes: map[string]string{"RedrivePolicy": `{"maxReceiveCount":3}`}})
+	require.NoError(t, err)
+	r = env.Do(http.MethodGet, "/v1/queues/orders-forever", nil)
+	require.EqualValues(t, 3, r.Map(t)["max_receives"])
+	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q, Attributes: map[string]string{"RedrivePolicy": ""}})
+	require.NoError(t, err)
+	r = env.Do(http.MethodGet, "/v1/queues/orders-forever", nil)
+	require.EqualValues(t, 0, r.Map(t)["max_receives"])
+	// A CreateQueue of it again without the policy is no difference.
+	_, err = c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-forever")})
+	require.NoError(t, err)
 }

@@ -153,7 +153,14 @@ func (f *face) createQueue(cl *call) (any, error) {
 		}
 		s.patch.Tags = &in.Tags // given to a queue it creates; not compared
 	}
-	q, created, err := f.write(cl, in.QueueName, s, true)
+	// A queue made without a RedrivePolicy never dead-letters, as on SQS;
+	// an existing queue is compared on the attributes given only.
+	w := s
+	if _, ok := in.Attributes[attrRedrive]; !ok {
+		never := store.MaxReceivesNever
+		w.patch.MaxReceives = &never
+	}
+	q, created, err := f.write(cl, in.QueueName, w, true)
 	if err != nil {
 		return nil, err
 	}
