@@ -1,14 +1,23 @@
 package sqs_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/stretchr/testify/require"
 
+	sqsface "github.com/ferry-mq/ferry/handlers/sqs"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -62,4 +71,60 @@ func TestBoto3QueryProtocol(t *testing.T) {
 	require.Equal(t, map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "ReceiveMessageWaitTimeSeconds": "1"}, out.QueueAttrs)
 	require.Equal(t, "AWS.SimpleQueueService.NonExistentQueue", out.Missing)
 	require.Empty(t, out.ListedAfterDelete)
+}
+
+// presign is a presigned Query request (X-Amz-Signature in the query
+// string, signed by aws-sdk-go-v2's signer) of the method to path with the
+// parameters, signed as id/secret at the time at.
+func presign(t *testing.T, env *ferrytest.Env, method, path string, params url.Values, id, secret string, at time.Time) string {
+	t.Helper()
+	req, err := http.NewRequest(method, env.URL+path+"?"+params.Encode(), nil)
+	require.NoError(t, err)
+	creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret}
+	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, emptySHA256, "sqs", "us-east-1", at)
+	require.NoError(t, err)
+	return signed
+}
+
+// emptySHA256 is the SHA-256 of an empty payload, hex.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// TestPresignedQuery: a Query request whose parameters and presigned
+// signature are in the query string is served, by GET and by POST, at /
+// and at a QueueUrl; a presigned URL with an altered parameter, another
+// secret or an old date is refused with SQS's codes and does nothing.
+func TestPresignedQuery(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	do := func(method, u string) (int, string) {
+		req, err := http.NewRequest(method, u, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	now := time.Now()
+	status, body := do(http.MethodGet, presign(t, env, http.MethodGet, "/", url.Values{"Action": {"CreateQueue"}, "QueueName": {"orders-pre"}}, "admin", ferrytest.AdminKey, now))
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, "<QueueUrl>"+queueURL(env, "orders-pre")+"</QueueUrl>")
+	send := url.Values{"Action": {"SendMessage"}, "MessageBody": {"by GET"}}
+	status, body = do(http.MethodGet, presign(t, env, http.MethodGet, "/"+sqsface.AccountID+"/orders-pre", send, "admin", ferrytest.AdminKey, now))
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, "<MD5OfMessageBody>")
+	status, body = do(http.MethodPost, presign(t, env, http.MethodPost, "/", url.Values{"Action": {"GetQueueUrl"}, "QueueName": {"orders-pre"}}, "admin", ferrytest.AdminKey, now))
+	require.Equal(t, http.StatusOK, status, body)
+
+	signed := presign(t, env, http.MethodGet, "/"+sqsface.AccountID+"/orders-pre", send, "admin", ferrytest.AdminKey, now)
+	altered := strings.Replace(signed, "MessageBody=by", "MessageBody=my", 1)
+	require.NotEqual(t, signed, altered)
+	status, body = do(http.MethodGet, altered)
+	requireQueryError(t, status, []byte(body), http.StatusForbidden, "SignatureDoesNotMatch")
+	status, body = do(http.MethodGet, presign(t, env, http.MethodGet, "/"+sqsface.AccountID+"/orders-pre", send, "admin", "wrong-secret", now))
+	requireQueryError(t, status, []byte(body), http.StatusForbidden, "SignatureDoesNotMatch")
+	status, body = do(http.MethodGet, presign(t, env, http.MethodGet, "/"+sqsface.AccountID+"/orders-pre", send, "admin", ferrytest.AdminKey, now.Add(-time.Hour)))
+	require.Equal(t, http.StatusForbidden, status, body)
+	require.EqualValues(t, 1, restAvailable(t, env, "orders-pre"), "only the signed send was written")
 }

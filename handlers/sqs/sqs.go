@@ -92,7 +92,9 @@ type face struct {
 }
 
 // Mount registers the SQS API on e: POST / (both protocols) and POST
-// /000000000000/<queue> (a QueueUrl, where Query clients post). The REST
+// /000000000000/<queue> (a QueueUrl, where Query clients post), and the
+// same paths by GET (the Query protocol in the query string, presigned
+// or header-signed). The REST
 // face's middleware (request ids, logs, metrics, body and write
 // deadlines) serves it too.
 func Mount(e *echo.Echo, d Deps) {
@@ -123,6 +125,10 @@ func Mount(e *echo.Echo, d Deps) {
 	}
 	e.POST("/", f.serve)
 	e.POST("/"+AccountID+"/:queue", f.serve)
+	// The Query protocol's GET form: the parameters, and a presigned
+	// request's signature, in the query string.
+	e.GET("/", f.serve)
+	e.GET("/"+AccountID+"/:queue", f.serve)
 }
 
 // protocol is a request's wire protocol.
