@@ -64,6 +64,13 @@ func (f *face) untagQueue(cl *call) (any, error) {
 	if len(in.TagKeys) == 0 {
 		return nil, missingParam("TagKeys")
 	}
+	keys := map[string]string{}
+	for _, k := range in.TagKeys {
+		keys[k] = ""
+	}
+	if err := handlers.CheckTags(keys); err != nil { // text a tag key can be
+		return nil, invalidParam("TagKeys", "keys are 1 to 128 characters of text")
+	}
 	return nil, f.tagsChange(cl, in.QueueUrl, nil, in.TagKeys)
 }
 

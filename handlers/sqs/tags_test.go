@@ -43,6 +43,10 @@ func TestQueueTags(t *testing.T) {
 		_, err = c.TagQueue(ctx, &awssqs.TagQueueInput{QueueUrl: q, Tags: bad})
 		requireCode(t, err, "InvalidParameterValue")
 	}
+	_, err = c.UntagQueue(ctx, &awssqs.UntagQueueInput{QueueUrl: q, TagKeys: []string{"nul\x00key"}})
+	requireCode(t, err, "InvalidParameterValue")
+	_, err = c.TagQueue(ctx, &awssqs.TagQueueInput{QueueUrl: q, Tags: map[string]string{"k": "nul\x00value"}})
+	requireCode(t, err, "InvalidParameterValue")
 	_, err = client(env, scopedID, scopedSecret).TagQueue(ctx, &awssqs.TagQueueInput{QueueUrl: q, Tags: map[string]string{"a": "b"}})
 	requireCode(t, err, "AccessDenied")
 
