@@ -139,6 +139,19 @@ func (h *handler) messageMove(c echo.Context) error {
 // /v1/queues/{queue}/messages/move does, for every face. Either queue
 // missing is [store.ErrNotFound].
 func MessageMove(ctx context.Context, db store.TxBeginner, n *store.Notifier, from, to string, limit int) (int, error) {
+	return messageMove(ctx, db, n, from, to, "", limit)
+}
+
+// MessageMoveBack is [MessageMove] of only the messages of queue from
+// that were dead-lettered from queue to, back into it (SQS's move task
+// without a destination).
+func MessageMoveBack(ctx context.Context, db store.TxBeginner, n *store.Notifier, from, to string, limit int) (int, error) {
+	return messageMove(ctx, db, n, from, to, to, limit)
+}
+
+// messageMove is MessageMove of the messages dead-lettered from origin
+// ("": all).
+func messageMove(ctx context.Context, db store.TxBeginner, n *store.Notifier, from, to, origin string, limit int) (int, error) {
 	src, err := store.QueueGet(ctx, db, from)
 	if err != nil {
 		return 0, err
@@ -147,5 +160,5 @@ func MessageMove(ctx context.Context, db store.TxBeginner, n *store.Notifier, fr
 	if err != nil {
 		return 0, err
 	}
-	return store.MessageMoveAndWake(ctx, db, n, store.MoveParams{From: src.ID, To: dst.ID, Limit: limit})
+	return store.MessageMoveAndWake(ctx, db, n, store.MoveParams{From: src.ID, To: dst.ID, Limit: limit, Origin: origin})
 }

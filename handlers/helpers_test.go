@@ -99,7 +99,7 @@ type deadLetterPageJSON = pageJSON[deadLetterJSON]
 // Key sets of the response objects (API.md; the spec may add members, which
 // these lists then name too).
 var (
-	queueKeys      = []string{"name", "visibility_timeout_seconds", "max_receives", "retention_seconds", "delay_seconds", "dedup_window_seconds", "max_depth", "retry_min_seconds", "retry_max_seconds", "dead_letter_queue", "dead_letter_sources", "push", "created_at", "updated_at", "stats"}
+	queueKeys      = []string{"name", "visibility_timeout_seconds", "max_receives", "retention_seconds", "delay_seconds", "dedup_window_seconds", "max_depth", "retry_min_seconds", "retry_max_seconds", "dead_letter_queue", "dead_letter_sources", "push", "receive_wait_seconds", "max_message_size", "content_based_dedup", "tags", "created_at", "updated_at", "stats"}
 	statsKeys      = []string{"available", "in_flight", "delayed", "dead_letters", "oldest_age_seconds"}
 	receivedKeys   = []string{"id", "body", "attributes", "group", "dedup_id", "receipt", "receive_count", "sent_at"}
 	deadLetterKeys = []string{"id", "body", "attributes", "group", "dedup_id", "receive_count", "last_error", "sent_at", "dead_lettered_at"}

@@ -1,7 +1,10 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -130,6 +133,9 @@ func (h *handler) messageSend(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := h.queueSendRules(c.Request().Context(), n, msgs); err != nil {
+		return err
+	}
 	results, _, err := h.Sender.Send(c.Request().Context(), n, msgs)
 	if err != nil {
 		return err
@@ -219,7 +225,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 			// of 0 would be stale at birth.
 			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, max(1, q.VisibilityTimeoutSeconds))) * time.Second,
 		},
-		Wait:         time.Duration(deref(req.WaitSeconds, 0)) * time.Second,
+		Wait:         time.Duration(deref(req.WaitSeconds, q.ReceiveWaitSeconds)) * time.Second,
 		FallbackPoll: h.FallbackPoll,
 		Stop:         h.Stop,
 		Recheck:      h.keyRecheck(c),
@@ -412,4 +418,49 @@ func (h *handler) messageExtend(c echo.Context) error {
 
 func (h *handler) messagePurge(c echo.Context) error {
 	return h.purge(c, func(ctx context.Context, q store.Queue) error { return store.MessagePurge(ctx, h.Pool, q.ID) })
+}
+
+// queueSendRules applies the named queue's own rules to a valid batch:
+// every message within its max_message_size (the JSON encoding of body
+// and attributes, as the server's limit counts it; 413 over it), and,
+// with content_based_dedup, a dedup_id for each message without one
+// ([ContentDedupID] of its [BodyText]). The queue's settings come from
+// the queue cache, so a change reaches them within its lifetime (1 s).
+func (h *handler) queueSendRules(ctx context.Context, name string, msgs []store.SendMessage) error {
+	q, err := h.queues.Get(ctx, h.Pool, name)
+	if err != nil {
+		return err
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if size := storedSize(m.Body) + int64(len(m.Attributes)); q.MaxMessageSize > 0 && size > int64(q.MaxMessageSize) {
+			return tooLarge("messages[%d]: body and attributes are %d bytes; the queue's max_message_size is %d", i, size, q.MaxMessageSize)
+		}
+		if q.ContentBasedDedup && m.DedupID == "" {
+			m.DedupID = ContentDedupID(BodyText(m.Body))
+		}
+	}
+	return nil
+}
+
+// BodyText is a message's body as text, as the SQS face answers it: a
+// JSON string's value, any other JSON value's compact text.
+func BodyText(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// ContentDedupID is the dedup id a queue with content_based_dedup gives a
+// message sent without one: the hex SHA-256 of its body's text
+// ([BodyText]), as SQS's content-based deduplication.
+func ContentDedupID(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
 }

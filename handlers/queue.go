@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,7 +29,11 @@ type queueRequest struct {
 	// DeadLetterQueue: the queue dead letters move into; null: none.
 	DeadLetterQueue rawOf[string] `json:"dead_letter_queue"`
 	// Push: null removes push; see pushRequest.
-	Push rawOf[pushRequest] `json:"push"`
+	Push               rawOf[pushRequest] `json:"push"`
+	ReceiveWaitSeconds *int               `json:"receive_wait_seconds"`
+	MaxMessageSize     *int               `json:"max_message_size"`
+	ContentBasedDedup  *bool              `json:"content_based_dedup"`
+	Tags               *map[string]string `json:"tags"`
 }
 
 // Bounds of queue settings. They are part of the contract (openapi.yaml).
@@ -40,6 +45,11 @@ const (
 	maxDedupSeconds      = 86400
 	maxReceivesLimit     = 1000
 	maxDepthLimit        = 1_000_000_000_000
+	maxReceiveWait       = 20     // seconds, as wait_seconds and SQS
+	minMessageSize       = 1024   // bytes, SQS's MaximumMessageSize range
+	maxMessageSize       = 262144 // 256 KiB
+	maxTagKeyChars       = 128    // SQS's tag limits
+	maxTagValueChars     = 256
 )
 
 // patch is the store's patch of the request's queue settings (push
@@ -47,7 +57,7 @@ const (
 func (r queueRequest) patch() store.QueuePatch {
 	return store.QueuePatch{
 		VisibilityTimeoutSeconds: r.VisibilityTimeoutSeconds,
-		MaxReceives:              r.MaxReceives,
+		MaxReceives:              maxReceivesIn(r.MaxReceives),
 		RetentionSeconds:         r.RetentionSeconds,
 		DelaySeconds:             r.DelaySeconds,
 		DedupWindowSeconds:       r.DedupWindowSeconds,
@@ -55,21 +65,54 @@ func (r queueRequest) patch() store.QueuePatch {
 		RetryMinSeconds:          r.RetryMinSeconds,
 		RetryMaxSeconds:          r.RetryMaxSeconds,
 		DeadLetterQueue:          deadLetterQueueOf(r.DeadLetterQueue),
+		ReceiveWaitSeconds:       r.ReceiveWaitSeconds,
+		MaxMessageSize:           r.MaxMessageSize,
+		ContentBasedDedup:        r.ContentBasedDedup,
+		Tags:                     r.Tags,
 	}
 }
 
-// validate checks the request's settings (see checkQueueSettings).
+// validate checks the request's settings (see checkQueueSettings);
+// max_receives may also be 0 (never dead-lettered) on a queue.
 func (r queueRequest) validate() error {
 	if err := checkDeadLetterQueue(r.DeadLetterQueue); err != nil {
 		return err
 	}
-	return checkQueueSettings(r.patch())
+	p := r.patch()
+	if r.MaxReceives != nil && *r.MaxReceives == 0 {
+		p.MaxReceives = nil
+	}
+	return checkQueueSettings(p)
+}
+
+// maxReceivesIn is a queue request's max_receives for the store: 0 is
+// store.MaxReceivesNever.
+func maxReceivesIn(n *int) *int {
+	if n != nil && *n == 0 {
+		never := store.MaxReceivesNever
+		return &never
+	}
+	return n
+}
+
+// maxReceivesOut is a queue's max_receives as REST shows it: 0 for
+// store.MaxReceivesNever.
+func maxReceivesOut(n int) int {
+	if n == store.MaxReceivesNever {
+		return 0
+	}
+	return n
 }
 
 // CheckQueueSettings checks the bounds of queue settings as a PUT of a
 // queue checks them, for another face (the SQS face); the error is the
-// [*Problem] REST answers.
-func CheckQueueSettings(p store.QueuePatch) error { return checkQueueSettings(p) }
+// [*Problem] REST answers. MaxReceives may be store.MaxReceivesNever.
+func CheckQueueSettings(p store.QueuePatch) error {
+	if p.MaxReceives != nil && *p.MaxReceives == store.MaxReceivesNever {
+		p.MaxReceives = nil
+	}
+	return checkQueueSettings(p)
+}
 
 // checkQueueSettings checks the bounds of the settings a PUT of a queue or
 // of a subscription gives (a subscription's request has no delay, dedup
@@ -86,26 +129,62 @@ func checkQueueSettings(p store.QueuePatch) error {
 	}
 	cs.intRange("retry_min_seconds", p.RetryMinSeconds, 0, maxVisibilitySeconds)
 	cs.intRange("retry_max_seconds", p.RetryMaxSeconds, 0, maxVisibilitySeconds)
+	cs.intRange("receive_wait_seconds", p.ReceiveWaitSeconds, 0, maxReceiveWait)
+	if v := p.MaxMessageSize; v != nil && *v != 0 && (*v < minMessageSize || *v > maxMessageSize) {
+		cs.add("max_message_size", "must be 0 (the server's limit) or between %d and %d", minMessageSize, maxMessageSize)
+	}
+	if p.Tags != nil {
+		cs.tags("tags", *p.Tags)
+	}
 	return cs.err()
+}
+
+// CheckTags checks tags to add to a queue by the rules of its tags
+// field: keys of 1-128 characters, values of at most 256, text; the
+// error is the [*Problem] REST answers. The count (at most
+// store.MaxQueueTags) is the store's to check against the queue's tags.
+func CheckTags(tags map[string]string) error {
+	var cs checks
+	cs.tags("tags", tags)
+	return cs.err()
+}
+
+// tags checks a queue's tags (see CheckTags), and that there are at most
+// store.MaxQueueTags.
+func (cs *checks) tags(field string, tags map[string]string) {
+	if len(tags) > store.MaxQueueTags {
+		cs.add(field, "a queue has at most %d tags", store.MaxQueueTags)
+	}
+	for k, v := range tags {
+		if k == "" || utf8.RuneCountInString(k) > maxTagKeyChars || !safeText(k) ||
+			utf8.RuneCountInString(v) > maxTagValueChars || !safeText(v) {
+			cs.add(field, "keys must be 1-%d characters and values at most %d characters of text", maxTagKeyChars, maxTagValueChars)
+			return
+		}
+	}
 }
 
 // queueReply is a queue as clients see it.
 type queueReply struct {
-	Name                     string     `json:"name"`
-	VisibilityTimeoutSeconds int        `json:"visibility_timeout_seconds"`
-	MaxReceives              int        `json:"max_receives"`
-	RetentionSeconds         int        `json:"retention_seconds"`
-	DelaySeconds             int        `json:"delay_seconds"`
-	DedupWindowSeconds       int        `json:"dedup_window_seconds"`
-	MaxDepth                 int64      `json:"max_depth"`
-	RetryMinSeconds          int        `json:"retry_min_seconds"`
-	RetryMaxSeconds          int        `json:"retry_max_seconds"`
-	DeadLetterQueue          *string    `json:"dead_letter_queue"`
-	DeadLetterSources        []string   `json:"dead_letter_sources"`
-	Push                     *pushReply `json:"push"`
-	CreatedAt                time.Time  `json:"created_at"`
-	UpdatedAt                time.Time  `json:"updated_at"`
-	Stats                    statsReply `json:"stats"`
+	Name                     string            `json:"name"`
+	VisibilityTimeoutSeconds int               `json:"visibility_timeout_seconds"`
+	MaxReceives              int               `json:"max_receives"`
+	RetentionSeconds         int               `json:"retention_seconds"`
+	DelaySeconds             int               `json:"delay_seconds"`
+	DedupWindowSeconds       int               `json:"dedup_window_seconds"`
+	MaxDepth                 int64             `json:"max_depth"`
+	RetryMinSeconds          int               `json:"retry_min_seconds"`
+	RetryMaxSeconds          int               `json:"retry_max_seconds"`
+	DeadLetterQueue          *string           `json:"dead_letter_queue"`
+	DeadLetterSources        []string          `json:"dead_letter_sources"`
+	Push                     *pushReply        `json:"push"`
+	ReceiveWaitSeconds       int               `json:"receive_wait_seconds"`
+	MaxMessageSize           int               `json:"max_message_size"`
+	ContentBasedDedup        bool              `json:"content_based_dedup"`
+	Tags                     map[string]string `json:"tags"`
+	CreatedAt                time.Time         `json:"created_at"`
+	UpdatedAt                time.Time         `json:"updated_at"`
+	Stats                    statsReply        `json:"stats"`
 }
 
 type statsReply struct {
@@ -122,7 +201,7 @@ func toQueueResponse(q store.Queue, s queueExtras, wholePush bool) queueReply {
 	return queueReply{
 		Name:                     q.Name,
 		VisibilityTimeoutSeconds: q.VisibilityTimeoutSeconds,
-		MaxReceives:              q.MaxReceives,
+		MaxReceives:              maxReceivesOut(q.MaxReceives),
 		RetentionSeconds:         q.RetentionSeconds,
 		DelaySeconds:             q.DelaySeconds,
 		DedupWindowSeconds:       q.DedupWindowSeconds,
@@ -132,6 +211,10 @@ func toQueueResponse(q store.Queue, s queueExtras, wholePush bool) queueReply {
 		DeadLetterQueue:          nonEmpty(q.DeadLetterQueue),
 		DeadLetterSources:        append([]string{}, s.sources...),
 		Push:                     toPushResponse(q, wholePush),
+		ReceiveWaitSeconds:       q.ReceiveWaitSeconds,
+		MaxMessageSize:           q.MaxMessageSize,
+		ContentBasedDedup:        q.ContentBasedDedup,
+		Tags:                     tagsOrEmpty(q.Tags),
 		CreatedAt:                q.CreatedAt.UTC(),
 		UpdatedAt:                q.UpdatedAt.UTC(),
 		Stats:                    statsReply(s.stats),
@@ -236,4 +319,12 @@ func queueView(c echo.Context) view[store.Queue, queueExtras, queueReply] {
 			return toQueueResponse(q, st, manage(q.Name))
 		},
 	}
+}
+
+// tagsOrEmpty is tags, or an empty object for nil.
+func tagsOrEmpty(tags map[string]string) map[string]string {
+	if tags == nil {
+		return map[string]string{}
+	}
+	return tags
 }

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -207,4 +208,103 @@ func TestQueuePutWithoutChangeKeepsUpdatedAt(t *testing.T) {
 	}
 	changed := putQueue(t, env, "same", map[string]any{"max_receives": 4})
 	require.True(t, changed.UpdatedAt.After(created.UpdatedAt))
+}
+
+// TestQueueSQSSettings: the settings REST has for the SQS model.
+// receive_wait_seconds is the long poll of a receive without wait_seconds,
+// max_message_size refuses a bigger message with 413 (exactly it fits),
+// content_based_dedup gives a message without dedup_id its body's SHA-256
+// (the same message again is a duplicate), tags are kept and replaced
+// whole; out-of-range values are 400 and change nothing.
+func TestQueueSQSSettings(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+
+	r := env.Do("PUT", "/v1/queues/settings", map[string]any{"receive_wait_seconds": 2, "max_message_size": 1024,
+		"content_based_dedup": true, "tags": map[string]string{"team": "billing", "env": "test"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	q := r.Map(t)
+	require.EqualValues(t, 2, q["receive_wait_seconds"])
+	require.EqualValues(t, 1024, q["max_message_size"])
+	require.Equal(t, true, q["content_based_dedup"])
+	require.Equal(t, map[string]any{"team": "billing", "env": "test"}, q["tags"])
+
+	for _, bad := range []map[string]any{
+		{"receive_wait_seconds": 21}, {"max_message_size": 1023}, {"max_message_size": 262145},
+		{"tags": map[string]string{"": "x"}}, {"tags": map[string]string{strings.Repeat("k", 129): "x"}},
+		{"tags": map[string]string{"k": strings.Repeat("v", 257)}}, {"tags": manyTags(51)},
+	} {
+		requireProblem(t, env.Do("PUT", "/v1/queues/settings", bad), http.StatusBadRequest, "invalid_request")
+	}
+	r = env.Do("GET", "/v1/queues/settings", nil)
+	require.Equal(t, map[string]any{"team": "billing", "env": "test"}, r.Map(t)["tags"], "a refused PUT changes nothing")
+
+	// A receive without wait_seconds waits the queue's 2 s; with 0, not.
+	began := time.Now()
+	require.Empty(t, receive(t, env, "settings", map[string]any{}))
+	require.GreaterOrEqual(t, time.Since(began), 1900*time.Millisecond)
+	began = time.Now()
+	require.Empty(t, receive(t, env, "settings", map[string]any{"wait_seconds": 0}))
+	require.Less(t, time.Since(began), 1900*time.Millisecond)
+
+	// 1024 bytes of body and attributes fit; 1025 do not.
+	body := strings.Repeat("a", 1024-2) // a JSON string: its quotes count
+	sent := send(t, env, "settings", msg(body))
+	requireProblem(t, env.Do("POST", qpath("settings", "/messages"), map[string]any{"messages": []any{msg(body + "a")}}),
+		http.StatusRequestEntityTooLarge, "payload_too_large")
+	// The same body without dedup_id is a duplicate by content.
+	again := send(t, env, "settings", msg(body))
+	require.True(t, again[0].Duplicate)
+	require.Equal(t, sent[0].ID, again[0].ID)
+
+	// tags replace the whole set; {} removes them.
+	r = env.Do("PUT", "/v1/queues/settings", map[string]any{"tags": map[string]string{"only": "one"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, map[string]any{"only": "one"}, r.Map(t)["tags"])
+	r = env.Do("PUT", "/v1/queues/settings", map[string]any{"tags": map[string]string{}, "max_message_size": 0})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, map[string]any{}, r.Map(t)["tags"])
+	require.EqualValues(t, 0, r.Map(t)["max_message_size"])
+	require.EqualValues(t, 2, r.Map(t)["receive_wait_seconds"], "PUT keeps omitted fields")
+}
+
+// manyTags is n distinct tags.
+func manyTags(n int) map[string]string {
+	tags := map[string]string{}
+	for i := range n {
+		tags[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return tags
+}
+
+// TestQueueMaxReceivesNever: max_receives 0 is a queue whose messages are
+// never dead-lettered for their receives (an SQS queue without a
+// RedrivePolicy): received and nacked far past the default 5, the message
+// is delivered again each time; a nack with dead_letter still moves it.
+// A subscription keeps 1-1000.
+func TestQueueMaxReceivesNever(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	r := env.Do("PUT", "/v1/queues/forever", map[string]any{"max_receives": 0})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.EqualValues(t, 0, r.Map(t)["max_receives"])
+	requireProblem(t, env.Do("PUT", "/v1/queues/forever", map[string]any{"max_receives": 2147483647}), http.StatusBadRequest, "invalid_request")
+	require.EqualValues(t, 0, getQueue(t, env, "forever").MaxReceives)
+
+	send(t, env, "forever", msg("again"))
+	for i := range 12 {
+		got := receive(t, env, "forever", map[string]any{})
+		require.Len(t, got, 1, "receive %d", i+1)
+		require.Equal(t, i+1, got[0].ReceiveCount)
+		require.Equal(t, []string{"ok"}, settle(t, env, "forever", "nack", map[string]any{"receipts": receipts(got), "delay_seconds": 0}))
+	}
+	require.Zero(t, stats(t, env, "forever").DeadLetters)
+	got := receive(t, env, "forever", map[string]any{})
+	require.Len(t, got, 1)
+	settle(t, env, "forever", "nack", map[string]any{"receipts": receipts(got), "dead_letter": true})
+	require.EqualValues(t, 1, stats(t, env, "forever").DeadLetters)
+
+	r = env.Do("PUT", "/v1/topics/t", nil)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	requireProblem(t, env.Do("PUT", "/v1/topics/t/subscriptions/s", map[string]any{"max_receives": 0}), http.StatusBadRequest, "invalid_request")
 }

@@ -49,7 +49,7 @@ func TestBadRequests(t *testing.T) {
 		{"put visibility 1e20", "PUT", "/v1/queues/bad", `{"visibility_timeout_seconds": 1e20}`, nil, bad, inv},
 		{"put visibility -1", "PUT", "/v1/queues/bad", map[string]any{"visibility_timeout_seconds": -1}, nil, bad, inv},
 		{"put visibility 43201", "PUT", "/v1/queues/bad", map[string]any{"visibility_timeout_seconds": 43201}, nil, bad, inv},
-		{"put max_receives 0", "PUT", "/v1/queues/bad", map[string]any{"max_receives": 0}, nil, bad, inv},
+		{"put max_receives -1", "PUT", "/v1/queues/bad", map[string]any{"max_receives": -1}, nil, bad, inv},
 		{"put max_receives 1001", "PUT", "/v1/queues/bad", map[string]any{"max_receives": 1001}, nil, bad, inv},
 		{"put retention 59", "PUT", "/v1/queues/bad", map[string]any{"retention_seconds": 59}, nil, bad, inv},
 		{"put retention 1209601", "PUT", "/v1/queues/bad", map[string]any{"retention_seconds": 1209601}, nil, bad, inv},
@@ -204,7 +204,7 @@ func TestValidationErrorsNameFields(t *testing.T) {
 		return out
 	}
 
-	p := requireProblem(t, env.Do("PUT", "/v1/queues/v", map[string]any{"max_receives": 0, "retention_seconds": 1}),
+	p := requireProblem(t, env.Do("PUT", "/v1/queues/v", map[string]any{"max_receives": 1001, "retention_seconds": 1}),
 		http.StatusBadRequest, "invalid_request")
 	require.ElementsMatch(t, []string{"max_receives", "retention_seconds"}, fields(p), "every invalid field is listed")
 

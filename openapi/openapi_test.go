@@ -242,7 +242,12 @@ func TestRequestSchemas(t *testing.T) {
 		{"QueueConfig", `{"visibility_timeout_seconds": 43201}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": 1.5}`, false},
 		{"QueueConfig", `{"visibility_timeout_seconds": "30"}`, false},
-		{"QueueConfig", `{"max_receives": 0}`, false},
+		{"QueueConfig", `{"max_receives": 0}`, true}, // never dead-lettered (an SQS queue without a RedrivePolicy)
+		{"QueueConfig", `{"max_receives": -1}`, false},
+		{"SubscriptionRequest", `{"max_receives": 0}`, false},
+		{"QueueConfig", `{"receive_wait_seconds": 21}`, false},
+		{"QueueConfig", `{"max_message_size": 262145}`, false},
+		{"QueueConfig", `{"tags": {"k": 1}}`, false},
 		{"QueueConfig", `{"retention_seconds": 59}`, false},
 		{"QueueConfig", `{"retention_seconds": 1209601}`, false},
 		{"QueueConfig", `{"max_depth": 1000000000001}`, false},

@@ -74,7 +74,11 @@
 // (max_receives+1)-th time: the claim skips rows whose receive_count has
 // reached max_receives and moves them to ferry.dead_letters, keeping id,
 // body, receive_count and last_error. nack with dead_letter (or a nack of
-// the last allowed receive) moves the message at once. Redrive moves dead
+// the last allowed receive) moves the message at once. A queue whose
+// max_receives is MaxReceivesNever (REST's max_receives 0, an SQS queue
+// without a RedrivePolicy) is never dead-lettered by receives: no
+// receive_count reaches it, so every statement above works on it
+// unchanged. Redrive moves dead
 // letters back with receive_count 0 and their original ids, so they keep
 // their send order; it moves them in id order, at most 500 (and so 500
 // group locks) a transaction, so that no redrive can exhaust the server's

@@ -12,6 +12,10 @@ type MoveParams struct {
 	From, To int64
 	// Limit bounds how many messages move.
 	Limit int
+	// Origin, when set, moves only the messages dead-lettered from the
+	// queue of that name (their ferry:dead_letter_source attribute):
+	// SQS's move back to each message's own source.
+	Origin string
 }
 
 // MessageMove moves up to p.Limit available messages of queue p.From
@@ -80,14 +84,21 @@ func moveBatchOf(ctx context.Context, tx pgx.Tx, p MoveParams, after, fence int6
 		return 0, 0, false, err
 	}
 	rows, err := tx.Query(ctx, `/* ferry:message_move_walk */
-		WITH RECURSIVE `+walkKeys("messages", "id", "$2::bigint", "AND x.id <= $3", ", x.grp, x.waiting, x.visible_at")+`
-		SELECT id, grp, waiting, NOT waiting AND visible_at <= clock_timestamp() FROM walk LIMIT $4`,
-		p.From, after, fence, limit)
+		WITH RECURSIVE `+walkKeys("messages", "id", "$2::bigint", "AND x.id <= $3", ", x.grp, x.waiting, x.visible_at, x.attributes")+`
+		SELECT id, grp, waiting, NOT waiting AND visible_at <= clock_timestamp(),
+			$5 = '' OR attributes->>'ferry:dead_letter_source' IS NOT DISTINCT FROM $5 FROM walk LIMIT $4`,
+		p.From, after, fence, limit, p.Origin)
 	if err != nil {
 		return 0, 0, false, err
 	}
 	walked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (w moveWalked, err error) {
-		return w, r.Scan(&w.id, &w.grp, &w.waiting, &w.available)
+		var ours bool
+		err = r.Scan(&w.id, &w.grp, &w.waiting, &w.available, &ours)
+		// A message of another origin is passed over as if unavailable
+		// (behind it, its group's next one waits).
+		w.available = w.available && ours
+		w.waiting = w.waiting && ours
+		return w, err
 	})
 	if err != nil || len(walked) == 0 {
 		return 0, 0, false, err

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"maps"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,7 +23,22 @@ type QueueConfig struct {
 	// DeadLetterQueue names the queue this one's dead letters move into
 	// ("": they stay with it, in its dead letters).
 	DeadLetterQueue string
+	// ReceiveWaitSeconds is the long poll of a receive that gives no wait
+	// (SQS's ReceiveMessageWaitTimeSeconds).
+	ReceiveWaitSeconds int
+	// MaxMessageSize bounds a message of the queue in bytes, as each face
+	// measures one; 0: the server's limit alone.
+	MaxMessageSize int
+	// ContentBasedDedup gives a message sent without a dedup id the
+	// SHA-256 of its body as one (SQS's ContentBasedDeduplication).
+	ContentBasedDedup bool
 }
+
+// MaxReceivesNever is the max_receives of a queue whose messages are never
+// dead-lettered for being received too often (REST's max_receives 0; an
+// SQS queue without a RedrivePolicy): a receive_count no message reaches,
+// so the claim, nack and push statements need no case for it.
+const MaxReceivesNever = math.MaxInt32
 
 // DefaultQueueConfig is what a new queue gets for every field not given.
 func DefaultQueueConfig() QueueConfig {
@@ -50,7 +67,14 @@ type QueuePatch struct {
 	RetryMaxSeconds          *int
 	// DeadLetterQueue, when set, names the queue dead letters move into;
 	// "" makes them stay with the queue again.
-	DeadLetterQueue *string
+	DeadLetterQueue    *string
+	ReceiveWaitSeconds *int
+	// MaxMessageSize, when set, is the queue's message size limit; 0
+	// removes it.
+	MaxMessageSize    *int
+	ContentBasedDedup *bool
+	// Tags, when set, replace the queue's tags.
+	Tags *map[string]string
 	// Push, when set, changes push delivery (see PushPatch).
 	Push *PushPatch
 }
@@ -73,6 +97,11 @@ func (p QueuePatch) apply(c QueueConfig) QueueConfig {
 	set(&c.RetryMaxSeconds, p.RetryMaxSeconds)
 	if p.DeadLetterQueue != nil {
 		c.DeadLetterQueue = *p.DeadLetterQueue
+	}
+	set(&c.ReceiveWaitSeconds, p.ReceiveWaitSeconds)
+	set(&c.MaxMessageSize, p.MaxMessageSize)
+	if p.ContentBasedDedup != nil {
+		c.ContentBasedDedup = *p.ContentBasedDedup
 	}
 	return c
 }
@@ -102,6 +131,8 @@ type Queue struct {
 	// IssuedSecret is set only in the answer of the upsert that created
 	// the push signing secret: it is shown to the client once.
 	IssuedSecret string
+	// Tags are the queue's tags (SQS's queue tags): never nil.
+	Tags map[string]string
 }
 
 // QueueStats describes a queue's content. Available includes grouped
@@ -118,7 +149,8 @@ const queueColumns = `id, name, created_at, updated_at, visibility_timeout_secon
 	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds,
 	push_url, push_timeout_seconds, push_max_in_flight, push_rate_limit,
 	push_failing_since, push_disabled_at, push_disabled_reason,
-	(SELECT d.name FROM ferry.queues d WHERE d.id = q.dead_letter_queue_id) AS dead_letter_queue`
+	(SELECT d.name FROM ferry.queues d WHERE d.id = q.dead_letter_queue_id) AS dead_letter_queue,
+	q.receive_wait_seconds, coalesce(q.max_message_size, 0), q.content_based_dedup, q.tags`
 
 func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 	var (
@@ -131,7 +163,8 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 		&q.MaxReceives, &q.RetentionSeconds, &q.DelaySeconds, &q.DedupWindowSeconds, &q.MaxDepth,
 		&q.RetryMinSeconds, &q.RetryMaxSeconds,
 		&url, &push.TimeoutSeconds, &push.MaxInFlight, &push.RateLimitPerSecond,
-		&q.FailingSince, &q.DisabledAt, &q.DisabledReason, &dlq}, extra...)
+		&q.FailingSince, &q.DisabledAt, &q.DisabledReason, &dlq,
+		&q.ReceiveWaitSeconds, &q.MaxMessageSize, &q.ContentBasedDedup, &q.Tags}, extra...)
 	err := row.Scan(dest...)
 	if dlq != nil {
 		q.DeadLetterQueue = *dlq
@@ -146,6 +179,19 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 // QueueUpsert creates the named queue, or changes the given fields of an
 // existing one. It reports whether the queue was created.
 func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
+	return queueUpsert(ctx, db, name, patch, false)
+}
+
+// QueueCreate creates the named queue with the patch's settings unless it
+// exists: an existing queue is answered as it is, unchanged, with created
+// false (SQS's CreateQueue, which compares what it answers with what was
+// asked). Concurrent calls create the queue once; the others answer it.
+func QueueCreate(ctx context.Context, db TxBeginner, name string, patch QueuePatch) (Queue, bool, error) {
+	return queueUpsert(ctx, db, name, patch, true)
+}
+
+// queueUpsert is QueueUpsert, or with createOnly QueueCreate.
+func queueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePatch, createOnly bool) (Queue, bool, error) {
 	q, created, err := upsert[Queue, queueSettings]{
 		lock: func(ctx context.Context, tx pgx.Tx) (Queue, error) {
 			if err := deadLetterQueueLock(ctx, tx, patch.DeadLetterQueue); err != nil {
@@ -155,11 +201,19 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 				`SELECT `+queueColumns+` FROM ferry.queues q WHERE name = $1 AND topic_id IS NULL FOR UPDATE OF q`, name))
 		},
 		merge: func(existing Queue, created bool) (queueSettings, error) {
+			if !created && createOnly {
+				return queueSettings{cfg: existing.QueueConfig, push: existing.Push, tags: existing.Tags}, nil
+			}
 			base := DefaultQueueConfig()
 			if !created {
 				base = existing.QueueConfig
 			}
-			return patch.merge(base, existing.Push)
+			next, err := patch.merge(base, existing.Push)
+			next.tags = existing.Tags
+			if patch.Tags != nil {
+				next.tags = *patch.Tags
+			}
+			return next, err
 		},
 		same: func(next queueSettings, existing Queue) bool { return next.same(existing) },
 		write: func(ctx context.Context, tx pgx.Tx, next queueSettings, created bool) (Queue, error) {
@@ -181,6 +235,8 @@ func QueueUpsert(ctx context.Context, db TxBeginner, name string, patch QueuePat
 type queueSettings struct {
 	cfg  QueueConfig
 	push *PushConfig
+	// tags are a queue's (a subscription has none).
+	tags map[string]string
 }
 
 // merge applies the patch to the settings base and push, and validates
@@ -198,15 +254,18 @@ func (p QueuePatch) merge(base QueueConfig, push *PushConfig) (queueSettings, er
 }
 
 // same reports whether the settings are those q has.
-func (n queueSettings) same(q Queue) bool { return n.cfg == q.QueueConfig && n.push.equal(q.Push) }
+func (n queueSettings) same(q Queue) bool {
+	return n.cfg == q.QueueConfig && n.push.equal(q.Push) && maps.Equal(n.tags, q.Tags)
+}
 
 // queueWrite inserts or updates the queue's row and its push settings.
 func queueWrite(ctx context.Context, tx pgx.Tx, name string, next queueSettings, push *PushPatch, created bool) (Queue, error) {
 	cfg := next.cfg
 	q, err := scanQueue(tx.QueryRow(ctx, `
 		INSERT INTO ferry.queues AS q (name, visibility_timeout_seconds, max_receives, retention_seconds,
-			delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds,
+			receive_wait_seconds, max_message_size, content_based_dedup, tags)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, nullif($12, 0), $13, $14)
 		ON CONFLICT (name) WHERE topic_id IS NULL DO UPDATE SET
 			visibility_timeout_seconds = excluded.visibility_timeout_seconds,
 			max_receives = excluded.max_receives,
@@ -216,11 +275,16 @@ func queueWrite(ctx context.Context, tx pgx.Tx, name string, next queueSettings,
 			max_depth = excluded.max_depth,
 			retry_min_seconds = excluded.retry_min_seconds,
 			retry_max_seconds = excluded.retry_max_seconds,
+			receive_wait_seconds = excluded.receive_wait_seconds,
+			max_message_size = excluded.max_message_size,
+			content_based_dedup = excluded.content_based_dedup,
+			tags = excluded.tags,
 			updated_at = now()
 		WHERE NOT $10 -- creating, and another request created it first: run again as an update
 		RETURNING `+queueColumns,
 		name, cfg.VisibilityTimeoutSeconds, cfg.MaxReceives, cfg.RetentionSeconds, cfg.DelaySeconds,
-		cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds, created))
+		cfg.DedupWindowSeconds, cfg.MaxDepth, cfg.RetryMinSeconds, cfg.RetryMaxSeconds, created,
+		cfg.ReceiveWaitSeconds, cfg.MaxMessageSize, cfg.ContentBasedDedup, tagsOrEmpty(next.tags)))
 	if err != nil {
 		return Queue{}, createRaced(err)
 	}
@@ -386,4 +450,12 @@ func (p QueuePatch) Wakes(q Queue) UpsertWakes {
 		return UpsertWakes{}
 	}
 	return UpsertWakes{PushChanged: true, PushKick: q.Push != nil && q.DisabledAt == nil}
+}
+
+// tagsOrEmpty is tags, or an empty map for nil (the column is never NULL).
+func tagsOrEmpty(tags map[string]string) map[string]string {
+	if tags == nil {
+		return map[string]string{}
+	}
+	return tags
 }

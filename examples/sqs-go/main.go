@@ -36,7 +36,7 @@ func run(ctx context.Context, out io.Writer) error {
 		}),
 	})
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String("invoices.fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
+		QueueName: aws.String("invoices.fifo"), Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}})
 	if err != nil {
 		return err
 	}

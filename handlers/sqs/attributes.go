@@ -46,12 +46,11 @@ type queueSettings struct {
 }
 
 // toSettings checks the attributes a CreateQueue (create) or a
-// SetQueueAttributes gives the named queue and converts them. maxSize is
-// the MaximumMessageSize Ferry answers (the REST body limit).
-func toSettings(name string, attrs map[string]string, create bool, maxSize int) (queueSettings, error) {
+// SetQueueAttributes gives the named queue and converts them.
+func toSettings(name string, attrs map[string]string, create bool) (queueSettings, error) {
 	var s queueSettings
 	for k, v := range attrs {
-		if err := s.set(name, k, v, create, maxSize); err != nil {
+		if err := s.set(name, k, v, create); err != nil {
 			return s, err
 		}
 	}
@@ -62,7 +61,7 @@ func toSettings(name string, attrs map[string]string, create bool, maxSize int) 
 }
 
 // set applies one attribute.
-func (s *queueSettings) set(name, k, v string, create bool, maxSize int) error {
+func (s *queueSettings) set(name, k, v string, create bool) error {
 	p := &s.patch
 	switch k {
 	case attrVisibility:
@@ -74,9 +73,9 @@ func (s *queueSettings) set(name, k, v string, create bool, maxSize int) error {
 	case attrRedrive:
 		return s.redrive(v)
 	case attrMaxSize:
-		return fixedAttr(k, v, strconv.Itoa(maxSize))
+		return intAttr(k, v, 1024, 262144, &p.MaxMessageSize)
 	case attrWait:
-		return fixedAttr(k, v, "0")
+		return intAttr(k, v, 0, 20, &p.ReceiveWaitSeconds)
 	case attrFifo:
 		switch {
 		case !create:
@@ -90,7 +89,7 @@ func (s *queueSettings) set(name, k, v string, create bool, maxSize int) error {
 		}
 		return nil
 	case attrContentDedup, attrDedupScope, attrThroughputLimit:
-		return fifoAttr(name, k, v)
+		return s.fifoAttr(name, k, v)
 	}
 	for _, a := range append(readOnlyAttrs, unsupportedAttrs...) {
 		if a == k {
@@ -103,8 +102,14 @@ func (s *queueSettings) set(name, k, v string, create bool, maxSize int) error {
 // redrive applies a RedrivePolicy: maxReceiveCount is the queue's
 // max_receives, deadLetterTargetArn (a queue's ARN; its last part is the
 // queue's name) its dead_letter_queue; without one, dead letters stay with
-// the queue (GET /v1/queues/{queue}/dead-letters).
+// the queue (GET /v1/queues/{queue}/dead-letters). "" removes the policy:
+// the queue's messages are never dead-lettered (store.MaxReceivesNever).
 func (s *queueSettings) redrive(v string) error {
+	if v == "" { // SQS's way to remove the policy: never dead-lettered
+		never, none := store.MaxReceivesNever, ""
+		s.patch.MaxReceives, s.patch.DeadLetterQueue = &never, &none
+		return nil
+	}
 	var rp struct {
 		MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
 		DeadLetterTargetArn string          `json:"deadLetterTargetArn"`
@@ -143,11 +148,10 @@ func fixedAttr(k, v, fixed string) error {
 	return nil
 }
 
-// fifoAttr accepts the FIFO attributes on FIFO queues, at what Ferry does:
-// deduplication by content when no MessageDeduplicationId is given
-// (either value of ContentBasedDeduplication is accepted, see doc.go), per
-// queue.
-func fifoAttr(name, k, v string) error {
+// fifoAttr applies the FIFO attributes, valid on FIFO queues only:
+// ContentBasedDeduplication is the queue's content_based_dedup; the
+// scope and throughput limit are per queue, the one way Ferry has.
+func (s *queueSettings) fifoAttr(name, k, v string) error {
 	if !isFifo(name) {
 		return fail(codeInvalidAttrName, "The attribute %s is only valid for FIFO queues.", k)
 	}
@@ -156,6 +160,8 @@ func fifoAttr(name, k, v string) error {
 		if v != "true" && v != "false" {
 			return invalidAttrValue(k, "must be true or false")
 		}
+		on := v == "true"
+		s.patch.ContentBasedDedup = &on
 		return nil
 	case attrDedupScope:
 		return fixedAttr(k, v, "queue")
@@ -167,25 +173,23 @@ func invalidAttrValue(k, reason string) *apiError {
 	return fail(codeInvalidAttrValue, "Invalid value for the parameter %s. Reason: %s.", k, reason)
 }
 
-// differs reports whether the settings ask anything q does not have: a
-// CreateQueue of an existing queue with them is refused.
-func (s queueSettings) differs(q store.Queue) bool {
+// differs reports whether the settings ask anything q (whose
+// MaximumMessageSize is maxSize) does not have: a CreateQueue of an
+// existing queue with them is refused.
+func (s queueSettings) differs(q store.Queue, maxSize int) bool {
 	p := s.patch
 	ne := func(v *int, have int) bool { return v != nil && *v != have }
 	return ne(p.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds) || ne(p.DelaySeconds, q.DelaySeconds) ||
 		ne(p.RetentionSeconds, q.RetentionSeconds) || ne(p.MaxReceives, q.MaxReceives) ||
-		(p.DeadLetterQueue != nil && *p.DeadLetterQueue != q.DeadLetterQueue)
+		(p.DeadLetterQueue != nil && *p.DeadLetterQueue != q.DeadLetterQueue) ||
+		ne(p.ReceiveWaitSeconds, q.ReceiveWaitSeconds) || ne(p.MaxMessageSize, maxSize) ||
+		(p.ContentBasedDedup != nil && *p.ContentBasedDedup != q.ContentBasedDedup)
 }
 
 // queueAttributes is every attribute of q (with its stats st) that
 // GetQueueAttributes answers.
 func (f *face) queueAttributes(cl *call, q store.Queue, st store.QueueStats) map[string]string {
 	itoa := strconv.Itoa
-	rp := map[string]any{"maxReceiveCount": q.MaxReceives}
-	if q.DeadLetterQueue != "" {
-		rp["deadLetterTargetArn"] = queueARN(cl, q.DeadLetterQueue)
-	}
-	redrive, _ := json.Marshal(rp)
 	a := map[string]string{
 		"ApproximateNumberOfMessages":           strconv.FormatInt(st.Available, 10),
 		"ApproximateNumberOfMessagesNotVisible": strconv.FormatInt(st.InFlight, 10),
@@ -196,12 +200,20 @@ func (f *face) queueAttributes(cl *call, q store.Queue, st store.QueueStats) map
 		attrVisibility:                          itoa(q.VisibilityTimeoutSeconds),
 		attrDelay:                               itoa(q.DelaySeconds),
 		attrRetention:                           itoa(q.RetentionSeconds),
-		attrMaxSize:                             itoa(f.Limits.MaxBodyBytes),
-		attrWait:                                "0",
-		attrRedrive:                             string(redrive),
+		attrMaxSize:                             itoa(f.maxMessageSize(q)),
+		attrWait:                                itoa(q.ReceiveWaitSeconds),
+	}
+	if q.MaxReceives != store.MaxReceivesNever {
+		rp := map[string]any{"maxReceiveCount": q.MaxReceives}
+		if q.DeadLetterQueue != "" {
+			rp["deadLetterTargetArn"] = queueARN(cl, q.DeadLetterQueue)
+		}
+		redrive, _ := json.Marshal(rp)
+		a[attrRedrive] = string(redrive)
 	}
 	if isFifo(q.Name) {
-		a[attrFifo], a[attrContentDedup], a[attrDedupScope], a[attrThroughputLimit] = "true", "true", "queue", "perQueue"
+		a[attrFifo], a[attrDedupScope], a[attrThroughputLimit] = "true", "queue", "perQueue"
+		a[attrContentDedup] = strconv.FormatBool(q.ContentBasedDedup)
 	}
 	return a
 }

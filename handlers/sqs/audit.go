@@ -19,6 +19,8 @@ import (
 var auditedActions = map[string]string{ //nolint:gochecknoglobals // a read-only table
 	"CreateQueue":           "queue.put",
 	"SetQueueAttributes":    "queue.put",
+	"TagQueue":              "queue.put",
+	"UntagQueue":            "queue.put",
 	"DeleteQueue":           "queue.delete",
 	"PurgeQueue":            "messages.purge",
 	"StartMessageMoveTask":  "messages.move",

@@ -84,15 +84,7 @@ func (f *face) sendMessageBatch(cl *call) (any, error) {
 	ids, size := make([]string, len(in.Entries)), 0
 	for i, e := range in.Entries {
 		ids[i] = e.Id
-		if e.MessageBody != nil {
-			size += len(*e.MessageBody)
-		}
-		for n, a := range e.MessageAttributes {
-			size += len(n) + len(a.DataType) + len(a.BinaryValue)
-			if a.StringValue != nil {
-				size += len(*a.StringValue)
-			}
-		}
+		size += e.size()
 	}
 	if err := checkBatchIDs(ids); err != nil {
 		return nil, err
@@ -111,7 +103,7 @@ func (f *face) sendMessageBatch(cl *call) (any, error) {
 		taken []string
 	)
 	for i, e := range in.Entries {
-		m, s, err := f.toMessage(q.Name, fmt.Sprintf("SendMessageBatchRequestEntry.%d", i+1), e.messageFields)
+		m, s, err := f.toMessage(q, fmt.Sprintf("SendMessageBatchRequestEntry.%d", i+1), e.messageFields)
 		if err != nil {
 			out.Failed = append(out.Failed, failure(e.Id, err))
 			continue

@@ -41,9 +41,19 @@
 // A queue whose name ends in .fifo is FIFO, whichever face made it:
 // MessageGroupId is required and is the message's group (delivered one at
 // a time, in order), MessageDeduplicationId — or, without one, the SHA-256
-// of the body, whatever ContentBasedDeduplication says — its dedup_id,
+// of the body when ContentBasedDeduplication (the queue's
+// content_based_dedup) is on, else the message is refused — its dedup_id,
 // within the queue's dedup window (5 minutes by default). SequenceNumber is
 // the message id, which grows with the queue's send order.
+//
+// # Settings and tags
+//
+// ReceiveMessageWaitTimeSeconds, MaximumMessageSize,
+// ContentBasedDeduplication and the queue's tags are REST settings
+// (receive_wait_seconds, max_message_size, content_based_dedup, tags), so
+// each face reads what the other set. A message's size is measured as SQS
+// measures it (messageFields.size), not in its stored form, which the
+// REST limit measures: see docs/sqs.md § Messages.
 //
 // # Message move tasks
 //

@@ -2,12 +2,12 @@ package sqs
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"time"
 
+	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
 	"github.com/ferry-mq/ferry/store"
@@ -33,9 +33,9 @@ type sent struct {
 // 1-128 alphanumeric and punctuation characters.
 var fifoIDRe = regexp.MustCompile("^[A-Za-z0-9!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~]{1,128}$")
 
-// toMessage checks one message for the named queue and converts it for
-// the store; item names it in errors ("SendMessageBatchRequestEntry.2").
-func (f *face) toMessage(queue, item string, m messageFields) (store.SendMessage, sent, error) {
+// toMessage checks one message for the queue q and converts it for the
+// store; item names it in errors ("SendMessageBatchRequestEntry.2").
+func (f *face) toMessage(q store.Queue, item string, m messageFields) (store.SendMessage, sent, error) {
 	if m.MessageBody == nil || *m.MessageBody == "" {
 		return store.SendMessage{}, sent{}, missingParam("MessageBody")
 	}
@@ -43,7 +43,11 @@ func (f *face) toMessage(queue, item string, m messageFields) (store.SendMessage
 	if !validBody(body) {
 		return store.SendMessage{}, sent{}, fail(codeInvalidContents, "Invalid characters found in the message body.")
 	}
-	sm, err := fifoFields(queue, body, m)
+	if limit := f.maxMessageSize(q); m.size() > limit {
+		return store.SendMessage{}, sent{}, invalidParam("MessageBody",
+			fmt.Sprintf("Message must be shorter than %d bytes (its body and attributes are %d).", limit, m.size()))
+	}
+	sm, err := fifoFields(q, body, m)
 	if err != nil {
 		return store.SendMessage{}, sent{}, err
 	}
@@ -62,25 +66,68 @@ func (f *face) toMessage(queue, item string, m messageFields) (store.SendMessage
 	je := json.NewEncoder(&enc)
 	je.SetEscapeHTML(false)
 	_ = je.Encode(body)
-	sm.Body, sm.Attributes, err = f.Limits.CheckMessage(item, bytes.TrimSpace(enc.Bytes()), toRESTAttributes(m.MessageAttributes, trace))
+	sm.Body, sm.Attributes, err = f.storedLimits().CheckMessage(item, bytes.TrimSpace(enc.Bytes()), toRESTAttributes(m.MessageAttributes, trace))
 	if err != nil {
 		return store.SendMessage{}, sent{}, err
 	}
 	return sm, sent{md5Body: sqsmd5.Body(body), md5Attrs: md5OfAttributes(m.MessageAttributes), md5System: md5OfTrace(trace)}, nil
 }
 
+// size is the message's size as SQS measures it against
+// MaximumMessageSize and a batch's 256 KiB: its body's bytes and each
+// message attribute's name, data type and value.
+func (m messageFields) size() int {
+	n := 0
+	if m.MessageBody != nil {
+		n += len(*m.MessageBody)
+	}
+	for name, a := range m.MessageAttributes {
+		n += len(name) + len(a.DataType) + len(a.BinaryValue)
+		if a.StringValue != nil {
+			n += len(*a.StringValue)
+		}
+	}
+	return n
+}
+
+// maxMessageSize is the queue's MaximumMessageSize: its max_message_size
+// when it has one below the server's limit, else the server's limit
+// (FERRY_MAX_BODY_BYTES), counted as SQS counts (messageFields.size).
+func (f *face) maxMessageSize(q store.Queue) int {
+	if q.MaxMessageSize > 0 && q.MaxMessageSize < f.Limits.MaxBodyBytes {
+		return q.MaxMessageSize
+	}
+	return f.Limits.MaxBodyBytes
+}
+
+// storedLimits are the REST rules an SQS message's stored form is checked
+// by: all but the size, which SQS's measure bounds (maxMessageSize). The
+// stored form is larger than SQS's measure (a body's quotes and escapes,
+// a Binary value's base64, the data types in sqs:types), so a message of
+// the full MaximumMessageSize fits; it is at most about six times it
+// (a body of control characters, each escaped as \u00XX).
+func (f *face) storedLimits() handlers.Limits {
+	l := f.Limits
+	l.MaxBodyBytes = 8*l.MaxBodyBytes + 64<<10
+	return l
+}
+
 // fifoFields applies the FIFO members: on a FIFO queue MessageGroupId is
-// required and becomes the group, MessageDeduplicationId (else the
-// SHA-256 of the body) the dedup_id, and no message has its own delay; on
-// a standard queue neither member is allowed.
-func fifoFields(queue, body string, m messageFields) (store.SendMessage, error) {
+// required and becomes the group, MessageDeduplicationId the dedup_id
+// (else, with content-based deduplication, the SHA-256 of the body; a
+// FIFO queue without it refuses the message), and no message has its own
+// delay; on a standard queue neither member is allowed, and a queue made
+// over REST with content_based_dedup deduplicates by content too.
+func fifoFields(q store.Queue, body string, m messageFields) (store.SendMessage, error) {
 	var sm store.SendMessage
-	if !isFifo(queue) {
+	if !isFifo(q.Name) {
 		switch {
 		case m.MessageGroupId != nil:
 			return sm, invalidParam("MessageGroupId", "The request includes a parameter that is not valid for this queue type")
 		case m.MessageDeduplicationId != nil:
 			return sm, invalidParam("MessageDeduplicationId", "The request includes a parameter that is not valid for this queue type")
+		case q.ContentBasedDedup:
+			sm.DedupID = handlers.ContentDedupID(body)
 		}
 		return sm, nil
 	}
@@ -93,13 +140,15 @@ func fifoFields(queue, body string, m messageFields) (store.SendMessage, error) 
 		return sm, invalidParam("MessageDeduplicationId", "must be 1 to 128 alphanumeric or punctuation characters")
 	case m.DelaySeconds != nil:
 		return sm, invalidParam("DelaySeconds", "The request includes a parameter that is not valid for this queue type")
+	case m.MessageDeduplicationId == nil && !q.ContentBasedDedup:
+		return sm, invalidParam("MessageDeduplicationId",
+			"The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
 	}
 	sm.Group = *m.MessageGroupId
 	if m.MessageDeduplicationId != nil {
 		sm.DedupID = *m.MessageDeduplicationId
 	} else {
-		sum := sha256.Sum256([]byte(body))
-		sm.DedupID = hex.EncodeToString(sum[:])
+		sm.DedupID = handlers.ContentDedupID(body)
 	}
 	return sm, nil
 }
@@ -167,7 +216,7 @@ func (f *face) sendMessage(cl *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, s, err := f.toMessage(q.Name, "message", in.messageFields)
+	msg, s, err := f.toMessage(q, "message", in.messageFields)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,11 @@ const (
 
 // moveTask is one move task; its mutable fields are guarded by mu.
 type moveTask struct {
+	// dest is "" for a task without DestinationArn on a dead-letter queue
+	// of several sources: each message moves back to its own source, one
+	// of backTo.
 	handle, source, dest string
+	backTo               []string
 	rate                 int32 // 0: as fast as the move goes
 	toMove               int64
 	started              time.Time
@@ -167,14 +171,19 @@ func (f *face) startMoveTask(cl *call) (any, error) {
 	if active := f.tasks.add(t); active != nil {
 		return nil, fail(codeUnsupported, "The queue %s already has a running message move task; only one is supported at a time.", t.source)
 	}
-	go f.runMove(t)
+	f.Background.Add(1)
+	go func() {
+		defer f.Background.Done()
+		f.runMove(t)
+	}()
 	return startMoveOutput{TaskHandle: t.handle}, nil
 }
 
 // checkMoveTask checks a Start: SourceArn a queue that is some queue's
 // dead-letter queue (SQS's rule), on which the key has manage;
-// DestinationArn another queue, on which it has send, or, without one, the
-// source's only source queue; MaxNumberOfMessagesPerSecond 1–500.
+// DestinationArn another queue, or, without one, the source's source
+// queues (each message back to its own), on which it has send;
+// MaxNumberOfMessagesPerSecond 1–500.
 func (f *face) checkMoveTask(cl *call, in startMoveInput) (*moveTask, error) {
 	t := &moveTask{source: arnQueue(in.SourceArn), dest: arnQueue(in.DestinationArn)}
 	switch {
@@ -211,17 +220,19 @@ func (f *face) checkMoveTask(cl *call, in startMoveInput) (*moveTask, error) {
 	case len(sources) == 0:
 		return nil, invalidParam("SourceArn", "must be a dead-letter queue: a queue that another queue's RedrivePolicy names")
 	case t.dest == "" && len(sources) > 1:
-		return nil, invalidParam("DestinationArn", "is required when the dead-letter queue has more than one source queue: Ferry moves a task's messages into one queue")
+		t.backTo = sources
 	case t.dest == "":
 		t.dest = sources[0]
 	case t.dest == t.source:
 		return nil, invalidParam("DestinationArn", "must be another queue than the source")
 	}
-	if err := cl.permit(t.dest, access.Send); err != nil {
-		return nil, err
-	}
-	if _, err := f.existingQueue(cl, t.dest); err != nil {
-		return nil, err
+	for _, d := range t.targets() {
+		if err := cl.permit(d, access.Send); err != nil {
+			return nil, err
+		}
+		if _, err := f.existingQueue(cl, d); err != nil {
+			return nil, err
+		}
 	}
 	stats, err := store.QueueStatsGet(cl.ctx, f.Pool, []int64{src.ID})
 	if err != nil {
@@ -231,19 +242,36 @@ func (f *face) checkMoveTask(cl *call, in startMoveInput) (*moveTask, error) {
 	return t, nil
 }
 
+// targets are the queues the task moves into: its destination, or the
+// sources its messages move back to.
+func (t *moveTask) targets() []string {
+	if t.dest != "" {
+		return []string{t.dest}
+	}
+	return t.backTo
+}
+
 // runMove runs the task t: the REST move of up to moveStep messages (or,
 // with a rate, that many a second) again and again, until a step moves
 // fewer than it asked (the source holds no more available messages:
 // COMPLETED), a Cancel (CANCELLED), an error (FAILED: a queue deleted, or
-// the server's own, logged) or the server's stop (FAILED).
+// the server's own, logged) or the server's stop (FAILED). Without a
+// destination, it moves the messages dead-lettered from each source back
+// into it, one source after another (handlers.MessageMoveBack); a message
+// of no current source stays.
 func (f *face) runMove(t *moveTask) {
 	step := moveStep
 	if t.rate > 0 {
 		step = int(t.rate)
 	}
-	for {
+	targets := t.targets()
+	for len(targets) > 0 {
 		began := time.Now()
-		n, err := handlers.MessageMove(f.life, f.Pool, f.Notifier, t.source, t.dest, step)
+		move := handlers.MessageMove
+		if t.dest == "" {
+			move = handlers.MessageMoveBack
+		}
+		n, err := move(f.life, f.Pool, f.Notifier, t.source, targets[0], step)
 		t.mu.Lock()
 		t.moved += int64(n)
 		t.mu.Unlock()
@@ -258,9 +286,11 @@ func (f *face) runMove(t *moveTask) {
 			f.Log.Error("sqs message move task failed", "task", t.handle, "source", t.source, "destination", t.dest, "error", err)
 			t.finish(taskFailed, "an internal error; see the server log for the task handle")
 			return
-		case n < step:
+		case n < step && len(targets) == 1:
 			t.finish(taskCompleted, "")
 			return
+		case n < step:
+			targets = targets[1:]
 		}
 		wait := time.Duration(0)
 		if t.rate > 0 {
@@ -298,7 +328,7 @@ type moveTaskEntry struct {
 	TaskHandle                        string `json:"TaskHandle,omitempty" xml:",omitempty"`
 	Status                            string `json:"Status"`
 	SourceArn                         string `json:"SourceArn"`
-	DestinationArn                    string `json:"DestinationArn"`
+	DestinationArn                    string `json:"DestinationArn,omitempty" xml:",omitempty"`
 	MaxNumberOfMessagesPerSecond      *int32 `json:"MaxNumberOfMessagesPerSecond,omitempty" xml:",omitempty"`
 	ApproximateNumberOfMessagesMoved  int64  `json:"ApproximateNumberOfMessagesMoved"`
 	ApproximateNumberOfMessagesToMove int64  `json:"ApproximateNumberOfMessagesToMove"`
@@ -342,9 +372,12 @@ func (f *face) listMoveTasks(cl *call) (any, error) {
 			break
 		}
 		status, moved, failure := t.view()
-		e := moveTaskEntry{Status: status, SourceArn: queueARN(cl, t.source), DestinationArn: queueARN(cl, t.dest),
+		e := moveTaskEntry{Status: status, SourceArn: queueARN(cl, t.source),
 			ApproximateNumberOfMessagesMoved: moved, ApproximateNumberOfMessagesToMove: t.toMove,
 			FailureReason: failure, StartedTimestamp: t.started.UnixMilli()}
+		if t.dest != "" { // without one, as SQS, none is listed
+			e.DestinationArn = queueARN(cl, t.dest)
+		}
 		if status == taskRunning {
 			e.TaskHandle = t.handle
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -193,4 +194,80 @@ func TestMessageMoveTaskQuery(t *testing.T) {
 	require.Equal(t, *arn("mail"), e.DestinationArn)
 	require.Equal(t, 1, e.ApproximateNumberOfMessagesMoved)
 	require.Equal(t, 7, e.MaxNumberOfMessagesPerSecond)
+}
+
+// deadLetter sends the bodies to the queue at url, whose RedrivePolicy has
+// maxReceiveCount 1, and dead-letters each: received once, then made
+// visible again, which ends its last allowed receive.
+func deadLetter(t *testing.T, c *awssqs.Client, url string, bodies ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, b := range bodies {
+		_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(b)})
+		require.NoError(t, err)
+	}
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, len(bodies))
+	for _, m := range got.Messages {
+		_, err := c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+		require.NoError(t, err)
+	}
+}
+
+// TestMessageMoveTaskBackToEachSource: without DestinationArn, a task on
+// a dead-letter queue of several source queues moves each message back to
+// the queue it was dead-lettered from, as SQS; a message that came from
+// none (sent to the dead-letter queue itself) stays; the task lists no
+// DestinationArn.
+func TestMessageMoveTaskBackToEachSource(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	aURL, dlqURL := dlqPair(t, c, "orders-a", "orders-dead", 0)
+	policy := `{"maxReceiveCount":1,"deadLetterTargetArn":"` + *arn("orders-dead") + `"}`
+	_, err := c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: &aURL, Attributes: map[string]string{"RedrivePolicy": policy}})
+	require.NoError(t, err)
+	b, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-b"), Attributes: map[string]string{"RedrivePolicy": policy}})
+	require.NoError(t, err)
+	deadLetter(t, c, aURL, "a0", "a1")
+	deadLetter(t, c, *b.QueueUrl, "b0", "b1", "b2")
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &dlqURL, MessageBody: aws.String("direct")})
+	require.NoError(t, err)
+	require.EqualValues(t, 6, restAvailable(t, env, "orders-dead"))
+
+	_, err = c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: arn("orders-dead")})
+	require.NoError(t, err)
+	done := awaitTask(t, c, "orders-dead")
+	require.Equal(t, "COMPLETED", *done.Status)
+	require.EqualValues(t, 5, done.ApproximateNumberOfMessagesMoved)
+	require.Nil(t, done.DestinationArn)
+	require.ElementsMatch(t, []string{"a0", "a1"}, receiveAll(t, c, aURL))
+	require.ElementsMatch(t, []string{"b0", "b1", "b2"}, receiveAll(t, c, *b.QueueUrl))
+	require.Equal(t, []string{"direct"}, receiveAll(t, c, dlqURL))
+}
+
+// TestMoveTaskJoinedAtShutdown: a running move task's goroutine has ended
+// when the server's Shutdown returns (it is joined before the pool
+// closes). Not parallel: it reads every goroutine's stack, and parallel
+// tests, which may run tasks of their own, start after it.
+func TestMoveTaskJoinedAtShutdown(t *testing.T) {
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	dlqPair(t, c, "orders-slow", "orders-slow-dlq", 10)
+	_, err := c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: arn("orders-slow-dlq"),
+		MaxNumberOfMessagesPerSecond: aws.Int32(1)})
+	require.NoError(t, err)
+	out, err := c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: arn("orders-slow-dlq")})
+	require.NoError(t, err)
+	require.Equal(t, "RUNNING", *out.Results[0].Status)
+	require.Contains(t, stacks(), "(*face).runMove")
+	env.Stop()
+	require.NotContains(t, stacks(), "(*face).runMove")
+}
+
+// stacks is every goroutine's stack.
+func stacks() string {
+	buf := make([]byte, 8<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }

@@ -38,9 +38,9 @@ func actions() map[string]action {
 		"ChangeMessageVisibilityBatch": (*face).changeVisibilityBatch,
 		"AddPermission":                unsupported("access is Ferry's keys (POST /v1/keys), not queue policies"),
 		"RemovePermission":             unsupported("access is Ferry's keys (POST /v1/keys), not queue policies"),
-		"TagQueue":                     unsupported("queue tags are not supported yet"),
-		"UntagQueue":                   unsupported("queue tags are not supported yet"),
-		"ListQueueTags":                unsupported("queue tags are not supported yet"),
+		"TagQueue":                     (*face).tagQueue,
+		"UntagQueue":                   (*face).untagQueue,
+		"ListQueueTags":                (*face).listQueueTags,
 		"ListDeadLetterSourceQueues":   (*face).listDeadLetterSourceQueues,
 		"StartMessageMoveTask":         (*face).startMoveTask,
 		"ListMessageMoveTasks":         (*face).listMoveTasks,
@@ -143,48 +143,60 @@ func (f *face) createQueue(cl *call) (any, error) {
 	if err := cl.permit(in.QueueName, access.Manage); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > 0 {
-		return nil, invalidParam("tags", "queue tags are not supported yet")
-	}
-	s, err := toSettings(in.QueueName, in.Attributes, true, f.Limits.MaxBodyBytes)
+	s, err := toSettings(in.QueueName, in.Attributes, true)
 	if err != nil {
 		return nil, err
 	}
-	q, err := store.QueueGet(cl.ctx, f.Pool, in.QueueName)
-	switch {
-	case err == nil && s.differs(q):
-		return nil, fail(codeQueueExists, "A queue already exists with the same name and a different value for attribute(s).")
-	case errors.Is(err, store.ErrNotFound):
-		if err := f.upsert(cl, in.QueueName, s); err != nil {
+	if len(in.Tags) > 0 {
+		if err := tagsCheck(in.Tags); err != nil {
 			return nil, err
 		}
-	case err != nil:
+		s.patch.Tags = &in.Tags // given to a queue it creates; not compared
+	}
+	// A queue made without a RedrivePolicy never dead-letters, as on SQS;
+	// an existing queue is compared on the attributes given only.
+	w := s
+	if _, ok := in.Attributes[attrRedrive]; !ok {
+		never := store.MaxReceivesNever
+		w.patch.MaxReceives = &never
+	}
+	q, created, err := f.write(cl, in.QueueName, w, true)
+	if err != nil {
 		return nil, err
+	}
+	if !created && s.differs(q, f.maxMessageSize(q)) {
+		return nil, fail(codeQueueExists, "A queue already exists with the same name and a different value for attribute(s).")
 	}
 	return queueURLOutput{QueueUrl: f.queueURL(cl, in.QueueName)}, nil
 }
 
-// upsert writes the settings s of the named queue, checked by the REST
-// rules first.
-func (f *face) upsert(cl *call, name string, s queueSettings) error {
+// write writes the settings s of the named queue, checked by the REST
+// rules first; with create, only to a queue it creates (store.QueueCreate:
+// an existing queue is answered unchanged, created false).
+func (f *face) write(cl *call, name string, s queueSettings, create bool) (store.Queue, bool, error) {
 	if err := handlers.CheckQueueSettings(s.patch); err != nil {
-		return err
+		return store.Queue{}, false, err
 	}
 	// Dead-lettering into a queue sends into it (as on REST).
 	if dlq := s.patch.DeadLetterQueue; dlq != nil && *dlq != "" {
 		if err := cl.permit(*dlq, access.Send); err != nil {
-			return err
+			return store.Queue{}, false, err
 		}
 	}
-	if _, _, err := store.QueueUpsert(cl.ctx, f.Pool, name, s.patch); err != nil {
+	put := store.QueueUpsert
+	if create {
+		put = store.QueueCreate
+	}
+	q, created, err := put(cl.ctx, f.Pool, name, s.patch)
+	if err != nil {
 		var verr *store.ValidationError
 		if errors.As(err, &verr) && verr.Field == "dead_letter_queue" {
-			return invalidAttrValue(attrRedrive, "deadLetterTargetArn: "+verr.Message)
+			return store.Queue{}, false, invalidAttrValue(attrRedrive, "deadLetterTargetArn: "+verr.Message)
 		}
-		return err
+		return store.Queue{}, false, err
 	}
 	f.Queues.Forget(name)
-	return nil
+	return q, created, nil
 }
 
 type getQueueURLInput struct {
@@ -372,14 +384,15 @@ func (f *face) setQueueAttributes(cl *call) (any, error) {
 	if err := cl.permit(name, access.Manage); err != nil {
 		return nil, err
 	}
-	s, err := toSettings(name, in.Attributes, false, f.Limits.MaxBodyBytes)
+	s, err := toSettings(name, in.Attributes, false)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := store.QueueGet(cl.ctx, f.Pool, name); err != nil {
 		return nil, err
 	}
-	return nil, f.upsert(cl, name, s)
+	_, _, err = f.write(cl, name, s, false)
+	return nil, err
 }
 
 type listDeadLetterSourceQueuesInput struct {

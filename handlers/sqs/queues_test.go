@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -159,4 +161,62 @@ func TestPermissions(t *testing.T) {
 	}
 	require.EqualValues(t, 1, restAvailable(t, env, "orders-x"))
 	require.NotContains(t, restQueues(t, env), "orders-y")
+}
+
+// TestCreateQueueRace: concurrent CreateQueues of one name create it once
+// (the store's create-if-absent): each call whose attributes are those
+// the queue got answers its URL, each other one QueueAlreadyExists, and
+// none changes the queue. CreateQueues racing DeleteQueues of another name
+// with the same attributes each answer its URL (never QueueAlreadyExists
+// nor an error of the server), and the deletes success or
+// NonExistentQueue.
+func TestCreateQueueRace(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+
+	const n = 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-race"),
+				Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(30 + i%2)}})
+		}()
+	}
+	wg.Wait()
+	ga, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL(env, "orders-race")),
+		AttributeNames: []types.QueueAttributeName{"VisibilityTimeout"}})
+	require.NoError(t, err)
+	won := ga.Attributes["VisibilityTimeout"]
+	for i, err := range errs {
+		if strconv.Itoa(30+i%2) == won {
+			require.NoError(t, err, "call %d asked what the queue has", i)
+		} else {
+			requireCode(t, err, "QueueAlreadyExists")
+		}
+	}
+
+	attrs := map[string]string{"DelaySeconds": "1"}
+	for i := range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			out, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-churn"), Attributes: attrs})
+			if assert.NoError(t, err, "create %d", i) {
+				assert.Equal(t, queueURL(env, "orders-churn"), *out.QueueUrl)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			_, err := c.DeleteQueue(ctx, &awssqs.DeleteQueueInput{QueueUrl: aws.String(queueURL(env, "orders-churn"))})
+			var missing *types.QueueDoesNotExist
+			if err != nil {
+				assert.ErrorAs(t, err, &missing, "delete %d", i)
+			}
+		}()
+	}
+	wg.Wait()
 }

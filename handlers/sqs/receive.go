@@ -1,7 +1,6 @@
 package sqs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/sigv4"
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
@@ -58,6 +58,9 @@ func (f *face) receiveMessage(cl *call) (any, error) {
 	q, err := f.namedQueue(cl, in.QueueUrl, access.Receive, true)
 	if err != nil {
 		return nil, err
+	}
+	if in.WaitTimeSeconds == nil {
+		wait = q.ReceiveWaitSeconds // the queue's ReceiveMessageWaitTimeSeconds
 	}
 	p := store.ReceiveParams{
 		ClaimParams: store.ClaimParams{
@@ -121,17 +124,7 @@ func toMessageOutput(queue string, m store.Message, system, names []string) mess
 
 // sqsBody is a stored body as SQS readers see it: a JSON string's text,
 // any other JSON value's compact text.
-func sqsBody(raw json.RawMessage) string {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
-}
+func sqsBody(raw json.RawMessage) string { return handlers.BodyText(raw) }
 
 // systemAttributes is the message's system attributes that names asks
 // for ("All": every one Ferry has).

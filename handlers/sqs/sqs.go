@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -69,8 +70,12 @@ type Deps struct {
 	// PublicURL is the base of QueueUrls (FERRY_PUBLIC_URL); empty: the
 	// request's own scheme and Host.
 	PublicURL string
-	// Stop ends long polls early (server shutdown).
+	// Stop ends long polls early (server shutdown), and the move tasks.
 	Stop <-chan struct{}
+	// Background counts the move tasks' goroutines, so that the server's
+	// shutdown, which waits for it after Stop, joins them before it closes
+	// the pool; nil: a group of the face's own.
+	Background *sync.WaitGroup
 	// FallbackPoll is how often a long poll checks without a wake-up.
 	FallbackPoll time.Duration
 	// Now is the clock signatures are checked against; nil: time.Now.
@@ -87,7 +92,9 @@ type face struct {
 }
 
 // Mount registers the SQS API on e: POST / (both protocols) and POST
-// /000000000000/<queue> (a QueueUrl, where Query clients post). The REST
+// /000000000000/<queue> (a QueueUrl, where Query clients post), and the
+// same paths by GET (the Query protocol in the query string, presigned
+// or header-signed). The REST
 // face's middleware (request ids, logs, metrics, body and write
 // deadlines) serves it too.
 func Mount(e *echo.Echo, d Deps) {
@@ -104,6 +111,9 @@ func Mount(e *echo.Echo, d Deps) {
 		}
 	}
 	d.Keys = keys.orAdmin(d.AdminKey)
+	if d.Background == nil {
+		d.Background = new(sync.WaitGroup)
+	}
 	f := &face{Deps: d, life: context.Background(), tasks: newMoveTasks()}
 	if d.Stop != nil {
 		life, cancel := context.WithCancel(context.Background())
@@ -115,6 +125,10 @@ func Mount(e *echo.Echo, d Deps) {
 	}
 	e.POST("/", f.serve)
 	e.POST("/"+AccountID+"/:queue", f.serve)
+	// The Query protocol's GET form: the parameters, and a presigned
+	// request's signature, in the query string.
+	e.GET("/", f.serve)
+	e.GET("/"+AccountID+"/:queue", f.serve)
 }
 
 // protocol is a request's wire protocol.

@@ -478,6 +478,7 @@ func (s *Server) handler(w wiring) http.Handler {
 		Log: s.log, Metrics: w.metrics, AdminKey: cfg.AdminKey, Keys: keys, PublicURL: cfg.PublicURL,
 		Limits:       handlers.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxRequestBytes: cfg.MaxRequestBytes},
 		Stop:         s.stop,
+		Background:   &s.bg, // joined by stopBackground, before the pool closes
 		FallbackPoll: cfg.FallbackPoll,
 	})
 	console.Mount(e, console.Deps{

@@ -51,6 +51,7 @@ const queueJSON = `{
 	"delay_seconds": 0, "dedup_window_seconds": 300, "max_depth": 0,
 	"retry_min_seconds": 1, "retry_max_seconds": 300, "push": null,
 	"dead_letter_queue": null, "dead_letter_sources": [],
+	"receive_wait_seconds": 0, "max_message_size": 0, "content_based_dedup": false, "tags": {},
 	"created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00.123456Z",
 	"stats": {"available": 3, "in_flight": 1, "delayed": 0, "dead_letters": 2, "oldest_age_seconds": 12}
 }`
