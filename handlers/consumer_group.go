@@ -128,7 +128,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	}
 	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
 	for i, e := range res.Events {
-		out.Events[i] = h.toEventReply(c, e)
+		out.Events[i] = h.toEventReply(c, m.topic, e)
 	}
 	return reply(c, http.StatusOK, out)
 }

@@ -1,0 +1,2 @@
+ALTER TABLE ferry.queues DROP COLUMN IF EXISTS push_format;
+ALTER TABLE ferry.events DROP COLUMN IF EXISTS ce;
