@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/store"
 )
 
@@ -373,4 +374,38 @@ func isJSONMedia(ct string) bool {
 		return false
 	}
 	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
+}
+
+// wantsCloudBatch reports whether a read asks for a CloudEvents batch
+// (Accept: application/cloudevents-batch+json).
+func wantsCloudBatch(r *http.Request) bool {
+	for _, v := range r.Header.Values(echo.HeaderAccept) {
+		for _, part := range strings.Split(v, ",") {
+			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == mediaCloudEventBatch {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cloudBatchReply answers a read as a CloudEvents batch: each event as a
+// structured CloudEvent, the offset to read next in ferry-next-offset.
+func cloudBatchReply(c echo.Context, events []eventReply, next int64) error {
+	out := make([]json.RawMessage, len(events))
+	for i, e := range events {
+		raw, err := json.Marshal(e)
+		if err == nil {
+			out[i], err = push.StructuredCloudEvent(raw)
+		}
+		if err != nil {
+			return fmt.Errorf("event %s as a CloudEvent: %w", e.ID, err)
+		}
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("ferry-next-offset", fmt.Sprint(next))
+	return c.Blob(http.StatusOK, mediaCloudEventBatch, body)
 }

@@ -208,6 +208,9 @@ func (h *handler) eventRead(c echo.Context) error {
 	for i, e := range events {
 		out[i] = h.toEventReply(c, n, e)
 	}
+	if wantsCloudBatch(c.Request()) {
+		return cloudBatchReply(c, out, next)
+	}
 	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
 }
 

@@ -387,7 +387,7 @@ func TestResponseSchemas(t *testing.T) {
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, true},
 		{"SecretRotation", `{"signing_secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, false},
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
-		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
+		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "format": "standard", "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0}`, false},
 		// The nullable members (a $ref beside nullable and a type, or an
 		// anyOf whose one branch admits null) take null and their schema's

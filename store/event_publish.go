@@ -263,7 +263,7 @@ func (p *publishBatch) plan() {
 	}
 	slices.Sort(p.touched)
 	p.touched = slices.Compact(p.touched)
-	p.fan = planFanout(p.subs, p.fresh)
+	p.fan = planFanout(p.subs, p.fresh, p.topic.Name)
 }
 
 // lockPartitions queues the start of the second round trip: lock the
