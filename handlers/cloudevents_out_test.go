@@ -50,8 +50,14 @@ func TestCloudEventsPushFormats(t *testing.T) {
 	// body, signed each time.
 	for f, rc := range recv {
 		reqs := rc.wait(t, 4)
-		require.Equal(t, reqs[0].id(), reqs[1].id(), "%s: the retry keeps webhook-id", f)
-		require.Equal(t, reqs[0].body, reqs[1].body, "%s: the retry sends the same body", f)
+		retried := 0
+		for _, h := range reqs[1:] {
+			if h.id() == reqs[0].id() {
+				require.Equal(t, reqs[0].body, h.body, "%s: the retry sends the same body", f)
+				retried++
+			}
+		}
+		require.Equal(t, 1, retried, "%s: the failed attempt is retried with the same webhook-id", f)
 		for _, h := range reqs {
 			require.NoError(t, push.Verify(secrets[f], h.header, h.body, time.Now(), 0), "%s: signed", f)
 		}
@@ -228,4 +234,38 @@ func TestCloudEventsFilterSourcesSubjects(t *testing.T) {
 	r := env.Do("PUT", qpath("q"), map[string]any{"push": map[string]any{"url": "https://hooks.invalid/x", "format": "cloudevents"}})
 	p := requireProblem(t, r, http.StatusBadRequest, "invalid_request")
 	require.Contains(t, p["detail"], "push.format")
+}
+
+// TestCloudEventsTopicSource: a topic's source setting is the source of its
+// plain JSON events, in reads, deliveries and filters; CloudEvents keep
+// their own.
+func TestCloudEventsTopicSource(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	r := env.Do("PUT", tpath("t"), map[string]any{"partitions": 1})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.Equal(t, "/ferry/topics/t", r.Map(t)["source"], "the default")
+	requireProblem(t, env.Do("PUT", tpath("t"), map[string]any{"source": ""}), http.StatusBadRequest, "invalid_request")
+	r = env.Do("PUT", tpath("t"), map[string]any{"source": "https://shop.invalid/orders"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, "https://shop.invalid/orders", r.Map(t)["source"])
+	putSub(t, env, "t", "shop", map[string]any{"filter": map[string]any{"sources": []string{"https://shop.invalid/*"}}}, http.StatusCreated)
+
+	publishEvents(t, env, "t", evt("plain", "id", "p1"))
+	publishedOf(t, publishCloud(t, env, "t", []byte(`{"specversion": "1.0", "id": "c1", "source": "/own", "type": "t"}`),
+		http.Header{"Content-Type": {ctStructured}}))
+	evs := readCloud(t, env, "t", "?partition=0")
+	require.Equal(t, "https://shop.invalid/orders", evs[0].Source)
+	require.Equal(t, "/own", evs[1].Source)
+	r = env.Do("POST", spath("t", "shop", "/receive"), map[string]any{"max_messages": 10})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var msgs struct {
+		Messages []struct {
+			Event cloudEventJSON `json:"event"`
+		} `json:"messages"`
+	}
+	r.JSON(t, &msgs)
+	require.Len(t, msgs.Messages, 1)
+	require.Equal(t, "p1", msgs.Messages[0].Event.ID, "the filter matched the topic's source")
+	require.Equal(t, "https://shop.invalid/orders", msgs.Messages[0].Event.Source, "the delivery carries it")
 }

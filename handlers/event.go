@@ -206,7 +206,7 @@ func (h *handler) eventRead(c echo.Context) error {
 	}
 	out := make([]eventReply, len(events))
 	for i, e := range events {
-		out[i] = h.toEventReply(c, n, e)
+		out[i] = h.toEventReply(c, t.CloudSource(), e)
 	}
 	if wantsCloudBatch(c.Request()) {
 		return cloudBatchReply(c, out, next)
@@ -217,7 +217,7 @@ func (h *handler) eventRead(c echo.Context) error {
 // toEventReply is an event as reads and polls answer it: absent data is
 // null, absent attributes {}; and so are values an answer cannot carry
 // (see [carryable]).
-func (h *handler) toEventReply(c echo.Context, topic string, e store.Event) eventReply {
+func (h *handler) toEventReply(c echo.Context, source string, e store.Event) eventReply {
 	data, attrs := e.Data, e.Attributes
 	if data == nil {
 		data = json.RawMessage(jsonNull)
@@ -231,7 +231,7 @@ func (h *handler) toEventReply(c echo.Context, topic string, e store.Event) even
 		}
 	}
 	data, attrs = h.carriedOr(c, data, jsonNull, what("data")), h.carriedOr(c, attrs, emptyObject, what("attributes"))
-	ce := store.DefaultCloudAttrs(topic, e.PublishedAt)
+	ce := store.DefaultCloudAttrs(source, e.PublishedAt)
 	if e.CE != nil {
 		ce = *e.CE
 	}

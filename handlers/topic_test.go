@@ -58,7 +58,7 @@ type eventPageJSON struct {
 }
 
 var (
-	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "created_at", "updated_at", "offsets"}
+	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "source", "created_at", "updated_at", "offsets"}
 	offsetsKeys   = []string{"partition", "head_offset", "oldest_offset"}
 	publishedKeys = []string{"id", "partition", "offset", "duplicate"}
 	eventKeys     = []string{"id", "type", "key", "data", "attributes", "partition", "offset", "published_at",

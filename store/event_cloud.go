@@ -31,13 +31,14 @@ const CloudTimeLayout = "2006-01-02T15:04:05.000000Z"
 // plain JSON.
 func DefaultCloudSource(topic string) string { return "/ferry/topics/" + topic }
 
-// DefaultCloudAttrs are the CloudEvents attributes of an event of topic
-// published as plain JSON at publishedAt (API.md § CloudEvents in and
-// out): the topic's source, its publish time, and application/json.
-func DefaultCloudAttrs(topic string, publishedAt time.Time) CloudAttrs {
+// DefaultCloudAttrs are the CloudEvents attributes of an event published
+// as plain JSON at publishedAt to a topic whose source is source (see
+// Topic.CloudSource; API.md § CloudEvents in and out): the topic's
+// source, its publish time, and application/json.
+func DefaultCloudAttrs(source string, publishedAt time.Time) CloudAttrs {
 	at := publishedAt.UTC().Format(CloudTimeLayout)
 	ct := "application/json"
-	return CloudAttrs{Source: DefaultCloudSource(topic), Time: &at, DataContentType: &ct}
+	return CloudAttrs{Source: source, Time: &at, DataContentType: &ct}
 }
 
 // ceBodySQL is the SQL expression of the CloudEvents members of an

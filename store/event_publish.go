@@ -263,7 +263,7 @@ func (p *publishBatch) plan() {
 	}
 	slices.Sort(p.touched)
 	p.touched = slices.Compact(p.touched)
-	p.fan = planFanout(p.subs, p.fresh, p.topic.Name)
+	p.fan = planFanout(p.subs, p.fresh, p.topic.CloudSource())
 }
 
 // lockPartitions queues the start of the second round trip: lock the
@@ -388,7 +388,7 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 			FROM fan f JOIN numbered n ON n.ord = f.ev
 		)
 		SELECT ord, off FROM numbered`, p.topic.ID, c.ids, c.types, c.keys, c.parts, c.data, c.attrs,
-		p.fan.queues, p.fan.events, p.fan.groups, p.fan.matched(len(p.fresh)), c.ce, DefaultCloudSource(p.topic.Name)).Query(p.readOffsets)
+		p.fan.queues, p.fan.events, p.fan.groups, p.fan.matched(len(p.fresh)), c.ce, p.topic.CloudSource()).Query(p.readOffsets)
 }
 
 // readOffsets reads ferry:event_append: the offset of each fresh event,

@@ -317,7 +317,7 @@ func (f *Filter) match(e *matchEvent) bool {
 type matchEvent struct {
 	typ      string
 	rawCE    *string // the event's ce (nil: a plain JSON event)
-	topic    string  // its topic's name, for the default source
+	source   string  // its topic's CloudSource, for a plain JSON event
 	ce       *CloudAttrs
 	rawAttrs json.RawMessage
 	rawData  json.RawMessage
@@ -332,7 +332,7 @@ func (e *matchEvent) cloud() *CloudAttrs {
 	if e.ce == nil {
 		e.ce = &CloudAttrs{}
 		if e.rawCE == nil || json.Unmarshal([]byte(*e.rawCE), e.ce) != nil {
-			e.ce = &CloudAttrs{Source: DefaultCloudSource(e.topic)}
+			e.ce = &CloudAttrs{Source: e.source}
 		}
 	}
 	return e.ce
@@ -451,7 +451,7 @@ func jsonScalarEqual(v, want any) bool {
 func sqlMatch() string {
 	return `(q.filter->'sources' IS NULL OR EXISTS (
 			SELECT 1 FROM jsonb_array_elements_text(q.filter->'sources') s(p)
-			WHERE coalesce(e.ce->>'source', (SELECT '/ferry/topics/' || t.name FROM ferry.topics t WHERE t.id = e.topic_id))
+			WHERE coalesce(e.ce->>'source', (SELECT coalesce(t.source, '/ferry/topics/' || t.name) FROM ferry.topics t WHERE t.id = e.topic_id))
 				LIKE ` + globLikeSQL("s.p") + `))
 		AND (q.filter->'subjects' IS NULL OR EXISTS (
 			SELECT 1 FROM jsonb_array_elements_text(q.filter->'subjects') s(p)
