@@ -103,8 +103,12 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
-	var res store.ConsumerGroupPollResult
+	var (
+		res    store.ConsumerGroupPollResult
+		source string
+	)
 	err = h.withTopic(ctx, m.topic, func(t store.Topic) (bool, error) {
+		source = t.CloudSource()
 		res, err = store.ConsumerGroupPoll(ctx, h.Pool, h.Notifier, store.ConsumerGroupPollParams{
 			Topic: t, Group: m.group, Consumer: m.consumer,
 			SessionTimeout: time.Duration(session) * time.Second,
@@ -129,7 +133,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	}
 	out := pollReply{Generation: res.Generation, Partitions: res.Partitions, Events: make([]eventReply, len(res.Events))}
 	for i, e := range res.Events {
-		out.Events[i] = h.toEventReply(c, e)
+		out.Events[i] = h.toEventReply(c, source, e)
 	}
 	return reply(c, http.StatusOK, out)
 }

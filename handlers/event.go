@@ -70,16 +70,25 @@ func (h *handler) toPublishEvents(items []publishItem) ([]store.PublishEvent, er
 	return out, cs.err()
 }
 
+// publishEventsOf reads the events of a publish request: CloudEvents in
+// any of their modes (see [cloudModeOf]), or Ferry's JSON.
+func (h *handler) publishEventsOf(c echo.Context) ([]store.PublishEvent, error) {
+	if mode := cloudModeOf(c.Request()); mode != notCloud {
+		return h.cloudEvents(c, mode)
+	}
+	var req publishRequest
+	if err := h.decode(c, &req, false); err != nil {
+		return nil, err
+	}
+	return h.toPublishEvents(req.Events)
+}
+
 func (h *handler) eventPublish(c echo.Context) error {
 	n, err := name(c, "topic")
 	if err != nil {
 		return err
 	}
-	var req publishRequest
-	if err := h.decode(c, &req, false); err != nil {
-		return err
-	}
-	events, err := h.toPublishEvents(req.Events)
+	events, err := h.publishEventsOf(c)
 	if err != nil {
 		return err
 	}
@@ -135,6 +144,15 @@ type eventReply struct {
 	Partition   int             `json:"partition"`
 	Offset      int64           `json:"offset"`
 	PublishedAt time.Time       `json:"published_at"`
+	// The CloudEvents attributes (see store.CloudAttrs): extensions
+	// always ({} when none), the others when the event has them.
+	Source          string                     `json:"source"`
+	Subject         *string                    `json:"subject,omitempty"`
+	Time            *string                    `json:"time,omitempty"`
+	DataContentType *string                    `json:"datacontenttype,omitempty"`
+	DataSchema      *string                    `json:"dataschema,omitempty"`
+	Extensions      map[string]json.RawMessage `json:"extensions"`
+	DataBase64      *string                    `json:"data_base64,omitempty"`
 }
 
 func (h *handler) eventRead(c echo.Context) error {
@@ -188,7 +206,10 @@ func (h *handler) eventRead(c echo.Context) error {
 	}
 	out := make([]eventReply, len(events))
 	for i, e := range events {
-		out[i] = h.toEventReply(c, e)
+		out[i] = h.toEventReply(c, t.CloudSource(), e)
+	}
+	if wantsCloudBatch(c.Request()) {
+		return cloudBatchReply(c, out, next)
 	}
 	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
 }
@@ -196,7 +217,7 @@ func (h *handler) eventRead(c echo.Context) error {
 // toEventReply is an event as reads and polls answer it: absent data is
 // null, absent attributes {}; and so are values an answer cannot carry
 // (see [carryable]).
-func (h *handler) toEventReply(c echo.Context, e store.Event) eventReply {
+func (h *handler) toEventReply(c echo.Context, source string, e store.Event) eventReply {
 	data, attrs := e.Data, e.Attributes
 	if data == nil {
 		data = json.RawMessage(jsonNull)
@@ -210,6 +231,15 @@ func (h *handler) toEventReply(c echo.Context, e store.Event) eventReply {
 		}
 	}
 	data, attrs = h.carriedOr(c, data, jsonNull, what("data")), h.carriedOr(c, attrs, emptyObject, what("attributes"))
+	ce := store.DefaultCloudAttrs(source, e.PublishedAt)
+	if e.CE != nil {
+		ce = *e.CE
+	}
+	if ce.Extensions == nil {
+		ce.Extensions = map[string]json.RawMessage{}
+	}
 	return eventReply{ID: e.ID, Type: e.Type, Key: e.Key, Data: data, Attributes: attrs,
-		Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC()}
+		Partition: e.Partition, Offset: e.Offset, PublishedAt: e.PublishedAt.UTC(),
+		Source: ce.Source, Subject: ce.Subject, Time: ce.Time, DataContentType: ce.DataContentType,
+		DataSchema: ce.DataSchema, Extensions: ce.Extensions, DataBase64: ce.DataBase64}
 }

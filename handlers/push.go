@@ -27,6 +27,7 @@ type pushRequest struct {
 	TimeoutSeconds     *int    `json:"timeout_seconds"`
 	MaxInFlight        *int    `json:"max_in_flight"`
 	RateLimitPerSecond *int    `json:"rate_limit_per_second"`
+	Format             *string `json:"format"`
 }
 
 // pushPatch validates a PUT's raw push member (nil: absent) and makes the
@@ -53,6 +54,9 @@ func (h *handler) pushPatch(c echo.Context, raw json.RawMessage) (*store.PushPat
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPushFormat(c, req.Format); err != nil {
+		return nil, err
+	}
 	keep := false
 	if req.URL != nil {
 		if keep, err = h.pushURLAllowed(c, *req.URL); err != nil {
@@ -64,8 +68,26 @@ func (h *handler) pushPatch(c echo.Context, raw json.RawMessage) (*store.PushPat
 	}
 	return &store.PushPatch{
 		URL: req.URL, TimeoutSeconds: req.TimeoutSeconds, MaxInFlight: req.MaxInFlight,
-		RateLimitPerSecond: req.RateLimitPerSecond, NewSecret: push.NewSigningSecret(), KeepURL: keep,
+		RateLimitPerSecond: req.RateLimitPerSecond, Format: req.Format, NewSecret: push.NewSigningSecret(), KeepURL: keep,
 	}, nil
+}
+
+// checkPushFormat refuses a push format that is not one, and a CloudEvents
+// format for a queue (its messages are no events).
+func checkPushFormat(c echo.Context, format *string) error {
+	if format == nil {
+		return nil
+	}
+	switch *format {
+	case store.PushFormatStandard:
+		return nil
+	case store.PushFormatCloudEvents, store.PushFormatCloudEventsBinary:
+		if ref, err := targetOf(c); err != nil || ref.isSub() {
+			return err
+		}
+		return invalid("push.format", "must be standard for a queue: only a subscription's events are CloudEvents")
+	}
+	return invalid("push.format", "must be standard, cloudevents or cloudevents-binary")
 }
 
 // decodePush decodes a push member that is not null, and checks its
@@ -75,7 +97,7 @@ func decodePush(raw json.RawMessage) (pushRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight and rate_limit_per_second (%s)", jsonProblem(err).Detail)
+		return req, invalid("push", "must be null or an object with url, timeout_seconds, max_in_flight, rate_limit_per_second and format (%s)", jsonProblem(err).Detail)
 	}
 	var cs checks
 	cs.intRange("push.timeout_seconds", req.TimeoutSeconds, 1, store.MaxPushTimeoutSeconds)
@@ -132,6 +154,7 @@ type pushReply struct {
 	TimeoutSeconds     int        `json:"timeout_seconds"`
 	MaxInFlight        int        `json:"max_in_flight"`
 	RateLimitPerSecond int        `json:"rate_limit_per_second"`
+	Format             string     `json:"format"`
 	FailingSince       *time.Time `json:"failing_since"`
 	DisabledAt         *time.Time `json:"disabled_at"`
 	DisabledReason     *string    `json:"disabled_reason"`
@@ -156,7 +179,7 @@ func toPushResponse(q store.Queue, whole bool) *pushReply {
 	}
 	return &pushReply{
 		URL: url, TimeoutSeconds: q.Push.TimeoutSeconds, MaxInFlight: q.Push.MaxInFlight,
-		RateLimitPerSecond: q.Push.RateLimitPerSecond, FailingSince: utc(q.FailingSince),
+		RateLimitPerSecond: q.Push.RateLimitPerSecond, Format: q.Push.Format, FailingSince: utc(q.FailingSince),
 		DisabledAt: utc(q.DisabledAt), DisabledReason: q.DisabledReason,
 	}
 }

@@ -43,6 +43,7 @@ type pushJSON struct {
 	TimeoutSeconds     int        `json:"timeout_seconds"`
 	MaxInFlight        int        `json:"max_in_flight"`
 	RateLimitPerSecond int        `json:"rate_limit_per_second"`
+	Format             string     `json:"format"`
 	FailingSince       *time.Time `json:"failing_since"`
 	DisabledAt         *time.Time `json:"disabled_at"`
 	DisabledReason     *string    `json:"disabled_reason"`
@@ -58,7 +59,7 @@ type attemptJSON struct {
 }
 
 var (
-	pushKeys        = []string{"url", "timeout_seconds", "max_in_flight", "rate_limit_per_second", "failing_since", "disabled_at", "disabled_reason"}
+	pushKeys        = []string{"url", "timeout_seconds", "max_in_flight", "rate_limit_per_second", "format", "failing_since", "disabled_at", "disabled_reason"}
 	attemptKeys     = []string{"message_id", "attempt", "status_code", "error", "duration_ms", "at"}
 	pushMessageKeys = []string{"id", "body", "attributes", "group", "dedup_id", "receive_count", "sent_at"}
 )
@@ -349,7 +350,7 @@ func TestPushSignedDelivery(t *testing.T) {
 
 	secret := newPushSub(t, env, "orders", "hook", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
 	p, _ := subPush(t, env, "orders", "hook")
-	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 10, MaxInFlight: 10}, p, "push with its defaults, enabled")
+	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 10, MaxInFlight: 10, Format: "standard"}, p, "push with its defaults, enabled")
 	// A later PUT keeps the secret and does not show it again.
 	_, again := putPush(t, env, spath("orders", "hook"), map[string]any{"push": map[string]any{"url": rc.url()}}, http.StatusOK, subscriptionKeys)
 	require.Empty(t, again, "the secret is shown once")
@@ -410,7 +411,7 @@ func TestPushQueue(t *testing.T) {
 	}})
 	p, secret := putPush(t, env, qpath("jobs"), cfg, http.StatusCreated, queueKeys)
 	require.NotEmpty(t, secret, "the PUT that creates a push queue issues its secret")
-	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 5, MaxInFlight: 3, RateLimitPerSecond: 100}, p)
+	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 5, MaxInFlight: 3, RateLimitPerSecond: 100, Format: "standard"}, p)
 	got, _ := getPush(t, env, qpath("jobs"), queueKeys)
 	require.Equal(t, p, got)
 
@@ -1042,16 +1043,16 @@ func TestPushConfig(t *testing.T) {
 		require.Empty(t, secret)
 		p, secret = putPush(t, env, tc.path, map[string]any{"push": map[string]any{"url": u1, "max_in_flight": 4}}, http.StatusOK, tc.keys)
 		require.NotEmpty(t, secret, "push added: the secret is issued")
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 10, MaxInFlight: 4}, p)
+		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 10, MaxInFlight: 4, Format: "standard"}, p)
 
 		// Only the fields given change; the secret is not shown again.
 		p, again := putPush(t, env, tc.path, map[string]any{"push": map[string]any{"timeout_seconds": 3, "rate_limit_per_second": 7}}, http.StatusOK, tc.keys)
 		require.Empty(t, again)
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7}, p)
+		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
 		p, _ = putPush(t, env, tc.path, map[string]any{"max_receives": 3}, http.StatusOK, tc.keys)
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7}, p, "push absent: unchanged")
+		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p, "push absent: unchanged")
 		p, _ = putPush(t, env, tc.path, map[string]any{"push": map[string]any{"url": u2}}, http.StatusOK, tc.keys)
-		require.Equal(t, &pushJSON{URL: u2, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7}, p)
+		require.Equal(t, &pushJSON{URL: u2, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
 		got, _ := getPush(t, env, tc.path, tc.keys)
 		require.Equal(t, p, got)
 

@@ -30,20 +30,9 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 			return problem(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "the request body must be JSON, sent with Content-Type: application/json")
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, h.limits.MaxRequestBytes+1))
+	body, err := h.readBody(c)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge("request body exceeds %d bytes", h.limits.MaxRequestBytes)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return problem(http.StatusRequestTimeout, codeTimeout,
-				fmt.Sprintf("the request body did not arrive within %v", h.BodyReadTimeout))
-		}
-		return problem(http.StatusBadRequest, codeInvalid, "could not read the request body")
-	}
-	if int64(len(body)) > h.limits.MaxRequestBytes {
-		return tooLarge("request body exceeds %d bytes", h.limits.MaxRequestBytes)
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
@@ -54,6 +43,13 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
 		return problem(http.StatusBadRequest, codeInvalid, "the request body must be a JSON object, not null")
 	}
+	return parseStrict(body, dst)
+}
+
+// parseStrict decodes a request body into dst after the strict pass
+// ([checkJSON]): invalid UTF-8, what the strict pass refuses, wrong types,
+// trailing data and malformed JSON are 400s.
+func parseStrict(body []byte, dst any) error {
 	if !utf8.Valid(body) {
 		return problem(http.StatusBadRequest, codeInvalid, "the request body is not valid UTF-8")
 	}
@@ -77,6 +73,27 @@ func (h *handler) decode(c echo.Context, dst any, optional bool) error {
 		return problem(http.StatusBadRequest, codeInvalid, "malformed JSON")
 	}
 	return nil
+}
+
+// readBody reads the request body whole, within the request size limit
+// (413 over it) and the body read timeout (408).
+func (h *handler) readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, h.limits.MaxRequestBytes+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge("request body exceeds %d bytes", h.limits.MaxRequestBytes)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, problem(http.StatusRequestTimeout, codeTimeout,
+				fmt.Sprintf("the request body did not arrive within %v", h.BodyReadTimeout))
+		}
+		return nil, problem(http.StatusBadRequest, codeInvalid, "could not read the request body")
+	}
+	if int64(len(body)) > h.limits.MaxRequestBytes {
+		return nil, tooLarge("request body exceeds %d bytes", h.limits.MaxRequestBytes)
+	}
+	return body, nil
 }
 
 func jsonProblem(err error) *Problem {

@@ -1236,7 +1236,7 @@ func TestSubscriptionSpecSchemas(t *testing.T) {
 	t.Parallel()
 	doc, err := openapi.Load()
 	require.NoError(t, err)
-	event := `{"id": "evt-771", "type": "order.created", "key": null, "data": null, "attributes": {}, "partition": 0, "offset": 3, "published_at": "2025-06-01T10:00:00.123456Z"}`
+	event := `{"id": "evt-771", "type": "order.created", "key": null, "data": null, "attributes": {}, "partition": 0, "offset": 3, "published_at": "2025-06-01T10:00:00.123456Z", "source": "/ferry/topics/orders", "time": "2025-06-01T10:00:00.123456Z", "datacontenttype": "application/json", "extensions": {}}`
 	stats := `{"available": 0, "in_flight": 0, "delayed": 0, "dead_letters": 0, "oldest_age_seconds": 0}`
 	sub := `{"name": "billing", "topic": "orders", "filter": FILTER, "ordered": false, "visibility_timeout_seconds": 30, "max_receives": 5, "retention_seconds": 604800, "retry_min_seconds": 1, "retry_max_seconds": 300, "dead_letter_queue": null, "push": null, "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "stats": ` + stats + `}`
 	tests := []struct {
@@ -1268,7 +1268,7 @@ func TestSubscriptionSpecSchemas(t *testing.T) {
 		{"Subscription", strings.Replace(sub, "FILTER", `{"types": ["#.created"], "data": {"n": [1.5, null]}}`, 1), false, true},
 		{"Subscription", strings.Replace(strings.Replace(sub, "FILTER", "null", 1), `"topic": "orders", `, "", 1), false, false},
 		{"Subscription", strings.Replace(strings.Replace(sub, "FILTER", "null", 1), `"push": null, `, "", 1), false, false},
-		{"Subscription", strings.Replace(strings.Replace(sub, "FILTER", "null", 1), `"push": null`, `"push": {"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": null, "disabled_reason": null}, "signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`, 1), false, true},
+		{"Subscription", strings.Replace(strings.Replace(sub, "FILTER", "null", 1), `"push": null`, `"push": {"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "format": "standard", "failing_since": null, "disabled_at": null, "disabled_reason": null}, "signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`, 1), false, true},
 		{"Subscription", strings.Replace(strings.Replace(sub, "FILTER", "null", 1), `"push": null`, `"push": {"url": "https://example.com/h"}`, 1), false, false},
 		{"SubscriptionRequest", `{"push": {"url": "https://example.com/h", "max_in_flight": 5}}`, true, true},
 		{"SubscriptionRequest", `{"push": null}`, true, true},

@@ -21,9 +21,10 @@ const (
 )
 
 type topicRequest struct {
-	Partitions         *int `json:"partitions"`
-	RetentionSeconds   *int `json:"retention_seconds"`
-	DedupWindowSeconds *int `json:"dedup_window_seconds"`
+	Partitions         *int    `json:"partitions"`
+	RetentionSeconds   *int    `json:"retention_seconds"`
+	DedupWindowSeconds *int    `json:"dedup_window_seconds"`
+	Source             *string `json:"source"`
 }
 
 type topicReply struct {
@@ -31,6 +32,7 @@ type topicReply struct {
 	Partitions         int            `json:"partitions"`
 	RetentionSeconds   int            `json:"retention_seconds"`
 	DedupWindowSeconds int            `json:"dedup_window_seconds"`
+	Source             string         `json:"source"`
 	CreatedAt          time.Time      `json:"created_at"`
 	UpdatedAt          time.Time      `json:"updated_at"`
 	Offsets            []offsetsReply `json:"offsets"`
@@ -45,7 +47,7 @@ type offsetsReply struct {
 func toTopicResponse(t store.Topic, offs []store.PartitionOffsets) topicReply {
 	out := topicReply{
 		Name: t.Name, Partitions: t.Partitions, RetentionSeconds: t.RetentionSeconds,
-		DedupWindowSeconds: t.DedupWindowSeconds, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
+		DedupWindowSeconds: t.DedupWindowSeconds, Source: t.CloudSource(), CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
 		Offsets: make([]offsetsReply, len(offs)),
 	}
 	for i, o := range offs {
@@ -67,6 +69,11 @@ func (h *handler) topicPut(c echo.Context) error {
 	cs.intRange("partitions", req.Partitions, 1, maxPartitions)
 	cs.intRange("retention_seconds", req.RetentionSeconds, minTopicRetentionSeconds, maxTopicRetentionSeconds)
 	cs.intRange("dedup_window_seconds", req.DedupWindowSeconds, 0, maxDedupSeconds)
+	if req.Source != nil {
+		if msg := checkContextAttr("source", *req.Source); msg != "" {
+			cs.add("source", "%s", msg)
+		}
+	}
 	if err := cs.err(); err != nil {
 		return err
 	}

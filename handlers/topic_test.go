@@ -58,10 +58,11 @@ type eventPageJSON struct {
 }
 
 var (
-	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "created_at", "updated_at", "offsets"}
+	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "source", "created_at", "updated_at", "offsets"}
 	offsetsKeys   = []string{"partition", "head_offset", "oldest_offset"}
 	publishedKeys = []string{"id", "partition", "offset", "duplicate"}
-	eventKeys     = []string{"id", "type", "key", "data", "attributes", "partition", "offset", "published_at"}
+	eventKeys     = []string{"id", "type", "key", "data", "attributes", "partition", "offset", "published_at",
+		"source", "time", "datacontenttype", "extensions"} // the CloudEvents attributes of a plain JSON event
 	eventPageKeys = []string{"events", "next_offset"}
 )
 

@@ -335,8 +335,8 @@ func TestResponseSchemas(t *testing.T) {
 	doc, err := openapi.Load()
 	require.NoError(t, err)
 
-	event := `{"id": "evt-771", "type": "order.created", "key": "ORD-9912", "data": {"customer_id": "cust-456"}, "attributes": {"region": "eu"}, "partition": 2, "offset": 41, "published_at": "2025-06-01T10:00:00.123456Z"}`
-	topic := `{"name": "orders", "partitions": 2, "retention_seconds": 604800, "dedup_window_seconds": 300, "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "offsets": [{"partition": 0, "head_offset": 41, "oldest_offset": 7}, {"partition": 1, "head_offset": -1, "oldest_offset": 0}]}`
+	event := `{"id": "evt-771", "type": "order.created", "key": "ORD-9912", "data": {"customer_id": "cust-456"}, "attributes": {"region": "eu"}, "partition": 2, "offset": 41, "published_at": "2025-06-01T10:00:00.123456Z", "source": "/ferry/topics/orders", "time": "2025-06-01T10:00:00.123456Z", "datacontenttype": "application/json", "extensions": {}}`
+	topic := `{"name": "orders", "partitions": 2, "retention_seconds": 604800, "dedup_window_seconds": 300, "source": "/ferry/topics/orders", "created_at": "2025-06-01T10:00:00Z", "updated_at": "2025-06-01T10:00:00Z", "offsets": [{"partition": 0, "head_offset": 41, "oldest_offset": 7}, {"partition": 1, "head_offset": -1, "oldest_offset": 0}]}`
 	deadLetter := `{"id": "7", "body": {"a": 1}, "attributes": {}, "group": null, "dedup_id": null, "receive_count": 5, "last_error": null, "sent_at": "2025-01-01T00:00:00Z", "dead_lettered_at": "2025-01-01T00:01:00.123456+02:00"}`
 	tests := []struct {
 		schema string
@@ -392,7 +392,7 @@ func TestResponseSchemas(t *testing.T) {
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, true},
 		{"SecretRotation", `{"signing_secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret_expires": "2025-06-02T10:00:00Z"}`, false},
 		{"SecretRotation", `{"signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
-		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
+		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0, "format": "standard", "failing_since": null, "disabled_at": "2025-06-01T10:00:00Z", "disabled_reason": "410"}`, true},
 		{"Push", `{"url": "https://example.com/h", "timeout_seconds": 10, "max_in_flight": 10, "rate_limit_per_second": 0}`, false},
 		// The nullable members (a $ref beside nullable and a type, or an
 		// anyOf whose one branch admits null) take null and their schema's

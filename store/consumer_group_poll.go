@@ -234,7 +234,7 @@ func (f *memberFetch) plan(ctx context.Context, db DBTX) (int64, error) {
 // read reads the events plan shares out, in partition and offset order.
 func (f *memberFetch) read(ctx context.Context, db DBTX) error {
 	rows, err := db.Query(ctx, `/* ferry:consumer_group_fetch */
-		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.partition, e."offset", e.published_at
+		SELECT e.id, e.type, e.key, e.data::text, e.attributes::text, e.ce::text, e.partition, e."offset", e.published_at
 		FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS p(partition, from_offset, lim)
 		CROSS JOIN LATERAL (
 			SELECT * FROM ferry.events

@@ -18,11 +18,15 @@ func NewEventID() string {
 
 // Event is an event as readers see it.
 type Event struct {
-	ID          string
-	Type        string
-	Key         *string
-	Data        json.RawMessage // nil when the event had none
-	Attributes  json.RawMessage // nil when none
+	ID         string
+	Type       string
+	Key        *string
+	Data       json.RawMessage // nil when the event had none
+	Attributes json.RawMessage // nil when none
+	// CE holds the CloudEvents attributes of an event published as a
+	// CloudEvent; nil for one published as plain JSON (see
+	// [DefaultCloudAttrs]).
+	CE          *CloudAttrs
 	Partition   int
 	Offset      int64
 	PublishedAt time.Time
@@ -32,14 +36,18 @@ type Event struct {
 // with queues, whose keys are their (positive) ids.
 func TopicWakeKey(topicID int64) int64 { return -topicID }
 
-// scanEvent reads the columns id, type, key, data, attributes, partition,
-// offset, published_at.
+// scanEvent reads the columns id, type, key, data, attributes, ce,
+// partition, offset, published_at.
 func scanEvent(row pgx.CollectableRow) (Event, error) {
 	var (
-		e           Event
-		data, attrs *string
+		e               Event
+		data, attrs, ce *string
 	)
-	err := row.Scan(&e.ID, &e.Type, &e.Key, &data, &attrs, &e.Partition, &e.Offset, &e.PublishedAt)
+	err := row.Scan(&e.ID, &e.Type, &e.Key, &data, &attrs, &ce, &e.Partition, &e.Offset, &e.PublishedAt)
+	if err == nil && ce != nil {
+		e.CE = new(CloudAttrs)
+		err = json.Unmarshal([]byte(*ce), e.CE)
+	}
 	if data != nil {
 		e.Data = []byte(*data)
 	}
@@ -63,5 +71,6 @@ type publishRow struct {
 	id, typ     string
 	key         *string
 	data, attrs *string // JSON text, or nil
+	ce          *string // JSON text of CloudAttrs, or nil
 	partition   int32
 }

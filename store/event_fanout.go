@@ -24,14 +24,14 @@ type fanout struct {
 }
 
 // planFanout matches every fresh event against every subscription.
-func planFanout(subs []fanoutSub, fresh []publishRow) fanout {
+func planFanout(subs []fanoutSub, fresh []publishRow, source string) fanout {
 	var f fanout
 	if len(subs) == 0 {
 		return f
 	}
 	locked := map[fanoutLock]bool{}
 	for i, r := range fresh {
-		e := &matchEvent{typ: r.typ}
+		e := &matchEvent{typ: r.typ, rawCE: r.ce, source: source}
 		if r.attrs != nil {
 			e.rawAttrs = json.RawMessage(*r.attrs)
 		}

@@ -74,7 +74,7 @@ func newPublishBatch(t Topic, events []PublishEvent, spread *Spreader, filters *
 		if e.Key == nil {
 			keyless++
 		}
-		p.rows = append(p.rows, publishRow{at: i, id: id, typ: e.Type, key: e.Key, data: rawPtr(e.Data), attrs: rawPtr(e.Attributes)})
+		p.rows = append(p.rows, publishRow{at: i, id: id, typ: e.Type, key: e.Key, data: rawPtr(e.Data), attrs: rawPtr(e.Attributes), ce: rawPtr(e.CE)})
 	}
 	next := spread.take(t.ID, keyless)
 	for k, e := range p.rows {
@@ -257,7 +257,7 @@ func (p *publishBatch) plan() {
 	}
 	slices.Sort(p.touched)
 	p.touched = slices.Compact(p.touched)
-	p.fan = planFanout(p.subs, p.fresh)
+	p.fan = planFanout(p.subs, p.fresh, p.topic.CloudSource())
 }
 
 // lockPartitions queues the start of the second round trip: lock the
@@ -293,6 +293,7 @@ func (p *publishBatch) lockPartitions(b *pgx.Batch) {
 type publishColumns struct {
 	ids, types        []string
 	keys, data, attrs []*string
+	ce                []*string
 	parts             []int32
 }
 
@@ -303,10 +304,11 @@ func columnsOf(rows []publishRow) publishColumns {
 	c := publishColumns{
 		ids: make([]string, len(rows)), types: make([]string, len(rows)),
 		keys: make([]*string, len(rows)), data: make([]*string, len(rows)), attrs: make([]*string, len(rows)),
-		parts: make([]int32, len(rows)),
+		ce: make([]*string, len(rows)), parts: make([]int32, len(rows)),
 	}
 	for k, r := range rows {
 		c.ids[k], c.types[k], c.keys[k], c.data[k], c.attrs[k], c.parts[k] = r.id, r.typ, r.key, r.data, r.attrs, r.partition
+		c.ce[k] = r.ce
 	}
 	return c
 }
@@ -319,8 +321,8 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 	c := columnsOf(p.fresh)
 	b.Queue(`/* ferry:event_append */
 		WITH input AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
-				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ord)
+			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $12::text[])
+				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ce, ord)
 		),
 		counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
 		bumped AS (
@@ -330,6 +332,7 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 		),
 		placed AS MATERIALIZED (
 			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,
+				i.ce::jsonb AS ce,
 				b.base + row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) - 1 AS off,
 				clock_timestamp() AS at
 			FROM input i JOIN bumped b USING (partition)
@@ -340,12 +343,13 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 		-- join, and one the planner may run as a nested loop).
 		numbered AS MATERIALIZED (
 			SELECT p.*, CASE WHEN ($11::bool[])[p.ord]
-				THEN ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p.off, p.at) END AS body
+				THEN (ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p.off, p.at)::jsonb
+					|| `+ceBodySQL("p.ce", "p.at", "$13::text")+`)::json END AS body
 			FROM placed p
 		),
 		appended AS (
-			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, published_at)
-			SELECT $1, partition, off, id, type, key, attributes, data, at
+			INSERT INTO ferry.events (topic_id, partition, "offset", id, type, key, attributes, data, ce, published_at)
+			SELECT $1, partition, off, id, type, key, attributes, data, ce, at
 			FROM numbered ORDER BY partition, off
 		),
 		-- Each claimed id's row (this transaction's own, so its ctid
@@ -378,7 +382,7 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 			FROM fan f JOIN numbered n ON n.ord = f.ev
 		)
 		SELECT ord, off FROM numbered`, p.topic.ID, c.ids, c.types, c.keys, c.parts, c.data, c.attrs,
-		p.fan.queues, p.fan.events, p.fan.groups, p.fan.matched(len(p.fresh))).Query(p.readOffsets)
+		p.fan.queues, p.fan.events, p.fan.groups, p.fan.matched(len(p.fresh)), c.ce, p.topic.CloudSource()).Query(p.readOffsets)
 }
 
 // readOffsets reads ferry:event_append: the offset of each fresh event,
@@ -435,6 +439,9 @@ type PublishEvent struct {
 	Key        *string
 	Data       json.RawMessage // nil = no data
 	Attributes json.RawMessage // a JSON object, or nil
+	// CE is the JSON encoding of the event's CloudAttrs when it was
+	// published as a CloudEvent; nil for plain JSON.
+	CE json.RawMessage
 }
 
 // PublishResult is where one published event landed.

@@ -70,7 +70,7 @@ func oldestOffset(ctx context.Context, db DBTX, topicID int64, partition int) in
 
 func eventReadOnce(ctx context.Context, db DBTX, topicID int64, partition int, from int64, limit int) ([]Event, error) {
 	rows, err := db.Query(ctx, `/* ferry:event_read */
-		SELECT id, type, key, data::text, attributes::text, partition, "offset", published_at
+		SELECT id, type, key, data::text, attributes::text, ce::text, partition, "offset", published_at
 		FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND "offset" >= $3
 		ORDER BY "offset" LIMIT $4`, topicID, partition, from, limit)
 	if err != nil {

@@ -270,11 +270,11 @@ func (r *Relay) relayTx(ctx context.Context, conn *pgx.Conn, topicID int64) (rel
 	b.Queue(`/* ferry:event_relay_lock */ SELECT pg_try_advisory_xact_lock($1, ($2 % 2147483647)::integer)`,
 		relayLockClass, topicID).QueryRow(func(row pgx.Row) error { return row.Scan(&got) })
 	b.Queue(`/* ferry:event_relay_topic */
-		SELECT id, name, partitions, retention_seconds, dedup_window_seconds FROM ferry.topics WHERE id = $1`,
+		SELECT id, name, partitions, retention_seconds, dedup_window_seconds, coalesce(source, '') FROM ferry.topics WHERE id = $1`,
 		topicID).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var t Topic
-			if err := rows.Scan(&t.ID, &t.Name, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds); err != nil {
+			if err := rows.Scan(&t.ID, &t.Name, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds, &t.Source); err != nil {
 				return err
 			}
 			topic = &t

@@ -21,6 +21,10 @@ import (
 //   - Attributes: the event's attribute must be one of the listed values.
 //   - Data: the value at a dotted path in the event's data (object keys,
 //     or array indexes) must equal one of the listed JSON scalars.
+//   - Sources and Subjects: the event's CloudEvents source (subject) must
+//     match one of the listed patterns, where "*" matches any run of
+//     characters (see globMatch); an event without a subject matches no
+//     Subjects.
 //
 // A publish matches in Go (match). A backfill or seek matches types in Go
 // too, with the same typeMatcher (matchType), and attributes and data in
@@ -31,6 +35,8 @@ type Filter struct {
 	Types      []string            `json:"types,omitempty"`
 	Attributes map[string][]string `json:"attributes,omitempty"`
 	Data       map[string][]any    `json:"data,omitempty"`
+	Sources    []string            `json:"sources,omitempty"`
+	Subjects   []string            `json:"subjects,omitempty"`
 
 	types *typeMatcher
 	paths map[string][]string
@@ -83,7 +89,7 @@ func ParseFilter(raw []byte) (*Filter, error) {
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(f); err != nil {
-		return nil, &ValidationError{Field: "filter", Message: "must be an object with types, attributes and data: " + jsonProblem(err)}
+		return nil, &ValidationError{Field: "filter", Message: "must be an object with types, attributes, data, sources and subjects: " + jsonProblem(err)}
 	}
 	if err := f.validate(); err != nil {
 		return nil, err
@@ -106,31 +112,14 @@ func (f *Filter) validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &ValidationError{Field: "filter." + field, Message: fmt.Sprintf(format, args...)}
 	}
-	if f.Types != nil && (len(f.Types) == 0 || len(f.Types) > maxFilterTypes) {
-		return bad("types", "must hold 1-%d patterns", maxFilterTypes)
+	if err := validateTypes(f.Types, bad); err != nil {
+		return err
 	}
-	total := 0
-	for i, p := range f.Types {
-		if p == "" || len(p) > maxFilterText || !validText(p) {
-			return bad(fmt.Sprintf("types[%d]", i), "must be 1-%d bytes of text", maxFilterText)
-		}
-		hashes, prev := 0, ""
-		for _, w := range strings.Split(p, ".") {
-			if w != "*" && w != "#" && strings.ContainsAny(w, "*#") {
-				return bad(fmt.Sprintf("types[%d]", i), "* and # must be whole words (as in order.* or #.created)")
-			}
-			if w == "#" && prev != "#" {
-				hashes++
-			}
-			prev = w
-		}
-		if hashes > maxFilterHashes {
-			return bad(fmt.Sprintf("types[%d]", i), "may hold at most %d # wildcards (a run such as #.# counts once), not %d", maxFilterHashes, hashes)
-		}
-		total += len(p)
+	if err := validateGlobs("sources", f.Sources); err != nil {
+		return err
 	}
-	if total > maxFilterTypesBytes {
-		return bad("types", "must be at most %d bytes together, not %d", maxFilterTypesBytes, total)
+	if err := validateGlobs("subjects", f.Subjects); err != nil {
+		return err
 	}
 	if len(f.Attributes) > maxFilterKeys {
 		return bad("attributes", "must hold at most %d keys", maxFilterKeys)
@@ -177,6 +166,51 @@ func (f *Filter) validate() error {
 			default:
 				return bad("data."+p, "values must be strings, numbers, booleans or null")
 			}
+		}
+	}
+	return nil
+}
+
+// validateTypes checks the type patterns (see Filter.validate).
+func validateTypes(types []string, bad func(field, format string, args ...any) error) error {
+	if types != nil && (len(types) == 0 || len(types) > maxFilterTypes) {
+		return bad("types", "must hold 1-%d patterns", maxFilterTypes)
+	}
+	total := 0
+	for i, p := range types {
+		if p == "" || len(p) > maxFilterText || !validText(p) {
+			return bad(fmt.Sprintf("types[%d]", i), "must be 1-%d bytes of text", maxFilterText)
+		}
+		hashes, prev := 0, ""
+		for _, w := range strings.Split(p, ".") {
+			if w != "*" && w != "#" && strings.ContainsAny(w, "*#") {
+				return bad(fmt.Sprintf("types[%d]", i), "* and # must be whole words (as in order.* or #.created)")
+			}
+			if w == "#" && prev != "#" {
+				hashes++
+			}
+			prev = w
+		}
+		if hashes > maxFilterHashes {
+			return bad(fmt.Sprintf("types[%d]", i), "may hold at most %d # wildcards (a run such as #.# counts once), not %d", maxFilterHashes, hashes)
+		}
+		total += len(p)
+	}
+	if total > maxFilterTypesBytes {
+		return bad("types", "must be at most %d bytes together, not %d", maxFilterTypesBytes, total)
+	}
+	return nil
+}
+
+// validateGlobs checks the patterns of sources or subjects (field): 1-100
+// of 1-256 bytes of text, when given.
+func validateGlobs(field string, ps []string) error {
+	if ps != nil && (len(ps) == 0 || len(ps) > maxFilterValues) {
+		return &ValidationError{Field: "filter." + field, Message: fmt.Sprintf("must hold 1-%d patterns", maxFilterValues)}
+	}
+	for i, p := range ps {
+		if p == "" || len(p) > maxFilterText || !validText(p) {
+			return &ValidationError{Field: fmt.Sprintf("filter.%s[%d]", field, i), Message: fmt.Sprintf("must be 1-%d bytes of text", maxFilterText)}
 		}
 	}
 	return nil
@@ -229,7 +263,7 @@ func (f *Filter) matchType(typ string) bool {
 
 // Empty reports whether the filter matches every event.
 func (f *Filter) Empty() bool {
-	return len(f.Types) == 0 && len(f.Attributes) == 0 && len(f.Data) == 0
+	return len(f.Types) == 0 && len(f.Attributes) == 0 && len(f.Data) == 0 && len(f.Sources) == 0 && len(f.Subjects) == 0
 }
 
 // JSON is the filter as stored and shown: null when empty.
@@ -245,6 +279,12 @@ func (f *Filter) JSON() []byte {
 // lazily by the caller-provided cache (see matchEvent).
 func (f *Filter) match(e *matchEvent) bool {
 	if !f.matchType(e.typ) {
+		return false
+	}
+	if f.Sources != nil && !globAny(f.Sources, e.cloud().Source) {
+		return false
+	}
+	if f.Subjects != nil && (e.cloud().Subject == nil || !globAny(f.Subjects, *e.cloud().Subject)) {
 		return false
 	}
 	for k, vs := range f.Attributes {
@@ -276,11 +316,63 @@ func (f *Filter) match(e *matchEvent) bool {
 // attributes and data are decoded once, when a filter first needs them.
 type matchEvent struct {
 	typ      string
+	rawCE    *string // the event's ce (nil: a plain JSON event)
+	source   string  // its topic's CloudSource, for a plain JSON event
+	ce       *CloudAttrs
 	rawAttrs json.RawMessage
 	rawData  json.RawMessage
 	attrMap  map[string]string
 	data     any
 	decoded  bool
+}
+
+// cloud is the event's CloudEvents attributes: as stored, or the
+// defaults of a plain JSON event (only the source matters here).
+func (e *matchEvent) cloud() *CloudAttrs {
+	if e.ce == nil {
+		e.ce = &CloudAttrs{}
+		if e.rawCE == nil || json.Unmarshal([]byte(*e.rawCE), e.ce) != nil {
+			e.ce = &CloudAttrs{Source: e.source}
+		}
+	}
+	return e.ce
+}
+
+// globAny reports whether s matches one of the patterns (globMatch).
+func globAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if globMatch(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch reports whether s matches pattern, where "*" matches any run
+// of characters (none included) and every other character itself, as
+// LIKE does with the pattern globLikeSQL makes of it. It backtracks only
+// to the last "*", so it takes at most len(pattern)*len(s) steps.
+func globMatch(pattern, s string) bool {
+	p, i, star, mark := 0, 0, -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			p, mark = star+1, mark+1
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 func (e *matchEvent) attrs() map[string]string {
@@ -357,13 +449,26 @@ func jsonScalarEqual(v, want any) bool {
 // (matchType), for the event row e and the subscription row q (column
 // filter). Used by backfill and seek.
 func sqlMatch() string {
-	return `NOT EXISTS (
+	return `(q.filter->'sources' IS NULL OR EXISTS (
+			SELECT 1 FROM jsonb_array_elements_text(q.filter->'sources') s(p)
+			WHERE coalesce(e.ce->>'source', (SELECT coalesce(t.source, '/ferry/topics/' || t.name) FROM ferry.topics t WHERE t.id = e.topic_id))
+				LIKE ` + globLikeSQL("s.p") + `))
+		AND (q.filter->'subjects' IS NULL OR EXISTS (
+			SELECT 1 FROM jsonb_array_elements_text(q.filter->'subjects') s(p)
+			WHERE e.ce->>'subject' LIKE ` + globLikeSQL("s.p") + `))
+		AND NOT EXISTS (
 			SELECT 1 FROM jsonb_each(coalesce(q.filter->'attributes', '{}')) a(k, vals)
 			WHERE NOT coalesce(a.vals @> to_jsonb(e.attributes->>a.k), false))
 		AND NOT EXISTS (
 			SELECT 1 FROM jsonb_each(coalesce(q.filter->'data', '{}')) d(p, vals)
 			WHERE NOT coalesce(d.vals @> jsonb_build_array(e.data #> string_to_array(d.p, '.')), false)
 				OR (e.data #> string_to_array(d.p, '.')) IS NULL)`
+}
+
+// globLikeSQL is the LIKE pattern (escape \) of the glob pattern p:
+// \, % and _ escaped, * as %.
+func globLikeSQL(p string) string {
+	return `replace(replace(replace(replace(` + p + `, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%')`
 }
 
 // storedFilter returns the parsed form of a stored filter (nil: empty).

@@ -29,10 +29,14 @@ type filterEvent struct {
 	typ   string
 	attrs string
 	data  string
+	ce    string // the CloudEvents attributes (store.CloudAttrs), "" for none
 }
 
 func (e filterEvent) match() *matchEvent {
 	m := &matchEvent{typ: e.typ}
+	if e.ce != "" {
+		m.rawCE = &e.ce
+	}
 	if e.attrs != "" {
 		m.rawAttrs = json.RawMessage(e.attrs)
 	}
@@ -269,10 +273,10 @@ func sqlMatches(ctx context.Context, db DBTX, f *Filter, ev filterEvent) (bool, 
 	var ok bool
 	err := db.QueryRow(ctx, `
 		SELECT EXISTS (
-			SELECT 1 FROM (VALUES ($2::text, $3::jsonb, $4::jsonb)) e(type, attributes, data),
+			SELECT 1 FROM (VALUES ($2::text, $3::jsonb, $4::jsonb, $5::jsonb, 0::bigint)) e(type, attributes, data, ce, topic_id),
 				(SELECT $1::jsonb AS filter) q
 			WHERE `+sqlMatch()+`)`,
-		filter, ev.typ, nullable(ev.attrs), nullable(ev.data)).Scan(&ok)
+		filter, ev.typ, nullable(ev.attrs), nullable(ev.data), nullable(ev.ce)).Scan(&ok)
 	return ok, err
 }
 
@@ -474,4 +478,32 @@ func TestStoredFilterBeforeLimits(t *testing.T) {
 	require.True(t, f.matchType("x.y"))
 	require.False(t, f.matchType("b"))
 	require.JSONEq(t, stored, string(f.JSON()))
+}
+
+// Sources and subjects: "*" matches any run of characters, everything
+// else itself (LIKE's % and _ and the escape \ included), in Go as in SQL.
+func TestFilterGoAndSQLAgreeOnSourcesAndSubjects(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewTx(t)
+	ce := func(source, subject string) filterEvent {
+		a := CloudAttrs{Source: source}
+		if subject != "" {
+			a.Subject = &subject
+		}
+		b, _ := json.Marshal(a)
+		return filterEvent{typ: "t", ce: string(b)}
+	}
+	var cases []filterCase
+	events := []filterEvent{ce("https://a.example/x", "orders/1"), ce("urn:a%b_c", ""), ce(`back\slash`, "s*"), ce("", "x")}
+	for _, f := range []string{`{"sources": ["https://*"]}`, `{"sources": ["*"]}`, `{"sources": ["urn:a%b_c"]}`,
+		`{"sources": ["urn:a_b%c", "urn:a*"]}`, `{"sources": ["back\\*"]}`, `{"subjects": ["orders/*"]}`,
+		`{"subjects": ["*"]}`, `{"subjects": ["s\\*", "x"]}`, `{"sources": ["*x*"], "subjects": ["*1"]}`} {
+		for _, e := range events {
+			cases = append(cases, filterCase{f, e})
+		}
+	}
+	requireGoAndSQLAgree(t, db, cases)
+	for p, ok := range map[string]bool{"a*c": true, "a*b*c": true, "*": true, "abc": true, "a*d": false, "**c": true, "ab": false} {
+		require.Equal(t, ok, globMatch(p, "abc"), "pattern %q", p)
+	}
 }

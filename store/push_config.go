@@ -14,7 +14,18 @@ type PushConfig struct {
 	TimeoutSeconds     int
 	MaxInFlight        int
 	RateLimitPerSecond int // 0 = no limit
+	// Format is the body pushed: PushFormatStandard (the default),
+	// PushFormatCloudEvents or PushFormatCloudEventsBinary (for a
+	// subscription's events only).
+	Format string
 }
+
+// The push formats (API.md § CloudEvents in and out).
+const (
+	PushFormatStandard          = "standard"
+	PushFormatCloudEvents       = "cloudevents"
+	PushFormatCloudEventsBinary = "cloudevents-binary"
+)
 
 // Bounds of a PushConfig, part of the contract (openapi.yaml): the
 // handlers refuse settings outside them, and the push worker sizes its
@@ -28,7 +39,7 @@ const (
 // DefaultPushConfig is what a new push configuration gets for every field
 // not given (the URL is always required).
 func DefaultPushConfig() PushConfig {
-	return PushConfig{TimeoutSeconds: 10, MaxInFlight: 10}
+	return PushConfig{TimeoutSeconds: 10, MaxInFlight: 10, Format: PushFormatStandard}
 }
 
 // PushState is how push delivery is going.
@@ -52,6 +63,7 @@ type PushPatch struct {
 	TimeoutSeconds     *int
 	MaxInFlight        *int
 	RateLimitPerSecond *int
+	Format             *string
 	// NewSecret is the signing secret to issue if the queue has none
 	// (made by the caller: the store does not know the secret format).
 	NewSecret string
@@ -91,6 +103,9 @@ func (p *PushPatch) apply(cur *PushConfig) (*PushConfig, error) {
 	set(&c.TimeoutSeconds, p.TimeoutSeconds)
 	set(&c.MaxInFlight, p.MaxInFlight)
 	set(&c.RateLimitPerSecond, p.RateLimitPerSecond)
+	if p.Format != nil {
+		c.Format = *p.Format
+	}
 	if c.URL == "" {
 		return nil, &ValidationError{Field: "push.url", Message: "is required"}
 	}

@@ -21,7 +21,7 @@ func TestPushConfigLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, "whsec_one", q.IssuedSecret, "the secret is shown by the upsert that issued it")
-	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 10}, q.Push)
+	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 10, Format: store.PushFormatStandard}, q.Push)
 
 	// A change of another field keeps the secret (none issued again).
 	five := 5
@@ -81,7 +81,7 @@ func TestPushPatchKeepURL(t *testing.T) {
 	}
 	q, _, err := store.QueueUpsert(e.ctx, e.db, hooks, store.QueuePatch{Push: keep("https://a.example/h")})
 	require.NoError(t, err)
-	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 3}, q.Push)
+	require.Equal(t, &store.PushConfig{URL: "https://a.example/h", TimeoutSeconds: 10, MaxInFlight: 3, Format: store.PushFormatStandard}, q.Push)
 
 	for _, name := range []string{hooks, pull, missing} {
 		_, _, err := store.QueueUpsert(e.ctx, e.db, name, store.QueuePatch{Push: keep("https://b.example/h")})

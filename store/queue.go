@@ -147,7 +147,7 @@ type QueueStats struct {
 
 const queueColumns = `id, name, created_at, updated_at, visibility_timeout_seconds, max_receives,
 	retention_seconds, delay_seconds, dedup_window_seconds, max_depth, retry_min_seconds, retry_max_seconds,
-	push_url, push_timeout_seconds, push_max_in_flight, push_rate_limit,
+	push_url, push_timeout_seconds, push_max_in_flight, push_rate_limit, push_format,
 	push_failing_since, push_disabled_at, push_disabled_reason,
 	(SELECT d.name FROM ferry.queues d WHERE d.id = q.dead_letter_queue_id) AS dead_letter_queue,
 	q.receive_wait_seconds, coalesce(q.max_message_size, 0), q.content_based_dedup, q.tags`
@@ -162,7 +162,7 @@ func scanQueue(row pgx.Row, extra ...any) (Queue, error) {
 	dest := append([]any{&q.ID, &q.Name, &q.CreatedAt, &q.UpdatedAt, &q.VisibilityTimeoutSeconds,
 		&q.MaxReceives, &q.RetentionSeconds, &q.DelaySeconds, &q.DedupWindowSeconds, &q.MaxDepth,
 		&q.RetryMinSeconds, &q.RetryMaxSeconds,
-		&url, &push.TimeoutSeconds, &push.MaxInFlight, &push.RateLimitPerSecond,
+		&url, &push.TimeoutSeconds, &push.MaxInFlight, &push.RateLimitPerSecond, &push.Format,
 		&q.FailingSince, &q.DisabledAt, &q.DisabledReason, &dlq,
 		&q.ReceiveWaitSeconds, &q.MaxMessageSize, &q.ContentBasedDedup, &q.Tags}, extra...)
 	err := row.Scan(dest...)
@@ -416,14 +416,16 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 	var (
 		url                      *string
 		timeout, inflight, limit = 10, 10, 0
+		format                   = PushFormatStandard
 	)
 	if push != nil {
 		url, timeout, inflight, limit = &push.URL, push.TimeoutSeconds, push.MaxInFlight, push.RateLimitPerSecond
+		format = push.Format
 	}
 	var issued bool
 	nq, err := scanQueue(tx.QueryRow(ctx, `
 		UPDATE ferry.queues q SET
-			push_url = $2, push_timeout_seconds = $3, push_max_in_flight = $4, push_rate_limit = $5,
+			push_url = $2, push_timeout_seconds = $3, push_max_in_flight = $4, push_rate_limit = $5, push_format = $7,
 			signing_secret = CASE WHEN $2::text IS NULL THEN NULL ELSE coalesce(q.signing_secret, $6) END,
 			previous_secret = CASE WHEN $2::text IS NULL THEN NULL ELSE q.previous_secret END,
 			previous_secret_until = CASE WHEN $2::text IS NULL THEN NULL ELSE q.previous_secret_until END,
@@ -432,7 +434,7 @@ func pushSet(ctx context.Context, tx pgx.Tx, q *Queue, push *PushConfig, patch *
 			push_disabled_reason = CASE WHEN $2::text IS DISTINCT FROM q.push_url THEN NULL ELSE q.push_disabled_reason END
 		WHERE id = $1
 		RETURNING `+queueColumns+`, signing_secret IS NOT DISTINCT FROM $6 AND $6 <> ''`,
-		q.ID, url, timeout, inflight, limit, patch.NewSecret), &issued)
+		q.ID, url, timeout, inflight, limit, patch.NewSecret, format), &issued)
 	if err != nil {
 		return err
 	}

@@ -339,8 +339,10 @@ func (b *backfill) deliver(ctx context.Context, db DBTX, events []windowEvent) (
 			SELECT $1, p.mid, p.published_at,
 				p.grp IS NOT NULL AND (row_number() OVER (PARTITION BY p.grp ORDER BY p.mid) > 1 OR g.live IS NOT NULL),
 				p.published_at, p.grp, p.id, p.partition, p."offset",
-				ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p."offset", p.published_at)
+				(ferry.event_json(p.id, p.type, p.key, p.data, p.attributes, p.partition, p."offset", p.published_at)::jsonb
+					|| `+ceBodySQL("p.ce", "p.published_at", "tp.source")+`)::json
 			FROM picked p
+			CROSS JOIN (SELECT coalesce(source, '/ferry/topics/' || name) AS source FROM ferry.topics WHERE id = $2) tp
 			LEFT JOIN LATERAL (
 				SELECT true AS live FROM ferry.messages x WHERE x.queue_id = $1 AND x.grp = p.grp LIMIT 1
 			) g ON true

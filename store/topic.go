@@ -12,6 +12,9 @@ type TopicConfig struct {
 	Partitions         int
 	RetentionSeconds   int
 	DedupWindowSeconds int
+	// Source is the CloudEvents source of the topic's events published
+	// as plain JSON ("": DefaultCloudSource; see Topic.CloudSource).
+	Source string
 }
 
 // DefaultTopicConfig is what a new topic gets for every field not given.
@@ -24,6 +27,7 @@ type TopicPatch struct {
 	Partitions         *int
 	RetentionSeconds   *int
 	DedupWindowSeconds *int
+	Source             *string
 }
 
 // Topic is a topic's configuration and identity.
@@ -44,12 +48,22 @@ type PartitionOffsets struct {
 	OldestOffset int64
 }
 
-const topicColumns = `id, name, created_at, updated_at, partitions, retention_seconds, dedup_window_seconds`
+const topicColumns = `id, name, created_at, updated_at, partitions, retention_seconds, dedup_window_seconds,
+	coalesce(source, '')`
 
 func scanTopic(row pgx.Row) (Topic, error) {
 	var t Topic
-	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.UpdatedAt, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds)
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.UpdatedAt, &t.Partitions, &t.RetentionSeconds, &t.DedupWindowSeconds, &t.Source)
 	return t, err
+}
+
+// CloudSource is the CloudEvents source of the topic's events published
+// as plain JSON: its Source setting, or /ferry/topics/{name}.
+func (t Topic) CloudSource() string {
+	if t.Source != "" {
+		return t.Source
+	}
+	return DefaultCloudSource(t.Name)
 }
 
 // TopicUpsert creates the named topic or changes the given fields of an
@@ -92,6 +106,9 @@ func (p TopicPatch) apply(cfg TopicConfig, exists bool) (TopicConfig, error) {
 	if p.DedupWindowSeconds != nil {
 		cfg.DedupWindowSeconds = *p.DedupWindowSeconds
 	}
+	if p.Source != nil {
+		cfg.Source = *p.Source
+	}
 	return cfg, nil
 }
 
@@ -99,15 +116,16 @@ func (p TopicPatch) apply(cfg TopicConfig, exists bool) (TopicConfig, error) {
 // it lacks.
 func topicWrite(ctx context.Context, tx pgx.Tx, name string, cfg TopicConfig, created bool) (Topic, error) {
 	t, err := scanTopic(tx.QueryRow(ctx, `
-		INSERT INTO ferry.topics AS t (name, partitions, retention_seconds, dedup_window_seconds)
-		VALUES ($1, $2, $3, $4)
+		INSERT INTO ferry.topics AS t (name, partitions, retention_seconds, dedup_window_seconds, source)
+		VALUES ($1, $2, $3, $4, nullif($6, ''))
 		ON CONFLICT (name) DO UPDATE SET
 			partitions = excluded.partitions,
 			retention_seconds = excluded.retention_seconds,
 			dedup_window_seconds = excluded.dedup_window_seconds,
+			source = excluded.source,
 			updated_at = now()
 		WHERE NOT $5 -- creating, and another request created it first: run again as an update
-		RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds, created))
+		RETURNING `+topicColumns, name, cfg.Partitions, cfg.RetentionSeconds, cfg.DedupWindowSeconds, created, cfg.Source))
 	if err != nil {
 		return Topic{}, createRaced(err)
 	}

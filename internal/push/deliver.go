@@ -45,7 +45,7 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 	if m.EventID != nil {
 		r.publicID = *m.EventID
 	}
-	body, traceparent, err := pushBody(t, m)
+	body, header, err := pushBody(t, m)
 	if err != nil {
 		// A row no face would accept (written to the tables directly):
 		// a failed attempt, so that it is dead-lettered with this error
@@ -61,11 +61,10 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 		r.err = "cannot make the request: " + err.Error()
 		return r
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", cfg.UserAgent)
-	if traceparent != "" {
-		req.Header.Set("traceparent", traceparent)
+	for k, v := range header {
+		req.Header[k] = v
 	}
+	req.Header.Set("User-Agent", cfg.UserAgent)
 	WebhookHeaders(req.Header, t.Secrets, r.publicID, start, body)
 	resp, err := cfg.Client.Do(req)
 	if err != nil {
@@ -102,19 +101,24 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 	return r
 }
 
-// pushBody is what is POSTed: a subscription's event as stored, or a
-// queue's message as a consumer would receive it (without a receipt).
-// traceparent is passed through from the attributes when present and valid
-// (sends and publishes refuse invalid ones; older rows may hold one, and a
-// header net/http refuses would fail every attempt).
-// A queue message's body that encoding/json cannot write (nesting deeper
-// than it allows) is an error.
-func pushBody(t store.PushTarget, m store.Message) ([]byte, string, error) {
+// pushBody is what is POSTed, with its headers but the signature's: a
+// subscription's event as stored (or as a CloudEvent, by its push format:
+// see cloudPayload), or a queue's message as a consumer would receive it
+// (without a receipt). traceparent is passed through from the attributes
+// when present and valid (sends and publishes refuse invalid ones; older
+// rows may hold one, and a header net/http refuses would fail every
+// attempt). A queue message's body that encoding/json cannot write
+// (nesting deeper than it allows) is an error.
+func pushBody(t store.PushTarget, m store.Message) ([]byte, http.Header, error) {
 	body, traceparent, err := pushPayload(t, m)
-	if !rules.ValidTraceparent(traceparent) {
-		traceparent = ""
+	h := http.Header{"Content-Type": {"application/json"}}
+	if err == nil && t.Subscription && t.Push != nil && t.Push.Format != "" && t.Push.Format != store.PushFormatStandard {
+		body, err = cloudPayload(t.Push.Format, body, h)
 	}
-	return body, traceparent, err
+	if rules.ValidTraceparent(traceparent) {
+		h.Set("traceparent", traceparent)
+	}
+	return body, h, err
 }
 
 func pushPayload(t store.PushTarget, m store.Message) ([]byte, string, error) {

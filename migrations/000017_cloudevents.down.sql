@@ -1,0 +1,3 @@
+ALTER TABLE ferry.topics DROP COLUMN IF EXISTS source;
+ALTER TABLE ferry.queues DROP COLUMN IF EXISTS push_format;
+ALTER TABLE ferry.events DROP COLUMN IF EXISTS ce;
