@@ -1,0 +1,48 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/client"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/openapi/openapitest"
+)
+
+// TestSendBatchAnswersInOrder: SendBatch's results follow the batch's
+// order (a duplicate names the message it repeats), a batch with one bad
+// message writes nothing, and Extend rounds a sub-second visibility up to
+// the one second the server accepts.
+func TestSendBatchAnswersInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, c, _ := setup(t)
+	putQueue(t, c, "q", client.QueueConfig{})
+
+	first, err := c.SendBatch(ctx, "q", []client.SendMessage{{Body: "a", DedupID: "a"}, {Body: "b", DedupID: "b"}})
+	require.NoError(t, err)
+	again, err := c.SendBatch(ctx, "q", []client.SendMessage{{Body: "b", DedupID: "b"}, {Body: "c", DedupID: "c"}, {Body: "a", DedupID: "a"}})
+	require.NoError(t, err)
+	require.Len(t, again, 3)
+	require.Equal(t, client.Sent{ID: first[1].ID, Duplicate: true}, again[0])
+	require.False(t, again[1].Duplicate)
+	require.NotContains(t, []string{first[0].ID, first[1].ID}, again[1].ID)
+	require.Equal(t, client.Sent{ID: first[0].ID, Duplicate: true}, again[2])
+
+	// This client checks answers only: the request is invalid on purpose.
+	unchecked := client.New(env.URL, ferrytest.AdminKey, client.WithHTTPClient(openapitest.New(t).Client(t, nil)))
+	at := time.Now().Add(time.Hour)
+	_, err = unchecked.SendBatch(ctx, "q", []client.SendMessage{{Body: "ok"}, {Body: "bad", DelaySeconds: client.Ptr(5), DeliverAt: &at}})
+	require.True(t, client.IsCode(err, "invalid_request"), "%v", err)
+	require.EqualValues(t, 3, stats(t, c, "q").Available, "a refused batch writes nothing")
+
+	ms, err := c.Receive(ctx, "q", client.Receive{MaxMessages: 1, VisibilityTimeoutSeconds: 30})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	res, err := c.Extend(ctx, "q", 10*time.Millisecond, ms[0].Receipt)
+	require.NoError(t, err)
+	require.Equal(t, []client.ReceiptResult{{Receipt: ms[0].Receipt, Status: "ok"}}, res)
+}

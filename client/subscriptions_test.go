@@ -1,0 +1,62 @@
+package client_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/client"
+)
+
+// coverSubscriptions: a pull subscription's whole life, and push settings.
+func coverSubscriptions(t *testing.T, c *client.Client, hook string) {
+	ctx := context.Background()
+	s, created, err := c.PutSubscription(ctx, "orders", "billing", client.SubscriptionConfig{
+		Filter: &client.Filter{Types: []string{"order.*"}}, Start: "earliest", MaxReceives: client.Ptr(5),
+	})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, []string{"order.*"}, s.Filter.Types)
+	ds, err := c.ReceiveEvents(ctx, "orders", "billing", client.Receive{MaxMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	require.Equal(t, "e1", ds[0].ID)
+	require.Equal(t, "order.created", ds[0].Event.Type)
+	_, err = c.ExtendEvents(ctx, "orders", "billing", time.Minute, ds[0].Receipt)
+	require.NoError(t, err)
+	res, err := c.AckEvents(ctx, "orders", "billing", ds[0].Receipt)
+	require.NoError(t, err)
+	require.Equal(t, "ok", res[0].Status)
+	_, err = c.NackEvents(ctx, "orders", "billing", client.Nack{DeadLetter: true, Error: "poison"}, ds[1].Receipt)
+	require.NoError(t, err)
+	dl, err := c.ListSubscriptionDeadLetters(ctx, "orders", "billing", client.Page{})
+	require.NoError(t, err)
+	require.Len(t, dl.Messages, 1)
+	require.Equal(t, "poison", *dl.Messages[0].LastError)
+	n, err := c.RedriveSubscriptionDeadLetters(ctx, "orders", "billing", client.Redrive{IDs: []string{dl.Messages[0].ID}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, c.PurgeSubscriptionDeadLetters(ctx, "orders", "billing"))
+	require.NoError(t, c.SeekSubscription(ctx, "orders", "billing", "latest"))
+	got, err := c.GetSubscription(ctx, "orders", "billing")
+	require.NoError(t, err)
+	require.Equal(t, 5, got.MaxReceives)
+
+	s, _, err = c.PutSubscription(ctx, "orders", "hooked", client.SubscriptionConfig{Push: &client.PushConfig{URL: hook + "/s"}})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(s.SigningSecret, "whsec_"))
+	rot, err := c.RotateSubscriptionSecret(ctx, "orders", "hooked")
+	require.NoError(t, err)
+	require.NotEqual(t, s.SigningSecret, rot.SigningSecret)
+	require.NoError(t, c.EnableSubscriptionPush(ctx, "orders", "hooked"))
+	as, err := c.ListSubscriptionPushAttempts(ctx, "orders", "hooked", client.Attempts{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, as, "no event was published since it was made")
+	l, err := c.ListSubscriptions(ctx, "orders", client.Page{})
+	require.NoError(t, err)
+	require.Len(t, l.Subscriptions, 2)
+	require.NoError(t, c.DeleteSubscription(ctx, "orders", "hooked"))
+}
