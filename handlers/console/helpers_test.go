@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -120,3 +121,5 @@ func stats(t testing.TB, env *ferrytest.Env, q string) map[string]any {
 	t.Helper()
 	return rest(t, env, "GET", "/v1/queues/"+q, nil, http.StatusOK)["stats"].(map[string]any)
 }
+
+func str(v any) string { return fmt.Sprint(v) }

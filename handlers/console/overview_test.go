@@ -1,0 +1,102 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+)
+
+// TestConsoleOverviewSearch proves the overview pages and searches by
+// name, lists only what the key may read, and puts dead letters first.
+func TestConsoleOverviewSearch(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	for i := range 120 {
+		rest(t, env, "PUT", "/v1/queues/"+name(i), nil, http.StatusCreated)
+	}
+	rest(t, env, "PUT", "/v1/queues/other-1", nil, http.StatusCreated)
+	deadLetterAll(t, env, name(77), "bad", 1)
+	u := newUI(t, env)
+	u.signIn(ferrytest.AdminKey)
+	p := u.get("/ui/")
+	require.Equal(t, http.StatusOK, p.Status)
+	trouble := p.Body[strings.Index(p.Body, `id="trouble"`):strings.Index(p.Body, `id="queues"`)]
+	require.Contains(t, trouble, name(77))
+	require.Equal(t, 50, strings.Count(p.Body[strings.Index(p.Body, `id="queues"`):], `<a href="/ui/queues/`))
+	require.Contains(t, p.Body, "More queues")
+	p = u.get("/ui/?q=other")
+	require.Contains(t, p.Body, "other-1")
+	require.NotContains(t, p.Body, name(1)+"<")
+
+	rest(t, env, "PUT", "/v1/topics/tp", nil, http.StatusCreated)
+	for _, sub := range []string{"s1", "hidden"} {
+		rest(t, env, "PUT", "/v1/topics/tp/subscriptions/"+sub, nil, http.StatusCreated)
+	}
+	rest(t, env, "POST", "/v1/topics/tp/events", map[string]any{"events": []any{map[string]any{"type": "x"}}}, http.StatusCreated)
+	rest(t, env, "POST", "/v1/topics/tp/groups/g1/poll", map[string]any{"consumer": "c"}, http.StatusOK)
+	p = u.get("/ui/?q=tp")
+	topics := p.Body[strings.Index(p.Body, `id="topics"`):]
+	for _, want := range []string{"/ui/topics/tp/subscriptions/s1", "/ui/topics/tp/subscriptions/hidden", "/ui/topics/tp/groups/g1"} {
+		require.Contains(t, topics, want)
+	}
+
+	m := rest(t, env, "POST", "/v1/keys", map[string]any{"name": "scoped", "permissions": []any{
+		map[string]any{"resource": "queue:q-00*", "actions": []string{"read"}},
+		map[string]any{"resource": "topic:tp", "actions": []string{"read"}},
+		map[string]any{"resource": "subscription:tp/s1", "actions": []string{"read"}},
+	}}, http.StatusCreated)
+	s := newUI(t, env)
+	s.signIn(m["key"].(string))
+	p = s.get("/ui/")
+	require.Equal(t, 10, strings.Count(p.Body, `<a href="/ui/queues/`), "q-000 to q-009 only")
+	require.NotContains(t, p.Body, name(77))
+	require.Contains(t, p.Body, "/ui/topics/tp/subscriptions/s1")
+	require.NotContains(t, p.Body, "/subscriptions/hidden")
+	require.NotContains(t, p.Body, "/groups/g1")
+}
+
+func name(i int) string {
+	return "q-" + string(rune('0'+i/100)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
+}
+
+// TestConsoleOverviewTenThousandQueues proves the overview with 10,000
+// queues (and a scoped key that may read only the last few): a page, the
+// next page, a search and the scoped key's page all answer with what they
+// should. The times are logged, not asserted (the machine's load decides
+// them); see docs/console.md for what a page reads.
+func TestConsoleOverviewTenThousandQueues(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	_, err := env.Server.Pool().Exec(context.Background(),
+		`INSERT INTO ferry.queues (name) SELECT 'load-' || lpad(g::text, 5, '0') FROM generate_series(1, 10000) g`)
+	require.NoError(t, err)
+	u := newUI(t, env)
+	u.signIn(ferrytest.AdminKey)
+	_, secret := newKey(t, env, "queue:load-0999*", "read")
+	s := newUI(t, env)
+	s.signIn(secret)
+	for _, c := range []struct {
+		ui         *ui
+		path, want string
+		rows       int
+	}{
+		{u, "/ui/", "load-00050", 50},
+		{u, "/ui/?after=load-09000", "load-09050", 50},
+		{u, "/ui/?q=9876", "load-09876", 1},
+		{s, "/ui/", "load-09999", 10},
+	} {
+		start := time.Now()
+		p := c.ui.get(c.path)
+		took := time.Since(start)
+		require.Equal(t, http.StatusOK, p.Status)
+		require.Contains(t, p.Body, c.want, c.path)
+		require.Equal(t, c.rows, strings.Count(p.Body[strings.Index(p.Body, `id="queues"`):], `<a href="/ui/queues/`), c.path)
+		t.Logf("%s: %v", c.path, took)
+	}
+}

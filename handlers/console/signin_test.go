@@ -1,0 +1,70 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+)
+
+// TestConsoleSession proves sign-in and sign-out: a page needs a session,
+// a wrong key is refused, the cookie is HttpOnly, SameSite=Strict, path
+// /ui and does not hold the key, pages carry a strict CSP and refuse
+// framing, and the key is in no page and no log line.
+func TestConsoleSession(t *testing.T) {
+	t.Parallel()
+	var logs ferrytest.LogBuffer
+	env := ferrytest.StartLogging(t, &logs)
+	u := newUI(t, env)
+
+	p := u.get("/ui/")
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	require.Equal(t, "/ui/login", p.Header.Get("Location"))
+	p = u.get("/ui/login")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Contains(t, p.Header.Get("Content-Security-Policy"), "default-src 'none'")
+	require.Contains(t, p.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.NotContains(t, p.Header.Get("Content-Security-Policy"), "script-src")
+	require.Equal(t, "DENY", p.Header.Get("X-Frame-Options"))
+
+	p = u.post("/ui/login", url.Values{"key": {"not-a-key-at-all-0000"}})
+	require.Equal(t, http.StatusUnauthorized, p.Status)
+	require.Contains(t, p.Body, "not valid")
+	p = u.post("/ui/login", url.Values{"key": {strings.Repeat("x", 100_000)}})
+	require.Equal(t, http.StatusUnauthorized, p.Status)
+
+	p = u.post("/ui/login", url.Values{"key": {ferrytest.AdminKey}})
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	cookies := (&http.Response{Header: p.Header}).Cookies()
+	require.Len(t, cookies, 1)
+	ck := cookies[0]
+	require.True(t, ck.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	require.Equal(t, "/ui", ck.Path)
+	require.False(t, ck.Secure, "plain HTTP here; Secure under TLS")
+	require.NotContains(t, ck.Value, ferrytest.AdminKey)
+
+	for _, path := range []string{"/ui/", "/ui/keys", "/ui/audit"} {
+		p = u.get(path)
+		require.Equal(t, http.StatusOK, p.Status, path)
+		require.NotContains(t, p.Body, ferrytest.AdminKey, path)
+	}
+	require.Contains(t, p.Body, "Audit log")
+
+	// A forged cookie is no session.
+	forged := newUI(t, env)
+	req, _ := http.NewRequest("GET", env.URL+"/ui/", nil)
+	req.AddCookie(&http.Cookie{Name: "ferry_session", Value: strings.Replace(ck.Value, "a", "b", 1) + "x"})
+	require.Equal(t, http.StatusSeeOther, forged.do(req).Status)
+
+	// Sign-out needs the CSRF token, and ends the session.
+	require.Equal(t, http.StatusForbidden, u.post("/ui/logout", nil).Status)
+	p = u.post("/ui/logout", url.Values{"csrf": {u.csrf("/ui/")}})
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	require.Equal(t, http.StatusSeeOther, u.get("/ui/").Status)
+	require.NotContains(t, logs.String(), ferrytest.AdminKey)
+}
