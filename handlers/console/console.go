@@ -91,15 +91,26 @@ func (c *Console) secure(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it, browsers send Origin: null on forms
 		h.Set("Cache-Control", "no-store")
-		// A console form is a few fields: a larger body is not read (its
-		// form then has no CSRF token, and is refused).
-		ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxFormBytes)
+		// A console form is a few fields: a larger body is not parsed (its
+		// form then has no CSRF token, and is refused). One up to
+		// drainFormBytes is read and dropped first, so that its sender
+		// gets the error page rather than a connection reset mid-send.
+		req := ec.Request()
+		if req.ContentLength > maxFormBytes && req.ContentLength <= drainFormBytes {
+			_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, drainFormBytes))
+			req.Body, req.ContentLength = http.NoBody, 0
+		}
+		req.Body = http.MaxBytesReader(ec.Response(), req.Body, maxFormBytes)
 		return next(ec)
 	}
 }
 
-// maxFormBytes bounds the body of a console request.
-const maxFormBytes = 64 << 10
+// maxFormBytes bounds the body of a console request; drainFormBytes
+// bounds what is read of a larger one before its error page.
+const (
+	maxFormBytes   = 64 << 10
+	drainFormBytes = 1 << 20
+)
 
 // viewer is who a signed-in request comes from.
 type viewer struct {
