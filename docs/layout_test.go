@@ -21,27 +21,6 @@ import (
 // concept are found where the concept is. A file is exempt when
 // layoutExempt says why.
 
-// testsPending are source files whose test files are being written on
-// other branches right now (client, the SQS face, SigV4, the SQS
-// checksums). Each entry is removed when its test file lands; an entry
-// whose test file exists fails TestEverySourceHasItsTestFile, so the list
-// only shrinks, and entries outside those folders are refused.
-var testsPending = []string{
-	"handlers/sqs/attributes.go",
-	"handlers/sqs/batch.go",
-	"handlers/sqs/errors.go",
-	"handlers/sqs/msgattrs.go",
-	"handlers/sqs/query.go",
-	"handlers/sqs/receive.go",
-	"handlers/sqs/sqs.go",
-	"internal/sigv4/canonical.go",
-	"internal/sigv4/error.go",
-	"internal/sigv4/parse.go",
-}
-
-// pendingFolders are the only folders testsPending may name files in.
-var pendingFolders = []string{"client/", "handlers/sqs/", "internal/sigv4/", "internal/sqsmd5/"}
-
 // platformSuffixes mark platform shims (a_linux.go, a_other.go): the same
 // function for another platform, tested through the file it stands in for.
 var platformSuffixes = []string{"_linux", "_darwin", "_windows", "_unix", "_other"}
@@ -122,22 +101,11 @@ func hasTestFile(p string) bool {
 }
 
 // TestEverySourceHasItsTestFile holds the rule over the whole tree: no
-// source file lacks its test file but the exempt and the pending ones.
+// source file lacks its test file but the exempt ones.
 func TestEverySourceHasItsTestFile(t *testing.T) {
 	t.Parallel()
 	lacking := sourcesLackingTests(t, "..")
-	var unexpected []string
-	for _, f := range lacking {
-		if !slices.Contains(testsPending, f) {
-			unexpected = append(unexpected, f)
-		}
-	}
-	require.Empty(t, unexpected, "source files without a test file of their name (a_test.go or a_internal_test.go); write one, or move the tests of that concept there")
-	for _, f := range testsPending {
-		require.True(t, slices.ContainsFunc(pendingFolders, func(d string) bool { return strings.HasPrefix(f, d) }),
-			"%s: pending entries are for %v only", f, pendingFolders)
-		require.Contains(t, lacking, f, "%s: has its test file now (or is gone, or exempt); take it off testsPending", f)
-	}
+	require.Empty(t, lacking, "source files without a test file of their name (a_test.go or a_internal_test.go); write one, or move the tests of that concept there")
 }
 
 // TestLayoutExemptions: the exemption rule says yes and no where it
