@@ -203,3 +203,30 @@ func (c *Client) EnableSubscriptionPush(ctx context.Context, topic, sub string) 
 func (c *Client) ListSubscriptionPushAttempts(ctx context.Context, topic, sub string, a Attempts) ([]PushAttempt, error) {
 	return c.listAttempts(ctx, subPath(topic, sub), a)
 }
+
+// PeekedDelivery is a subscription's delivery as a peek shows it: no
+// receipt; ID is the event's, State as in [PeekedMessage].
+type PeekedDelivery struct {
+	ID           string    `json:"id"`
+	Event        Event     `json:"event"`
+	ReceiveCount int       `json:"receive_count"`
+	VisibleAt    time.Time `json:"visible_at"`
+	State        string    `json:"state"`
+}
+
+// PeekedDeliveryPage is one page of a subscription's peek in delivery
+// order; Next is nil on the last page.
+type PeekedDeliveryPage struct {
+	Messages []PeekedDelivery `json:"messages"`
+	Next     *string          `json:"next"`
+}
+
+// PeekSubscription returns one page of the subscription's unacked
+// deliveries without claiming any, like [Client.PeekMessages].
+func (c *Client) PeekSubscription(ctx context.Context, topic, sub string, o PeekOptions) (*PeekedDeliveryPage, error) {
+	out := &PeekedDeliveryPage{}
+	if err := c.peek(ctx, subPath(topic, sub), o, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
