@@ -222,3 +222,40 @@ func peekClaimsNothing(t *testing.T, c *client.Client) {
 	_, err = c.Nack(ctx, "src", client.Nack{DelaySeconds: client.Ptr(0)}, ms[0].Receipt, ms[1].Receipt)
 	require.NoError(t, err)
 }
+
+// TestQueueSettingsRoundTrip: receive_wait_seconds, max_message_size,
+// content_based_dedup and tags go to a real Ferry and come back; content
+// dedup takes effect; an empty, non-nil Tags removes the tags while a nil
+// one leaves them.
+func TestQueueSettingsRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c, _ := setup(t)
+	q, _, err := c.PutQueue(ctx, "q", client.QueueConfig{
+		ReceiveWaitSeconds: client.Ptr(3), MaxMessageSize: client.Ptr(2048),
+		ContentBasedDedup: client.Ptr(true), Tags: map[string]string{"team": "billing"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, q.ReceiveWaitSeconds)
+	require.Equal(t, 2048, q.MaxMessageSize)
+	require.True(t, q.ContentBasedDedup)
+	require.Equal(t, map[string]string{"team": "billing"}, q.Tags)
+
+	a, err := c.Send(ctx, "q", client.SendMessage{Body: "same"})
+	require.NoError(t, err)
+	b, err := c.Send(ctx, "q", client.SendMessage{Body: "same"})
+	require.NoError(t, err)
+	require.Equal(t, client.Sent{ID: a.ID, Duplicate: true}, b, "content-based dedup")
+
+	q, _, err = c.PutQueue(ctx, "q", client.QueueConfig{MaxMessageSize: client.Ptr(0)})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"team": "billing"}, q.Tags, "nil Tags leaves them")
+	require.Zero(t, q.MaxMessageSize)
+	q, _, err = c.PutQueue(ctx, "q", client.QueueConfig{Tags: map[string]string{}})
+	require.NoError(t, err)
+	require.Empty(t, q.Tags)
+	got, err := c.GetQueue(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, 3, got.ReceiveWaitSeconds)
+	require.True(t, got.ContentBasedDedup)
+}

@@ -16,6 +16,11 @@ type Filter struct {
 	Attributes map[string][]string `json:"attributes,omitempty"`
 	// Data maps a dotted path into the event's data to accepted JSON scalars.
 	Data map[string][]any `json:"data,omitempty"`
+	// Sources are patterns over the event's CloudEvents source (* is any run).
+	Sources []string `json:"sources,omitempty"`
+	// Subjects are patterns over its subject, as Sources; an event without
+	// a subject matches none.
+	Subjects []string `json:"subjects,omitempty"`
 }
 
 // SubscriptionConfig is a subscription's configuration as PUT sends it: a
