@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -157,4 +158,59 @@ func (c *Client) extend(ctx context.Context, base string, visibility time.Durati
 // seconds rounds d up to whole seconds, at least 1.
 func seconds(d time.Duration) int {
 	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+// PeekOptions asks for one page of a peek: at most Limit messages (0: the
+// server's default) after the cursor After (a previous page's Next; "" for
+// the first), only those in State ("available", "in_flight", "delayed"; ""
+// for every state).
+type PeekOptions struct {
+	Limit int
+	After string
+	State string
+}
+
+func (o PeekOptions) query() url.Values {
+	q := Page{Limit: o.Limit, After: o.After}.query()
+	if o.State != "" {
+		q.Set("state", o.State)
+	}
+	return q
+}
+
+// PeekedMessage is a queue's message as a peek shows it: no receipt, and
+// State one of "available", "in_flight", "delayed". VisibleAt is a delayed
+// message's delivery time or an in-flight message's lease end.
+type PeekedMessage struct {
+	ID           string            `json:"id"`
+	Body         json.RawMessage   `json:"body"`
+	Attributes   map[string]string `json:"attributes"`
+	Group        *string           `json:"group"`
+	DedupID      *string           `json:"dedup_id"`
+	ReceiveCount int               `json:"receive_count"`
+	SentAt       time.Time         `json:"sent_at"`
+	VisibleAt    time.Time         `json:"visible_at"`
+	State        string            `json:"state"`
+}
+
+// PeekedMessagePage is one page of a peek in send order; Next is nil on
+// the last page.
+type PeekedMessagePage struct {
+	Messages []PeekedMessage `json:"messages"`
+	Next     *string         `json:"next"`
+}
+
+// PeekMessages returns one page of the queue's unacked messages without
+// claiming any: no receive is counted and no lease changes.
+func (c *Client) PeekMessages(ctx context.Context, queue string, o PeekOptions) (*PeekedMessagePage, error) {
+	out := &PeekedMessagePage{}
+	if err := c.peek(ctx, queuePath(queue), o, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// peek gets one page of the messages of the queue or subscription at base.
+func (c *Client) peek(ctx context.Context, base string, o PeekOptions, out any) error {
+	return c.do(ctx, call{method: http.MethodGet, path: base + "/messages", query: o.query(), idempotent: true}, out)
 }

@@ -18,6 +18,9 @@ type PushConfig struct {
 	TimeoutSeconds     *int   `json:"timeout_seconds,omitempty"`
 	MaxInFlight        *int   `json:"max_in_flight,omitempty"`
 	RateLimitPerSecond *int   `json:"rate_limit_per_second,omitempty"`
+	// Format is the body pushed: "standard" (the default), or, for a
+	// subscription only, "cloudevents" or "cloudevents-binary".
+	Format string `json:"format,omitempty"`
 }
 
 // Push is a queue's or subscription's push configuration and state.
@@ -26,6 +29,7 @@ type Push struct {
 	TimeoutSeconds     int        `json:"timeout_seconds"`
 	MaxInFlight        int        `json:"max_in_flight"`
 	RateLimitPerSecond int        `json:"rate_limit_per_second"`
+	Format             string     `json:"format"`
 	FailingSince       *time.Time `json:"failing_since"`
 	DisabledAt         *time.Time `json:"disabled_at"`
 	DisabledReason     *string    `json:"disabled_reason"`

@@ -20,6 +20,16 @@ type QueueConfig struct {
 	MaxDepth                 *int64 `json:"max_depth,omitempty"`
 	RetryMinSeconds          *int   `json:"retry_min_seconds,omitempty"`
 	RetryMaxSeconds          *int   `json:"retry_max_seconds,omitempty"`
+	// ReceiveWaitSeconds is the long poll of a receive that gives none (0 to 20).
+	ReceiveWaitSeconds *int `json:"receive_wait_seconds,omitempty"`
+	// MaxMessageSize is the queue's own size limit in bytes (0: the server's).
+	MaxMessageSize *int `json:"max_message_size,omitempty"`
+	// ContentBasedDedup gives a message sent without a dedup id the SHA-256
+	// of its body as one.
+	ContentBasedDedup *bool `json:"content_based_dedup,omitempty"`
+	// Tags replaces the queue's tags when not nil (an empty, non-nil map
+	// removes them all).
+	Tags map[string]string `json:"-"`
 	// DeadLetterQueue names the queue that takes this queue's dead letters
 	// (nil leaves it as it is, a pointer to "" clears it).
 	DeadLetterQueue *string `json:"-"`
@@ -29,14 +39,19 @@ type QueueConfig struct {
 	RemovePush bool        `json:"-"`
 }
 
-// MarshalJSON writes the fields set, with "push": null for RemovePush and
-// "dead_letter_queue": null for a pointer to "".
+// MarshalJSON writes the fields set, with "push": null for RemovePush,
+// "dead_letter_queue": null for a pointer to "" and "tags": {} for an
+// empty, non-nil Tags.
 func (q QueueConfig) MarshalJSON() ([]byte, error) {
 	type plain QueueConfig
 	v := struct {
 		plain
-		DeadLetterQueue *nullable `json:"dead_letter_queue,omitempty"`
-	}{plain(q), nullableOf(q.DeadLetterQueue)}
+		DeadLetterQueue *nullable          `json:"dead_letter_queue,omitempty"`
+		Tags            *map[string]string `json:"tags,omitempty"`
+	}{plain: plain(q), DeadLetterQueue: nullableOf(q.DeadLetterQueue)}
+	if q.Tags != nil {
+		v.Tags = &q.Tags
+	}
 	return withRemovedPush(v, q.RemovePush)
 }
 
@@ -60,21 +75,25 @@ func nullableOf(s *string) *nullable {
 
 // Queue is a queue's name, configuration, timestamps and stats.
 type Queue struct {
-	Name                     string     `json:"name"`
-	VisibilityTimeoutSeconds int        `json:"visibility_timeout_seconds"`
-	MaxReceives              int        `json:"max_receives"`
-	RetentionSeconds         int        `json:"retention_seconds"`
-	DelaySeconds             int        `json:"delay_seconds"`
-	DedupWindowSeconds       int        `json:"dedup_window_seconds"`
-	MaxDepth                 int64      `json:"max_depth"`
-	RetryMinSeconds          int        `json:"retry_min_seconds"`
-	RetryMaxSeconds          int        `json:"retry_max_seconds"`
-	DeadLetterQueue          *string    `json:"dead_letter_queue"`
-	DeadLetterSources        []string   `json:"dead_letter_sources"`
-	Push                     *Push      `json:"push"`
-	CreatedAt                time.Time  `json:"created_at"`
-	UpdatedAt                time.Time  `json:"updated_at"`
-	Stats                    QueueStats `json:"stats"`
+	Name                     string            `json:"name"`
+	VisibilityTimeoutSeconds int               `json:"visibility_timeout_seconds"`
+	MaxReceives              int               `json:"max_receives"`
+	RetentionSeconds         int               `json:"retention_seconds"`
+	DelaySeconds             int               `json:"delay_seconds"`
+	DedupWindowSeconds       int               `json:"dedup_window_seconds"`
+	MaxDepth                 int64             `json:"max_depth"`
+	RetryMinSeconds          int               `json:"retry_min_seconds"`
+	RetryMaxSeconds          int               `json:"retry_max_seconds"`
+	DeadLetterQueue          *string           `json:"dead_letter_queue"`
+	DeadLetterSources        []string          `json:"dead_letter_sources"`
+	ReceiveWaitSeconds       int               `json:"receive_wait_seconds"`
+	MaxMessageSize           int               `json:"max_message_size"`
+	ContentBasedDedup        bool              `json:"content_based_dedup"`
+	Tags                     map[string]string `json:"tags"`
+	Push                     *Push             `json:"push"`
+	CreatedAt                time.Time         `json:"created_at"`
+	UpdatedAt                time.Time         `json:"updated_at"`
+	Stats                    QueueStats        `json:"stats"`
 	// SigningSecret is set only in the answer of the PUT that gave the queue push.
 	SigningSecret string `json:"signing_secret,omitempty"`
 }

@@ -20,6 +20,7 @@ func coverQueues(t *testing.T, c *client.Client, hook string) {
 	putQueue(t, c, "dst", client.QueueConfig{})
 	send(t, c, "src", "a")
 	send(t, c, "src", "b")
+	peekClaimsNothing(t, c)
 	moved, err := c.MoveMessages(ctx, "src", "dst", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, moved)
@@ -187,4 +188,74 @@ func TestQueueCalls(t *testing.T) {
 	require.NotEmpty(t, e.Detail)
 	require.Contains(t, string(e.Raw), `"not_found"`)
 	require.True(t, client.IsCode(err, "not_found"))
+}
+
+// peekClaimsNothing: a peek of src shows its two messages without claiming
+// them (receive_count stays 0 and both are still receivable), pages with
+// After, and filters by State.
+func peekClaimsNothing(t *testing.T, c *client.Client) {
+	ctx := context.Background()
+	first, err := c.PeekMessages(ctx, "src", client.PeekOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, first.Messages, 1)
+	require.JSONEq(t, `"a"`, string(first.Messages[0].Body))
+	require.Equal(t, "available", first.Messages[0].State)
+	require.Zero(t, first.Messages[0].ReceiveCount)
+	require.NotNil(t, first.Next)
+	second, err := c.PeekMessages(ctx, "src", client.PeekOptions{Limit: 1, After: *first.Next})
+	require.NoError(t, err)
+	require.Len(t, second.Messages, 1)
+	require.JSONEq(t, `"b"`, string(second.Messages[0].Body))
+	inFlight, err := c.PeekMessages(ctx, "src", client.PeekOptions{State: "in_flight"})
+	require.NoError(t, err)
+	require.Empty(t, inFlight.Messages)
+	require.EqualValues(t, 2, stats(t, c, "src").Available)
+
+	ms, err := c.Receive(ctx, "src", client.Receive{MaxMessages: 10, VisibilityTimeoutSeconds: 60})
+	require.NoError(t, err)
+	require.Len(t, ms, 2, "peeked messages are still receivable")
+	require.Equal(t, []int{1, 1}, []int{ms[0].ReceiveCount, ms[1].ReceiveCount}, "a peek counts no receive")
+	inFlight, err = c.PeekMessages(ctx, "src", client.PeekOptions{State: "in_flight"})
+	require.NoError(t, err)
+	require.Len(t, inFlight.Messages, 2)
+	require.Nil(t, inFlight.Next)
+	_, err = c.Nack(ctx, "src", client.Nack{DelaySeconds: client.Ptr(0)}, ms[0].Receipt, ms[1].Receipt)
+	require.NoError(t, err)
+}
+
+// TestQueueSettingsRoundTrip: receive_wait_seconds, max_message_size,
+// content_based_dedup and tags go to a real Ferry and come back; content
+// dedup takes effect; an empty, non-nil Tags removes the tags while a nil
+// one leaves them.
+func TestQueueSettingsRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c, _ := setup(t)
+	q, _, err := c.PutQueue(ctx, "q", client.QueueConfig{
+		ReceiveWaitSeconds: client.Ptr(3), MaxMessageSize: client.Ptr(2048),
+		ContentBasedDedup: client.Ptr(true), Tags: map[string]string{"team": "billing"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, q.ReceiveWaitSeconds)
+	require.Equal(t, 2048, q.MaxMessageSize)
+	require.True(t, q.ContentBasedDedup)
+	require.Equal(t, map[string]string{"team": "billing"}, q.Tags)
+
+	a, err := c.Send(ctx, "q", client.SendMessage{Body: "same"})
+	require.NoError(t, err)
+	b, err := c.Send(ctx, "q", client.SendMessage{Body: "same"})
+	require.NoError(t, err)
+	require.Equal(t, client.Sent{ID: a.ID, Duplicate: true}, b, "content-based dedup")
+
+	q, _, err = c.PutQueue(ctx, "q", client.QueueConfig{MaxMessageSize: client.Ptr(0)})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"team": "billing"}, q.Tags, "nil Tags leaves them")
+	require.Zero(t, q.MaxMessageSize)
+	q, _, err = c.PutQueue(ctx, "q", client.QueueConfig{Tags: map[string]string{}})
+	require.NoError(t, err)
+	require.Empty(t, q.Tags)
+	got, err := c.GetQueue(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, 3, got.ReceiveWaitSeconds)
+	require.True(t, got.ContentBasedDedup)
 }

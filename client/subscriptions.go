@@ -16,6 +16,11 @@ type Filter struct {
 	Attributes map[string][]string `json:"attributes,omitempty"`
 	// Data maps a dotted path into the event's data to accepted JSON scalars.
 	Data map[string][]any `json:"data,omitempty"`
+	// Sources are patterns over the event's CloudEvents source (* is any run).
+	Sources []string `json:"sources,omitempty"`
+	// Subjects are patterns over its subject, as Sources; an event without
+	// a subject matches none.
+	Subjects []string `json:"subjects,omitempty"`
 }
 
 // SubscriptionConfig is a subscription's configuration as PUT sends it: a
@@ -202,4 +207,31 @@ func (c *Client) EnableSubscriptionPush(ctx context.Context, topic, sub string) 
 // ListSubscriptionPushAttempts returns the subscription's recorded push attempts.
 func (c *Client) ListSubscriptionPushAttempts(ctx context.Context, topic, sub string, a Attempts) ([]PushAttempt, error) {
 	return c.listAttempts(ctx, subPath(topic, sub), a)
+}
+
+// PeekedDelivery is a subscription's delivery as a peek shows it: no
+// receipt; ID is the event's, State as in [PeekedMessage].
+type PeekedDelivery struct {
+	ID           string    `json:"id"`
+	Event        Event     `json:"event"`
+	ReceiveCount int       `json:"receive_count"`
+	VisibleAt    time.Time `json:"visible_at"`
+	State        string    `json:"state"`
+}
+
+// PeekedDeliveryPage is one page of a subscription's peek in delivery
+// order; Next is nil on the last page.
+type PeekedDeliveryPage struct {
+	Messages []PeekedDelivery `json:"messages"`
+	Next     *string          `json:"next"`
+}
+
+// PeekSubscription returns one page of the subscription's unacked
+// deliveries without claiming any, like [Client.PeekMessages].
+func (c *Client) PeekSubscription(ctx context.Context, topic, sub string, o PeekOptions) (*PeekedDeliveryPage, error) {
+	out := &PeekedDeliveryPage{}
+	if err := c.peek(ctx, subPath(topic, sub), o, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/client"
+	"github.com/ferry-mq/ferry/internal/server"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // coverSubscriptions: a pull subscription's whole life, and push settings.
@@ -20,6 +24,13 @@ func coverSubscriptions(t *testing.T, c *client.Client, hook string) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, []string{"order.*"}, s.Filter.Types)
+	peeked, err := c.PeekSubscription(ctx, "orders", "billing", client.PeekOptions{Limit: 1, State: "available"})
+	require.NoError(t, err)
+	require.Len(t, peeked.Messages, 1)
+	require.Equal(t, "e1", peeked.Messages[0].ID)
+	require.Equal(t, "order.created", peeked.Messages[0].Event.Type)
+	require.Zero(t, peeked.Messages[0].ReceiveCount)
+	require.NotNil(t, peeked.Next, "a second delivery waits")
 	ds, err := c.ReceiveEvents(ctx, "orders", "billing", client.Receive{MaxMessages: 10})
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
@@ -59,4 +70,49 @@ func coverSubscriptions(t *testing.T, c *client.Client, hook string) {
 	require.NoError(t, err)
 	require.Len(t, l.Subscriptions, 2)
 	require.NoError(t, c.DeleteSubscription(ctx, "orders", "hooked"))
+}
+
+// TestSourceFiltersAndPushFormat: a filter's sources and subjects
+// round-trip and pick the events delivered (a plain-JSON event has no
+// subject, so it matches none); a push subscription's format round-trips
+// and is what the hook receives.
+func TestSourceFiltersAndPushFormat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := ferrytest.Start(t, func(c *server.Config) { c.AllowPrivatePush = true })
+	c, _ := newClient(t, env.URL)
+	types := make(chan string, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		types <- r.Header.Get("Content-Type")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	_, _, err := c.PutTopic(ctx, "t", client.TopicConfig{})
+	require.NoError(t, err)
+	f := &client.Filter{Sources: []string{"/room-*"}, Subjects: []string{"room-a/*"}}
+	s, _, err := c.PutSubscription(ctx, "t", "rooms", client.SubscriptionConfig{Filter: f})
+	require.NoError(t, err)
+	require.Equal(t, f.Sources, s.Filter.Sources)
+	require.Equal(t, f.Subjects, s.Filter.Subjects)
+	s, _, err = c.PutSubscription(ctx, "t", "hooked", client.SubscriptionConfig{Push: &client.PushConfig{URL: hook.URL, Format: "cloudevents"}})
+	require.NoError(t, err)
+	require.Equal(t, "cloudevents", s.Push.Format)
+
+	_, err = c.Publish(ctx, "t", client.PublishEvent{Type: "plain"})
+	require.NoError(t, err)
+	publishCloudEvent(t, env.URL, "t", `{"specversion":"1.0","id":"b","source":"/room-b","subject":"room-b/x","type":"r"}`)
+	publishCloudEvent(t, env.URL, "t", `{"specversion":"1.0","id":"a","source":"/room-a","subject":"room-a/x","type":"r"}`)
+	ds, err := c.ReceiveEvents(ctx, "t", "rooms", client.Receive{MaxMessages: 10, WaitSeconds: 5})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, "a", ds[0].ID)
+	require.Equal(t, "room-a/x", *ds[0].Event.Subject)
+	for range 3 {
+		select {
+		case ct := <-types:
+			require.Equal(t, "application/cloudevents+json", ct)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no push within 30s")
+		}
+	}
 }

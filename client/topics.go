@@ -16,6 +16,9 @@ type TopicConfig struct {
 	Partitions         *int `json:"partitions,omitempty"`
 	RetentionSeconds   *int `json:"retention_seconds,omitempty"`
 	DedupWindowSeconds *int `json:"dedup_window_seconds,omitempty"`
+	// Source is the CloudEvents source of events published as plain JSON
+	// ("": left as it is; the default is /ferry/topics/{topic}).
+	Source string `json:"source,omitempty"`
 }
 
 // Topic is a topic's configuration and the offsets of its partitions.
@@ -24,6 +27,7 @@ type Topic struct {
 	Partitions         int                `json:"partitions"`
 	RetentionSeconds   int                `json:"retention_seconds"`
 	DedupWindowSeconds int                `json:"dedup_window_seconds"`
+	Source             string             `json:"source"`
 	CreatedAt          time.Time          `json:"created_at"`
 	UpdatedAt          time.Time          `json:"updated_at"`
 	Offsets            []PartitionOffsets `json:"offsets"`
@@ -63,16 +67,28 @@ type Published struct {
 	Duplicate bool   `json:"duplicate"`
 }
 
-// Event is an event of a topic's log.
+// Event is an event of a topic's log, with its CloudEvents attributes:
+// those of a CloudEvent exactly as published (Time as written, nil when
+// absent), those of an event published as plain JSON rebuilt (the topic's
+// source, Time its published_at, DataContentType application/json). Data
+// that is not JSON is in DataBase64, decoded, and Data is then null.
 type Event struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Key         *string           `json:"key"`
-	Data        json.RawMessage   `json:"data"`
-	Attributes  map[string]string `json:"attributes"`
-	Partition   int               `json:"partition"`
-	Offset      int64             `json:"offset"`
-	PublishedAt time.Time         `json:"published_at"`
+	ID              string            `json:"id"`
+	Type            string            `json:"type"`
+	Key             *string           `json:"key"`
+	Data            json.RawMessage   `json:"data"`
+	DataBase64      []byte            `json:"data_base64,omitempty"`
+	Attributes      map[string]string `json:"attributes"`
+	Partition       int               `json:"partition"`
+	Offset          int64             `json:"offset"`
+	PublishedAt     time.Time         `json:"published_at"`
+	Source          string            `json:"source"`
+	Subject         *string           `json:"subject,omitempty"`
+	Time            *string           `json:"time,omitempty"`
+	DataContentType *string           `json:"datacontenttype,omitempty"`
+	DataSchema      *string           `json:"dataschema,omitempty"`
+	// Extensions are the extension attributes (string, number, bool or nil).
+	Extensions map[string]any `json:"extensions"`
 }
 
 // ReadEvents says where to read a partition: from FromOffset, or from

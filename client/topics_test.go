@@ -2,11 +2,14 @@ package client_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/client"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // coverTopics: topics, publish and read.
@@ -44,4 +47,58 @@ func coverTopics(t *testing.T, c *client.Client) {
 	tp, err = c.GetTopic(ctx, "orders")
 	require.NoError(t, err)
 	require.Equal(t, pub[2].Offset, tp.Offsets[pub[0].Partition].HeadOffset)
+}
+
+// TestTopicSourceAndCloudEventFields: a topic's source round-trips, an
+// event published as plain JSON reads back with its rebuilt CloudEvents
+// attributes, and a structured CloudEvent with a subject and binary data
+// reads back with them exactly.
+func TestTopicSourceAndCloudEventFields(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, c, _ := setup(t)
+	tp, _, err := c.PutTopic(ctx, "t", client.TopicConfig{Partitions: client.Ptr(1), Source: "https://shop.invalid/orders"})
+	require.NoError(t, err)
+	require.Equal(t, "https://shop.invalid/orders", tp.Source)
+	pub, err := c.Publish(ctx, "t", client.PublishEvent{Type: "order.created", Key: "k1", Data: 1})
+	require.NoError(t, err)
+
+	ce := `{"specversion":"1.0","id":"ce-1","source":"/room-a","type":"reading","subject":"room-a/t1",` +
+		`"time":"2026-01-02T03:04:05+01:00","datacontenttype":"application/octet-stream","data_base64":"AAEC","colour":"red"}`
+	publishCloudEvent(t, env.URL, "t", ce)
+
+	page, err := c.ReadEvents(ctx, "t", client.ReadEvents{Partition: 0, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Events, 2)
+	plain, cloud := page.Events[0], page.Events[1]
+	require.Equal(t, pub[0].ID, plain.ID)
+	require.Equal(t, "https://shop.invalid/orders", plain.Source)
+	require.Equal(t, "application/json", *plain.DataContentType)
+	require.NotNil(t, plain.Time)
+	require.Nil(t, plain.Subject)
+	require.Nil(t, plain.DataBase64)
+	require.Empty(t, plain.Extensions)
+	require.Equal(t, "k1", *plain.Key)
+
+	require.Equal(t, "/room-a", cloud.Source)
+	require.Equal(t, "room-a/t1", *cloud.Subject)
+	require.Equal(t, "2026-01-02T03:04:05+01:00", *cloud.Time)
+	require.Equal(t, []byte{0, 1, 2}, cloud.DataBase64)
+	require.Equal(t, "null", string(cloud.Data))
+	require.Nil(t, cloud.DataSchema)
+	require.Equal(t, map[string]any{"colour": "red"}, cloud.Extensions)
+}
+
+// publishCloudEvent publishes ce, a structured CloudEvent, to the topic
+// (the client publishes plain JSON only).
+func publishCloudEvent(t *testing.T, base, topic, ce string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/topics/"+topic+"/events", strings.NewReader(ce))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
 }

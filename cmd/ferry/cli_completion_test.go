@@ -19,7 +19,7 @@ func testCLICompletion(t *testing.T, r *cliRun) {
 		require.Equal(t, want, strings.TrimSpace(string(out)), "completing %s", words)
 	}
 	check(`ferry q`, 1, "queue")
-	check(`ferry queue ""`, 2, "create dead-letters delete get ls purge receive send")
+	check(`ferry queue ""`, 2, "create dead-letters delete get ls peek purge receive send")
 	check(`ferry queue dead-letters r`, 3, "redrive")
 	check(`ferry topic t`, 2, "tail")
 	check(`ferry queue get orders --o`, 4, "--output")

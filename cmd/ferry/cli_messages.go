@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"time"
 
 	"github.com/ferry-mq/ferry/client"
 )
@@ -113,5 +114,27 @@ func deadLettersPurge(_ *flag.FlagSet, x *cli) func(context.Context, []string) e
 			return err
 		}
 		return x.done("purged the dead letters of %s", args[0])
+	}
+}
+
+// peekFlags are the flags of queue peek and sub peek.
+func peekFlags(fs *flag.FlagSet) func() client.PeekOptions {
+	state := fs.String("state", "", "only the messages in this state: available, in_flight or delayed")
+	limit := fs.Int("limit", 100, "the most to show (1 to 1000)")
+	return func() client.PeekOptions { return client.PeekOptions{Limit: *limit, State: *state} }
+}
+
+func queuePeek(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
+	opts := peekFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		p, err := x.c.PeekMessages(ctx, args[0], opts())
+		if err != nil {
+			return err
+		}
+		return x.show(p.Messages, "ID\tSTATE\tRECEIVES\tBODY\tATTRIBUTES\tVISIBLE_AT", func(add func(...any)) {
+			for _, m := range p.Messages {
+				add(m.ID, m.State, m.ReceiveCount, m.Body, m.Attributes, m.VisibleAt.Format(time.RFC3339))
+			}
+		})
 	}
 }

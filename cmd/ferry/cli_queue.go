@@ -90,6 +90,7 @@ func queueCommands() []command {
 		{path: "queue delete", args: "QUEUE", help: "delete a queue with its messages", nargs: [2]int{1, 1}, setup: queueDelete},
 		{path: "queue send", args: "QUEUE [BODY]", help: "send BODY, or one message per line of stdin", nargs: [2]int{1, 2}, setup: queueSend},
 		{path: "queue receive", args: "QUEUE", help: "receive (claim) messages; --ack acks them", nargs: [2]int{1, 1}, setup: queueReceive},
+		{path: "queue peek", args: "QUEUE", help: "show messages without claiming them (--state, --limit)", nargs: [2]int{1, 1}, setup: queuePeek},
 		{path: "queue purge", args: "QUEUE", help: "drop every message (dead letters kept)", nargs: [2]int{1, 1}, setup: queuePurge},
 		{path: "queue dead-letters ls", args: "QUEUE", help: "list a queue's dead letters", nargs: [2]int{1, 1}, setup: deadLettersLs},
 		{path: "queue dead-letters redrive", args: "QUEUE", help: "move dead letters back (--id, or --limit)", nargs: [2]int{1, 1}, setup: deadLettersRedrive},

@@ -20,10 +20,27 @@ func testCLIQueue(t *testing.T, r *cliRun) {
 		require.Equal(t, 45, q.VisibilityTimeout)
 	})
 	testCLISend(t, r)
+	t.Run("peek", func(t *testing.T) {
+		out := r.ok(t, "", "queue", "peek", "orders", "--limit", "2")
+		require.Equal(t, []string{"ID", "STATE", "RECEIVES", "BODY", "ATTRIBUTES", "VISIBLE_AT"}, rows(out)[0])
+		require.Len(t, rows(out), 3, "a header and two messages")
+		require.Equal(t, []string{"available", "0"}, rows(out)[1][1:3])
+		var ms []struct {
+			State        string
+			ReceiveCount int `json:"receive_count"`
+		}
+		r.okJSON(t, &ms, "", "queue", "peek", "orders", "--state", "available")
+		require.Len(t, ms, 4)
+		r.okJSON(t, &ms, "", "queue", "peek", "orders", "--state", "in_flight")
+		require.Empty(t, ms)
+		_, errOut, code := r.run(t, "", "queue", "peek", "orders", "--state", "gone")
+		require.Equal(t, 1, code)
+		require.Contains(t, errOut, "400")
+	})
 	t.Run("get", func(t *testing.T) {
 		var q struct{ Stats struct{ Available int } }
 		r.okJSON(t, &q, "", "queue", "get", "orders")
-		require.Equal(t, 4, q.Stats.Available)
+		require.Equal(t, 4, q.Stats.Available, "a peek claims nothing")
 		require.Contains(t, r.ok(t, "", "queue", "get", "orders"), "available                   4")
 	})
 	t.Run("ls", func(t *testing.T) {

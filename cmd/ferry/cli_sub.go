@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"time"
 
 	"github.com/ferry-mq/ferry/client"
 )
@@ -14,6 +15,7 @@ func subCommands() []command {
 		{path: "sub create", args: "TOPIC SUB", help: "create a subscription, or change the settings given", nargs: [2]int{2, 2}, setup: subCreate},
 		{path: "sub delete", args: "TOPIC SUB", help: "delete a subscription", nargs: [2]int{2, 2}, setup: subDelete},
 		{path: "sub receive", args: "TOPIC SUB", help: "receive (claim) events; --ack acks them", nargs: [2]int{2, 2}, setup: subReceive},
+		{path: "sub peek", args: "TOPIC SUB", help: "show deliveries without claiming them (--state, --limit)", nargs: [2]int{2, 2}, setup: subPeek},
 		{path: "sub seek", args: "TOPIC SUB", help: "redeliver or skip: --to earliest|latest|TIME", nargs: [2]int{2, 2}, setup: subSeek},
 	}
 }
@@ -144,5 +146,20 @@ func subSeek(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
 			return err
 		}
 		return x.done("moved subscription %s/%s", args[0], args[1])
+	}
+}
+
+func subPeek(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
+	opts := peekFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		p, err := x.c.PeekSubscription(ctx, args[0], args[1], opts())
+		if err != nil {
+			return err
+		}
+		return x.show(p.Messages, "ID\tSTATE\tRECEIVES\tTYPE\tKEY\tDATA\tVISIBLE_AT", func(add func(...any)) {
+			for _, d := range p.Messages {
+				add(d.ID, d.State, d.ReceiveCount, d.Event.Type, d.Event.Key, d.Event.Data, d.VisibleAt.Format(time.RFC3339))
+			}
+		})
 	}
 }

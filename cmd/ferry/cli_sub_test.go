@@ -18,6 +18,14 @@ func testCLISub(t *testing.T, r *cliRun) {
 	})
 	r.ok(t, "", "topic", "publish", "feed", `{"id": 1}`, "--type", "order.created", "--key", "o1")
 	r.ok(t, "", "topic", "publish", "feed", `{}`, "--type", "user.created")
+	t.Run("peek", func(t *testing.T) {
+		out := r.ok(t, "", "sub", "peek", "feed", "s")
+		require.Len(t, rows(out), 2, "a header and the one event the filter lets through")
+		require.Equal(t, []string{"available", "0", "order.created"}, rows(out)[1][1:4])
+		var ds []struct{ State string }
+		r.okJSON(t, &ds, "", "sub", "peek", "feed", "s", "--state", "delayed")
+		require.Empty(t, ds)
+	})
 	t.Run("ls", func(t *testing.T) {
 		require.Equal(t, []string{"s", "1", "0", "0", "0", "-"}, rows(r.ok(t, "", "sub", "ls", "feed"))[1])
 	})
