@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,12 +72,17 @@ type call struct {
 	idempotent bool
 	// status, when non-nil, receives the status of the last attempt's answer.
 	status *int
+	// raw, when body is nil, is the body sent as is, with contentType
+	// (default application/json) and the headers in header.
+	raw         []byte
+	contentType string
+	header      http.Header
 }
 
 // do sends the call (retrying it as the package doc says) and decodes a 2xx
 // answer's body into out (when out is non-nil and there is a body).
 func (c *Client) do(ctx context.Context, cl call, out any) error {
-	var body []byte
+	body := cl.raw
 	if cl.body != nil {
 		var err error
 		if body, err = json.Marshal(cl.body); err != nil {
@@ -152,7 +158,10 @@ func (c *Client) once(ctx context.Context, cl call, body []byte, out any) error 
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", cmp.Or(cl.contentType, "application/json"))
+	}
+	for k, vs := range cl.header {
+		req.Header[k] = vs
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

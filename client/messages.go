@@ -75,8 +75,41 @@ type Receive struct {
 	MaxMessages int `json:"max_messages,omitempty"`
 	// VisibilityTimeoutSeconds overrides the queue's (0: the queue's).
 	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
-	// WaitSeconds long-polls up to this long (0 to 20) when none is available.
+	// WaitSeconds long-polls up to this long (0 to 20) when none is available
+	// (0: the queue's receive_wait_seconds).
 	WaitSeconds int `json:"wait_seconds,omitempty"`
+	// NoWait answers at once even when the queue has a receive_wait_seconds
+	// (it sends wait_seconds 0; WaitSeconds is then ignored).
+	NoWait bool `json:"-"`
+}
+
+// MarshalJSON writes the fields set, and "wait_seconds": 0 for NoWait.
+func (r Receive) MarshalJSON() ([]byte, error) {
+	type plain Receive
+	if !r.NoWait {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		WaitSeconds int `json:"wait_seconds"`
+	}{plain: plain(r)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: "wait_seconds": 0 is NoWait.
+func (r *Receive) UnmarshalJSON(b []byte) error {
+	type plain Receive
+	var v struct {
+		plain
+		WaitSeconds *int `json:"wait_seconds"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Receive(v.plain)
+	if v.WaitSeconds != nil {
+		r.WaitSeconds, r.NoWait = *v.WaitSeconds, *v.WaitSeconds == 0
+	}
+	return nil
 }
 
 // Receive claims up to r.MaxMessages messages; an empty slice when none was

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -45,4 +47,47 @@ func TestSendBatchAnswersInOrder(t *testing.T) {
 	res, err := c.Extend(ctx, "q", 10*time.Millisecond, ms[0].Receipt)
 	require.NoError(t, err)
 	require.Equal(t, []client.ReceiptResult{{Receipt: ms[0].Receipt, Status: "ok"}}, res)
+}
+
+// TestReceiveNoWait: on a queue with a receive_wait_seconds, a Receive
+// without WaitSeconds waits the queue's long poll and one with NoWait
+// answers at once.
+func TestReceiveNoWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c, _ := setup(t)
+	putQueue(t, c, "slow", client.QueueConfig{ReceiveWaitSeconds: client.Ptr(2)})
+
+	began := time.Now()
+	ms, err := c.Receive(ctx, "slow", client.Receive{NoWait: true})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	require.Less(t, time.Since(began), 1500*time.Millisecond, "NoWait answers at once")
+
+	began = time.Now()
+	ms, err = c.Receive(ctx, "slow", client.Receive{})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	require.GreaterOrEqual(t, time.Since(began), 1900*time.Millisecond, "no WaitSeconds waits the queue's")
+}
+
+// TestRequestsReadBackFromJSON: the request types with a MarshalJSON of
+// their own read back what it writes (a PUT body kept in a file, say).
+func TestRequestsReadBackFromJSON(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{
+		client.Receive{NoWait: true, MaxMessages: 3},
+		client.Receive{WaitSeconds: 5},
+		client.QueueConfig{MaxReceives: client.Ptr(2), DeadLetterQueue: client.Ptr("dlq"), Tags: map[string]string{"a": "b"}},
+		client.QueueConfig{DeadLetterQueue: client.Ptr(""), RemovePush: true, Tags: map[string]string{}},
+		client.QueueConfig{Push: &client.PushConfig{URL: "http://127.0.0.1:1/x", MaxInFlight: client.Ptr(4)}},
+		client.SubscriptionConfig{Ordered: client.Ptr(true), DeadLetterQueue: client.Ptr(""), RemovePush: true},
+		client.SubscriptionConfig{Filter: &client.Filter{Types: []string{"a.*"}}, DeadLetterQueue: client.Ptr("dlq")},
+	} {
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		back := reflect.New(reflect.TypeOf(v))
+		require.NoError(t, json.Unmarshal(raw, back.Interface()), "%s", raw)
+		require.Equal(t, v, back.Elem().Interface(), "%s", raw)
+	}
 }

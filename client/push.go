@@ -74,6 +74,30 @@ func withRemovedPush(v any, remove bool) ([]byte, error) {
 	return append(b, `"push":null}`...), nil
 }
 
+// readNullables sets what a queue's or subscription's PUT says with null,
+// as UnmarshalJSON reads it: the dead-letter queue (null: a pointer to "")
+// and push (null: remove).
+func readNullables(dlqRaw, pushRaw json.RawMessage, dlq **string, push **PushConfig, remove *bool) error {
+	if dlqRaw != nil {
+		s := ""
+		if string(dlqRaw) != "null" {
+			if err := json.Unmarshal(dlqRaw, &s); err != nil {
+				return err
+			}
+		}
+		*dlq = &s
+	}
+	switch {
+	case pushRaw == nil:
+	case string(pushRaw) == "null":
+		*remove = true
+	default:
+		*push = &PushConfig{}
+		return json.Unmarshal(pushRaw, *push)
+	}
+	return nil
+}
+
 // The push routes of a target (a queue's or a subscription's path).
 
 func (c *Client) rotateSecret(ctx context.Context, base string) (*SecretRotation, error) {

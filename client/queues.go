@@ -55,6 +55,26 @@ func (q QueueConfig) MarshalJSON() ([]byte, error) {
 	return withRemovedPush(v, q.RemovePush)
 }
 
+// UnmarshalJSON reads what MarshalJSON writes (a configuration kept as
+// JSON, such as a file the PUT body came from).
+func (q *QueueConfig) UnmarshalJSON(b []byte) error {
+	type plain QueueConfig
+	var v struct {
+		plain
+		DeadLetterQueue json.RawMessage    `json:"dead_letter_queue"`
+		Push            json.RawMessage    `json:"push"`
+		Tags            *map[string]string `json:"tags"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*q = QueueConfig(v.plain)
+	if v.Tags != nil {
+		q.Tags = *v.Tags
+	}
+	return readNullables(v.DeadLetterQueue, v.Push, &q.DeadLetterQueue, &q.Push, &q.RemovePush)
+}
+
 // nullable is a string sent as null when empty.
 type nullable string
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
@@ -52,6 +53,21 @@ func (s SubscriptionConfig) MarshalJSON() ([]byte, error) {
 		DeadLetterQueue *nullable `json:"dead_letter_queue,omitempty"`
 	}{plain(s), nullableOf(s.DeadLetterQueue)}
 	return withRemovedPush(v, s.RemovePush)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *SubscriptionConfig) UnmarshalJSON(b []byte) error {
+	type plain SubscriptionConfig
+	var v struct {
+		plain
+		DeadLetterQueue json.RawMessage `json:"dead_letter_queue"`
+		Push            json.RawMessage `json:"push"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = SubscriptionConfig(v.plain)
+	return readNullables(v.DeadLetterQueue, v.Push, &s.DeadLetterQueue, &s.Push, &s.RemovePush)
 }
 
 // Subscription is a subscription's configuration and stats.

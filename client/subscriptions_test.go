@@ -100,8 +100,11 @@ func TestSourceFiltersAndPushFormat(t *testing.T) {
 
 	_, err = c.Publish(ctx, "t", client.PublishEvent{Type: "plain"})
 	require.NoError(t, err)
-	publishCloudEvent(t, env.URL, "t", `{"specversion":"1.0","id":"b","source":"/room-b","subject":"room-b/x","type":"r"}`)
-	publishCloudEvent(t, env.URL, "t", `{"specversion":"1.0","id":"a","source":"/room-a","subject":"room-a/x","type":"r"}`)
+	_, err = c.PublishCloudEventBatch(ctx, "t", []client.CloudEvent{
+		{ID: "b", Source: "/room-b", Subject: "room-b/x", Type: "r"},
+		{ID: "a", Source: "/room-a", Subject: "room-a/x", Type: "r"},
+	})
+	require.NoError(t, err)
 	ds, err := c.ReceiveEvents(ctx, "t", "rooms", client.Receive{MaxMessages: 10, WaitSeconds: 5})
 	require.NoError(t, err)
 	require.Len(t, ds, 1)

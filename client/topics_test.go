@@ -2,14 +2,12 @@ package client_test
 
 import (
 	"context"
-	"net/http"
-	"strings"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/client"
-	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // coverTopics: topics, publish and read.
@@ -56,7 +54,7 @@ func coverTopics(t *testing.T, c *client.Client) {
 func TestTopicSourceAndCloudEventFields(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env, c, _ := setup(t)
+	_, c, _ := setup(t)
 	tp, _, err := c.PutTopic(ctx, "t", client.TopicConfig{Partitions: client.Ptr(1), Source: "https://shop.invalid/orders"})
 	require.NoError(t, err)
 	require.Equal(t, "https://shop.invalid/orders", tp.Source)
@@ -65,7 +63,10 @@ func TestTopicSourceAndCloudEventFields(t *testing.T) {
 
 	ce := `{"specversion":"1.0","id":"ce-1","source":"/room-a","type":"reading","subject":"room-a/t1",` +
 		`"time":"2026-01-02T03:04:05+01:00","datacontenttype":"application/octet-stream","data_base64":"AAEC","colour":"red"}`
-	publishCloudEvent(t, env.URL, "t", ce)
+	var e client.CloudEvent
+	require.NoError(t, json.Unmarshal([]byte(ce), &e))
+	_, err = c.PublishCloudEvent(ctx, "t", e)
+	require.NoError(t, err)
 
 	page, err := c.ReadEvents(ctx, "t", client.ReadEvents{Partition: 0, Limit: 10})
 	require.NoError(t, err)
@@ -87,18 +88,4 @@ func TestTopicSourceAndCloudEventFields(t *testing.T) {
 	require.Equal(t, "null", string(cloud.Data))
 	require.Nil(t, cloud.DataSchema)
 	require.Equal(t, map[string]any{"colour": "red"}, cloud.Extensions)
-}
-
-// publishCloudEvent publishes ce, a structured CloudEvent, to the topic
-// (the client publishes plain JSON only).
-func publishCloudEvent(t *testing.T, base, topic, ce string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/topics/"+topic+"/events", strings.NewReader(ce))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+ferrytest.AdminKey)
-	req.Header.Set("Content-Type", "application/cloudevents+json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusCreated, resp.StatusCode)
 }
