@@ -27,6 +27,9 @@ type DeadLetterPage struct {
 	Next     *string      `json:"next"`
 }
 
+// Items is the page's dead letters and the cursor of the next page.
+func (l *DeadLetterPage) Items() ([]DeadLetter, *string) { return l.Messages, l.Next }
+
 // Redrive names the dead letters to move back: exactly one of IDs and Limit
 // (the oldest Limit).
 type Redrive struct {

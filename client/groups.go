@@ -43,6 +43,9 @@ type GroupList struct {
 	Next   *string `json:"next"`
 }
 
+// Items is the page's groups and the cursor of the next page.
+func (l *GroupList) Items() ([]Group, *string) { return l.Groups, l.Next }
+
 // Poll is one poll of a consumer group by one member (Consumer, required,
 // stable across the member's polls and restarts).
 type Poll struct {

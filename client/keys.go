@@ -40,6 +40,9 @@ type KeyList struct {
 	Next *string `json:"next"`
 }
 
+// Items is the page's keys and the cursor of the next page.
+func (l *KeyList) Items() ([]Key, *string) { return l.Keys, l.Next }
+
 // AuditEntry is one recorded change (or attempt) of the audit log.
 type AuditEntry struct {
 	At              time.Time   `json:"at"`

@@ -151,6 +151,34 @@ type QueueList struct {
 	Next   *string `json:"next"`
 }
 
+// Paged is one page of a list: its items and the cursor of the next page
+// (nil on the last). Every list type of the package is one.
+type Paged[T any] interface {
+	Items() ([]T, *string)
+}
+
+// All lists every item, page after page, from p (its Limit the size of
+// each page, its After where to start) until the last:
+// client.All[client.Queue](ctx, client.Page{}, c.ListQueues).
+func All[T any, L Paged[T]](ctx context.Context, p Page, list func(context.Context, Page) (L, error)) ([]T, error) {
+	var all []T
+	for {
+		l, err := list(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		items, next := l.Items()
+		all = append(all, items...)
+		if next == nil {
+			return all, nil
+		}
+		p.After = *next
+	}
+}
+
+// Items is the page's queues and the cursor of the next page.
+func (l *QueueList) Items() ([]Queue, *string) { return l.Queues, l.Next }
+
 func queuePath(name string) string { return "/v1/queues/" + url.PathEscape(name) }
 
 // PutQueue creates the queue or changes the given fields of its

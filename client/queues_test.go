@@ -259,3 +259,37 @@ func TestQueueSettingsRoundTrip(t *testing.T) {
 	require.Equal(t, 3, got.ReceiveWaitSeconds)
 	require.True(t, got.ContentBasedDedup)
 }
+
+// TestAllWalksEveryPage: All lists every item of a list page after page,
+// from the given cursor, and stops at the first error.
+func TestAllWalksEveryPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c, rec := setup(t)
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		putQueue(t, c, name, client.QueueConfig{})
+	}
+	all, err := client.All[client.Queue](ctx, client.Page{Limit: 2}, c.ListQueues)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "d", "e"}, names(all))
+	require.Equal(t, 3, rec.count("GET queues OK"), "three pages of two")
+
+	first, err := c.ListQueues(ctx, client.Page{Limit: 2})
+	require.NoError(t, err)
+	after, err := client.All[client.Queue](ctx, client.Page{Limit: 2, After: *first.Next}, c.ListQueues)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "d", "e"}, names(after))
+
+	_, err = client.All[client.EventDeadLetter](ctx, client.Page{}, func(ctx context.Context, p client.Page) (*client.EventDeadLetterPage, error) {
+		return c.ListSubscriptionDeadLetters(ctx, "no-topic", "no-sub", p)
+	})
+	require.True(t, client.IsCode(err, "not_found"), "%v", err)
+}
+
+func names(qs []client.Queue) []string {
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		out[i] = q.Name
+	}
+	return out
+}

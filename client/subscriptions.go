@@ -96,6 +96,9 @@ type SubscriptionList struct {
 	Next          *string        `json:"next"`
 }
 
+// Items is the page's subscriptions and the cursor of the next page.
+func (l *SubscriptionList) Items() ([]Subscription, *string) { return l.Subscriptions, l.Next }
+
 // Delivery is an event received from a subscription; ID is the event's.
 type Delivery struct {
 	ID           string `json:"id"`
@@ -118,6 +121,9 @@ type EventDeadLetterPage struct {
 	Messages []EventDeadLetter `json:"messages"`
 	Next     *string           `json:"next"`
 }
+
+// Items is the page's dead letters and the cursor of the next page.
+func (l *EventDeadLetterPage) Items() ([]EventDeadLetter, *string) { return l.Messages, l.Next }
 
 func subPath(topic, sub string) string {
 	return topicPath(topic) + "/subscriptions/" + url.PathEscape(sub)

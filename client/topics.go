@@ -47,6 +47,9 @@ type TopicList struct {
 	Next   *string `json:"next"`
 }
 
+// Items is the page's topics and the cursor of the next page.
+func (l *TopicList) Items() ([]Topic, *string) { return l.Topics, l.Next }
+
 // PublishEvent is one event to publish. Type is required; ID (generated
 // when empty) is the dedup key within the topic's window; Key picks the
 // partition. Data is encoded with encoding/json.

@@ -28,17 +28,11 @@ func keyCommands() []command {
 
 func groupLs(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var all []client.Group
-		for p := (client.Page{Limit: 1000}); ; {
-			l, err := x.c.ListGroups(ctx, args[0], p)
-			if err != nil {
-				return err
-			}
-			all = append(all, l.Groups...)
-			if l.Next == nil {
-				break
-			}
-			p.After = *l.Next
+		all, err := client.All[client.Group](ctx, client.Page{Limit: 1000}, func(ctx context.Context, p client.Page) (*client.GroupList, error) {
+			return x.c.ListGroups(ctx, args[0], p)
+		})
+		if err != nil {
+			return err
 		}
 		return x.show(all, "NAME\tGENERATION\tMEMBERS\tLAG", func(add func(...any)) {
 			for _, g := range all {
@@ -92,17 +86,9 @@ func groupSeek(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
 
 func keyLs(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		var all []client.Key
-		for p := (client.Page{Limit: 1000}); ; {
-			l, err := x.c.ListKeys(ctx, p)
-			if err != nil {
-				return err
-			}
-			all = append(all, l.Keys...)
-			if l.Next == nil {
-				break
-			}
-			p.After = *l.Next
+		all, err := client.All[client.Key](ctx, client.Page{Limit: 1000}, x.c.ListKeys)
+		if err != nil {
+			return err
 		}
 		return x.show(all, "ID\tNAME\tPERMISSIONS\tEXPIRES_AT\tLAST_USED_AT", func(add func(...any)) {
 			for _, k := range all {

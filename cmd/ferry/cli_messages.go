@@ -52,11 +52,12 @@ func queueSend(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
 
 func queueReceive(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	maxN := fs.Int("max", 1, "the most messages to claim (1 to 100)")
-	wait := fs.Int("wait", 0, "seconds to wait for a message when none is available (0 to 20)")
+	wait := fs.Int("wait", 0, "seconds to wait for a message when none is available (0 to 20; default: the queue's receive_wait_seconds)")
 	vis := fs.Int("visibility-timeout", 0, "seconds the claim lasts (default: the queue's)")
 	ack := fs.Bool("ack", false, "ack the messages once shown")
 	return func(ctx context.Context, args []string) error {
-		ms, err := x.c.Receive(ctx, args[0], client.Receive{MaxMessages: *maxN, WaitSeconds: *wait, VisibilityTimeoutSeconds: *vis})
+		r := client.Receive{MaxMessages: *maxN, WaitSeconds: *wait, VisibilityTimeoutSeconds: *vis, NoWait: setFlag(fs, "wait") && *wait == 0}
+		ms, err := x.c.Receive(ctx, args[0], r)
 		if err != nil {
 			return err
 		}

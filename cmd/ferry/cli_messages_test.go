@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -36,6 +37,12 @@ func testCLIReceive(t *testing.T, r *cliRun) {
 		out := r.ok(t, "", "queue", "receive", "orders", "--max", "10", "--visibility-timeout", "1")
 		require.Len(t, rows(out), 4, "a header and three messages")
 		require.Contains(t, out, `"plain text"`)
+	})
+	t.Run("receive --wait 0", func(t *testing.T) {
+		r.env.Do("PUT", "/v1/queues/patient", map[string]any{"receive_wait_seconds": 3})
+		began := time.Now()
+		r.ok(t, "", "queue", "receive", "patient", "--wait", "0")
+		require.Less(t, time.Since(began), 2*time.Second, "--wait 0 answers at once on a queue that long-polls by default")
 	})
 	t.Run("dead-letters", func(t *testing.T) {
 		var ms []struct{ Receipt string }

@@ -100,17 +100,9 @@ func queueCommands() []command {
 
 func queueLs(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		var all []client.Queue
-		for p := (client.Page{Limit: 1000}); ; {
-			l, err := x.c.ListQueues(ctx, p)
-			if err != nil {
-				return err
-			}
-			all = append(all, l.Queues...)
-			if l.Next == nil {
-				break
-			}
-			p.After = *l.Next
+		all, err := client.All[client.Queue](ctx, client.Page{Limit: 1000}, x.c.ListQueues)
+		if err != nil {
+			return err
 		}
 		return x.show(all, "NAME\tAVAILABLE\tIN_FLIGHT\tDELAYED\tDEAD_LETTERS\tOLDEST_AGE_S", func(add func(...any)) {
 			for _, q := range all {

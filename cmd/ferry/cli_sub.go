@@ -22,17 +22,11 @@ func subCommands() []command {
 
 func subLs(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var all []client.Subscription
-		for p := (client.Page{Limit: 1000}); ; {
-			l, err := x.c.ListSubscriptions(ctx, args[0], p)
-			if err != nil {
-				return err
-			}
-			all = append(all, l.Subscriptions...)
-			if l.Next == nil {
-				break
-			}
-			p.After = *l.Next
+		all, err := client.All[client.Subscription](ctx, client.Page{Limit: 1000}, func(ctx context.Context, p client.Page) (*client.SubscriptionList, error) {
+			return x.c.ListSubscriptions(ctx, args[0], p)
+		})
+		if err != nil {
+			return err
 		}
 		return x.show(all, "NAME\tAVAILABLE\tIN_FLIGHT\tDELAYED\tDEAD_LETTERS\tPUSH", func(add func(...any)) {
 			for _, s := range all {

@@ -24,17 +24,9 @@ func topicCommands() []command {
 
 func topicLs(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		var all []client.Topic
-		for p := (client.Page{Limit: 1000}); ; {
-			l, err := x.c.ListTopics(ctx, p)
-			if err != nil {
-				return err
-			}
-			all = append(all, l.Topics...)
-			if l.Next == nil {
-				break
-			}
-			p.After = *l.Next
+		all, err := client.All[client.Topic](ctx, client.Page{Limit: 1000}, x.c.ListTopics)
+		if err != nil {
+			return err
 		}
 		return x.show(all, "NAME\tPARTITIONS\tRETENTION_S\tEVENTS", func(add func(...any)) {
 			for _, t := range all {
