@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/access"
 	metricsreg "github.com/ferry-mq/ferry/internal/metrics"
@@ -287,7 +288,7 @@ func TestAccessTeamIsolation(t *testing.T) {
 		require.Equal(t, [][]string{{"a-t"}}, keyPages(t, env, "/v1/topics", "topics", teamA, 100))
 	}
 	m.requireDelta(t, before, map[string]float64{"forbidden": float64(len(probes))})
-	q := call[queueJSON](t, a, "GET", qpath("b-q"), nil, nil, http.StatusOK)
+	q := call[client.Queue](t, a, "GET", qpath("b-q"), nil, nil, http.StatusOK)
 	require.Equal(t, int64(1), q.Stats.Available, "b-q keeps its message")
 }
 

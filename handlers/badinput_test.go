@@ -8,15 +8,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // snapshot is everything a bad request could change: every queue's
 // configuration and counts (the age, which moves by itself, left out).
-func snapshot(t testing.TB, env *ferrytest.Env) []queueJSON {
+func snapshot(t testing.TB, env *ferrytest.Env) []client.Queue {
 	t.Helper()
 	list := call[struct {
-		Queues []queueJSON `json:"queues"`
+		Queues []client.Queue `json:"queues"`
 	}](t, env, "GET", "/v1/queues", nil, nil, http.StatusOK)
 	for i := range list.Queues {
 		list.Queues[i].Stats.OldestAgeSeconds = 0
@@ -74,7 +75,7 @@ func setupBad(t *testing.T, env *ferrytest.Env) string {
 	settle(t, env, "bad", "nack", map[string]any{"receipts": receipts(dead), "dead_letter": true})
 	fly := receive(t, env, "bad", map[string]any{"visibility_timeout_seconds": 3600})
 	require.Len(t, fly, 1)
-	require.Equal(t, statsJSON{Available: 1, InFlight: 1, Delayed: 1, DeadLetters: 1}, counts(t, env, "bad"))
+	require.Equal(t, client.QueueStats{Available: 1, InFlight: 1, Delayed: 1, DeadLetters: 1}, counts(t, env, "bad"))
 	return fly[0].Receipt
 }
 

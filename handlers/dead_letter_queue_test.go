@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -55,8 +56,8 @@ func TestDeadLetterQueueREST(t *testing.T) {
 		return err
 	}))
 
-	require.Equal(t, statsJSON{}, counts(t, env, "src"), "no dead letter stays with the source")
-	require.Equal(t, statsJSON{Available: 3}, counts(t, env, "dlq"))
+	require.Equal(t, client.QueueStats{}, counts(t, env, "src"), "no dead letter stays with the source")
+	require.Equal(t, client.QueueStats{Available: 3}, counts(t, env, "dlq"))
 	m := receive(t, env, "dlq", map[string]any{"max_messages": 10})
 	require.Equal(t, []string{sent[0], sent[2]}, msgIDs(m), "a (its group's head) and c; b waits behind a")
 	for _, x := range m {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -23,7 +24,7 @@ func TestDeadLetterPaginationAndRedrive(t *testing.T) {
 	require.Len(t, got, 5)
 	require.Equal(t, repeat("ok", 5), settle(t, env, "r", "nack",
 		map[string]any{"receipts": receipts(got), "dead_letter": true, "error": "boom"}))
-	require.Equal(t, statsJSON{DeadLetters: 5}, stats(t, env, "r"))
+	require.Equal(t, client.QueueStats{DeadLetters: 5}, stats(t, env, "r"))
 
 	// Pages of 2: 2, 2, 1, no overlap, send order, next null on the last.
 	var all []string
@@ -65,7 +66,7 @@ func TestDeadLetterPaginationAndRedrive(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	requireKeys(t, r.Map(t), []string{"redriven"}, "redrive response")
 	require.JSONEq(t, `{"redriven":2}`, string(r.Body))
-	require.Equal(t, statsJSON{Available: 2, DeadLetters: 3}, counts(t, env, "r"))
+	require.Equal(t, client.QueueStats{Available: 2, DeadLetters: 3}, counts(t, env, "r"))
 	// Redriving them again (they are live now, not dead letters) does nothing.
 	r = env.Do("POST", "/v1/queues/r/dead-letters/redrive", map[string]any{"ids": []string{sent[3], sent[1]}})
 	require.JSONEq(t, `{"redriven":0}`, string(r.Body))

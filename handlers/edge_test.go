@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/openapi/openapitest"
@@ -134,7 +135,7 @@ func edgeSlowBodies(t *testing.T) {
 		require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s: %s", path, body)
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	}
-	require.Equal(t, statsJSON{}, counts(t, env, "slow"), "nothing was sent")
+	require.Equal(t, client.QueueStats{}, counts(t, env, "slow"), "nothing was sent")
 
 	// Long polls write, they do not read: a wait longer than the body
 	// timeout still answers 200, with a body (POST) and without (GET).
@@ -258,7 +259,7 @@ func edgeAttributeLimit(t *testing.T) {
 		http.StatusRequestEntityTooLarge, "payload_too_large")
 	requireProblem(t, env.Do("POST", tpath("a", "/events"), map[string]any{"events": []any{evt("t", "data", over, "attributes", small)}}),
 		http.StatusRequestEntityTooLarge, "payload_too_large")
-	require.Equal(t, statsJSON{Available: 1}, counts(t, env, "a"))
+	require.Equal(t, client.QueueStats{Available: 1}, counts(t, env, "a"))
 }
 
 func edgeVisibilityZero(t *testing.T) {
@@ -313,7 +314,7 @@ func edgeStrictReceipts(t *testing.T) {
 			requireProblem(t, env.Do("POST", qpath("r", "/"+action), body), http.StatusBadRequest, "invalid_request")
 		}
 	}
-	require.Equal(t, statsJSON{InFlight: 3}, counts(t, env, "r"))
+	require.Equal(t, client.QueueStats{InFlight: 3}, counts(t, env, "r"))
 	require.Equal(t, []string{"ok"}, ack(t, env, "r", rc))
 
 	// Dead-letter cursors and ids: only the form Ferry issues.

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,82 +21,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
-// The shapes of API.md, decoded. Key sets are checked separately with
-// requireKeys, so these structs only carry values.
+// The typed helpers below (putQueue, send, receive, settle, ...) go
+// through package client, the project's one client: its answers are the
+// client's types. Tests whose subject is the wire (statuses, problem
+// bodies, headers, malformed input) use call, rawDo and env.Do instead.
 
-// deliveryJSON is what queues and subscriptions share: how they deliver,
-// when they were made and changed, and their counts.
-type deliveryJSON struct {
-	VisibilityTimeoutSeconds int       `json:"visibility_timeout_seconds"`
-	MaxReceives              int       `json:"max_receives"`
-	RetentionSeconds         int       `json:"retention_seconds"`
-	RetryMinSeconds          int       `json:"retry_min_seconds"`
-	RetryMaxSeconds          int       `json:"retry_max_seconds"`
-	CreatedAt                time.Time `json:"created_at"`
-	UpdatedAt                time.Time `json:"updated_at"`
-	Stats                    statsJSON `json:"stats"`
-}
-
-type queueJSON struct {
-	Name string `json:"name"`
-	deliveryJSON
-	DelaySeconds       int   `json:"delay_seconds"`
-	DedupWindowSeconds int   `json:"dedup_window_seconds"`
-	MaxDepth           int64 `json:"max_depth"`
-}
-
-type statsJSON struct {
-	Available        int64 `json:"available"`
-	InFlight         int64 `json:"in_flight"`
-	Delayed          int64 `json:"delayed"`
-	DeadLetters      int64 `json:"dead_letters"`
-	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
-}
-
-type sentJSON struct {
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-// messageJSON is what a received message and a dead letter share.
-type messageJSON struct {
-	ID           string            `json:"id"`
-	Body         json.RawMessage   `json:"body"`
-	Attributes   map[string]string `json:"attributes"`
-	Group        *string           `json:"group"`
-	ReceiveCount int               `json:"receive_count"`
-	SentAt       time.Time         `json:"sent_at"`
-}
-
-type receivedJSON struct {
-	messageJSON
-	DedupID *string `json:"dedup_id"`
-	Receipt string  `json:"receipt"`
-}
-
-type resultJSON struct {
-	Receipt string `json:"receipt"`
-	Status  string `json:"status"`
-}
-
-type deadLetterJSON struct {
-	messageJSON
-	LastError      *string   `json:"last_error"`
-	DeadLetteredAt time.Time `json:"dead_lettered_at"`
-}
-
-// pageJSON is a page of dead letters.
+// pageJSON is a page of a list the client has no type for.
 type pageJSON[T any] struct {
 	Messages []T     `json:"messages"`
 	Next     *string `json:"next"`
 }
-
-type deadLetterPageJSON = pageJSON[deadLetterJSON]
 
 // Key sets of the response objects (API.md; the spec may add members, which
 // these lists then name too).
@@ -254,23 +196,56 @@ func withFields(m map[string]any, kv []any) map[string]any {
 	return m
 }
 
-func putQueue(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any) queueJSON {
-	t.Helper()
-	return call[queueJSON](t, env, "PUT", qpath(name), orNil(cfg), nil, http.StatusCreated, http.StatusOK)
+// api is package client pointed at env's server: the admin key, env's
+// HTTP client (which checks every answer against the spec, key sets
+// included: the spec's objects refuse members they do not list) and no
+// retries, so a test sees every answer as it came.
+func api(env *ferrytest.Env) *client.Client {
+	return client.New(env.URL, ferrytest.AdminKey, client.WithHTTPClient(env.Client), client.WithRetries(0))
 }
 
-func getQueue(t testing.TB, env *ferrytest.Env, name string) queueJSON {
+// typed is the request body m as the client's request type T. It must
+// encode back to the same JSON: a member the client cannot say fails the
+// test rather than being dropped.
+func typed[T any](t testing.TB, m map[string]any) T {
 	t.Helper()
-	return call[queueJSON](t, env, "GET", qpath(name), nil, nil, http.StatusOK)
+	var v T
+	if m == nil {
+		return v
+	}
+	raw, err := json.Marshal(m)
+	require.NoError(t, err)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&v), "the client's %T cannot say %s", v, raw)
+	back, err := json.Marshal(v)
+	require.NoError(t, err)
+	require.JSONEq(t, string(raw), string(back), "the client's %T says %s otherwise", v, raw)
+	return v
 }
 
-func stats(t testing.TB, env *ferrytest.Env, name string) statsJSON {
+func putQueue(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any) client.Queue {
+	t.Helper()
+	q, _, err := api(env).PutQueue(t.Context(), name, typed[client.QueueConfig](t, cfg))
+	require.NoError(t, err, "put queue %s", name)
+	return *q
+}
+
+func getQueue(t testing.TB, env *ferrytest.Env, name string) client.Queue {
+	t.Helper()
+	q, err := api(env).GetQueue(t.Context(), name)
+	require.NoError(t, err, "get queue %s", name)
+	return *q
+}
+
+func stats(t testing.TB, env *ferrytest.Env, name string) client.QueueStats {
 	t.Helper()
 	return getQueue(t, env, name).Stats
 }
 
 // counts is stats without oldest_age_seconds (zeroed), which moves by itself.
-func counts(t testing.TB, env *ferrytest.Env, name string) statsJSON {
+func counts(t testing.TB, env *ferrytest.Env, name string) client.QueueStats {
 	t.Helper()
 	s := stats(t, env, name)
 	s.OldestAgeSeconds = 0
@@ -282,16 +257,13 @@ func msg(body any, kv ...any) map[string]any {
 	return withFields(map[string]any{"body": body}, kv)
 }
 
-func send(t testing.TB, env *ferrytest.Env, q string, msgs ...map[string]any) []sentJSON {
+func send(t testing.TB, env *ferrytest.Env, q string, msgs ...map[string]any) []client.Sent {
 	t.Helper()
-	r := env.Do("POST", qpath(q, "/messages"), map[string]any{"messages": msgs})
-	require.Equal(t, http.StatusCreated, r.Status, "send: %s", r.Body)
-	var out struct {
-		Messages []sentJSON `json:"messages"`
-	}
-	r.JSON(t, &out)
-	require.Len(t, out.Messages, len(msgs))
-	return out.Messages
+	batch := pluck(msgs, func(m map[string]any) client.SendMessage { return typed[client.SendMessage](t, m) })
+	out, err := api(env).SendBatch(t.Context(), q, batch)
+	require.NoError(t, err, "send to %s", q)
+	require.Len(t, out, len(msgs))
+	return out
 }
 
 // sendEach sends n messages (the i-th made by mk), one request each, and
@@ -305,50 +277,79 @@ func sendEach(t testing.TB, env *ferrytest.Env, q string, n int, mk func(i int) 
 	return out
 }
 
-func ids(sent []sentJSON) []string { return pluck(sent, func(s sentJSON) string { return s.ID }) }
+func ids(sent []client.Sent) []string { return pluck(sent, func(s client.Sent) string { return s.ID }) }
 
-func receive(t testing.TB, env *ferrytest.Env, q string, req map[string]any) []receivedJSON {
+func receive(t testing.TB, env *ferrytest.Env, q string, req map[string]any) []client.Message {
 	t.Helper()
-	r := env.Do("POST", qpath(q, "/receive"), orNil(req))
-	require.Equal(t, http.StatusOK, r.Status, "receive: %s", r.Body)
-	var out struct {
-		Messages []receivedJSON `json:"messages"`
+	out, err := api(env).Receive(t.Context(), q, typed[client.Receive](t, req))
+	require.NoError(t, err, "receive from %s", q)
+	require.NotNil(t, out, "messages must be [], never null")
+	return out
+}
+
+func receipts(ms []client.Message) []string {
+	return pluck(ms, func(m client.Message) string { return m.Receipt })
+}
+
+func msgIDs(ms []client.Message) []string {
+	return pluck(ms, func(m client.Message) string { return m.ID })
+}
+
+// settler is the client's ack, nack and extend of one queue or subscription.
+type settler struct {
+	ack    func(ctx context.Context, receipts ...string) ([]client.ReceiptResult, error)
+	nack   func(ctx context.Context, n client.Nack, receipts ...string) ([]client.ReceiptResult, error)
+	extend func(ctx context.Context, vis time.Duration, receipts ...string) ([]client.ReceiptResult, error)
+}
+
+func queueSettler(c *client.Client, q string) settler {
+	return settler{
+		ack: func(ctx context.Context, rs ...string) ([]client.ReceiptResult, error) { return c.Ack(ctx, q, rs...) },
+		nack: func(ctx context.Context, n client.Nack, rs ...string) ([]client.ReceiptResult, error) {
+			return c.Nack(ctx, q, n, rs...)
+		},
+		extend: func(ctx context.Context, d time.Duration, rs ...string) ([]client.ReceiptResult, error) {
+			return c.Extend(ctx, q, d, rs...)
+		},
 	}
-	r.JSON(t, &out)
-	require.NotNil(t, out.Messages, "messages must be [], never null: %s", r.Body)
-	return out.Messages
 }
 
-func receipts(ms []receivedJSON) []string {
-	return pluck(ms, func(m receivedJSON) string { return m.Receipt })
-}
-
-func msgIDs(ms []receivedJSON) []string {
-	return pluck(ms, func(m receivedJSON) string { return m.ID })
-}
-
-// settle posts receipts to ack, nack or extend and returns the statuses, after
-// checking that each result names its receipt, in request order.
+// settle acks, nacks or extends (action) the receipts of req, its other
+// members the nack's or extend's, and returns the statuses, after checking
+// that each result names its receipt, in request order.
 func settle(t testing.TB, env *ferrytest.Env, q, action string, req map[string]any) []string {
 	t.Helper()
-	return settleAt(t, env, qpath(q), action, req)
+	return settleWith(t, queueSettler(api(env), q), action, req)
 }
 
-// settleAt is settle for the queue or subscription at path.
-func settleAt(t testing.TB, env *ferrytest.Env, path, action string, req map[string]any) []string {
+// settleWith is settle for the queue or subscription s settles.
+func settleWith(t testing.TB, s settler, action string, req map[string]any) []string {
 	t.Helper()
-	r := env.Do("POST", path+"/"+action, req)
-	require.Equal(t, http.StatusOK, r.Status, "%s: %s", action, r.Body)
-	var out struct {
-		Results []resultJSON `json:"results"`
+	rest := maps.Clone(req)
+	sent := rest["receipts"].([]string)
+	delete(rest, "receipts")
+	var res []client.ReceiptResult
+	var err error
+	switch action {
+	case "ack":
+		require.Empty(t, rest, "an ack takes receipts only")
+		res, err = s.ack(t.Context(), sent...)
+	case "nack":
+		res, err = s.nack(t.Context(), typed[client.Nack](t, rest), sent...)
+	case "extend":
+		vis := rest["visibility_timeout_seconds"].(int)
+		require.Equal(t, map[string]any{"visibility_timeout_seconds": vis}, rest, "an extend takes receipts and a visibility")
+		require.Positive(t, vis, "the client extends by at least a second")
+		res, err = s.extend(t.Context(), time.Duration(vis)*time.Second, sent...)
+	default:
+		t.Fatalf("no action %q", action)
 	}
-	r.JSON(t, &out)
-	sent := req["receipts"].([]string)
-	require.Len(t, out.Results, len(sent))
+	require.NoError(t, err, action)
+	require.Len(t, res, len(sent))
 	statuses := make([]string, len(sent))
-	for i, res := range out.Results {
-		require.Equal(t, sent[i], res.Receipt, "results in request order")
-		statuses[i] = res.Status
+	for i, r := range res {
+		require.Equal(t, sent[i], r.Receipt, "results in request order")
+		statuses[i] = r.Status
 	}
 	return statuses
 }
@@ -358,20 +359,38 @@ func ack(t testing.TB, env *ferrytest.Env, q string, rs ...string) []string {
 	return settle(t, env, q, "ack", map[string]any{"receipts": rs})
 }
 
-func deadLetters(t testing.TB, env *ferrytest.Env, q, query string) deadLetterPageJSON {
+// deadLetters is one page of the queue's dead letters; query is "" or a
+// query string of limit and after ("?limit=2&after=...").
+func deadLetters(t testing.TB, env *ferrytest.Env, q, query string) client.DeadLetterPage {
 	t.Helper()
-	r := env.Do("GET", qpath(q, "/dead-letters")+query, nil)
-	require.Equal(t, http.StatusOK, r.Status, "dead letters: %s", r.Body)
-	var page deadLetterPageJSON
-	r.JSON(t, &page)
+	page, err := api(env).ListDeadLetters(t.Context(), q, pageOf(t, query))
+	require.NoError(t, err, "dead letters of %s", q)
 	require.NotNil(t, page.Messages)
-	return page
+	return *page
+}
+
+// pageOf is the client's Page for a query string of limit and after.
+func pageOf(t testing.TB, query string) client.Page {
+	t.Helper()
+	v, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
+	require.NoError(t, err)
+	var p client.Page
+	if l := v.Get("limit"); l != "" {
+		p.Limit, err = strconv.Atoi(l)
+		require.NoError(t, err)
+		require.Positive(t, p.Limit, "the client sends a positive limit only")
+	}
+	p.After = v.Get("after")
+	delete(v, "limit")
+	delete(v, "after")
+	require.Empty(t, v, "a page takes limit and after only")
+	return p
 }
 
 // waitDeadLettered waits until the queue's one message, its last lease
 // over, is dead-lettered by a claim (which then finds nothing), and
 // returns the dead-letter page.
-func waitDeadLettered(t testing.TB, env *ferrytest.Env, q string) deadLetterPageJSON {
+func waitDeadLettered(t testing.TB, env *ferrytest.Env, q string) client.DeadLetterPage {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		require.Empty(t, receive(t, env, q, nil))
@@ -456,7 +475,7 @@ func doAsyncAs(env *ferrytest.Env, secret, method, path string, body any) asyncR
 }
 
 // decodeReceived decodes a receive answer from doAsync.
-func decodeReceived(a asyncResult) ([]receivedJSON, error) {
+func decodeReceived(a asyncResult) ([]client.Message, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
@@ -464,7 +483,7 @@ func decodeReceived(a asyncResult) ([]receivedJSON, error) {
 		return nil, fmt.Errorf("receive: status %d: %s", a.status, a.body)
 	}
 	var out struct {
-		Messages []receivedJSON `json:"messages"`
+		Messages []client.Message `json:"messages"`
 	}
 	if err := json.Unmarshal(a.body, &out); err != nil {
 		return nil, err

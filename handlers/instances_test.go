@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
@@ -120,7 +121,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 	require.Len(t, all, total)
 
-	var leased []receivedJSON
+	var leased []client.Message
 	for len(leased) < 50 {
 		leased = append(leased, receive(t, first, "durable",
 			map[string]any{"max_messages": 50 - len(leased), "visibility_timeout_seconds": 1})...)
@@ -168,7 +169,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	require.Len(t, acked, total)
 	// The old in-flight receipts are stale; nothing is left.
 	require.Equal(t, repeat("stale", 3), ack(t, second, "durable", receipts(leased[:3])...))
-	require.Equal(t, statsJSON{}, stats(t, second, "durable"))
+	require.Equal(t, client.QueueStats{}, stats(t, second, "durable"))
 }
 
 // TestShutdownEndsLongPolls: a graceful stop answers a pending long poll
@@ -304,7 +305,7 @@ func TestTwoInstancesGroupsAndNoDoubleDelivery(t *testing.T) {
 					return
 				}
 				var out struct {
-					Results []resultJSON `json:"results"`
+					Results []client.ReceiptResult `json:"results"`
 				}
 				if err := json.Unmarshal(res.body, &out); err != nil {
 					fail("consumer %d: ack: %v", c, err)
@@ -333,7 +334,7 @@ func TestTwoInstancesGroupsAndNoDoubleDelivery(t *testing.T) {
 	for g := range groups {
 		require.Equal(t, want, order[fmt.Sprint("g", g)], "delivery order of group g%d", g)
 	}
-	require.Equal(t, statsJSON{}, stats(t, b, "shared"))
+	require.Equal(t, client.QueueStats{}, stats(t, b, "shared"))
 }
 
 // TestSettleWakesLongPoll: every write that makes a message claimable at

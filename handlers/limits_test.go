@@ -11,12 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // requireTooLarge requires r to be a 413 and the queues to be as before:
 // the refused request wrote nothing.
-func requireTooLarge(t testing.TB, env *ferrytest.Env, r ferrytest.Response, before []queueJSON) {
+func requireTooLarge(t testing.TB, env *ferrytest.Env, r ferrytest.Response, before []client.Queue) {
 	t.Helper()
 	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
 	require.Equal(t, before, snapshot(t, env))
@@ -100,12 +101,12 @@ func TestBatchLimit(t *testing.T) {
 	}
 	r := env.Do("POST", "/v1/queues/batch/messages", batch(1001))
 	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
-	require.Equal(t, statsJSON{}, stats(t, env, "batch"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "batch"))
 
 	r = env.Do("POST", "/v1/queues/batch/messages", batch(1000))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var out struct {
-		Messages []sentJSON `json:"messages"`
+		Messages []client.Sent `json:"messages"`
 	}
 	r.JSON(t, &out)
 	require.Len(t, out.Messages, 1000)
@@ -120,7 +121,7 @@ func TestBatchLimit(t *testing.T) {
 		http.StatusRequestEntityTooLarge, "payload_too_large")
 	require.EqualValues(t, 1000, stats(t, env, "batch").InFlight)
 	require.Equal(t, repeat("ok", 1000), ack(t, env, "batch", rs...))
-	require.Equal(t, statsJSON{}, stats(t, env, "batch"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "batch"))
 }
 
 func TestRequestLimit(t *testing.T) {
@@ -172,7 +173,7 @@ func TestRequestLimitDefault10MiB(t *testing.T) {
 	require.Greater(t, len(raw), 10<<20)
 	r := env.Do("POST", "/v1/queues/huge/messages", raw)
 	requireProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
-	require.Equal(t, statsJSON{}, stats(t, env, "huge"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "huge"))
 }
 
 func TestBackpressure(t *testing.T) {

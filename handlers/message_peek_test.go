@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -41,7 +42,7 @@ func TestMessagePeekREST(t *testing.T) {
 	sent := ids(send(t, env, "pk", msg(0), msg(1), msg(2, "delay_seconds", 600), msg("<script>alert(1)</script>")))
 	got := receive(t, env, "pk", map[string]any{"max_messages": 1})
 	require.Equal(t, sent[:1], msgIDs(got))
-	depth := func() statsJSON {
+	depth := func() client.QueueStats {
 		s := stats(t, env, "pk")
 		s.OldestAgeSeconds = 0 // it grows with the clock, not with a change
 		return s

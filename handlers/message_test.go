@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -38,7 +39,7 @@ func TestSendReceiveShapes(t *testing.T) {
 
 	before := time.Now().Add(-5 * time.Second)
 	sent := call[struct {
-		Messages []sentJSON `json:"messages"`
+		Messages []client.Sent `json:"messages"`
 	}](t, env, "POST", "/v1/queues/shapes/messages", map[string]any{"messages": batch},
 		listKeys([]string{"messages"}, keysOf([]string{"id", "duplicate"}, "sent message")), http.StatusCreated)
 	require.Len(t, sent.Messages, len(bodies))
@@ -49,16 +50,16 @@ func TestSendReceiveShapes(t *testing.T) {
 		require.False(t, seen[s.ID], "ids are unique")
 		seen[s.ID] = true
 	}
-	require.Equal(t, statsJSON{Available: int64(len(bodies))}, counts(t, env, "shapes"))
+	require.Equal(t, client.QueueStats{Available: int64(len(bodies))}, counts(t, env, "shapes"))
 
 	got := call[struct {
-		Messages []receivedJSON `json:"messages"`
+		Messages []client.Message `json:"messages"`
 	}](t, env, "POST", "/v1/queues/shapes/receive", map[string]any{"max_messages": 100},
 		listKeys([]string{"messages"}, keysOf(receivedKeys, "received message")), http.StatusOK)
 	require.Len(t, got.Messages, len(bodies))
 
 	// Each id carries the body sent at its position: ids are in request order.
-	byID := map[string]receivedJSON{}
+	byID := map[string]client.Message{}
 	for _, m := range got.Messages {
 		byID[m.ID] = m
 	}
@@ -79,11 +80,11 @@ func TestSendReceiveShapes(t *testing.T) {
 			require.Nil(t, m.DedupID, "dedup_id is null when none")
 		}
 	}
-	require.Equal(t, statsJSON{InFlight: int64(len(bodies))}, counts(t, env, "shapes"))
+	require.Equal(t, client.QueueStats{InFlight: int64(len(bodies))}, counts(t, env, "shapes"))
 
 	statuses := ack(t, env, "shapes", receipts(got.Messages)...)
 	require.Equal(t, repeat("ok", len(bodies)), statuses)
-	require.Equal(t, statsJSON{}, stats(t, env, "shapes"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "shapes"))
 }
 
 func TestReceiveDefaultsAndLimits(t *testing.T) {
@@ -117,7 +118,7 @@ func TestReceiveDefaultsAndLimits(t *testing.T) {
 
 	// The first two used the queue's 1 s visibility: they come back, with
 	// receive_count 2 and new receipts; the old receipts are stale.
-	var again []receivedJSON
+	var again []client.Message
 	require.Eventually(t, func() bool {
 		again = append(again, receive(t, env, "d", map[string]any{"max_messages": 10, "visibility_timeout_seconds": 60})...)
 		return len(again) >= 2
@@ -151,7 +152,7 @@ func TestDedup(t *testing.T) {
 
 	// The same dedup_id again: the first id, duplicate, nothing enqueued.
 	again := send(t, env, "dd", msg("one again", "dedup_id", "k1"))
-	require.Equal(t, []sentJSON{{ID: first[0].ID, Duplicate: true}}, again)
+	require.Equal(t, []client.Sent{{ID: first[0].ID, Duplicate: true}}, again)
 	require.EqualValues(t, 1, stats(t, env, "dd").Available)
 
 	// Inside one batch: a repeat is a duplicate of its first occurrence;
@@ -159,8 +160,8 @@ func TestDedup(t *testing.T) {
 	b := send(t, env, "dd", msg("a", "dedup_id", "k2"), msg("b"), msg("c", "dedup_id", "k2"), msg("d", "dedup_id", "k1"))
 	require.False(t, b[0].Duplicate)
 	require.False(t, b[1].Duplicate)
-	require.Equal(t, sentJSON{ID: b[0].ID, Duplicate: true}, b[2])
-	require.Equal(t, sentJSON{ID: first[0].ID, Duplicate: true}, b[3])
+	require.Equal(t, client.Sent{ID: b[0].ID, Duplicate: true}, b[2])
+	require.Equal(t, client.Sent{ID: first[0].ID, Duplicate: true}, b[3])
 	require.NotEqual(t, b[0].ID, b[1].ID)
 	require.EqualValues(t, 3, stats(t, env, "dd").Available)
 
@@ -169,8 +170,8 @@ func TestDedup(t *testing.T) {
 	require.Len(t, got, 3)
 	require.Equal(t, repeat("ok", 3), ack(t, env, "dd", receipts(got)...))
 	again = send(t, env, "dd", msg("late", "dedup_id", "k1"))
-	require.Equal(t, []sentJSON{{ID: first[0].ID, Duplicate: true}}, again)
-	require.Equal(t, statsJSON{}, stats(t, env, "dd"))
+	require.Equal(t, []client.Sent{{ID: first[0].ID, Duplicate: true}}, again)
+	require.Equal(t, client.QueueStats{}, stats(t, env, "dd"))
 
 	// Concurrent identical sends make one message (invariant 4).
 	const n = 16
@@ -187,7 +188,7 @@ func TestDedup(t *testing.T) {
 	fresh := 0
 	for _, res := range results {
 		out := decodeAsync[struct {
-			Messages []sentJSON `json:"messages"`
+			Messages []client.Sent `json:"messages"`
 		}](t, res, http.StatusCreated)
 		if winner == "" {
 			winner = out.Messages[0].ID
@@ -213,7 +214,7 @@ func TestAckNackExtend(t *testing.T) {
 	// ack: per-item ok/stale, in request order.
 	require.Equal(t, []string{"ok"}, ack(t, env, "s", r1))
 	require.Equal(t, []string{"stale", "ok"}, ack(t, env, "s", r1, r2))
-	require.Equal(t, statsJSON{InFlight: 2}, counts(t, env, "s"))
+	require.Equal(t, client.QueueStats{InFlight: 2}, counts(t, env, "s"))
 
 	// extend: ok for a current claim, stale for an acked one.
 	require.Equal(t, []string{"ok", "stale"},
@@ -227,7 +228,7 @@ func TestAckNackExtend(t *testing.T) {
 	s := stats(t, env, "s")
 	require.EqualValues(t, 1, s.Delayed)
 	require.EqualValues(t, 1, s.InFlight)
-	var back []receivedJSON
+	var back []client.Message
 	require.Eventually(t, func() bool {
 		back = receive(t, env, "s", map[string]any{"max_messages": 10, "visibility_timeout_seconds": 60})
 		return len(back) > 0
@@ -249,7 +250,7 @@ func TestAckNackExtend(t *testing.T) {
 	require.Equal(t, 2, again[0].ReceiveCount)
 	require.Equal(t, []string{"stale"}, ack(t, env, "s", r3))
 	require.Equal(t, []string{"ok", "ok"}, ack(t, env, "s", again[0].Receipt, back[0].Receipt))
-	require.Equal(t, statsJSON{}, stats(t, env, "s"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "s"))
 }
 
 func TestExtendKeepsMessageHidden(t *testing.T) {
@@ -304,7 +305,7 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 			map[string]any{"receipts": receipts(got), "error": "permanent: bad input", "dead_letter": true}))
 		require.Equal(t, []string{"stale"}, ack(t, env, "dl", got[0].Receipt))
 
-		page := call[deadLetterPageJSON](t, env, "GET", "/v1/queues/dl/dead-letters", nil, func(t testing.TB, top map[string]any) {
+		page := call[client.DeadLetterPage](t, env, "GET", "/v1/queues/dl/dead-letters", nil, func(t testing.TB, top map[string]any) {
 			t.Helper()
 			listKeys([]string{"messages", "next"}, keysOf(deadLetterKeys, "dead letter"))(t, top)
 			require.Nil(t, top["next"])
@@ -363,7 +364,7 @@ func TestNackBackoffAndDeadLetters(t *testing.T) {
 		require.Equal(t, sent[0].ID, page.Messages[0].ID)
 		require.Equal(t, 3, page.Messages[0].ReceiveCount, "receive_count = max_receives")
 		require.Nil(t, page.Messages[0].LastError)
-		require.Equal(t, statsJSON{DeadLetters: 1}, stats(t, env, "ex"))
+		require.Equal(t, client.QueueStats{DeadLetters: 1}, stats(t, env, "ex"))
 	})
 }
 
@@ -372,8 +373,8 @@ func TestDelayedDelivery(t *testing.T) {
 	env := ferrytest.Start(t)
 
 	// waitFor receives from q until a message comes and returns it and when.
-	waitFor := func(t *testing.T, env *ferrytest.Env, q string) (receivedJSON, time.Time) {
-		var got []receivedJSON
+	waitFor := func(t *testing.T, env *ferrytest.Env, q string) (client.Message, time.Time) {
+		var got []client.Message
 		require.Eventually(t, func() bool {
 			got = receive(t, env, q, nil)
 			return len(got) > 0
@@ -388,7 +389,7 @@ func TestDelayedDelivery(t *testing.T) {
 		start := time.Now()
 		sent := send(t, env, "ds", msg("later", "delay_seconds", 1))
 		require.Empty(t, receive(t, env, "ds", nil))
-		require.Equal(t, statsJSON{Delayed: 1}, counts(t, env, "ds"))
+		require.Equal(t, client.QueueStats{Delayed: 1}, counts(t, env, "ds"))
 		m, at := waitFor(t, env, "ds")
 		require.Equal(t, sent[0].ID, m.ID)
 		require.GreaterOrEqual(t, at.Sub(start), 900*time.Millisecond)
@@ -436,11 +437,11 @@ func TestGroupsOverHTTP(t *testing.T) {
 	got := receive(t, env, "g", map[string]any{"max_messages": 10})
 	require.ElementsMatch(t, []string{sent[0], sent[2], sent[3]}, msgIDs(got))
 	// Waiting group members count as available.
-	require.Equal(t, statsJSON{Available: 2, InFlight: 3}, counts(t, env, "g"))
+	require.Equal(t, client.QueueStats{Available: 2, InFlight: 3}, counts(t, env, "g"))
 	require.Empty(t, receive(t, env, "g", map[string]any{"max_messages": 10}))
 
 	// A nack does not release the group: the head comes back first.
-	byID := map[string]receivedJSON{}
+	byID := map[string]client.Message{}
 	for _, m := range got {
 		byID[m.ID] = m
 	}
@@ -465,7 +466,7 @@ func TestStatsAge(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
 	putQueue(t, env, "age", nil)
-	require.Equal(t, statsJSON{}, stats(t, env, "age"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "age"))
 	send(t, env, "age", msg("old"))
 	require.Eventually(t, func() bool {
 		return stats(t, env, "age").OldestAgeSeconds >= 1
@@ -473,10 +474,10 @@ func TestStatsAge(t *testing.T) {
 	got := receive(t, env, "age", nil)
 	require.GreaterOrEqual(t, stats(t, env, "age").OldestAgeSeconds, int64(1), "in-flight messages count for age")
 	ack(t, env, "age", receipts(got)...)
-	require.Equal(t, statsJSON{}, stats(t, env, "age"), "0 when empty")
+	require.Equal(t, client.QueueStats{}, stats(t, env, "age"), "0 when empty")
 }
 
-func deadIDs(ds []deadLetterJSON) []string {
+func deadIDs(ds []client.DeadLetter) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID
@@ -522,8 +523,8 @@ func TestDedupWindow(t *testing.T) {
 		env := forTest(env, t)
 		putQueue(t, env, "w1", map[string]any{"dedup_window_seconds": 1})
 		first := send(t, env, "w1", msg("a", "dedup_id", "k"))
-		require.Equal(t, []sentJSON{{ID: first[0].ID, Duplicate: true}}, send(t, env, "w1", msg("b", "dedup_id", "k")))
-		var later []sentJSON
+		require.Equal(t, []client.Sent{{ID: first[0].ID, Duplicate: true}}, send(t, env, "w1", msg("b", "dedup_id", "k")))
+		var later []client.Sent
 		require.Eventually(t, func() bool {
 			later = send(t, env, "w1", msg("c", "dedup_id", "k"))
 			return !later[0].Duplicate
@@ -589,7 +590,7 @@ func TestConcurrentSettleOneWins(t *testing.T) {
 		var winners []int
 		for i, r := range results {
 			out := decodeAsync[struct {
-				Results []resultJSON `json:"results"`
+				Results []client.ReceiptResult `json:"results"`
 			}](t, r, http.StatusOK)
 			require.Len(t, out.Results, 1)
 			if out.Results[0].Status == "ok" {
@@ -598,13 +599,13 @@ func TestConcurrentSettleOneWins(t *testing.T) {
 		}
 		require.Len(t, winners, 1, "round %d: exactly one settle wins", round)
 		if winners[0]%2 == 0 { // the ack won: gone
-			require.Equal(t, statsJSON{}, stats(t, env, "race"))
+			require.Equal(t, client.QueueStats{}, stats(t, env, "race"))
 			continue
 		}
 		// The nack won: the message is back, once, and can be acked.
 		again := receive(t, env, "race", map[string]any{"max_messages": 10})
 		require.Equal(t, []string{sent[0].ID}, msgIDs(again), "round %d", round)
 		require.Equal(t, []string{"ok"}, ack(t, env, "race", again[0].Receipt))
-		require.Equal(t, statsJSON{}, stats(t, env, "race"))
+		require.Equal(t, client.QueueStats{}, stats(t, env, "race"))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -131,7 +132,7 @@ func TestListQueuesPages(t *testing.T) {
 	_, next := listPage(t, env, "/v1/queues", "queues", 1000, "")
 	r := env.Do("GET", listPath("/v1/queues", 1000, next), nil)
 	var page struct {
-		Queues []queueJSON `json:"queues"`
+		Queues []client.Queue `json:"queues"`
 	}
 	r.JSON(t, &page)
 	found := false

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
@@ -214,21 +215,21 @@ func newPushSub(t testing.TB, env *ferrytest.Env, topic, sub string, cfg map[str
 
 // getPush GETs a queue or subscription (path): its push member and stats.
 // GET never shows a signing secret.
-func getPush(t testing.TB, env *ferrytest.Env, path string, keys []string) (*pushJSON, statsJSON) {
+func getPush(t testing.TB, env *ferrytest.Env, path string, keys []string) (*pushJSON, client.QueueStats) {
 	t.Helper()
 	r := env.Do("GET", path, nil)
 	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", path, r.Body)
 	m := r.Map(t)
 	requireKeys(t, m, keys, "GET answer")
 	var out struct {
-		Stats statsJSON `json:"stats"`
+		Stats client.QueueStats `json:"stats"`
 	}
 	r.JSON(t, &out)
 	out.Stats.OldestAgeSeconds = 0
 	return decodePush(t, m), out.Stats
 }
 
-func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*pushJSON, statsJSON) {
+func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*pushJSON, client.QueueStats) {
 	t.Helper()
 	return getPush(t, env, spath(topic, sub), subscriptionKeys)
 }
@@ -427,7 +428,7 @@ func TestPushQueue(t *testing.T) {
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(h.body, &body), "body %s", h.body)
 	requireKeys(t, body, pushMessageKeys, "pushed message")
-	var m receivedJSON
+	var m client.Message
 	require.NoError(t, json.Unmarshal(h.body, &m))
 	require.Equal(t, sent[0].ID, m.ID)
 	require.JSONEq(t, `{"order_id": "ORD-1"}`, string(m.Body))
@@ -437,7 +438,7 @@ func TestPushQueue(t *testing.T) {
 	require.Equal(t, 1, m.ReceiveCount)
 	require.WithinDuration(t, time.Now(), m.SentAt, time.Minute)
 
-	eventually(t, "the queue drained", func() bool { return counts(t, env, "jobs") == statsJSON{} })
+	eventually(t, "the queue drained", func() bool { return counts(t, env, "jobs") == client.QueueStats{} })
 	as := waitAttempts(t, env, qpath("jobs"), 1) // recorded after the ack
 	require.Len(t, as, 1)
 	require.Equal(t, sent[0].ID, as[0].MessageID)
@@ -505,7 +506,7 @@ func TestPushDeadLetters(t *testing.T) {
 	require.Equal(t, 2, dl.Messages[0].ReceiveCount)
 	require.NotNil(t, dl.Messages[0].LastError)
 	require.Contains(t, *dl.Messages[0].LastError, "500")
-	require.Equal(t, statsJSON{DeadLetters: 1}, subCounts(t, env, "t", "s"))
+	require.Equal(t, client.QueueStats{DeadLetters: 1}, subCounts(t, env, "t", "s"))
 	as := waitAttempts(t, env, spath("t", "s"), 2)
 	require.Len(t, as, 2)
 	require.Equal(t, []int{2, 1}, []int{as[0].Attempt, as[1].Attempt})
@@ -549,7 +550,7 @@ func TestPushGoneDisables(t *testing.T) {
 	// Disabled: a new event waits, with the first, and nothing is pushed.
 	publishEvents(t, env, "t", evt("e", "id", "evt-g2"))
 	eventually(t, "both events available", func() bool {
-		return subCounts(t, env, "t", "s") == statsJSON{Available: 2}
+		return subCounts(t, env, "t", "s") == client.QueueStats{Available: 2}
 	})
 	stays(t, 1200*time.Millisecond, "nothing is pushed while disabled", func() bool { return rc.count() == 1 })
 
@@ -600,10 +601,10 @@ func TestPushRetryAfter(t *testing.T) {
 	gap := reqs[1].at.Sub(reqs[0].at)
 	require.GreaterOrEqual(t, gap, 900*time.Millisecond, "Retry-After: 1 honoured")
 	require.Equal(t, reqs[0].id(), reqs[1].id())
-	eventually(t, "soon drained", func() bool { return counts(t, env, "soon") == statsJSON{} })
+	eventually(t, "soon drained", func() bool { return counts(t, env, "soon") == client.QueueStats{} })
 
 	later.wait(t, 1)
-	eventually(t, "later's message delayed", func() bool { return counts(t, env, "later") == statsJSON{Delayed: 1} })
+	eventually(t, "later's message delayed", func() bool { return counts(t, env, "later") == client.QueueStats{Delayed: 1} })
 	as := waitAttempts(t, env, qpath("later"), 1)
 	require.Equal(t, http.StatusServiceUnavailable, statusOf(as[0]))
 	// The delay is the cap: one hour, not 100000 s.
@@ -1135,7 +1136,7 @@ func TestPushDisabledAfterFailingTooLong(t *testing.T) {
 	require.Contains(t, *p.DisabledReason, "failed")
 	require.GreaterOrEqual(t, rc.count(), 2)
 	st := subCounts(t, env, "t", "s")
-	require.Equal(t, statsJSON{Available: st.Available, Delayed: st.Delayed}, st, "the event waits; it is not dead-lettered")
+	require.Equal(t, client.QueueStats{Available: st.Available, Delayed: st.Delayed}, st, "the event waits; it is not dead-lettered")
 	require.EqualValues(t, 1, st.Available+st.Delayed)
 
 	// A PUT that changes the url clears the failure and disabled state.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -67,13 +68,13 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	obj := r.Map(t)
 	requireKeys(t, obj, queueKeys, "queue")
 	requireKeys(t, obj["stats"].(map[string]any), statsKeys, "stats")
-	var q queueJSON
+	var q client.Queue
 	r.JSON(t, &q)
-	require.Equal(t, queueJSON{
-		Name: "alpha", DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0, deliveryJSON: deliveryJSON{
-			VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600, RetryMinSeconds: 1, RetryMaxSeconds: 300,
-			CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
-		},
+	require.Equal(t, client.Queue{
+		Name: "alpha", DelaySeconds: 0, DedupWindowSeconds: 300, MaxDepth: 0,
+		VisibilityTimeoutSeconds: 30, MaxReceives: 5, RetentionSeconds: 345600, RetryMinSeconds: 1, RetryMaxSeconds: 300,
+		DeadLetterSources: []string{}, Tags: map[string]string{},
+		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
 	}, q)
 	require.True(t, q.CreatedAt.After(before), "created_at %v", q.CreatedAt)
 	require.False(t, q.UpdatedAt.Before(q.CreatedAt))
@@ -89,18 +90,18 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	}
 	r = env.Do("PUT", "/v1/queues/charlie", custom)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var c queueJSON
+	var c client.Queue
 	r.JSON(t, &c)
-	wantC := queueJSON{
-		Name: "charlie", DelaySeconds: 2, DedupWindowSeconds: 60, MaxDepth: 100, deliveryJSON: deliveryJSON{
-			VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, RetryMinSeconds: 2, RetryMaxSeconds: 20,
-			CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		},
+	wantC := client.Queue{
+		Name: "charlie", DelaySeconds: 2, DedupWindowSeconds: 60, MaxDepth: 100,
+		VisibilityTimeoutSeconds: 45, MaxReceives: 3, RetentionSeconds: 3600, RetryMinSeconds: 2, RetryMaxSeconds: 20,
+		DeadLetterSources: []string{}, Tags: map[string]string{},
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 	require.Equal(t, wantC, c)
 
 	// Update one field: 200, the others keep their (non-default) values.
-	c2 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7}, nil, http.StatusOK)
+	c2 := call[client.Queue](t, env, "PUT", "/v1/queues/charlie", map[string]any{"max_receives": 7}, nil, http.StatusOK)
 	wantC.MaxReceives = 7
 	wantC.UpdatedAt = c2.UpdatedAt
 	require.Equal(t, wantC, c2)
@@ -109,19 +110,19 @@ func TestQueuePutGetListDelete(t *testing.T) {
 
 	// An empty update changes nothing and is still 200; so is no body.
 	for _, body := range []any{map[string]any{}, nil} {
-		c3 := call[queueJSON](t, env, "PUT", "/v1/queues/charlie", body, nil, http.StatusOK)
+		c3 := call[client.Queue](t, env, "PUT", "/v1/queues/charlie", body, nil, http.StatusOK)
 		wantC.UpdatedAt = c3.UpdatedAt
 		require.Equal(t, wantC, c3)
 	}
 
 	// GET one.
-	g := call[queueJSON](t, env, "GET", "/v1/queues/charlie", nil, keysOf(queueKeys, "queue"), http.StatusOK)
+	g := call[client.Queue](t, env, "GET", "/v1/queues/charlie", nil, keysOf(queueKeys, "queue"), http.StatusOK)
 	wantC.UpdatedAt = g.UpdatedAt
 	require.Equal(t, wantC, g)
 
 	// GET all, sorted by name.
 	list := getPage[struct {
-		Queues []queueJSON `json:"queues"`
+		Queues []client.Queue `json:"queues"`
 	}](t, env, "/v1/queues", []string{"queues", "next"}, nil)
 	names := []string{}
 	for _, q := range list.Queues {
@@ -151,7 +152,7 @@ func TestQueuePutGetListDelete(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	r.JSON(t, &c)
 	require.Equal(t, 5, c.MaxReceives)
-	require.Equal(t, statsJSON{}, c.Stats)
+	require.Equal(t, client.QueueStats{}, c.Stats)
 	require.Empty(t, receive(t, env, "charlie", nil))
 	require.Equal(t, []string{"stale"}, ack(t, env, "charlie", flying[0].Receipt),
 		"a receipt of the deleted queue is stale on its successor")
@@ -169,7 +170,7 @@ func TestMaxDepthDedupAndImpossibleBatch(t *testing.T) {
 	first := send(t, env, "md", msg(1, "dedup_id", "a"), msg(2, "dedup_id", "b"))
 
 	again := send(t, env, "md", msg(1, "dedup_id", "a"))
-	require.Equal(t, []sentJSON{{ID: first[0].ID, Duplicate: true}}, again)
+	require.Equal(t, []client.Sent{{ID: first[0].ID, Duplicate: true}}, again)
 
 	before := counts(t, env, "md")
 	r := env.Do("POST", qpath("md", "/messages"), map[string]any{"messages": []any{msg(3), msg(4), msg(5)}})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -181,7 +182,7 @@ func TestContentTypeVariantsAccepted(t *testing.T) {
 		name := fmt.Sprintf("ct%d", i)
 		r := env.DoWith("PUT", qpath(name), `{"max_receives": 2}`, h)
 		require.Equal(t, http.StatusCreated, r.Status, "Content-Type %q: %s", ct, r.Body)
-		var q queueJSON
+		var q client.Queue
 		require.NoError(t, json.Unmarshal(r.Body, &q))
 		require.Equal(t, 2, q.MaxReceives)
 	}

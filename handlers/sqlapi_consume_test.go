@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/store"
 )
@@ -138,7 +139,7 @@ func (f restFace) settle(action, target string, receipts []string, opts map[stri
 		return nil, e
 	}
 	var out struct {
-		Results []resultJSON `json:"results"`
+		Results []client.ReceiptResult `json:"results"`
 	}
 	r.JSON(f.t, &out)
 	statuses := make([]string, len(out.Results))
@@ -257,8 +258,8 @@ func (r *consumeRun) receipt(i, j int) string {
 	return r.received[i][j].Receipt
 }
 
-func (r *consumeRun) stats() statsJSON {
-	var s statsJSON
+func (r *consumeRun) stats() client.QueueStats {
+	var s client.QueueStats
 	if topic, sub, ok := strings.Cut(r.target, "/"); ok {
 		s = subCounts(r.t, r.env, topic, sub)
 	} else {
@@ -340,7 +341,7 @@ func literal(rs ...string) func(r *consumeRun) []string {
 }
 
 // statsStep records the target's counts.
-func statsStep(want statsJSON) consumeStep {
+func statsStep(want client.QueueStats) consumeStep {
 	return func(r *consumeRun) any {
 		s := r.stats()
 		require.Equal(r.t, want, s, "stats")
@@ -423,11 +424,11 @@ func consumeCases() []consumeCase {
 			settleStep("ack", allOf(1), nil, "ok"),
 			recv(ip(10), nil, 0),
 			settleStep("ack", allOf(0), nil, "stale", "stale"),
-			statsStep(statsJSON{}),
+			statsStep(client.QueueStats{}),
 		}},
 		{name: "defaults", msgs: one, steps: []consumeStep{
 			recv(nil, nil, 1),
-			statsStep(statsJSON{InFlight: 1}),
+			statsStep(client.QueueStats{InFlight: 1}),
 			settleStep("ack", nth([2]int{0, 0}, [2]int{0, 0}), nil, "ok", "ok"),
 		}},
 		{name: "nack_delay_zero_redelivers", msgs: one, steps: []consumeStep{
@@ -442,21 +443,21 @@ func consumeCases() []consumeCase {
 			recv(nil, nil, 1),
 			settleStep("nack", allOf(0), map[string]any{}, "ok"),
 			recv(nil, nil, 0),
-			statsStep(statsJSON{Delayed: 1}),
+			statsStep(client.QueueStats{Delayed: 1}),
 		}},
 		{name: "nack_delay", msgs: three, steps: []consumeStep{
 			recv(ip(3), nil, 3),
 			settleStep("nack", nth([2]int{0, 0}), map[string]any{"delay_seconds": 600, "error": "later"}, "ok"),
 			settleStep("nack", nth([2]int{0, 1}), map[string]any{"delay_seconds": 0, "error": "boom", "dead_letter": false}, "ok"),
 			settleStep("nack", nth([2]int{0, 2}), map[string]any{"delay_seconds": nil, "error": nil, "dead_letter": nil}, "ok"),
-			statsStep(statsJSON{Available: 1, Delayed: 2}),
+			statsStep(client.QueueStats{Available: 1, Delayed: 2}),
 		}},
 		{name: "nack_dead_letter", msgs: three, steps: []consumeStep{
 			recv(ip(3), nil, 3),
 			settleStep("nack", nth([2]int{0, 1}), map[string]any{"dead_letter": true, "error": "poison"}, "ok"),
 			settleStep("nack", nth([2]int{0, 1}), map[string]any{"dead_letter": true}, "stale"),
 			deadStep(1),
-			statsStep(statsJSON{InFlight: 2, DeadLetters: 1}),
+			statsStep(client.QueueStats{InFlight: 2, DeadLetters: 1}),
 		}},
 		{name: "nack_last_receive_dead_letters", cfg: map[string]any{"max_receives": 1}, msgs: three, steps: []consumeStep{
 			recv(ip(3), nil, 3),
@@ -472,14 +473,14 @@ func consumeCases() []consumeCase {
 			// fourth.
 			recv(ip(2), nil, 1),
 			deadStep(3),
-			statsStep(statsJSON{InFlight: 1, DeadLetters: 3}),
+			statsStep(client.QueueStats{InFlight: 1, DeadLetters: 3}),
 		}},
 		{name: "extend", msgs: three, steps: []consumeStep{
 			recv(ip(2), ip(1), 2),
 			settleStep("extend", allOf(0), map[string]any{"visibility_timeout_seconds": 600}, "ok", "ok"),
 			settleStep("ack", nth([2]int{0, 0}), nil, "ok"),
 			settleStep("extend", allOf(0), map[string]any{"visibility_timeout_seconds": 600}, "stale", "ok"),
-			statsStep(statsJSON{Available: 1, InFlight: 1}),
+			statsStep(client.QueueStats{Available: 1, InFlight: 1}),
 		}},
 		{name: "groups", msgs: []map[string]any{
 			msg("a1", "group", "a"), msg("a2", "group", "a"), msg("b1", "group", "b"), msg("plain"),
@@ -568,7 +569,7 @@ func consumeCases() []consumeCase {
 			settleStep("extend", allOf(2), map[string]any{"visibility_timeout_seconds": 60}, "ok"),
 			settleStep("nack", allOf(2), map[string]any{"dead_letter": true, "error": "no"}, "ok"),
 			deadStep(1),
-			statsStep(statsJSON{DeadLetters: 1}),
+			statsStep(client.QueueStats{DeadLetters: 1}),
 		}},
 		{name: "subscription_ordered", cfg: map[string]any{"ordered": true}, events: []map[string]any{
 			evt("t", "id", "o-1", "key", "k1"), evt("t", "id", "o-2", "key", "k1"), evt("t", "id", "o-3", "key", "k2"),

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -87,13 +88,13 @@ func TestSQLConsumeReceiptsInterchangeable(t *testing.T) {
 			}
 			check(sql, rest)
 			check(rest, sql)
-			var s statsJSON
+			var s client.QueueStats
 			if target == "q" {
 				s = counts(t, env, "q")
 			} else {
 				s = subCounts(t, env, "t", "s")
 			}
-			require.Equal(t, statsJSON{DeadLetters: 2}, s)
+			require.Equal(t, client.QueueStats{DeadLetters: 2}, s)
 		})
 	}
 }
@@ -212,14 +213,14 @@ func TestSQLConsumeOpenTransactionStallsNothing(t *testing.T) {
 	}
 	for i := range 20 {
 		timed("send", func() { send(t, env, "stall", msg(i)) })
-		var got []receivedJSON
+		var got []client.Message
 		timed("receive", func() { got = receive(t, env, "stall", map[string]any{"max_messages": 10}) })
 		require.NotEmpty(t, got)
 		timed("ack", func() { require.Equal(t, repeat("ok", len(got)), ack(t, env, "stall", receipts(got)...)) })
 	}
 	requireTypicallyFast(t, "REST calls while the consumer's transaction is open", took)
 	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, statsJSON{DeadLetters: 1}, counts(t, env, "stall"))
+	require.Equal(t, client.QueueStats{DeadLetters: 1}, counts(t, env, "stall"))
 }
 
 // TestSQLConsumeExactlyOnce: a consumer that records its effect under a
@@ -252,7 +253,7 @@ func TestSQLConsumeExactlyOnce(t *testing.T) {
 				c.step()
 				var charged int
 				require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM public.charges WHERE queue = $1`, q).Scan(&charged))
-				return charged == n && counts(t, env, q) == statsJSON{}
+				return charged == n && counts(t, env, q) == client.QueueStats{}
 			})
 			require.Zero(t, c.conflicts, "no redelivery found its effect committed")
 			for order, tries := range c.attempts {

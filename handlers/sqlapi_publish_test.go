@@ -301,7 +301,7 @@ func drainTwin(t *testing.T, env *ferrytest.Env, topic, sub string, ordered bool
 		}
 		sort.Strings(round)
 		rounds = append(rounds, round)
-		settleAt(t, env, spath(topic, sub), "ack", map[string]any{"receipts": receipts})
+		ackSub(t, env, topic, sub, receipts...)
 	}
 }
 
@@ -487,7 +487,7 @@ func TestSQLPublishWakesLongPolls(t *testing.T) {
 			require.Equal(t, []string{id}, a.ids)
 			if viaSub {
 				subLat = append(subLat, a.at.Sub(committed))
-				settleAt(t, env, spath("lp", "s"), "ack", map[string]any{"receipts": a.receipts})
+				ackSub(t, env, "lp", "s", a.receipts...)
 				continue
 			}
 			logLat = append(logLat, a.at.Sub(committed))
@@ -495,7 +495,7 @@ func TestSQLPublishWakesLongPolls(t *testing.T) {
 			// so that the next receive waits.
 			ms := receiveAll(t, env, "lp", "s")
 			require.Len(t, ms, 1)
-			settleAt(t, env, spath("lp", "s"), "ack", map[string]any{"receipts": []string{ms[0].Receipt}})
+			ackSub(t, env, "lp", "s", ms[0].Receipt)
 		}
 	}
 	t.Logf("long polls seen parked before the commit: %d of 10 GET events, %d of 10 receives", parked[false], parked[true])

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
@@ -254,7 +255,7 @@ func TestStoredValuesTooDeepForAnswers(t *testing.T) {
 	tooDeep(`UPDATE ferry.messages SET body = $1::json WHERE id = $2::bigint`, sent[1])
 	got := receive(t, env, "poisoned", map[string]any{"max_messages": 10})
 	require.Equal(t, []string{sent[0], sent[2]}, msgIDs(got), "the neighbours are delivered")
-	require.Equal(t, statsJSON{InFlight: 2, DeadLetters: 1}, counts(t, env, "poisoned"))
+	require.Equal(t, client.QueueStats{InFlight: 2, DeadLetters: 1}, counts(t, env, "poisoned"))
 	dls := deadLetters(t, env, "poisoned", "")
 	require.Len(t, dls.Messages, 1)
 	require.Equal(t, sent[1], dls.Messages[0].ID)
@@ -339,7 +340,7 @@ func TestSQLCannotCreateUnencodable(t *testing.T) {
 				accepted++
 				require.LessOrEqual(t, depth, handlers.MaxValueDepth, "%s %d accepted by %s", name, depth, call)
 				if strings.Contains(call, "send") {
-					var got struct{ Messages []receivedJSON }
+					var got struct{ Messages []client.Message }
 					plainPost(t, env, qpath("enc", "/receive"), `{}`, &got)
 					require.Len(t, got.Messages, 1, "%s %d", name, depth)
 					require.Equal(t, v, compactText(got.Messages[0].Body))

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -38,7 +39,7 @@ type sendOutcome struct {
 // sendState is the queue after the send: its counts, and the messages a
 // receive gets, in order, in canonical JSON.
 type sendState struct {
-	Stats    statsJSON
+	Stats    client.QueueStats
 	Messages []string
 }
 
@@ -257,7 +258,7 @@ func restSend(t *testing.T, env *ferrytest.Env, q string, msgs any) sendOutcome 
 		return sendOutcome{Status: r.Status, Code: p.Code, Detail: p.Detail}
 	}
 	var out struct {
-		Messages []sentJSON `json:"messages"`
+		Messages []client.Sent `json:"messages"`
 	}
 	r.JSON(t, &out)
 	o := sendOutcome{Status: r.Status}
@@ -443,10 +444,10 @@ func TestSQLSendNobodyWaits(t *testing.T) {
 	requireTypicallyFast(t, "REST calls while the SQL send's transaction is open", took)
 	send(t, env, "held", msg("purged"))
 	timed(t, env, "purge", http.StatusNoContent, "DELETE", qpath("held", "/messages"), nil)
-	require.Equal(t, statsJSON{}, counts(t, env, "held"))
+	require.Equal(t, client.QueueStats{}, counts(t, env, "held"))
 
 	require.NoError(t, tx.Commit(context.Background()))
-	require.Equal(t, statsJSON{Available: 2, Delayed: 1}, counts(t, env, "held"))
+	require.Equal(t, client.QueueStats{Available: 2, Delayed: 1}, counts(t, env, "held"))
 	var bodies []string
 	for _, m := range receive(t, env, "held", map[string]any{"max_messages": 10}) {
 		bodies = append(bodies, string(m.Body))

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/openapi"
 	"github.com/ferry-mq/ferry/openapi/openapitest"
@@ -26,7 +28,15 @@ type subscriptionJSON struct {
 	Topic   string          `json:"topic"`
 	Filter  json.RawMessage `json:"filter"`
 	Ordered bool            `json:"ordered"`
-	deliveryJSON
+	// The members a subscription shares with a queue.
+	VisibilityTimeoutSeconds int               `json:"visibility_timeout_seconds"`
+	MaxReceives              int               `json:"max_receives"`
+	RetentionSeconds         int               `json:"retention_seconds"`
+	RetryMinSeconds          int               `json:"retry_min_seconds"`
+	RetryMaxSeconds          int               `json:"retry_max_seconds"`
+	CreatedAt                time.Time         `json:"created_at"`
+	UpdatedAt                time.Time         `json:"updated_at"`
+	Stats                    client.QueueStats `json:"stats"`
 }
 
 type subMessageJSON struct {
@@ -83,7 +93,7 @@ func listSubs(t testing.TB, env *ferrytest.Env, topic string) []subscriptionJSON
 
 // subCounts is a subscription's stats without oldest_age_seconds, which
 // moves by itself.
-func subCounts(t testing.TB, env *ferrytest.Env, topic, sub string) statsJSON {
+func subCounts(t testing.TB, env *ferrytest.Env, topic, sub string) client.QueueStats {
 	t.Helper()
 	s := getSub(t, env, topic, sub).Stats
 	s.OldestAgeSeconds = 0
@@ -136,7 +146,21 @@ func receiveAll(t testing.TB, env *ferrytest.Env, topic, sub string) []subMessag
 // returns the statuses, checking they come in request order.
 func settleSub(t testing.TB, env *ferrytest.Env, topic, sub, action string, req map[string]any) []string {
 	t.Helper()
-	return settleAt(t, env, spath(topic, sub), action, req)
+	return settleWith(t, subSettler(api(env), topic, sub), action, req)
+}
+
+func subSettler(c *client.Client, topic, sub string) settler {
+	return settler{
+		ack: func(ctx context.Context, rs ...string) ([]client.ReceiptResult, error) {
+			return c.AckEvents(ctx, topic, sub, rs...)
+		},
+		nack: func(ctx context.Context, n client.Nack, rs ...string) ([]client.ReceiptResult, error) {
+			return c.NackEvents(ctx, topic, sub, n, rs...)
+		},
+		extend: func(ctx context.Context, d time.Duration, rs ...string) ([]client.ReceiptResult, error) {
+			return c.ExtendEvents(ctx, topic, sub, d, rs...)
+		},
+	}
 }
 
 func ackSub(t testing.TB, env *ferrytest.Env, topic, sub string, rs ...string) []string {
@@ -223,7 +247,7 @@ func TestSubscriptionPutGetListDelete(t *testing.T) {
 	require.Equal(t, 604800, created.RetentionSeconds)
 	require.Equal(t, 1, created.RetryMinSeconds)
 	require.Equal(t, 300, created.RetryMaxSeconds)
-	require.Equal(t, statsJSON{}, created.Stats)
+	require.Equal(t, client.QueueStats{}, created.Stats)
 	require.True(t, created.UpdatedAt.Equal(created.CreatedAt), "updated_at is the creation time at first")
 	require.WithinDuration(t, time.Now(), created.CreatedAt, time.Minute)
 	require.Equal(t, created, getSub(t, env, "orders", "billing"))
@@ -515,7 +539,7 @@ func TestSubscriptionFanOut(t *testing.T) {
 	check := func(t *testing.T, sub string, wantIDs []string) {
 		t.Helper()
 		env := forTest(env, t)
-		require.Equal(t, statsJSON{Available: int64(len(wantIDs))}, subCounts(t, env, "shop", sub), "subscription %s", sub)
+		require.Equal(t, client.QueueStats{Available: int64(len(wantIDs))}, subCounts(t, env, "shop", sub), "subscription %s", sub)
 		got := receiveAll(t, env, "shop", sub)
 		require.Equal(t, sortedCopy(wantIDs), sortedCopy(subIDs(got)), "subscription %s receives exactly its events, each once", sub)
 		for _, m := range got {
@@ -523,7 +547,7 @@ func TestSubscriptionFanOut(t *testing.T) {
 			requireSameEvent(t, log[m.ID], m.Event, sub+" "+m.ID)
 		}
 		require.Empty(t, receiveAll(t, env, "shop", sub), "subscription %s: nothing more", sub)
-		require.Equal(t, statsJSON{InFlight: int64(len(wantIDs))}, subCounts(t, env, "shop", sub))
+		require.Equal(t, client.QueueStats{InFlight: int64(len(wantIDs))}, subCounts(t, env, "shop", sub))
 	}
 	for sub, ids := range want {
 		t.Run("live "+sub, func(t *testing.T) { check(t, sub, ids) })
@@ -604,14 +628,14 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 	// Ack removes; a repeated ack is stale. Extend keeps a claim.
 	got := receiveAll(t, env, "t", "w")
 	require.ElementsMatch(t, []string{"e1", "e2"}, subIDs(got))
-	require.Equal(t, statsJSON{InFlight: 2}, subCounts(t, env, "t", "w"))
+	require.Equal(t, client.QueueStats{InFlight: 2}, subCounts(t, env, "t", "w"))
 	require.Equal(t, []string{"ok"}, settleSub(t, env, "t", "w", "extend", map[string]any{"receipts": []string{got[0].Receipt}, "visibility_timeout_seconds": 120}))
 	require.Equal(t, []string{"ok", "ok"}, ackSub(t, env, "t", "w", subReceipts(got)...))
-	require.Equal(t, statsJSON{}, subCounts(t, env, "t", "w"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "t", "w"))
 	require.Equal(t, []string{"stale", "stale"}, ackSub(t, env, "t", "w", subReceipts(got)...))
 	require.Equal(t, []string{"stale"}, settleSub(t, env, "t", "w", "extend", map[string]any{"receipts": []string{got[0].Receipt}, "visibility_timeout_seconds": 1}))
 	// Acking one subscription's delivery leaves the other's.
-	require.Equal(t, statsJSON{Available: 2}, subCounts(t, env, "t", "dl"))
+	require.Equal(t, client.QueueStats{Available: 2}, subCounts(t, env, "t", "dl"))
 	require.Len(t, logEvents(t, env, "t"), 2, "acking does not touch the log")
 
 	// A receipt of one subscription is stale on another.
@@ -619,7 +643,7 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 	w := receiveAll(t, env, "t", "w")
 	require.Equal(t, []string{"e3"}, subIDs(w))
 	require.Equal(t, []string{"stale"}, ackSub(t, env, "t", "dl", w[0].Receipt))
-	require.Equal(t, statsJSON{InFlight: 1}, subCounts(t, env, "t", "w"))
+	require.Equal(t, client.QueueStats{InFlight: 1}, subCounts(t, env, "t", "w"))
 
 	// Nack with delay 0 redelivers at once, receive_count 2, new receipt.
 	require.Equal(t, []string{"ok"}, settleSub(t, env, "t", "w", "nack", map[string]any{"receipts": []string{w[0].Receipt}, "delay_seconds": 0, "error": "first try"}))
@@ -644,7 +668,7 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"ok"}, settleSub(t, env, "t", "dl", "nack", map[string]any{"receipts": []string{e2.Receipt}, "error": "boom"}))
-	require.Equal(t, statsJSON{InFlight: 2, DeadLetters: 1}, subCounts(t, env, "t", "dl"))
+	require.Equal(t, client.QueueStats{InFlight: 2, DeadLetters: 1}, subCounts(t, env, "t", "dl"))
 	page := subDeadLetters(t, env, "t", "dl", "")
 	require.Nil(t, page.Next)
 	require.Len(t, page.Messages, 1)
@@ -659,7 +683,7 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 
 	// Redrive by event id (unknown ids skipped): back, receive_count reset.
 	require.Equal(t, 1, redriveSub(t, env, "t", "dl", map[string]any{"ids": []string{"e2", "nope", "e1"}}))
-	require.Equal(t, statsJSON{Available: 1, InFlight: 2}, subCounts(t, env, "t", "dl"))
+	require.Equal(t, client.QueueStats{Available: 1, InFlight: 2}, subCounts(t, env, "t", "dl"))
 	require.Equal(t, 0, redriveSub(t, env, "t", "dl", map[string]any{"ids": []string{"e2"}}), "no longer a dead letter")
 	back := receiveAll(t, env, "t", "dl")
 	require.Equal(t, []string{"e2"}, subIDs(back))
@@ -677,12 +701,12 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 	all := []string{page.Messages[0].ID, page.Messages[1].ID, rest.Messages[0].ID}
 	require.ElementsMatch(t, []string{"e1", "e2", "e3"}, all)
 	require.Equal(t, 1, redriveSub(t, env, "t", "dl", map[string]any{"limit": 1}))
-	require.Equal(t, statsJSON{Available: 1, DeadLetters: 2}, subCounts(t, env, "t", "dl"))
+	require.Equal(t, client.QueueStats{Available: 1, DeadLetters: 2}, subCounts(t, env, "t", "dl"))
 	r := env.Do("DELETE", spath("t", "dl", "/dead-letters"), nil)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
 	require.Empty(t, r.Body)
 	require.Empty(t, subDeadLetters(t, env, "t", "dl", "").Messages)
-	require.Equal(t, statsJSON{Available: 1}, subCounts(t, env, "t", "dl"))
+	require.Equal(t, client.QueueStats{Available: 1}, subCounts(t, env, "t", "dl"))
 	require.Equal(t, 0, redriveSub(t, env, "t", "dl", map[string]any{"limit": 10}))
 
 	// Receiving with max_receives used up dead-letters on the next claim
@@ -691,7 +715,7 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 	require.Len(t, last, 1)
 	require.Eventually(t, func() bool {
 		require.Empty(t, receiveAll(t, env, "t", "dl"))
-		return subCounts(t, env, "t", "dl") == statsJSON{DeadLetters: 1}
+		return subCounts(t, env, "t", "dl") == client.QueueStats{DeadLetters: 1}
 	}, 10*time.Second, 50*time.Millisecond, "the claim after the lease ends dead-letters it")
 	require.Equal(t, []string{last[0].ID}, []string{subDeadLetters(t, env, "t", "dl", "").Messages[0].ID})
 }
@@ -717,7 +741,7 @@ func TestSubscriptionOrdered(t *testing.T) {
 	first := receiveAll(t, env, "o", "seq")
 	require.ElementsMatch(t, []string{"K1", "L1"}, subIDs(first))
 	require.Empty(t, receiveAll(t, env, "o", "seq"), "K2 waits for K1")
-	require.Equal(t, statsJSON{Available: 3, InFlight: 2}, subCounts(t, env, "o", "seq"), "waiting deliveries count as available")
+	require.Equal(t, client.QueueStats{Available: 3, InFlight: 2}, subCounts(t, env, "o", "seq"), "waiting deliveries count as available")
 	byID := map[string]subMessageJSON{}
 	for _, m := range first {
 		byID[m.ID] = m
@@ -779,33 +803,33 @@ func TestSubscriptionStart(t *testing.T) {
 	for i, ts := range []string{at.UTC().Format(time.RFC3339Nano), at.In(time.FixedZone("x", -5*3600)).Format(time.RFC3339Nano)} {
 		name := fmt.Sprintf("time%d", i)
 		putSub(t, env, "s", name, map[string]any{"start": ts}, http.StatusCreated)
-		require.Equal(t, statsJSON{Available: 2}, subCounts(t, env, "s", name), "start %s", ts)
+		require.Equal(t, client.QueueStats{Available: 2}, subCounts(t, env, "s", name), "start %s", ts)
 		require.Equal(t, []string{"e2", "e3"}, subIDs(receiveSub(t, env, "s", name, map[string]any{"max_messages": 10})))
 	}
 	putSub(t, env, "s", "future", map[string]any{"start": time.Now().Add(time.Hour).Format(time.RFC3339)}, http.StatusCreated)
 	putSub(t, env, "s", "past", map[string]any{"start": "2000-01-01T00:00:00Z"}, http.StatusCreated)
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "future"))
-	require.Equal(t, statsJSON{Available: 3}, subCounts(t, env, "s", "past"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "future"))
+	require.Equal(t, client.QueueStats{Available: 3}, subCounts(t, env, "s", "past"))
 
 	// latest, by default or by name: nothing retained.
 	putSub(t, env, "s", "default", nil, http.StatusCreated)
 	putSub(t, env, "s", "latest", map[string]any{"start": "latest"}, http.StatusCreated)
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "default"))
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "latest"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "default"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "latest"))
 
 	// A backfill applies the filter.
 	putSub(t, env, "s", "filtered", map[string]any{"start": "earliest", "filter": map[string]any{"data": map[string]any{"missing": []any{1}}}}, http.StatusCreated)
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "filtered"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "filtered"))
 
 	// start on an existing subscription is ignored: 200, no backfill.
 	upd := putSub(t, env, "s", "default", map[string]any{"start": "earliest"}, http.StatusOK)
-	require.Equal(t, statsJSON{}, upd.Stats)
+	require.Equal(t, client.QueueStats{}, upd.Stats)
 	putSub(t, env, "s", "default", map[string]any{"start": "earliest", "max_receives": 3}, http.StatusOK)
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "default"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "default"))
 	// Nor does it rewind one that was backfilled and consumed.
 	require.Equal(t, repeat("ok", 3), ackSub(t, env, "s", "earliest", subReceipts(got)...))
 	putSub(t, env, "s", "earliest", map[string]any{"start": "earliest"}, http.StatusOK)
-	require.Equal(t, statsJSON{}, subCounts(t, env, "s", "earliest"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "s", "earliest"))
 
 	// Every one of them gets the next event, once.
 	publishEvents(t, env, "s", evt("t", "id", "e4"))
@@ -831,35 +855,35 @@ func TestSubscriptionSeek(t *testing.T) {
 	got := receiveAll(t, env, "k", "s")
 	require.Len(t, got, 3)
 	require.Equal(t, repeat("ok", 3), ackSub(t, env, "k", "s", subReceipts(got)...))
-	require.Equal(t, statsJSON{}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "k", "s"))
 
 	// earliest: everything again, in publish order.
 	seekSub(t, env, "k", "s", "earliest")
-	require.Equal(t, statsJSON{Available: 3}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 3}, subCounts(t, env, "k", "s"))
 	first := receiveSub(t, env, "k", "s", map[string]any{"max_messages": 1})
 	require.Equal(t, []string{"e1"}, subIDs(first))
 	requireSameEvent(t, log["e1"], first[0].Event, "sought e1")
 	// earliest again while e1 is in flight: its receipt goes stale, the
 	// three are pending once each.
 	seekSub(t, env, "k", "s", "earliest")
-	require.Equal(t, statsJSON{Available: 3}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 3}, subCounts(t, env, "k", "s"))
 	require.Equal(t, []string{"stale"}, ackSub(t, env, "k", "s", first[0].Receipt))
 	inFlight := receiveSub(t, env, "k", "s", map[string]any{"max_messages": 1})
 	require.Equal(t, []string{"e1"}, subIDs(inFlight))
 
 	// latest: nothing pending, in-flight receipts stale.
 	seekSub(t, env, "k", "s", "latest")
-	require.Equal(t, statsJSON{}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "k", "s"))
 	require.Equal(t, []string{"stale"}, ackSub(t, env, "k", "s", inFlight[0].Receipt))
 	require.Equal(t, []string{"stale"}, settleSub(t, env, "k", "s", "nack", map[string]any{"receipts": []string{inFlight[0].Receipt}}))
 	require.Empty(t, receiveAll(t, env, "k", "s"))
 
 	// A time: inclusive.
 	seekSub(t, env, "k", "s", log["e2"].PublishedAt.Format(time.RFC3339Nano))
-	require.Equal(t, statsJSON{Available: 2}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 2}, subCounts(t, env, "k", "s"))
 	require.Equal(t, []string{"e2", "e3"}, subIDs(receiveAll(t, env, "k", "s")))
 	seekSub(t, env, "k", "s", time.Now().Add(time.Hour).Format(time.RFC3339))
-	require.Equal(t, statsJSON{}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "k", "s"))
 
 	// Dead letters stay; the filter in force applies.
 	putSub(t, env, "k", "s", map[string]any{"max_receives": 1, "filter": map[string]any{"types": []string{"t"}}}, http.StatusOK)
@@ -867,10 +891,10 @@ func TestSubscriptionSeek(t *testing.T) {
 	dead := receiveAll(t, env, "k", "s")
 	require.Equal(t, []string{"e4"}, subIDs(dead))
 	settleSub(t, env, "k", "s", "nack", map[string]any{"receipts": subReceipts(dead)})
-	require.Equal(t, statsJSON{DeadLetters: 1}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{DeadLetters: 1}, subCounts(t, env, "k", "s"))
 	putSub(t, env, "k", "s", map[string]any{"filter": map[string]any{"types": []string{"u"}}}, http.StatusOK)
 	seekSub(t, env, "k", "s", "earliest")
-	require.Equal(t, statsJSON{Available: 1, DeadLetters: 1}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 1, DeadLetters: 1}, subCounts(t, env, "k", "s"))
 	require.Equal(t, []string{"u1"}, subIDs(receiveAll(t, env, "k", "s")))
 
 	// Later events still arrive after a seek.
@@ -882,9 +906,9 @@ func TestSubscriptionSeek(t *testing.T) {
 	// it drops it in favour of the pending delivery (not counted).
 	putSub(t, env, "k", "s", map[string]any{"filter": map[string]any{"types": []string{"t"}}}, http.StatusOK)
 	seekSub(t, env, "k", "s", "earliest")
-	require.Equal(t, statsJSON{Available: 4, DeadLetters: 1}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 4, DeadLetters: 1}, subCounts(t, env, "k", "s"))
 	require.Equal(t, 0, redriveSub(t, env, "k", "s", map[string]any{"ids": []string{"e4"}}))
-	require.Equal(t, statsJSON{Available: 4}, subCounts(t, env, "k", "s"))
+	require.Equal(t, client.QueueStats{Available: 4}, subCounts(t, env, "k", "s"))
 	require.Equal(t, []string{"e1", "e2", "e3", "e4"}, subIDs(receiveAll(t, env, "k", "s")))
 }
 
@@ -1124,7 +1148,7 @@ func TestSubscriptionsOfDeletedTopic(t *testing.T) {
 	requireProblem(t, env.Do("GET", spath("gone", "s"), nil), http.StatusNotFound, "not_found")
 	requireProblem(t, env.Do("POST", spath("gone", "s", "/receive"), nil), http.StatusNotFound, "not_found")
 	fresh := putSub(t, env, "gone", "s", nil, http.StatusCreated)
-	require.Equal(t, statsJSON{}, fresh.Stats, "a new subscription, nothing of the old one")
+	require.Equal(t, client.QueueStats{}, fresh.Stats, "a new subscription, nothing of the old one")
 
 	// The deleted subscriptions' deliveries and dead letters are cleaned up.
 	eventuallyNone(t, env, `
@@ -1151,11 +1175,11 @@ func TestSubscriptionAndQueueShareName(t *testing.T) {
 
 	// Sends go to the queue, publishes to the subscription.
 	send(t, env, "x", msg("hello"))
-	require.Equal(t, statsJSON{}, subCounts(t, env, "t", "x"))
-	require.Equal(t, statsJSON{Available: 1}, counts(t, env, "x"))
+	require.Equal(t, client.QueueStats{}, subCounts(t, env, "t", "x"))
+	require.Equal(t, client.QueueStats{Available: 1}, counts(t, env, "x"))
 	publishEvents(t, env, "t", evt("t", "id", "e1"))
-	require.Equal(t, statsJSON{Available: 1}, subCounts(t, env, "t", "x"))
-	require.Equal(t, statsJSON{Available: 1}, counts(t, env, "x"))
+	require.Equal(t, client.QueueStats{Available: 1}, subCounts(t, env, "t", "x"))
+	require.Equal(t, client.QueueStats{Available: 1}, counts(t, env, "x"))
 	qm := receive(t, env, "x", map[string]any{"max_messages": 10})
 	require.Len(t, qm, 1)
 	require.JSONEq(t, `"hello"`, string(qm[0].Body))
@@ -1171,7 +1195,7 @@ func TestSubscriptionAndQueueShareName(t *testing.T) {
 	r = env.Do("GET", "/v1/queues", nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	var ql struct {
-		Queues []queueJSON `json:"queues"`
+		Queues []client.Queue `json:"queues"`
 	}
 	r.JSON(t, &ql)
 	names := []string{}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -18,13 +19,13 @@ func TestPurge(t *testing.T) {
 	require.Equal(t, []string{"ok"}, settle(t, env, "p", "nack", map[string]any{"receipts": receipts(dead), "dead_letter": true}))
 	inFlight := receive(t, env, "p", map[string]any{"visibility_timeout_seconds": 600})
 	require.Len(t, inFlight, 1)
-	require.Equal(t, statsJSON{Available: 1, InFlight: 1, Delayed: 1, DeadLetters: 1}, counts(t, env, "p"))
+	require.Equal(t, client.QueueStats{Available: 1, InFlight: 1, Delayed: 1, DeadLetters: 1}, counts(t, env, "p"))
 
 	// Purging messages drops available, delayed and in-flight; keeps dead letters.
 	r := env.Do("DELETE", "/v1/queues/p/messages", nil)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
 	require.Empty(t, r.Body)
-	require.Equal(t, statsJSON{DeadLetters: 1}, stats(t, env, "p"))
+	require.Equal(t, client.QueueStats{DeadLetters: 1}, stats(t, env, "p"))
 	require.Equal(t, []string{"stale"}, ack(t, env, "p", inFlight[0].Receipt), "a purged message's receipt is stale")
 	require.Equal(t, []string{"stale"}, settle(t, env, "p", "extend",
 		map[string]any{"receipts": receipts(inFlight), "visibility_timeout_seconds": 5}))
@@ -34,7 +35,7 @@ func TestPurge(t *testing.T) {
 	r = env.Do("DELETE", "/v1/queues/p/dead-letters", nil)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
 	require.Empty(t, r.Body)
-	require.Equal(t, statsJSON{}, stats(t, env, "p"))
+	require.Equal(t, client.QueueStats{}, stats(t, env, "p"))
 	page := deadLetters(t, env, "p", "")
 	require.Empty(t, page.Messages)
 	require.Nil(t, page.Next)
