@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // cloudEventJSON is an event as reads answer it, with its CloudEvents
 // attributes.
 type cloudEventJSON struct {
-	eventJSON
+	client.Event
 	Source          string                     `json:"source"`
 	Subject         *string                    `json:"subject"`
 	Time            *string                    `json:"time"`
@@ -39,11 +40,11 @@ func publishCloud(t testing.TB, env *ferrytest.Env, topic string, body []byte, h
 	return env.DoWith("POST", tpath(topic, "/events"), body, h)
 }
 
-func publishedOf(t testing.TB, r ferrytest.Response) []publishedJSON {
+func publishedOf(t testing.TB, r ferrytest.Response) []client.Published {
 	t.Helper()
 	require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
 	var out struct {
-		Events []publishedJSON `json:"events"`
+		Events []client.Published `json:"events"`
 	}
 	r.JSON(t, &out)
 	return out.Events
@@ -74,10 +75,10 @@ func TestCloudEventsStructuredKeepsEveryAttribute(t *testing.T) {
 		"key": "an extension named like a Ferry field", "partition": 3,
 		"data": {"customer_id": "cust-456"}}`
 	res := publishedOf(t, publishCloud(t, env, "orders", []byte(body), http.Header{"Content-Type": {ctStructured}}))
-	require.Equal(t, []publishedJSON{{ID: "ce-1", Partition: 2, Offset: 0}}, res, "partitionkey picks the partition: fnv1a32(ORD-9912) mod 4 = 2")
+	require.Equal(t, []client.Published{{ID: "ce-1", Partition: 2, Offset: 0}}, res, "partitionkey picks the partition: fnv1a32(ORD-9912) mod 4 = 2")
 
 	dup := publishedOf(t, publishCloud(t, env, "orders", []byte(body), http.Header{"Content-Type": {ctStructured + "; charset=utf-8"}}))
-	require.Equal(t, []publishedJSON{{ID: "ce-1", Partition: 2, Offset: 0, Duplicate: true}}, dup, "id is the dedup key")
+	require.Equal(t, []client.Published{{ID: "ce-1", Partition: 2, Offset: 0, Duplicate: true}}, dup, "id is the dedup key")
 
 	evs := readCloud(t, env, "orders", "?partition=2")
 	require.Len(t, evs, 1)
@@ -122,7 +123,7 @@ func TestCloudEventsBatchIsAllOrNothing(t *testing.T) {
 
 	good := `[` + ev("a", `, "data_base64": "AAEC/w=="`) + `,` + ev("b", `, "data": "text"`) + `,` + ev("a", "") + `]`
 	res := publishedOf(t, publishCloud(t, env, "b", []byte(good), http.Header{"Content-Type": {ctBatch}}))
-	require.Equal(t, []publishedJSON{{ID: "a", Offset: 0}, {ID: "b", Offset: 1}, {ID: "a", Offset: 0, Duplicate: true}}, res)
+	require.Equal(t, []client.Published{{ID: "a", Offset: 0}, {ID: "b", Offset: 1}, {ID: "a", Offset: 0, Duplicate: true}}, res)
 	evs := readCloud(t, env, "b", "?partition=0")
 	require.Len(t, evs, 2)
 	require.Equal(t, "AAEC/w==", *evs[0].DataBase64, "data_base64 kept byte for byte")

@@ -15,15 +15,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // The consumer group shapes of API.md § Consumer groups, decoded.
 
 type consumerGroupPollJSON struct {
-	Generation int64       `json:"generation"`
-	Partitions []int       `json:"partitions"`
-	Events     []eventJSON `json:"events"`
+	Generation int64          `json:"generation"`
+	Partitions []int          `json:"partitions"`
+	Events     []client.Event `json:"events"`
 }
 
 type consumerGroupMemberJSON struct {
@@ -235,7 +236,7 @@ func owners(g consumerGroupJSON) map[int]string {
 }
 
 // byPartition groups the events' offsets by partition.
-func byPartition(evs []eventJSON) map[int][]int64 {
+func byPartition(evs []client.Event) map[int][]int64 {
 	out := map[int][]int64{}
 	for _, e := range evs {
 		out[e.Partition] = append(out[e.Partition], e.Offset)
@@ -244,7 +245,7 @@ func byPartition(evs []eventJSON) map[int][]int64 {
 }
 
 // lastOffsets is the last offset of each partition among the events.
-func lastOffsets(evs []eventJSON) map[int]int64 {
+func lastOffsets(evs []client.Event) map[int]int64 {
 	out := map[int]int64{}
 	for _, e := range evs {
 		out[e.Partition] = max(out[e.Partition], e.Offset)
@@ -254,7 +255,7 @@ func lastOffsets(evs []eventJSON) map[int]int64 {
 
 // publishTo publishes n events to each of the given partitions (of a topic
 // with parts partitions), in one batch.
-func publishTo(t testing.TB, env *ferrytest.Env, topic string, parts, n int, to ...int) []publishedJSON {
+func publishTo(t testing.TB, env *ferrytest.Env, topic string, parts, n int, to ...int) []client.Published {
 	t.Helper()
 	var evs []map[string]any
 	for _, p := range to {
@@ -296,7 +297,7 @@ func TestGroupSingleMember(t *testing.T) {
 		require.Equal(t, offsetRange(0, 2), got[p], "partition %d", p)
 		// The same events as the log holds.
 		page := readEvents(t, env, "log", fmt.Sprintf("?partition=%d", p))
-		var mine []eventJSON
+		var mine []client.Event
 		for _, e := range r.Events {
 			if e.Partition == p {
 				mine = append(mine, e)
@@ -414,7 +415,7 @@ func TestGroupStartTime(t *testing.T) {
 	mid := publishTo(t, env, "when", 4, 1, 0, 2)
 	publishTo(t, env, "when", 4, 1, 0, 1, 2, 3)
 
-	logs := map[int][]eventJSON{}
+	logs := map[int][]client.Event{}
 	var at time.Time
 	for p := range 4 {
 		logs[p] = readEvents(t, env, "when", fmt.Sprintf("?partition=%d", p)).Events
@@ -564,7 +565,7 @@ func TestGroupEvictionRedelivery(t *testing.T) {
 
 	// b stops. a keeps polling and gets b's partitions once b's session
 	// has timed out.
-	var got []eventJSON
+	var got []client.Event
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		a = gpoll(t, env, "evict", "g", "a", map[string]any{"session_timeout_seconds": 5, "wait_seconds": 1})
@@ -674,7 +675,7 @@ func TestGroupConcurrentMembers(t *testing.T) {
 		failures  []string
 		owner     = map[claim]string{}           // (generation, partition) → consumer
 		lastRead  = map[string]map[claim]int64{} // consumer → (generation, partition) → last offset
-		received  = map[[2]int64]eventJSON{}     // (partition, offset) → event
+		received  = map[[2]int64]client.Event{}  // (partition, offset) → event
 		published = map[[2]int64]string{}        // (partition, offset) → id
 		fenced    int
 		pubDone   sync.WaitGroup
@@ -705,7 +706,7 @@ func TestGroupConcurrentMembers(t *testing.T) {
 					return
 				}
 				var out struct {
-					Events []publishedJSON `json:"events"`
+					Events []client.Published `json:"events"`
 				}
 				if err := json.Unmarshal(res.body, &out); err != nil {
 					fail("publish: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -27,12 +28,12 @@ func TestPublishAndRead(t *testing.T) {
 		evt("order.paid", "id", "evt-772", "key", "a", "data", []any{1, "two", nil}),
 		evt("order.paid", "id", "evt-773", "key", "ORD-9912", "data", "text"),
 	)
-	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0}, res[0], "fnv1a32(ORD-9912) mod 4 = 2")
+	require.Equal(t, client.Published{ID: "evt-771", Partition: 2, Offset: 0}, res[0], "fnv1a32(ORD-9912) mod 4 = 2")
 	require.NotEmpty(t, res[1].ID, "a generated id")
-	require.Equal(t, publishedJSON{ID: res[1].ID, Partition: 1, Offset: 0}, res[1])
-	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, res[2])
-	require.Equal(t, publishedJSON{ID: "evt-772", Partition: 0, Offset: 0}, res[3], "fnv1a32(a) mod 4 = 0")
-	require.Equal(t, publishedJSON{ID: "evt-773", Partition: 2, Offset: 1}, res[4])
+	require.Equal(t, client.Published{ID: res[1].ID, Partition: 1, Offset: 0}, res[1])
+	require.Equal(t, client.Published{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, res[2])
+	require.Equal(t, client.Published{ID: "evt-772", Partition: 0, Offset: 0}, res[3], "fnv1a32(a) mod 4 = 0")
+	require.Equal(t, client.Published{ID: "evt-773", Partition: 2, Offset: 1}, res[4])
 	// A keyless event, alone.
 	keyless := publishEvents(t, env, "orders", evt("ping"))[0]
 	require.NotEmpty(t, keyless.ID)
@@ -41,7 +42,7 @@ func TestPublishAndRead(t *testing.T) {
 
 	// A duplicate in a later request answers the original.
 	dup := publishEvents(t, env, "orders", evt("x", "id", "evt-771"))
-	require.Equal(t, publishedJSON{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, dup[0])
+	require.Equal(t, client.Published{ID: "evt-771", Partition: 2, Offset: 0, Duplicate: true}, dup[0])
 
 	page := readEvents(t, env, "orders", "?partition=2&limit=2")
 	require.Equal(t, []int64{0, 1}, pageOffsets(page))
@@ -79,7 +80,7 @@ func TestPublishAndRead(t *testing.T) {
 		heads[r.Partition] = max(heads[r.Partition], r.Offset)
 	}
 	for i, o := range getTopic(t, env, "orders").Offsets {
-		require.Equal(t, offsetsJSON{i, heads[i], 0}, o)
+		require.Equal(t, client.PartitionOffsets{Partition: i, HeadOffset: heads[i], OldestOffset: 0}, o)
 	}
 
 	// Empty reads: next_offset is the position asked for.
@@ -105,7 +106,7 @@ func TestReadPaging(t *testing.T) {
 	}
 	res := publishEvents(t, env, "log", batch...)
 	for i, r := range res {
-		require.Equal(t, publishedJSON{ID: fmt.Sprintf("e%d", i), Partition: 0, Offset: int64(i)}, r)
+		require.Equal(t, client.Published{ID: fmt.Sprintf("e%d", i), Partition: 0, Offset: int64(i)}, r)
 	}
 
 	// Pages of 10 from next_offset: every event once, in order.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
@@ -504,7 +505,7 @@ func longPollCases() []longPollCase {
 		still: func(t *testing.T, env *ferrytest.Env, secret string) []string {
 			res := doAsyncAs(env, secret, "GET", tpath("et", "/events")+"?partition=0", nil)
 			requireOK(t, res)
-			return pluck(decodePage(t, res.body).Events, func(e eventJSON) string { return e.ID })
+			return pluck(decodePage(t, res.body).Events, func(e client.Event) string { return e.ID })
 		},
 	}, {
 		name:  "group poll",
@@ -523,7 +524,7 @@ func longPollCases() []longPollCase {
 			requireOK(t, res)
 			got, err := decodeGroupPoll(res.body)
 			require.NoError(t, err)
-			return pluck(got.Events, func(e eventJSON) string { return e.ID })
+			return pluck(got.Events, func(e client.Event) string { return e.ID })
 		},
 	}}
 }

@@ -331,9 +331,9 @@ func pushOne(t testing.TB, env *ferrytest.Env, cfg map[string]any, id string, kv
 
 // waitDeadLetters waits until done holds for the number of t/s's dead
 // letters and returns them.
-func waitDeadLetters(t testing.TB, env *ferrytest.Env, done func(n int) bool) subDeadLetterPageJSON {
+func waitDeadLetters(t testing.TB, env *ferrytest.Env, done func(n int) bool) client.EventDeadLetterPage {
 	t.Helper()
-	var dl subDeadLetterPageJSON
+	var dl client.EventDeadLetterPage
 	eventually(t, "the dead letters", func() bool {
 		dl = subDeadLetters(t, env, "t", "s", "")
 		return done(len(dl.Messages))
@@ -375,7 +375,7 @@ func TestPushSignedDelivery(t *testing.T) {
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(h.body, &body), "body %s", h.body)
 	requireKeys(t, body, eventKeys, "pushed event")
-	var ev eventJSON
+	var ev client.Event
 	require.NoError(t, json.Unmarshal(h.body, &ev))
 	requireSameEvent(t, logEvents(t, env, "orders")["evt-1"], ev, "pushed event")
 
@@ -790,7 +790,7 @@ func TestPushOrdered(t *testing.T) {
 		closeOnce sync.Once
 	)
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, h hookRequest) {
-		var ev eventJSON
+		var ev client.Event
 		if err := json.Unmarshal(h.body, &ev); err != nil || ev.Key == nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return

@@ -631,7 +631,7 @@ func TestSQLConsumeSameAsREST(t *testing.T) {
 				runs[k] = r
 			}
 			if c.events != nil {
-				published := pluck(publishEvents(t, env, topic, c.events...), func(p publishedJSON) string { return p.ID })
+				published := pluck(publishEvents(t, env, topic, c.events...), func(p client.Published) string { return p.ID })
 				for _, r := range runs {
 					r.sent = published
 				}

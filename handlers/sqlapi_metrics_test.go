@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -29,7 +30,7 @@ func TestMetricsCountRelayedEvents(t *testing.T) {
 	// duplicate of the batch.
 	got, err := sqlPublishBatch(ctx, db, "counted", []any{evt("t", "id", "a"), evt("t", "id", "b", "key", "k"), evt("t", "id", "a"), evt("t")})
 	require.NoError(t, err)
-	require.Equal(t, []bool{false, false, true, false}, pluck(got, func(p publishedJSON) bool { return p.Duplicate }))
+	require.Equal(t, []bool{false, false, true, false}, pluck(got, func(p client.Published) bool { return p.Duplicate }))
 	// A duplicate of an event published before.
 	got, err = sqlPublishBatch(ctx, db, "counted", []any{evt("t", "id", "b", "key", "k")})
 	require.NoError(t, err)

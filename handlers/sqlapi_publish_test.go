@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/push"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
@@ -40,7 +41,7 @@ func sqlDB(t testing.TB, databaseURL string) *pgxpool.Pool {
 // sqlPublishBatch calls ferry.publish_batch(topic, events) on db.
 func sqlPublishBatch(ctx context.Context, db interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, topic string, events any) ([]publishedJSON, error) {
+}, topic string, events any) ([]client.Published, error) {
 	raw, err := json.Marshal(events)
 	if err != nil {
 		return nil, err
@@ -49,8 +50,8 @@ func sqlPublishBatch(ctx context.Context, db interface {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishedJSON, error) {
-		var p publishedJSON
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (client.Published, error) {
+		var p client.Published
 		err := row.Scan(&p.ID, &p.Partition, &p.Duplicate)
 		return p, err
 	})
@@ -203,7 +204,7 @@ type publishCase struct {
 // normalEvent is an event without what legitimately differs between the
 // twins: a generated id (shown as "gen"), and a keyless event's partition
 // and offset (spread differently).
-func normalEvent(ev eventJSON, given map[string]bool) string {
+func normalEvent(ev client.Event, given map[string]bool) string {
 	id := ev.ID
 	if !given[id] {
 		id = "gen"
@@ -233,10 +234,10 @@ func publishTwin(t *testing.T, env *ferrytest.Env, db *pgxpool.Pool, topic strin
 	var out []string
 	first := map[string]int{}
 	for _, batch := range c.batches {
-		var res []publishedJSON
+		var res []client.Published
 		switch {
 		case !sql:
-			res = publishEvents(t, env, topic, batch...)
+			res = publishRaw(t, env, topic, batch...)
 		case len(batch) == 1:
 			e := batch[0]
 			opts := map[string]any{}
@@ -247,10 +248,10 @@ func publishTwin(t *testing.T, env *ferrytest.Env, db *pgxpool.Pool, topic strin
 			}
 			data, _ := json.Marshal(e["data"])
 			o, _ := json.Marshal(opts)
-			var r publishedJSON
+			var r client.Published
 			require.NoError(t, db.QueryRow(ctx, `SELECT id, partition, duplicate FROM ferry.publish($1, $2, $3::jsonb, $4::jsonb)`,
 				topic, e["type"], string(data), string(o)).Scan(&r.ID, &r.Partition, &r.Duplicate))
-			res = []publishedJSON{r}
+			res = []client.Published{r}
 		default:
 			var err error
 			res, err = sqlPublishBatch(ctx, db, topic, batch)
@@ -384,12 +385,12 @@ func TestSQLPublishDualPath(t *testing.T) {
 			var logs [2][]string
 			for k, tp := range twins {
 				evs := logEvents(t, env, tp)
-				byPlace := map[string][]eventJSON{}
+				byPlace := map[string][]client.Event{}
 				for _, ev := range evs {
 					byPlace[fmt.Sprint(ev.Key != nil, ev.Partition)] = append(byPlace[fmt.Sprint(ev.Key != nil, ev.Partition)], ev)
 				}
 				for _, part := range byPlace {
-					slices.SortFunc(part, func(a, b eventJSON) int { return int(a.Offset - b.Offset) })
+					slices.SortFunc(part, func(a, b client.Event) int { return int(a.Offset - b.Offset) })
 					for _, ev := range part {
 						logs[k] = append(logs[k], normalEvent(ev, given))
 					}
@@ -465,7 +466,7 @@ func TestSQLPublishWakesLongPolls(t *testing.T) {
 					}
 				} else {
 					r := env.Do("GET", tpath("lp", fmt.Sprintf("/events?partition=0&from_offset=%d&wait_seconds=10", 2*i+btoi(viaSub))), nil)
-					var page eventPageJSON
+					var page client.EventPage
 					r.JSON(t, &page)
 					for _, e := range page.Events {
 						ids = append(ids, e.ID)
@@ -541,7 +542,7 @@ func TestSQLPublishPush(t *testing.T) {
 		lat = append(lat, h.at.Sub(committed))
 		require.Equal(t, id, h.id())
 		require.NoError(t, push.Verify(secret, h.header, h.body, time.Now(), 0))
-		var ev eventJSON
+		var ev client.Event
 		require.NoError(t, json.Unmarshal(h.body, &ev))
 		require.JSONEq(t, fmt.Sprintf(`{"n": %d}`, i), string(ev.Data))
 		require.Equal(t, int64(i), ev.Offset)
@@ -598,10 +599,10 @@ func TestSQLPublishPendingDuplicateOverREST(t *testing.T) {
 	r := <-answered
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var out struct {
-		Events []publishedJSON `json:"events"`
+		Events []client.Published `json:"events"`
 	}
 	r.JSON(t, &out)
-	require.Equal(t, []publishedJSON{{ID: "x", Partition: sqlRes[0].Partition, Offset: 0, Duplicate: true}}, out.Events)
+	require.Equal(t, []client.Published{{ID: "x", Partition: sqlRes[0].Partition, Offset: 0, Duplicate: true}}, out.Events)
 
 	hold = holdRelay()
 	_, err = sqlPublishBatch(ctx, db, "pend", []any{evt("t", "id", "y")})

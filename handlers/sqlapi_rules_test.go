@@ -200,14 +200,14 @@ func TestSQLMaxDepthCarriedByEveryAnswer(t *testing.T) {
 	require.Len(t, dls.Messages, 1)
 	require.Equal(t, body, compactText(dls.Messages[0].Body), "the dead letters")
 
-	var page eventPageJSON
+	var page client.EventPage
 	r := env.Do("GET", tpath("deep", "/events?partition=0"), nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &page)
 	require.Len(t, page.Events, 1)
 	require.Equal(t, data, compactText(page.Events[0].Data), "an event read")
 
-	var subGot struct{ Messages []subMessageJSON }
+	var subGot struct{ Messages []client.Delivery }
 	r = env.Do("POST", spath("deep", "s", "/receive"), map[string]any{})
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &subGot)
@@ -215,7 +215,7 @@ func TestSQLMaxDepthCarriedByEveryAnswer(t *testing.T) {
 	require.Equal(t, data, compactText(subGot.Messages[0].Event.Data), "a subscription's receive")
 	r = env.Do("POST", spath("deep", "s", "/nack"), map[string]any{"receipts": []string{subGot.Messages[0].Receipt}, "dead_letter": true})
 	require.Equal(t, http.StatusOK, r.Status)
-	var subDead struct{ Messages []subDeadLetterJSON }
+	var subDead struct{ Messages []client.EventDeadLetter }
 	r = env.Do("GET", spath("deep", "s", "/dead-letters"), nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &subDead)
@@ -269,7 +269,7 @@ func TestStoredValuesTooDeepForAnswers(t *testing.T) {
 	tooDeep(`UPDATE ferry.events SET data = $1::jsonb WHERE id = $2`, events[1].ID)
 	tooDeep(`UPDATE ferry.messages SET body = jsonb_set(body::jsonb, '{data}', $1::jsonb)::json WHERE event_id = $2`, events[1].ID)
 
-	var page eventPageJSON
+	var page client.EventPage
 	r := env.Do("GET", tpath("poisoned", "/events?partition=0"), nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &page)
@@ -282,12 +282,12 @@ func TestStoredValuesTooDeepForAnswers(t *testing.T) {
 	require.Len(t, poll.Events, 3)
 	require.JSONEq(t, `null`, string(poll.Events[1].Data), "a group's poll")
 
-	var subGot struct{ Messages []subMessageJSON }
+	var subGot struct{ Messages []client.Delivery }
 	r = env.Do("POST", spath("poisoned", "s", "/receive"), map[string]any{"max_messages": 10})
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &subGot)
-	require.Equal(t, []string{events[0].ID, events[2].ID}, pluck(subGot.Messages, func(m subMessageJSON) string { return m.ID }))
-	var subDead struct{ Messages []subDeadLetterJSON }
+	require.Equal(t, []string{events[0].ID, events[2].ID}, pluck(subGot.Messages, func(m client.Delivery) string { return m.ID }))
+	var subDead struct{ Messages []client.EventDeadLetter }
 	r = env.Do("GET", spath("poisoned", "s", "/dead-letters"), nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &subDead)
@@ -348,7 +348,7 @@ func TestSQLCannotCreateUnencodable(t *testing.T) {
 					continue
 				}
 				pendingDrained(t, db)
-				var subGot struct{ Messages []subMessageJSON }
+				var subGot struct{ Messages []client.Delivery }
 				plainPost(t, env, spath("enc", "s", "/receive"), `{}`, &subGot)
 				require.Len(t, subGot.Messages, 1, "%s %d", name, depth)
 				require.Equal(t, v, compactText(subGot.Messages[0].Event.Data))

@@ -21,40 +21,8 @@ import (
 	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
-// The subscription shapes of API.md § Subscriptions, decoded.
-
-type subscriptionJSON struct {
-	Name    string          `json:"name"`
-	Topic   string          `json:"topic"`
-	Filter  json.RawMessage `json:"filter"`
-	Ordered bool            `json:"ordered"`
-	// The members a subscription shares with a queue.
-	VisibilityTimeoutSeconds int               `json:"visibility_timeout_seconds"`
-	MaxReceives              int               `json:"max_receives"`
-	RetentionSeconds         int               `json:"retention_seconds"`
-	RetryMinSeconds          int               `json:"retry_min_seconds"`
-	RetryMaxSeconds          int               `json:"retry_max_seconds"`
-	CreatedAt                time.Time         `json:"created_at"`
-	UpdatedAt                time.Time         `json:"updated_at"`
-	Stats                    client.QueueStats `json:"stats"`
-}
-
-type subMessageJSON struct {
-	ID           string    `json:"id"`
-	Event        eventJSON `json:"event"`
-	Receipt      string    `json:"receipt"`
-	ReceiveCount int       `json:"receive_count"`
-}
-
-type subDeadLetterJSON struct {
-	ID             string    `json:"id"`
-	Event          eventJSON `json:"event"`
-	ReceiveCount   int       `json:"receive_count"`
-	LastError      *string   `json:"last_error"`
-	DeadLetteredAt time.Time `json:"dead_lettered_at"`
-}
-
-type subDeadLetterPageJSON = pageJSON[subDeadLetterJSON]
+// The subscription shapes are the client's (client.Subscription,
+// client.Delivery, ...); the key lists below are for the wire tests.
 
 var (
 	subscriptionKeys  = []string{"name", "topic", "filter", "ordered", "visibility_timeout_seconds", "max_receives", "retention_seconds", "retry_min_seconds", "retry_max_seconds", "dead_letter_queue", "push", "created_at", "updated_at", "stats"}
@@ -74,21 +42,28 @@ func requireSubscriptionKeys(t testing.TB, obj map[string]any) {
 }
 
 // putSub PUTs the subscription and requires the given status (201 or 200).
-func putSub(t testing.TB, env *ferrytest.Env, topic, sub string, cfg map[string]any, status int) subscriptionJSON {
+func putSub(t testing.TB, env *ferrytest.Env, topic, sub string, cfg map[string]any, status int) client.Subscription {
 	t.Helper()
-	return call[subscriptionJSON](t, env, "PUT", spath(topic, sub), orNil(cfg), requireSubscriptionKeys, status)
+	s, created, err := api(env).PutSubscription(t.Context(), topic, sub, typed[client.SubscriptionConfig](t, cfg))
+	require.NoError(t, err, "put subscription %s/%s", topic, sub)
+	require.Equal(t, status == http.StatusCreated, created, "put subscription %s/%s: want %d", topic, sub, status)
+	return *s
 }
 
-func getSub(t testing.TB, env *ferrytest.Env, topic, sub string) subscriptionJSON {
+func getSub(t testing.TB, env *ferrytest.Env, topic, sub string) client.Subscription {
 	t.Helper()
-	return call[subscriptionJSON](t, env, "GET", spath(topic, sub), nil, requireSubscriptionKeys, http.StatusOK)
+	s, err := api(env).GetSubscription(t.Context(), topic, sub)
+	require.NoError(t, err, "get subscription %s/%s", topic, sub)
+	return *s
 }
 
-func listSubs(t testing.TB, env *ferrytest.Env, topic string) []subscriptionJSON {
+// listSubs is the first page of the topic's subscriptions.
+func listSubs(t testing.TB, env *ferrytest.Env, topic string) []client.Subscription {
 	t.Helper()
-	return getPage[struct {
-		Subscriptions []subscriptionJSON `json:"subscriptions"`
-	}](t, env, tpath(topic, "/subscriptions"), []string{"subscriptions", "next"}, requireSubscriptionKeys).Subscriptions
+	l, err := api(env).ListSubscriptions(t.Context(), topic, client.Page{})
+	require.NoError(t, err, "list subscriptions of %s", topic)
+	require.NotNil(t, l.Subscriptions)
+	return l.Subscriptions
 }
 
 // subCounts is a subscription's stats without oldest_age_seconds, which
@@ -110,34 +85,42 @@ func requireSubMessageKeys(keys []string, what string) func(testing.TB, map[stri
 	}
 }
 
-// decodeSubMessages decodes a subscription's receive answer, checking the
-// members of every message and event.
-func decodeSubMessages(t testing.TB, body []byte) []subMessageJSON {
+// decodeSubMessages decodes a subscription's receive answer that came
+// raw (from doAsync), checking the members of every message and event.
+func decodeSubMessages(t testing.TB, body []byte) []client.Delivery {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
 	listKeys([]string{"messages"}, requireSubMessageKeys(subMessageKeys, "subscription message"))(t, m)
 	var out struct {
-		Messages []subMessageJSON `json:"messages"`
+		Messages []client.Delivery `json:"messages"`
 	}
 	require.NoError(t, json.Unmarshal(body, &out))
-	for _, msg := range out.Messages {
-		require.Equal(t, msg.Event.ID, msg.ID, "a delivery's id is its event's id")
-		require.NotEmpty(t, msg.Receipt)
-		require.GreaterOrEqual(t, msg.ReceiveCount, 1)
-	}
+	requireDeliveries(t, out.Messages)
 	return out.Messages
 }
 
-func receiveSub(t testing.TB, env *ferrytest.Env, topic, sub string, req map[string]any) []subMessageJSON {
+// requireDeliveries checks what every delivery says of itself.
+func requireDeliveries(t testing.TB, ds []client.Delivery) {
 	t.Helper()
-	r := env.Do("POST", spath(topic, sub, "/receive"), orNil(req))
-	require.Equal(t, http.StatusOK, r.Status, "receive %s/%s: %s", topic, sub, r.Body)
-	return decodeSubMessages(t, r.Body)
+	for _, d := range ds {
+		require.Equal(t, d.Event.ID, d.ID, "a delivery's id is its event's id")
+		require.NotEmpty(t, d.Receipt)
+		require.GreaterOrEqual(t, d.ReceiveCount, 1)
+	}
+}
+
+func receiveSub(t testing.TB, env *ferrytest.Env, topic, sub string, req map[string]any) []client.Delivery {
+	t.Helper()
+	out, err := api(env).ReceiveEvents(t.Context(), topic, sub, typed[client.Receive](t, req))
+	require.NoError(t, err, "receive %s/%s", topic, sub)
+	require.NotNil(t, out, "messages must be [], never null")
+	requireDeliveries(t, out)
+	return out
 }
 
 // receiveAll receives up to 100 deliveries (hidden for a minute).
-func receiveAll(t testing.TB, env *ferrytest.Env, topic, sub string) []subMessageJSON {
+func receiveAll(t testing.TB, env *ferrytest.Env, topic, sub string) []client.Delivery {
 	t.Helper()
 	return receiveSub(t, env, topic, sub, map[string]any{"max_messages": 100, "visibility_timeout_seconds": 60})
 }
@@ -168,40 +151,43 @@ func ackSub(t testing.TB, env *ferrytest.Env, topic, sub string, rs ...string) [
 	return settleSub(t, env, topic, sub, "ack", map[string]any{"receipts": rs})
 }
 
-func subReceipts(ms []subMessageJSON) []string {
-	return pluck(ms, func(m subMessageJSON) string { return m.Receipt })
+func subReceipts(ms []client.Delivery) []string {
+	return pluck(ms, func(m client.Delivery) string { return m.Receipt })
 }
 
-func subIDs(ms []subMessageJSON) []string {
-	return pluck(ms, func(m subMessageJSON) string { return m.ID })
+func subIDs(ms []client.Delivery) []string {
+	return pluck(ms, func(m client.Delivery) string { return m.ID })
 }
 
-func subDeadLetters(t testing.TB, env *ferrytest.Env, topic, sub, query string) subDeadLetterPageJSON {
+// subDeadLetters is one page of the subscription's dead letters; query as
+// deadLetters'.
+func subDeadLetters(t testing.TB, env *ferrytest.Env, topic, sub, query string) client.EventDeadLetterPage {
 	t.Helper()
-	page := getPage[subDeadLetterPageJSON](t, env, spath(topic, sub, "/dead-letters")+query, []string{"messages", "next"},
-		requireSubMessageKeys(subDeadLetterKeys, "subscription dead letter"))
+	page, err := api(env).ListSubscriptionDeadLetters(t.Context(), topic, sub, pageOf(t, query))
+	require.NoError(t, err, "dead letters of %s/%s", topic, sub)
+	require.NotNil(t, page.Messages)
 	for _, d := range page.Messages {
 		require.Equal(t, d.Event.ID, d.ID, "a dead letter's id is its event's id")
 	}
-	return page
+	return *page
 }
 
 func redriveSub(t testing.TB, env *ferrytest.Env, topic, sub string, req map[string]any) int {
 	t.Helper()
-	return call[struct {
-		Redriven int `json:"redriven"`
-	}](t, env, "POST", spath(topic, sub, "/dead-letters/redrive"), req, keysOf([]string{"redriven"}, "redrive answer"), http.StatusOK).Redriven
+	n, err := api(env).RedriveSubscriptionDeadLetters(t.Context(), topic, sub, typed[client.Redrive](t, req))
+	require.NoError(t, err, "redrive %s/%s", topic, sub)
+	return int(n)
 }
 
 func seekSub(t testing.TB, env *ferrytest.Env, topic, sub, to string) {
 	t.Helper()
-	requireNoContent(t, env.Do("POST", spath(topic, sub, "/seek"), map[string]any{"to": to}), "seek "+to)
+	require.NoError(t, api(env).SeekSubscription(t.Context(), topic, sub, to), "seek %s/%s to %s", topic, sub, to)
 }
 
 // logEvents reads every retained event of the topic, by id.
-func logEvents(t testing.TB, env *ferrytest.Env, topic string) map[string]eventJSON {
+func logEvents(t testing.TB, env *ferrytest.Env, topic string) map[string]client.Event {
 	t.Helper()
-	out := map[string]eventJSON{}
+	out := map[string]client.Event{}
 	for p := range getTopic(t, env, topic).Partitions {
 		page := readEvents(t, env, topic, fmt.Sprintf("?partition=%d&limit=1000", p))
 		for _, e := range page.Events {
@@ -213,7 +199,7 @@ func logEvents(t testing.TB, env *ferrytest.Env, topic string) map[string]eventJ
 
 // requireSameEvent checks that a delivered event is the log's: every
 // field, data as JSON, published_at as an instant.
-func requireSameEvent(t testing.TB, want, got eventJSON, what string) {
+func requireSameEvent(t testing.TB, want, got client.Event, what string) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID, what)
 	require.Equal(t, want.Type, got.Type, "%s: type", what)
@@ -223,6 +209,14 @@ func requireSameEvent(t testing.TB, want, got eventJSON, what string) {
 	require.Equal(t, want.Partition, got.Partition, "%s: partition", what)
 	require.Equal(t, want.Offset, got.Offset, "%s: offset", what)
 	require.True(t, want.PublishedAt.Equal(got.PublishedAt), "%s: published_at %v in the log, %v delivered", what, want.PublishedAt, got.PublishedAt)
+}
+
+// jsonOf is v encoded.
+func jsonOf(t testing.TB, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(raw)
 }
 
 func sortedCopy(s []string) []string {
@@ -240,7 +234,7 @@ func TestSubscriptionPutGetListDelete(t *testing.T) {
 	created := putSub(t, env, "orders", "billing", nil, http.StatusCreated)
 	require.Equal(t, "billing", created.Name)
 	require.Equal(t, "orders", created.Topic)
-	require.Equal(t, "null", string(created.Filter), "no filter: null")
+	require.Nil(t, created.Filter, "no filter: null")
 	require.False(t, created.Ordered)
 	require.Equal(t, 30, created.VisibilityTimeoutSeconds)
 	require.Equal(t, 5, created.MaxReceives)
@@ -264,7 +258,7 @@ func TestSubscriptionPutGetListDelete(t *testing.T) {
 	// A PUT that changes nothing keeps updated_at; start is ignored on an
 	// existing subscription.
 	for _, body := range []map[string]any{nil, {}, {"max_receives": 7}, {"start": "earliest"}, {"filter": nil, "ordered": false}} {
-		same := putSub(t, env, "orders", "billing", body, http.StatusOK)
+		same := call[client.Subscription](t, env, "PUT", spath("orders", "billing"), orNil(body), requireSubscriptionKeys, http.StatusOK)
 		require.Equal(t, upd, same, "PUT %v changed nothing", body)
 	}
 
@@ -274,18 +268,18 @@ func TestSubscriptionPutGetListDelete(t *testing.T) {
 		"ordered": true, "visibility_timeout_seconds": 60, "max_receives": 10, "retention_seconds": 3600,
 		"retry_min_seconds": 2, "retry_max_seconds": 20,
 	}, http.StatusOK)
-	require.JSONEq(t, `{"types":["order.*"],"attributes":{"region":["eu","us"]},"data":{"customer.tier":["gold",1.5,true,null]}}`, string(full.Filter))
+	require.JSONEq(t, `{"types":["order.*"],"attributes":{"region":["eu","us"]},"data":{"customer.tier":["gold",1.5,true,null]}}`, jsonOf(t, full.Filter))
 	require.True(t, full.Ordered)
 	require.Equal(t, []int{60, 10, 3600, 2, 20}, []int{full.VisibilityTimeoutSeconds, full.MaxReceives, full.RetentionSeconds, full.RetryMinSeconds, full.RetryMaxSeconds})
 	require.Equal(t, full, getSub(t, env, "orders", "billing"))
-	cleared := putSub(t, env, "orders", "billing", map[string]any{"filter": nil}, http.StatusOK)
-	require.Equal(t, "null", string(cleared.Filter), "filter: null removes the filter")
+	cleared := call[client.Subscription](t, env, "PUT", spath("orders", "billing"), map[string]any{"filter": nil}, requireSubscriptionKeys, http.StatusOK)
+	require.Nil(t, cleared.Filter, "filter: null removes the filter")
 	require.True(t, cleared.Ordered, "the other fields keep their values")
 	require.Equal(t, 3600, cleared.RetentionSeconds)
 	empty := putSub(t, env, "orders", "billing", map[string]any{"filter": map[string]any{"types": []string{"x"}}}, http.StatusOK)
-	require.JSONEq(t, `{"types":["x"]}`, string(empty.Filter))
+	require.JSONEq(t, `{"types":["x"]}`, jsonOf(t, empty.Filter))
 	empty = putSub(t, env, "orders", "billing", map[string]any{"filter": map[string]any{}}, http.StatusOK)
-	require.Equal(t, "null", string(empty.Filter), "an empty filter is no filter")
+	require.Nil(t, empty.Filter, "an empty filter is no filter")
 
 	// The list, sorted by name; another topic's subscriptions are apart.
 	putSub(t, env, "orders", "zeta", nil, http.StatusCreated)
@@ -313,7 +307,7 @@ func TestSubscriptionPutGetListDelete(t *testing.T) {
 	// The name again: a new subscription with the defaults.
 	again := putSub(t, env, "orders", "billing", nil, http.StatusCreated)
 	require.Equal(t, 5, again.MaxReceives)
-	require.Equal(t, "null", string(again.Filter))
+	require.Nil(t, again.Filter)
 
 	// A missing topic or subscription is a 404; nothing is created.
 	requireProblem(t, env.Do("PUT", spath("ghost", "s"), nil), http.StatusNotFound, "not_found")
@@ -658,7 +652,7 @@ func TestSubscriptionAckNackDeadLetters(t *testing.T) {
 	// max_receives 1: a nack dead-letters; the dead letter is the event.
 	dl := receiveAll(t, env, "t", "dl")
 	require.ElementsMatch(t, []string{"e1", "e2", "e3"}, subIDs(dl))
-	var e2 subMessageJSON
+	var e2 client.Delivery
 	var others []string
 	for _, m := range dl {
 		if m.ID == "e2" {
@@ -742,7 +736,7 @@ func TestSubscriptionOrdered(t *testing.T) {
 	require.ElementsMatch(t, []string{"K1", "L1"}, subIDs(first))
 	require.Empty(t, receiveAll(t, env, "o", "seq"), "K2 waits for K1")
 	require.Equal(t, client.QueueStats{Available: 3, InFlight: 2}, subCounts(t, env, "o", "seq"), "waiting deliveries count as available")
-	byID := map[string]subMessageJSON{}
+	byID := map[string]client.Delivery{}
 	for _, m := range first {
 		byID[m.ID] = m
 	}
@@ -1109,7 +1103,7 @@ func TestSubscriptionFilterChange(t *testing.T) {
 	putSub(t, env, "f", "o", map[string]any{"ordered": false}, http.StatusCreated)
 	publishEvents(t, env, "f", evt("a", "id", "a1"), evt("b", "id", "b1"))
 	upd := putSub(t, env, "f", "s", map[string]any{"filter": map[string]any{"types": []string{"b"}}}, http.StatusOK)
-	require.JSONEq(t, `{"types":["b"]}`, string(upd.Filter))
+	require.JSONEq(t, `{"types":["b"]}`, jsonOf(t, upd.Filter))
 	require.EqualValues(t, 1, upd.Stats.Available)
 	publishEvents(t, env, "f", evt("a", "id", "a2"), evt("b", "id", "b2"))
 	require.ElementsMatch(t, []string{"a1", "b2"}, subIDs(receiveAll(t, env, "f", "s")))

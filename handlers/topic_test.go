@@ -6,56 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
 
-// The topic shapes of API.md § Topics, decoded.
-
-type topicJSON struct {
-	Name               string        `json:"name"`
-	Partitions         int           `json:"partitions"`
-	RetentionSeconds   int           `json:"retention_seconds"`
-	DedupWindowSeconds int           `json:"dedup_window_seconds"`
-	CreatedAt          time.Time     `json:"created_at"`
-	UpdatedAt          time.Time     `json:"updated_at"`
-	Offsets            []offsetsJSON `json:"offsets"`
-}
-
-type offsetsJSON struct {
-	Partition    int   `json:"partition"`
-	HeadOffset   int64 `json:"head_offset"`
-	OldestOffset int64 `json:"oldest_offset"`
-}
-
-type publishedJSON struct {
-	ID        string `json:"id"`
-	Partition int    `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-type eventJSON struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Key         *string           `json:"key"`
-	Data        json.RawMessage   `json:"data"`
-	Attributes  map[string]string `json:"attributes"`
-	Partition   int               `json:"partition"`
-	Offset      int64             `json:"offset"`
-	PublishedAt time.Time         `json:"published_at"`
-}
-
-type eventPageJSON struct {
-	Events     []eventJSON `json:"events"`
-	NextOffset int64       `json:"next_offset"`
-}
+// The topic shapes are the client's (client.Topic, client.Event, ...);
+// the key lists below are for the wire tests.
 
 var (
 	topicKeys     = []string{"name", "partitions", "retention_seconds", "dedup_window_seconds", "source", "created_at", "updated_at", "offsets"}
@@ -78,21 +42,28 @@ func requireTopicKeys(t testing.TB, obj map[string]any) {
 }
 
 // putTopic PUTs the topic and requires the given status (201 or 200).
-func putTopic(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any, status int) topicJSON {
+func putTopic(t testing.TB, env *ferrytest.Env, name string, cfg map[string]any, status int) client.Topic {
 	t.Helper()
-	return call[topicJSON](t, env, "PUT", tpath(name), orNil(cfg), requireTopicKeys, status)
+	tp, created, err := api(env).PutTopic(t.Context(), name, typed[client.TopicConfig](t, cfg))
+	require.NoError(t, err, "put topic %s", name)
+	require.Equal(t, status == http.StatusCreated, created, "put topic %s: want %d", name, status)
+	return *tp
 }
 
-func getTopic(t testing.TB, env *ferrytest.Env, name string) topicJSON {
+func getTopic(t testing.TB, env *ferrytest.Env, name string) client.Topic {
 	t.Helper()
-	return call[topicJSON](t, env, "GET", tpath(name), nil, requireTopicKeys, http.StatusOK)
+	tp, err := api(env).GetTopic(t.Context(), name)
+	require.NoError(t, err, "get topic %s", name)
+	return *tp
 }
 
-func listTopics(t testing.TB, env *ferrytest.Env) []topicJSON {
+// listTopics is the first page of the topics.
+func listTopics(t testing.TB, env *ferrytest.Env) []client.Topic {
 	t.Helper()
-	return getPage[struct {
-		Topics []topicJSON `json:"topics"`
-	}](t, env, "/v1/topics", []string{"topics", "next"}, requireTopicKeys).Topics
+	l, err := api(env).ListTopics(t.Context(), client.Page{})
+	require.NoError(t, err, "list topics")
+	require.NotNil(t, l.Topics)
+	return l.Topics
 }
 
 // evt builds one event of a publish batch.
@@ -100,44 +71,81 @@ func evt(typ string, kv ...any) map[string]any {
 	return withFields(map[string]any{"type": typ}, kv)
 }
 
-func publishEvents(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []publishedJSON {
+func publishEvents(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []client.Published {
 	t.Helper()
-	out := call[struct {
-		Events []publishedJSON `json:"events"`
-	}](t, env, "POST", tpath(topic, "/events"), map[string]any{"events": events}, func(t testing.TB, m map[string]any) {
-		t.Helper()
-		requireKeys(t, m, []string{"events"}, "publish answer")
-		requireArray(t, m, "events", keysOf(publishedKeys, "publish result"))
-	}, http.StatusCreated)
-	require.Len(t, out.Events, len(events))
-	for i, e := range events {
-		if id, ok := e["id"].(string); ok {
-			require.Equal(t, id, out.Events[i].ID, "results in request order")
+	batch := pluck(events, func(e map[string]any) client.PublishEvent { return typed[client.PublishEvent](t, e) })
+	out, err := api(env).Publish(t.Context(), topic, batch...)
+	require.NoError(t, err, "publish to %s", topic)
+	require.Len(t, out, len(events))
+	for i, e := range batch {
+		if e.ID != "" {
+			require.Equal(t, e.ID, out[i].ID, "results in request order")
 		}
 	}
-	return out.Events
+	return out
 }
 
-// readEvents GETs a page of events with the given query string.
-func readEvents(t testing.TB, env *ferrytest.Env, topic, query string) eventPageJSON {
+// publishRaw publishes the events as written, for the tests whose subject
+// is what REST makes of a body ("data": null, "attributes": {}).
+func publishRaw(t testing.TB, env *ferrytest.Env, topic string, events ...map[string]any) []client.Published {
 	t.Helper()
-	r := env.Do("GET", tpath(topic, "/events")+query, nil)
-	require.Equal(t, http.StatusOK, r.Status, "read %s: %s", query, r.Body)
-	return decodePage(t, r.Body)
+	return call[struct {
+		Events []client.Published `json:"events"`
+	}](t, env, "POST", tpath(topic, "/events"), map[string]any{"events": events}, nil, http.StatusCreated).Events
 }
 
-func decodePage(t testing.TB, body []byte) eventPageJSON {
+// readEvents reads a page of events; query is "" or a query string of
+// partition, from_offset or from_time, limit and wait_seconds.
+func readEvents(t testing.TB, env *ferrytest.Env, topic, query string) client.EventPage {
+	t.Helper()
+	page, err := api(env).ReadEvents(t.Context(), topic, readOf(t, query))
+	require.NoError(t, err, "read %s%s", topic, query)
+	require.NotNil(t, page.Events)
+	return *page
+}
+
+// readOf is the client's ReadEvents for a query string.
+func readOf(t testing.TB, query string) client.ReadEvents {
+	t.Helper()
+	v, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
+	require.NoError(t, err)
+	var r client.ReadEvents
+	for name, dst := range map[string]*int{"partition": &r.Partition, "limit": &r.Limit, "wait_seconds": &r.WaitSeconds} {
+		if s := v.Get(name); s != "" {
+			*dst, err = strconv.Atoi(s)
+			require.NoError(t, err)
+		}
+	}
+	if s := v.Get("from_offset"); s != "" {
+		r.FromOffset, err = strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err)
+	}
+	if s := v.Get("from_time"); s != "" {
+		r.FromTime, err = time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		require.False(t, v.Has("from_offset"), "from_offset or from_time")
+	}
+	for _, name := range []string{"partition", "limit", "wait_seconds", "from_offset", "from_time"} {
+		delete(v, name)
+	}
+	require.Empty(t, v, "a read takes partition, from_offset or from_time, limit and wait_seconds")
+	return r
+}
+
+// decodePage decodes a read's answer that came raw (from doAsync),
+// checking its members.
+func decodePage(t testing.TB, body []byte) client.EventPage {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m), "body %s", body)
 	listKeys(eventPageKeys, keysOf(eventKeys, "event"))(t, m)
-	var page eventPageJSON
+	var page client.EventPage
 	require.NoError(t, json.Unmarshal(body, &page))
 	return page
 }
 
-func pageOffsets(p eventPageJSON) []int64 {
-	return pluck(p.Events, func(e eventJSON) int64 { return e.Offset })
+func pageOffsets(p client.EventPage) []int64 {
+	return pluck(p.Events, func(e client.Event) int64 { return e.Offset })
 }
 
 func offsetRange(from, to int64) []int64 { return between(from, to) }
@@ -166,7 +174,7 @@ func TestTopicPutGetListDelete(t *testing.T) {
 	require.Equal(t, 300, created.DedupWindowSeconds)
 	require.True(t, created.UpdatedAt.Equal(created.CreatedAt), "updated_at is the creation time at first")
 	require.WithinDuration(t, time.Now(), created.CreatedAt, time.Minute)
-	require.Equal(t, []offsetsJSON{{0, -1, 0}, {1, -1, 0}, {2, -1, 0}, {3, -1, 0}}, created.Offsets)
+	require.Equal(t, []client.PartitionOffsets{{Partition: 0, HeadOffset: -1, OldestOffset: 0}, {Partition: 1, HeadOffset: -1, OldestOffset: 0}, {Partition: 2, HeadOffset: -1, OldestOffset: 0}, {Partition: 3, HeadOffset: -1, OldestOffset: 0}}, created.Offsets)
 	require.Equal(t, created, getTopic(t, env, "orders"))
 
 	// A PUT changes only the fields given.
@@ -190,7 +198,7 @@ func TestTopicPutGetListDelete(t *testing.T) {
 	publishEvents(t, env, "orders", evt("t", "key", "a"), evt("t", "key", "a")) // "a" → partition 0 of 4
 	grown := putTopic(t, env, "orders", map[string]any{"partitions": 6}, http.StatusOK)
 	require.Equal(t, 6, grown.Partitions)
-	require.Equal(t, []offsetsJSON{{0, 1, 0}, {1, -1, 0}, {2, -1, 0}, {3, -1, 0}, {4, -1, 0}, {5, -1, 0}}, grown.Offsets)
+	require.Equal(t, []client.PartitionOffsets{{Partition: 0, HeadOffset: 1, OldestOffset: 0}, {Partition: 1, HeadOffset: -1, OldestOffset: 0}, {Partition: 2, HeadOffset: -1, OldestOffset: 0}, {Partition: 3, HeadOffset: -1, OldestOffset: 0}, {Partition: 4, HeadOffset: -1, OldestOffset: 0}, {Partition: 5, HeadOffset: -1, OldestOffset: 0}}, grown.Offsets)
 
 	// Shrinking is a conflict that changes nothing.
 	for _, n := range []int{5, 1} {
@@ -204,8 +212,8 @@ func TestTopicPutGetListDelete(t *testing.T) {
 	list := listTopics(t, env)
 	require.Len(t, list, 2)
 	require.Equal(t, "audit", list[0].Name)
-	require.Equal(t, topicJSON{Name: "audit", Partitions: 1, RetentionSeconds: 60, DedupWindowSeconds: 86400,
-		CreatedAt: list[0].CreatedAt, UpdatedAt: list[0].CreatedAt, Offsets: []offsetsJSON{{0, -1, 0}}}, list[0])
+	require.Equal(t, client.Topic{Name: "audit", Partitions: 1, RetentionSeconds: 60, DedupWindowSeconds: 86400, Source: "/ferry/topics/audit",
+		CreatedAt: list[0].CreatedAt, UpdatedAt: list[0].CreatedAt, Offsets: []client.PartitionOffsets{{Partition: 0, HeadOffset: -1, OldestOffset: 0}}}, list[0])
 	require.Equal(t, grown, list[1])
 
 	// Delete: 204 without a body, then 404 everywhere.
@@ -223,7 +231,7 @@ func TestTopicPutGetListDelete(t *testing.T) {
 	// The name again: a new, empty topic.
 	again := putTopic(t, env, "orders", map[string]any{"partitions": 2}, http.StatusCreated)
 	require.Equal(t, 604800, again.RetentionSeconds, "a new topic takes the defaults")
-	require.Equal(t, []offsetsJSON{{0, -1, 0}, {1, -1, 0}}, again.Offsets)
+	require.Equal(t, []client.PartitionOffsets{{Partition: 0, HeadOffset: -1, OldestOffset: 0}, {Partition: 1, HeadOffset: -1, OldestOffset: 0}}, again.Offsets)
 	res := publishEvents(t, env, "orders", evt("t", "key", "a"))
 	require.EqualValues(t, 0, res[0].Offset)
 
@@ -289,7 +297,7 @@ func keyFor(t testing.TB, p, n int) string {
 
 // topicState is everything a refused topic request could change.
 type topicState struct {
-	Topics []topicJSON
+	Topics []client.Topic
 	Rows   map[string]int
 }
 
@@ -552,11 +560,11 @@ func TestTopicChangedThroughOtherInstance(t *testing.T) {
 
 	putTopic(t, b, "shifty", map[string]any{"partitions": 1}, http.StatusCreated)
 	res := publishEvents(t, a, "shifty", evt("t", "id", "first", "key", keyFor(t, 1, 2)))
-	require.Equal(t, publishedJSON{ID: "first", Partition: 0, Offset: 0}, res[0], "a new topic: one partition, offsets from 0, old ids forgotten")
+	require.Equal(t, client.Published{ID: "first", Partition: 0, Offset: 0}, res[0], "a new topic: one partition, offsets from 0, old ids forgotten")
 	page := readEvents(t, b, "shifty", "")
 	require.Len(t, page.Events, 1)
 	require.Equal(t, "first", page.Events[0].ID)
-	require.Equal(t, []offsetsJSON{{0, 0, 0}}, getTopic(t, b, "shifty").Offsets)
+	require.Equal(t, []client.PartitionOffsets{{Partition: 0, HeadOffset: 0, OldestOffset: 0}}, getTopic(t, b, "shifty").Offsets)
 
 	// Grown through B: A publishes to the new partitions soon.
 	putTopic(t, b, "shifty", map[string]any{"partitions": 4}, http.StatusOK)
@@ -564,7 +572,7 @@ func TestTopicChangedThroughOtherInstance(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res := doAsync(a, "POST", tpath("shifty", "/events"), map[string]any{"events": []any{evt("t", "key", k3)}})
 		var out struct {
-			Events []publishedJSON `json:"events"`
+			Events []client.Published `json:"events"`
 		}
 		return res.err == nil && res.status == http.StatusCreated && json.Unmarshal(res.body, &out) == nil &&
 			len(out.Events) == 1 && out.Events[0].Partition == 3
