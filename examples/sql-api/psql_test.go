@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/pgcluster"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
@@ -34,17 +35,20 @@ func psql(t *testing.T, env *ferrytest.Env, script string, vars ...string) strin
 	return string(out)
 }
 
-func put(t *testing.T, env *ferrytest.Env, path, body string) {
+// api is package client for env's server.
+func api(t *testing.T, env *ferrytest.Env) *client.Client {
 	t.Helper()
-	r := env.Do("PUT", path, body)
-	require.Contains(t, []int{200, 201}, r.Status, "PUT %s: %s", path, r.Body)
+	return client.New(env.URL, ferrytest.AdminKey, client.WithHTTPClient(env.Client))
 }
 
 func TestProducerScript(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	put(t, env, "/v1/queues/jobs", `{}`)
-	put(t, env, "/v1/topics/orders", `{"partitions": 4}`)
+	c, ctx := api(t, env), t.Context()
+	_, _, err := c.PutQueue(ctx, "jobs", client.QueueConfig{})
+	require.NoError(t, err)
+	_, _, err = c.PutTopic(ctx, "orders", client.TopicConfig{Partitions: client.Ptr(4)})
+	require.NoError(t, err)
 	out := psql(t, env, "producer.sql", "queue=jobs", "topic=orders")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "producer.sql: ok"), out)
 }
@@ -52,7 +56,8 @@ func TestProducerScript(t *testing.T) {
 func TestConsumerScript(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	put(t, env, "/v1/queues/work", `{}`)
+	_, _, err := api(t, env).PutQueue(t.Context(), "work", client.QueueConfig{})
+	require.NoError(t, err)
 	out := psql(t, env, "consumer.sql", "queue=work")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "consumer.sql: ok"), out)
 }
@@ -60,9 +65,13 @@ func TestConsumerScript(t *testing.T) {
 func TestErrorsScript(t *testing.T) {
 	t.Parallel()
 	env := ferrytest.Start(t)
-	put(t, env, "/v1/queues/small", `{"max_depth": 2}`)
-	put(t, env, "/v1/topics/events", `{}`)
-	put(t, env, "/v1/topics/events/subscriptions/audit", `{}`)
+	c, ctx := api(t, env), t.Context()
+	_, _, err := c.PutQueue(ctx, "small", client.QueueConfig{MaxDepth: client.Ptr[int64](2)})
+	require.NoError(t, err)
+	_, _, err = c.PutTopic(ctx, "events", client.TopicConfig{})
+	require.NoError(t, err)
+	_, _, err = c.PutSubscription(ctx, "events", "audit", client.SubscriptionConfig{})
+	require.NoError(t, err)
 	out := psql(t, env, "errors.sql", "queue=small", "topic=events", "sub=audit")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "errors.sql: ok"), out)
 }

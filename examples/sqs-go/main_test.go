@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
@@ -27,20 +27,19 @@ func TestRunAgainstFerry(t *testing.T) {
 	_, err := rand.Read(secret)
 	require.NoError(t, err)
 	env := ferrytest.Start(t, func(c *server.Config) { c.SecretKey = base64.StdEncoding.EncodeToString(secret) })
-	r := env.Do(http.MethodPost, "/v1/keys", map[string]any{"name": "sqs-go", "permissions": []any{
-		map[string]any{"resource": "queue:invoices*", "actions": []string{"send", "receive", "read", "manage"}}}})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var key struct{ ID, Key string }
-	r.JSON(t, &key)
+	c := client.New(env.URL, ferrytest.AdminKey, client.WithHTTPClient(env.Client))
+	key, err := c.CreateKey(context.Background(), client.KeyRequest{Name: "sqs-go", Permissions: []client.Permission{
+		{Resource: "queue:invoices*", Actions: []string{"send", "receive", "read", "manage"}}}})
+	require.NoError(t, err)
 	t.Setenv("FERRY_URL", env.URL)
 	t.Setenv("AWS_ACCESS_KEY_ID", key.ID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", key.Key)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", key.Secret)
 
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out))
 	require.Equal(t, "invoice 7\n", out.String())
-	q := env.Do(http.MethodGet, "/v1/queues/invoices.fifo", nil)
-	require.Equal(t, http.StatusOK, q.Status, "the FIFO queue is a REST queue: %s", q.Body)
+	_, err = c.GetQueue(context.Background(), "invoices.fifo")
+	require.NoError(t, err, "the FIFO queue is a REST queue")
 }
 
 // goBlockRE finds the go blocks of a Markdown file.

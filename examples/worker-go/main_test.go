@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
 )
@@ -39,35 +39,31 @@ func TestRunAgainstFerry(t *testing.T) {
 	env := ferrytest.Start(t)
 	t.Setenv("FERRY_URL", env.URL)
 	t.Setenv("FERRY_KEY", ferrytest.AdminKey)
-	r := env.Do(http.MethodPut, "/v1/queues/orders", map[string]any{})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	r = env.Do(http.MethodPost, "/v1/queues/orders/messages", map[string]any{"messages": []any{
-		map[string]any{"body": map[string]any{"order_id": "ORD-1"}},
-		map[string]any{"body": map[string]any{"order_id": "ORD-2"}},
-		map[string]any{"body": "not an order"},
-		map[string]any{"body": map[string]any{}},
-		map[string]any{"body": map[string]any{"order_id": "ORD-3"}},
-	}})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	ctx := context.Background()
+	c := client.New(env.URL, ferrytest.AdminKey, client.WithHTTPClient(env.Client))
+	_, _, err := c.PutQueue(ctx, "orders", client.QueueConfig{})
+	require.NoError(t, err)
+	_, err = c.SendBatch(ctx, "orders", []client.SendMessage{
+		{Body: map[string]any{"order_id": "ORD-1"}},
+		{Body: map[string]any{"order_id": "ORD-2"}},
+		{Body: "not an order"},
+		{Body: map[string]any{}},
+		{Body: map[string]any{"order_id": "ORD-3"}},
+	})
+	require.NoError(t, err)
 	buf := &lockedBuffer{}
 	out = buf
 	t.Cleanup(func() { out = os.Stdout })
 
 	start := time.Now()
-	require.NoError(t, run(context.Background(), time.Second))
+	require.NoError(t, run(ctx, time.Second))
 	require.Less(t, time.Since(start), 30*time.Second)
 	lines := strings.Split(strings.TrimSpace(buf.b.String()), "\n")
 	sort.Strings(lines)
 	require.Equal(t, []string{"shipped ORD-1", "shipped ORD-2", "shipped ORD-3"}, lines)
-	var q struct {
-		Stats struct {
-			Available   int `json:"available"`
-			InFlight    int `json:"in_flight"`
-			DeadLetters int `json:"dead_letters"`
-		} `json:"stats"`
-	}
-	env.Do(http.MethodGet, "/v1/queues/orders", nil).JSON(t, &q)
-	require.Equal(t, 2, q.Stats.DeadLetters)
+	q, err := c.GetQueue(ctx, "orders")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, q.Stats.DeadLetters)
 	require.Zero(t, q.Stats.Available+q.Stats.InFlight)
 }
 
