@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,38 +20,8 @@ import (
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
-// The consumer group shapes of API.md § Consumer groups, decoded.
-
-type consumerGroupPollJSON struct {
-	Generation int64          `json:"generation"`
-	Partitions []int          `json:"partitions"`
-	Events     []client.Event `json:"events"`
-}
-
-type consumerGroupMemberJSON struct {
-	Consumer              string    `json:"consumer"`
-	Partitions            []int     `json:"partitions"`
-	LastSeen              time.Time `json:"last_seen"`
-	SessionTimeoutSeconds int       `json:"session_timeout_seconds"`
-}
-
-type consumerGroupPartitionJSON struct {
-	Partition       int     `json:"partition"`
-	CommittedOffset int64   `json:"committed_offset"`
-	HeadOffset      int64   `json:"head_offset"`
-	Lag             int64   `json:"lag"`
-	Owner           *string `json:"owner"`
-	ExpiredSkipped  int64   `json:"expired_skipped"`
-}
-
-type consumerGroupJSON struct {
-	Name       string                       `json:"name"`
-	Topic      string                       `json:"topic"`
-	Generation int64                        `json:"generation"`
-	CreatedAt  time.Time                    `json:"created_at"`
-	Members    []consumerGroupMemberJSON    `json:"members"`
-	Partitions []consumerGroupPartitionJSON `json:"partitions"`
-}
+// The consumer group shapes are the client's (client.Polled,
+// client.Group, ...); the key lists below are for the raw answers.
 
 var (
 	groupPollKeys      = []string{"generation", "partitions", "events"}
@@ -63,45 +34,53 @@ func gpath(topic, group string, rest ...string) string {
 	return tpath(topic, "/groups/"+url.PathEscape(group)) + strings.Join(rest, "")
 }
 
-// decodeGroupPoll checks a poll answer's shape and its invariants: the
-// events belong to the member's partitions, each partition's in strictly
-// increasing offset order.
-func decodeGroupPoll(body []byte) (consumerGroupPollJSON, error) {
+// decodeGroupPoll checks a raw poll answer's shape and its invariants
+// (checkPoll).
+func decodeGroupPoll(body []byte) (client.Polled, error) {
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
-		return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
+		return client.Polled{}, fmt.Errorf("poll answer: %w: %s", err, body)
 	}
 	if err := checkKeys(m, groupPollKeys); err != nil {
-		return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %w: %s", err, body)
+		return client.Polled{}, fmt.Errorf("poll answer: %w: %s", err, body)
 	}
 	for _, k := range []string{"partitions", "events"} {
 		if _, ok := m[k].([]any); !ok {
-			return consumerGroupPollJSON{}, fmt.Errorf("poll answer: %s must be an array, never null: %s", k, body)
+			return client.Polled{}, fmt.Errorf("poll answer: %s must be an array, never null: %s", k, body)
 		}
 	}
 	for _, e := range m["events"].([]any) {
 		if err := checkKeys(e.(map[string]any), eventKeys); err != nil {
-			return consumerGroupPollJSON{}, fmt.Errorf("poll event: %w: %s", err, body)
+			return client.Polled{}, fmt.Errorf("poll event: %w: %s", err, body)
 		}
 	}
-	var out consumerGroupPollJSON
+	var out client.Polled
 	if err := json.Unmarshal(body, &out); err != nil {
 		return out, err
 	}
+	return out, checkPoll(out)
+}
+
+// checkPoll checks a poll answer's invariants: the events belong to the
+// member's partitions, each partition's in strictly increasing offset order.
+func checkPoll(out client.Polled) error {
+	if out.Partitions == nil || out.Events == nil {
+		return fmt.Errorf("poll answer: partitions and events are arrays, never null: %+v", out)
+	}
 	if !slices.IsSorted(out.Partitions) {
-		return out, fmt.Errorf("poll answer: partitions not ascending: %v", out.Partitions)
+		return fmt.Errorf("poll answer: partitions not ascending: %v", out.Partitions)
 	}
 	last := map[int]int64{}
 	for _, e := range out.Events {
 		if !slices.Contains(out.Partitions, e.Partition) {
-			return out, fmt.Errorf("poll answer: event of partition %d, not one of the member's %v", e.Partition, out.Partitions)
+			return fmt.Errorf("poll answer: event of partition %d, not one of the member's %v", e.Partition, out.Partitions)
 		}
 		if prev, ok := last[e.Partition]; ok && e.Offset <= prev {
-			return out, fmt.Errorf("poll answer: partition %d: offset %d after %d", e.Partition, e.Offset, prev)
+			return fmt.Errorf("poll answer: partition %d: offset %d after %d", e.Partition, e.Offset, prev)
 		}
 		last[e.Partition] = e.Offset
 	}
-	return out, nil
+	return nil
 }
 
 func checkKeys(obj map[string]any, keys []string) error {
@@ -118,32 +97,30 @@ func checkKeys(obj map[string]any, keys []string) error {
 	return nil
 }
 
-// gpoll polls as consumer (req may add fields) and requires a 200.
-func gpoll(t testing.TB, env *ferrytest.Env, topic, group, consumer string, req map[string]any) consumerGroupPollJSON {
+// gpoll polls as consumer (req may add fields) and checks the answer's
+// invariants (checkPoll).
+func gpoll(t testing.TB, env *ferrytest.Env, topic, group, consumer string, req map[string]any) client.Polled {
 	t.Helper()
 	body := map[string]any{"consumer": consumer}
-	for k, v := range req {
-		body[k] = v
-	}
-	r := env.Do("POST", gpath(topic, group, "/poll"), body)
-	require.Equal(t, http.StatusOK, r.Status, "poll %s: %s", consumer, r.Body)
-	out, err := decodeGroupPoll(r.Body)
-	require.NoError(t, err)
-	return out
+	maps.Copy(body, req)
+	out, err := api(env).PollGroup(t.Context(), topic, group, typed[client.Poll](t, body))
+	require.NoError(t, err, "poll %s", consumer)
+	require.NoError(t, checkPoll(*out))
+	return *out
 }
 
 // gpollAsync polls without require, for goroutines.
-func gpollAsync(env *ferrytest.Env, topic, group, consumer string, req map[string]any) (consumerGroupPollJSON, asyncResult, error) {
+func gpollAsync(env *ferrytest.Env, topic, group, consumer string, req map[string]any) (client.Polled, asyncResult, error) {
 	body := map[string]any{"consumer": consumer}
 	for k, v := range req {
 		body[k] = v
 	}
 	res := doAsync(env, "POST", gpath(topic, group, "/poll"), body)
 	if res.err != nil {
-		return consumerGroupPollJSON{}, res, res.err
+		return client.Polled{}, res, res.err
 	}
 	if res.status != http.StatusOK {
-		return consumerGroupPollJSON{}, res, fmt.Errorf("poll %s: status %d: %s", consumer, res.status, res.body)
+		return client.Polled{}, res, fmt.Errorf("poll %s: status %d: %s", consumer, res.status, res.body)
 	}
 	out, err := decodeGroupPoll(res.body)
 	return out, res, err
@@ -166,7 +143,7 @@ func gcommit(t testing.TB, env *ferrytest.Env, topic, group, consumer string, ge
 
 func gcommitOK(t testing.TB, env *ferrytest.Env, topic, group, consumer string, gen int64, offsets map[int]int64) {
 	t.Helper()
-	requireNoContent(t, gcommit(t, env, topic, group, consumer, gen, offsets), fmt.Sprintf("commit %s gen %d %v", consumer, gen, offsets))
+	require.NoError(t, api(env).CommitGroup(t.Context(), topic, group, consumer, gen, offsets), "commit %s gen %d %v", consumer, gen, offsets)
 }
 
 func gfenced(t testing.TB, env *ferrytest.Env, topic, group, consumer string, gen int64, offsets map[int]int64) {
@@ -174,6 +151,7 @@ func gfenced(t testing.TB, env *ferrytest.Env, topic, group, consumer string, ge
 	requireProblem(t, gcommit(t, env, topic, group, consumer, gen, offsets), http.StatusConflict, "conflict")
 }
 
+// requireGroupKeys checks the members of a raw group object.
 func requireGroupKeys(t testing.TB, obj map[string]any) {
 	t.Helper()
 	requireKeys(t, obj, groupKeys, "group")
@@ -187,9 +165,13 @@ func requireGroupKeys(t testing.TB, obj map[string]any) {
 
 // gdescribe GETs the group and checks its shape and consistency: members'
 // partitions are disjoint, agree with the owners, and lag is exact.
-func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) consumerGroupJSON {
+func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) client.Group {
 	t.Helper()
-	g := call[consumerGroupJSON](t, env, "GET", gpath(topic, group), nil, requireGroupKeys, http.StatusOK)
+	got, err := api(env).GetGroup(t.Context(), topic, group)
+	require.NoError(t, err, "describe %s/%s", topic, group)
+	g := *got
+	require.NotNil(t, g.Members)
+	require.NotNil(t, g.Partitions)
 	require.Equal(t, group, g.Name)
 	require.Equal(t, topic, g.Topic)
 	owner := map[int]string{}
@@ -216,16 +198,16 @@ func gdescribe(t testing.TB, env *ferrytest.Env, topic, group string) consumerGr
 
 func gseek(t testing.TB, env *ferrytest.Env, topic, group string, body map[string]any) {
 	t.Helper()
-	requireNoContent(t, env.Do("POST", gpath(topic, group, "/seek"), body), fmt.Sprintf("seek %v", body))
+	require.NoError(t, api(env).SeekGroup(t.Context(), topic, group, typed[client.GroupSeek](t, body)), "seek %v", body)
 }
 
 // committed is the describe's committed offset per partition.
-func committed(g consumerGroupJSON) []int64 {
-	return pluck(g.Partitions, func(p consumerGroupPartitionJSON) int64 { return p.CommittedOffset })
+func committed(g client.Group) []int64 {
+	return pluck(g.Partitions, func(p client.GroupPartition) int64 { return p.CommittedOffset })
 }
 
 // owners maps each owned partition to its member.
-func owners(g consumerGroupJSON) map[int]string {
+func owners(g client.Group) map[int]string {
 	out := map[int]string{}
 	for _, m := range g.Members {
 		for _, p := range m.Partitions {
@@ -268,7 +250,7 @@ func publishTo(t testing.TB, env *ferrytest.Env, topic string, parts, n int, to 
 
 // pollFour makes topic with two partitions of two events each, and member
 // a of group g read all four from the earliest.
-func pollFour(t testing.TB, env *ferrytest.Env, topic string) consumerGroupPollJSON {
+func pollFour(t testing.TB, env *ferrytest.Env, topic string) client.Polled {
 	t.Helper()
 	putTopic(t, env, topic, map[string]any{"partitions": 2}, http.StatusCreated)
 	publishTo(t, env, topic, 2, 2, 0, 1)
@@ -319,13 +301,13 @@ func TestGroupSingleMember(t *testing.T) {
 	require.WithinDuration(t, time.Now(), g.Members[0].LastSeen, time.Minute)
 	a := "a"
 	for p := range 4 {
-		require.Equal(t, consumerGroupPartitionJSON{Partition: p, CommittedOffset: -1, HeadOffset: 2, Lag: 3, Owner: &a}, g.Partitions[p])
+		require.Equal(t, client.GroupPartition{Partition: p, CommittedOffset: -1, HeadOffset: 2, Lag: 3, Owner: &a}, g.Partitions[p])
 	}
 
 	gcommitOK(t, env, "log", "g", "a", r.Generation, lastOffsets(r.Events))
 	g = gdescribe(t, env, "log", "g")
 	for p := range 4 {
-		require.Equal(t, consumerGroupPartitionJSON{Partition: p, CommittedOffset: 2, HeadOffset: 2, Lag: 0, Owner: &a}, g.Partitions[p])
+		require.Equal(t, client.GroupPartition{Partition: p, CommittedOffset: 2, HeadOffset: 2, Lag: 0, Owner: &a}, g.Partitions[p])
 	}
 
 	// Nothing new: an empty poll, same generation.
@@ -364,7 +346,7 @@ func TestGroupSingleMember(t *testing.T) {
 		requireGroupKeys(t, x.(map[string]any))
 	}
 	var list struct {
-		Groups []consumerGroupJSON `json:"groups"`
+		Groups []client.Group `json:"groups"`
 	}
 	lr.JSON(t, &list)
 	require.Len(t, list.Groups, 1)
@@ -458,7 +440,7 @@ func TestGroupSpreadAndSticky(t *testing.T) {
 
 	// (generation, partition) → consumer, over every poll answer.
 	claims := map[[2]int64]string{}
-	poll := func(c string) consumerGroupPollJSON {
+	poll := func(c string) client.Polled {
 		t.Helper()
 		r := gpoll(t, env, "spread", "g", c, nil)
 		for _, p := range r.Partitions {
@@ -470,7 +452,7 @@ func TestGroupSpreadAndSticky(t *testing.T) {
 		}
 		return r
 	}
-	sizes := func(g consumerGroupJSON) []int {
+	sizes := func(g client.Group) []int {
 		var out []int
 		for _, m := range g.Members {
 			out = append(out, len(m.Partitions))
@@ -984,17 +966,17 @@ func TestGroupRetentionSkips(t *testing.T) {
 	// g is moved by a describe, h by the list (which describes it).
 	g := gdescribe(t, env, "expire", "g")
 	a := "a"
-	require.Equal(t, consumerGroupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, g.Partitions[0])
-	require.Equal(t, consumerGroupPartitionJSON{Partition: 1, CommittedOffset: -1, HeadOffset: 1, Lag: 2, Owner: &a}, g.Partitions[1])
+	require.Equal(t, client.GroupPartition{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, g.Partitions[0])
+	require.Equal(t, client.GroupPartition{Partition: 1, CommittedOffset: -1, HeadOffset: 1, Lag: 2, Owner: &a}, g.Partitions[1])
 	lr := env.Do("GET", tpath("expire", "/groups"), nil)
 	require.Equal(t, http.StatusOK, lr.Status, "%s", lr.Body)
 	var list struct {
-		Groups []consumerGroupJSON `json:"groups"`
+		Groups []client.Group `json:"groups"`
 	}
 	lr.JSON(t, &list)
 	require.Len(t, list.Groups, 2)
 	for _, x := range list.Groups {
-		require.Equal(t, consumerGroupPartitionJSON{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, x.Partitions[0], x.Name)
+		require.Equal(t, client.GroupPartition{Partition: 0, CommittedOffset: 4, HeadOffset: 7, Lag: 3, Owner: &a, ExpiredSkipped: 5}, x.Partitions[0], x.Name)
 	}
 	for _, group := range []string{"g", "h"} {
 		r := gpoll(t, env, "expire", group, "a", nil)
@@ -1021,7 +1003,7 @@ func TestGroupBadInput(t *testing.T) {
 	type state struct {
 		generation int64
 		members    []string
-		partitions []consumerGroupPartitionJSON
+		partitions []client.GroupPartition
 		groups     int
 	}
 	snap := func(t testing.TB, env *ferrytest.Env) state {
@@ -1034,7 +1016,7 @@ func TestGroupBadInput(t *testing.T) {
 		r := env.Do("GET", tpath("bad", "/groups"), nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		var list struct {
-			Groups []consumerGroupJSON `json:"groups"`
+			Groups []client.Group `json:"groups"`
 		}
 		r.JSON(t, &list)
 		s.groups = len(list.Groups)
@@ -1273,7 +1255,7 @@ func TestGroupMetrics(t *testing.T) {
 // gleave makes consumer leave group and requires a 204 with no body.
 func gleave(t testing.TB, env *ferrytest.Env, topic, group, consumer string) {
 	t.Helper()
-	requireNoContent(t, env.Do("POST", gpath(topic, group, "/leave"), map[string]any{"consumer": consumer}), "leave "+consumer)
+	require.NoError(t, api(env).LeaveGroup(t.Context(), topic, group, consumer), "leave "+consumer)
 }
 
 // TestGroupLeave: members a (server 1) and b (server 2) share a topic; b

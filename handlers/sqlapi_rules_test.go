@@ -222,7 +222,7 @@ func TestSQLMaxDepthCarriedByEveryAnswer(t *testing.T) {
 	require.Len(t, subDead.Messages, 1)
 	require.Equal(t, data, compactText(subDead.Messages[0].Event.Data), "a subscription's dead letters")
 
-	var poll consumerGroupPollJSON
+	var poll client.Polled
 	r = env.Do("POST", gpath("deep", "g", "/poll"), map[string]any{"consumer": "c", "start": "earliest"})
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &poll)
@@ -275,7 +275,7 @@ func TestStoredValuesTooDeepForAnswers(t *testing.T) {
 	r.JSON(t, &page)
 	require.Len(t, page.Events, 3)
 	require.JSONEq(t, `null`, string(page.Events[1].Data), "an event read")
-	var poll consumerGroupPollJSON
+	var poll client.Polled
 	r = env.Do("POST", gpath("poisoned", "g", "/poll"), map[string]any{"consumer": "c", "start": "earliest"})
 	require.Equal(t, http.StatusOK, r.Status)
 	r.JSON(t, &poll)
