@@ -95,11 +95,11 @@ func newMatrix(t *testing.T) *matrix {
 	a := ferrytest.Start(t)
 	m := &matrix{envs: [2]*ferrytest.Env{a, ferrytest.StartOn(t, a.DatabaseURL)}, made: map[string]string{}}
 	m.expires = time.Now().Add(8 * time.Second) // room to make and use it on both servers on a loaded machine
-	m.expired = createKey(t, a, "expiring", &m.expires, specsAny(everything())...).Key
+	m.expired = createKey(t, a, "expiring", &m.expires, specsAny(everything())...).Secret
 	var ids [2]string
 	for i := range m.envs {
 		k := createKey(t, a, fmt.Sprint("revoked-", i), nil, specsAny(everything())...)
-		ids[i], m.revoked[i] = k.ID, k.Key
+		ids[i], m.revoked[i] = k.ID, k.Secret
 	}
 	for i, env := range m.envs {
 		for _, secret := range []string{m.expired, m.revoked[i]} {
@@ -134,8 +134,8 @@ func (m *matrix) key(t *testing.T, specs []access.Spec) string {
 		return s
 	}
 	k := createKey(t, m.envs[len(m.made)%2], fmt.Sprint("matrix-", len(m.made)), nil, specsAny(specs)...)
-	m.made[string(raw)] = k.Key
-	return k.Key
+	m.made[string(raw)] = k.Secret
+	return k.Secret
 }
 
 // authFailures sums ferry_auth_failures_total of both servers by reason.

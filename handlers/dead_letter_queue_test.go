@@ -109,12 +109,12 @@ func TestDeadLetterQueueRefusals(t *testing.T) {
 	requireProblem(t, env.Do("POST", qpath("a", "/messages/move"), map[string]any{"to": "zzz"}), http.StatusNotFound, "not_found")
 
 	k := createKey(t, env, "ops", nil, kperm("queue:a", "manage"), kperm("queue:b", "manage"))
-	p := requireProblem(t, env.DoWith("PUT", qpath("a"), map[string]any{"dead_letter_queue": "b"}, bearer(k.Key)), http.StatusForbidden, "forbidden")
+	p := requireProblem(t, env.DoWith("PUT", qpath("a"), map[string]any{"dead_letter_queue": "b"}, bearer(k.Secret)), http.StatusForbidden, "forbidden")
 	require.Contains(t, p["detail"], "queue:b send")
-	p = requireProblem(t, env.DoWith("POST", qpath("a", "/messages/move"), map[string]any{"to": "b"}, bearer(k.Key)), http.StatusForbidden, "forbidden")
+	p = requireProblem(t, env.DoWith("POST", qpath("a", "/messages/move"), map[string]any{"to": "b"}, bearer(k.Secret)), http.StatusForbidden, "forbidden")
 	require.Contains(t, p["detail"], "queue:b send")
 	k2 := createKey(t, env, "ops2", nil, kperm("queue:a", "manage"), kperm("queue:b", "send"))
-	r := env.DoWith("POST", qpath("a", "/messages/move"), map[string]any{"to": "b"}, bearer(k2.Key))
+	r := env.DoWith("POST", qpath("a", "/messages/move"), map[string]any{"to": "b"}, bearer(k2.Secret))
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
 	// Deleting the target clears it on its source.

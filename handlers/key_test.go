@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 	"github.com/ferry-mq/ferry/store"
@@ -26,25 +27,18 @@ var (
 	createdKeyKeys = append([]string{"key"}, keyKeys...)
 )
 
-type keyJSON struct {
-	ID          string  `json:"id"`
-	Key         string  `json:"key"`
-	Name        string  `json:"name"`
-	Permissions []any   `json:"permissions"`
-	ExpiresAt   *string `json:"expires_at"`
-	LastUsedAt  *string `json:"last_used_at"`
-}
-
-// createKey makes a key with the admin key; it must be created.
-func createKey(t testing.TB, env *ferrytest.Env, name string, expires *time.Time, perms ...any) keyJSON {
+// createKey makes a key with the admin key; it must be created. perms
+// are kperm's maps or any value that encodes as a permission.
+func createKey(t testing.TB, env *ferrytest.Env, name string, expires *time.Time, perms ...any) client.Key {
 	t.Helper()
-	if perms == nil {
-		perms = []any{}
+	req := client.KeyRequest{Name: name, ExpiresAt: expires, Permissions: []client.Permission{}}
+	for _, p := range perms {
+		req.Permissions = append(req.Permissions, typed[client.Permission](t, p))
 	}
-	body := map[string]any{"name": name, "permissions": perms, "expires_at": expires}
-	return call[keyJSON](t, env, "POST", "/v1/keys", body, func(t testing.TB, m map[string]any) {
-		requireKeys(t, m, createdKeyKeys, "a created key")
-	}, http.StatusCreated)
+	k, err := api(env).CreateKey(t.Context(), req)
+	require.NoError(t, err, "create key %s", name)
+	require.NotEmpty(t, k.Secret, "a created key shows its secret")
+	return *k
 }
 
 func kperm(resource string, actions ...string) map[string]any {
@@ -65,15 +59,15 @@ func TestKeyCreateAndUse(t *testing.T) {
 	putQueue(t, env, "billing-eu", nil)
 	putQueue(t, env, "orders", nil)
 	k := createKey(t, env, "billing-worker", nil, kperm("queue:billing-*", "send", "receive", "send"))
-	require.True(t, strings.HasPrefix(k.Key, store.KeySecretPrefix), k.Key)
+	require.True(t, strings.HasPrefix(k.Secret, store.KeySecretPrefix), k.Secret)
 	require.Equal(t, "billing-worker", k.Name)
-	require.Equal(t, []any{kperm("queue:billing-*", "send", "receive")}, toAny(k.Permissions), "repeated actions are kept once")
+	require.Equal(t, []client.Permission{{Resource: "queue:billing-*", Actions: []string{"send", "receive"}}}, k.Permissions, "repeated actions are kept once")
 	require.Nil(t, k.ExpiresAt)
 	require.Nil(t, k.LastUsedAt)
 
-	r := sendOne(env, "billing-eu", k.Key)
+	r := sendOne(env, "billing-eu", k.Secret)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	r = env.DoWith("POST", qpath("billing-eu", "/receive"), nil, bearer(k.Key))
+	r = env.DoWith("POST", qpath("billing-eu", "/receive"), nil, bearer(k.Secret))
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	for _, c := range []struct{ method, path, want string }{
 		{"GET", qpath("billing-eu"), "queue:billing-eu read"},
@@ -84,23 +78,23 @@ func TestKeyCreateAndUse(t *testing.T) {
 		{"GET", "/v1/keys/" + k.ID, "admin"},
 		{"DELETE", "/v1/keys/" + k.ID, "admin"},
 	} {
-		p := requireProblem(t, env.DoWith(c.method, c.path, nil, bearer(k.Key)), http.StatusForbidden, "forbidden")
+		p := requireProblem(t, env.DoWith(c.method, c.path, nil, bearer(k.Secret)), http.StatusForbidden, "forbidden")
 		require.Contains(t, p["detail"], c.want, "%s %s", c.method, c.path)
 	}
 
 	got := env.Do("GET", "/v1/keys/"+k.ID, nil)
 	require.Equal(t, http.StatusOK, got.Status, "%s", got.Body)
 	requireKeys(t, got.Map(t), keyKeys, "a key")
-	require.NotContains(t, string(got.Body), k.Key)
+	require.NotContains(t, string(got.Body), k.Secret)
 	require.Contains(t, string(got.Body), `"billing-worker"`)
 
 	// A key with admin makes and deletes keys.
 	admin := createKey(t, env, "ops", nil, kperm("admin", "*"))
-	r = env.DoWith("POST", "/v1/keys", map[string]any{"name": "x", "permissions": []any{}}, bearer(admin.Key))
+	r = env.DoWith("POST", "/v1/keys", map[string]any{"name": "x", "permissions": []any{}}, bearer(admin.Secret))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var made keyJSON
+	var made client.Key
 	r.JSON(t, &made)
-	require.Equal(t, http.StatusNoContent, env.DoWith("DELETE", "/v1/keys/"+made.ID, nil, bearer(admin.Key)).Status)
+	require.Equal(t, http.StatusNoContent, env.DoWith("DELETE", "/v1/keys/"+made.ID, nil, bearer(admin.Secret)).Status)
 
 	// Lists page, oldest first, never with a secret.
 	var ids []string
@@ -112,16 +106,16 @@ func TestKeyCreateAndUse(t *testing.T) {
 		}
 		r := env.Do("GET", path, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		require.NotContains(t, string(r.Body), k.Key)
-		require.NotContains(t, string(r.Body), admin.Key)
+		require.NotContains(t, string(r.Body), k.Secret)
+		require.NotContains(t, string(r.Body), admin.Secret)
 		requireKeys(t, r.Map(t), []string{"keys", "next"}, "a page of keys")
 		var page struct {
-			Keys []keyJSON `json:"keys"`
-			Next *string   `json:"next"`
+			Keys []client.Key `json:"keys"`
+			Next *string      `json:"next"`
 		}
 		r.JSON(t, &page)
 		require.Len(t, page.Keys, 1, "%s", r.Body)
-		require.Empty(t, page.Keys[0].Key)
+		require.Empty(t, page.Keys[0].Secret)
 		ids = append(ids, page.Keys[0].ID)
 		if page.Next == nil {
 			break
@@ -130,19 +124,6 @@ func TestKeyCreateAndUse(t *testing.T) {
 	}
 	require.Equal(t, []string{k.ID, admin.ID}, ids)
 	requireProblem(t, env.Do("GET", "/v1/keys?after=bogus", nil), http.StatusBadRequest, "invalid_request")
-}
-
-func toAny(xs []any) []any {
-	out := make([]any, len(xs))
-	for i, x := range xs {
-		m := x.(map[string]any)
-		acts := []string{}
-		for _, a := range m["actions"].([]any) {
-			acts = append(acts, a.(string))
-		}
-		out[i] = kperm(m["resource"].(string), acts...)
-	}
-	return out
 }
 
 // A key's secret appears in no line of the server's log, at debug level,
@@ -154,17 +135,17 @@ func TestKeySecretNeverLogged(t *testing.T) {
 	env := ferrytest.StartLogging(t, &log)
 	putQueue(t, env, "q1", nil)
 	k := createKey(t, env, "logged", nil, kperm("queue:q*", "send"))
-	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Key).Status)
-	requireProblem(t, env.DoWith("GET", qpath("q1"), nil, bearer(k.Key)), http.StatusForbidden, "forbidden")
-	requireProblem(t, sendOne(env, "q2", k.Key), http.StatusNotFound, "not_found")
+	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Secret).Status)
+	requireProblem(t, env.DoWith("GET", qpath("q1"), nil, bearer(k.Secret)), http.StatusForbidden, "forbidden")
+	requireProblem(t, sendOne(env, "q2", k.Secret), http.StatusNotFound, "not_found")
 	require.Equal(t, http.StatusOK, env.Do("GET", "/v1/keys", nil).Status)
 	require.Equal(t, http.StatusNoContent, env.Do("DELETE", "/v1/keys/"+k.ID, nil).Status)
-	requireProblem(t, sendOne(env, "q1", k.Key), http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, sendOne(env, "q1", k.Secret), http.StatusUnauthorized, "unauthorized")
 	env.Stop()
 
 	out := log.String()
 	require.Contains(t, out, "route=/v1/keys", "the log was captured (request lines at debug level)")
-	body := strings.TrimPrefix(k.Key, store.KeySecretPrefix)
+	body := strings.TrimPrefix(k.Secret, store.KeySecretPrefix)
 	// (require.False: a failure must not print the log, secret and all.)
 	require.False(t, strings.Contains(out, body[:16]), "the secret (or a prefix of its random part) is in the log")
 }
@@ -177,12 +158,10 @@ func TestKeyExpired(t *testing.T) {
 	expires := time.Now().Add(2 * time.Second)
 	k := createKey(t, env, "short", &expires, kperm("queue:q1", "send"))
 	require.NotNil(t, k.ExpiresAt)
-	at, err := time.Parse(time.RFC3339Nano, *k.ExpiresAt)
-	require.NoError(t, err)
-	require.WithinDuration(t, expires, at, time.Millisecond, "expires_at is kept as given")
-	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Key).Status, "it works before it expires")
+	require.WithinDuration(t, expires, *k.ExpiresAt, time.Millisecond, "expires_at is kept as given")
+	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Secret).Status, "it works before it expires")
 	ferrytest.WaitFor(t, 5*time.Second, "the key to expire", func() bool { return time.Now().After(expires) })
-	p := requireProblem(t, sendOne(env, "q1", k.Key), http.StatusUnauthorized, "unauthorized")
+	p := requireProblem(t, sendOne(env, "q1", k.Secret), http.StatusUnauthorized, "unauthorized")
 	require.Contains(t, p["detail"], "not valid")
 	// Still listed (until deleted), with its expiry.
 	require.Equal(t, http.StatusOK, env.Do("GET", "/v1/keys/"+k.ID, nil).Status)
@@ -276,20 +255,20 @@ func TestKeyDeleteRevokesEverywhere(t *testing.T) {
 	putQueue(t, a, "q1", nil)
 	k := createKey(t, a, "revoked", nil, kperm("queue:q1", "send"))
 	for _, env := range []*ferrytest.Env{a, b} {
-		require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Key).Status, "the key works (and is cached) on %s", env.URL)
-		require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Key).Status)
+		require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Secret).Status, "the key works (and is cached) on %s", env.URL)
+		require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Secret).Status)
 	}
 	require.Equal(t, http.StatusNoContent, a.Do("DELETE", "/v1/keys/"+k.ID, nil).Status)
 	deleted := time.Now()
-	requireProblem(t, sendOne(a, "q1", k.Key), http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, sendOne(a, "q1", k.Secret), http.StatusUnauthorized, "unauthorized")
 	t.Logf("refused by the deleting instance after %v", time.Since(deleted))
 	ferrytest.WaitFor(t, time.Second, "the other instance to refuse the deleted key", func() bool {
-		return sendOne(b, "q1", k.Key).Status == http.StatusUnauthorized
+		return sendOne(b, "q1", k.Secret).Status == http.StatusUnauthorized
 	})
 	took := time.Since(deleted)
 	t.Logf("refused by the other instance after %v", took)
 	require.Less(t, took, time.Second)
-	requireProblem(t, sendOne(b, "q1", k.Key), http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, sendOne(b, "q1", k.Secret), http.StatusUnauthorized, "unauthorized")
 	requireProblem(t, a.Do("GET", "/v1/keys/"+k.ID, nil), http.StatusNotFound, "not_found")
 	requireProblem(t, a.Do("DELETE", "/v1/keys/"+k.ID, nil), http.StatusNotFound, "not_found")
 }
@@ -305,21 +284,21 @@ func TestKeyLastUsed(t *testing.T) {
 	env := ferrytest.Start(t, withKeyFlush(50*time.Millisecond))
 	putQueue(t, env, "q1", nil)
 	k := createKey(t, env, "used", nil, kperm("queue:q1", "send"))
-	get := func(e *ferrytest.Env, id string) keyJSON {
-		return call[keyJSON](t, e, "GET", "/v1/keys/"+id, nil, nil, http.StatusOK)
+	get := func(e *ferrytest.Env, id string) client.Key {
+		k, err := api(e).GetKey(t.Context(), id)
+		require.NoError(t, err)
+		return *k
 	}
 	before := time.Now().Add(-time.Second)
-	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Key).Status)
+	require.Equal(t, http.StatusCreated, sendOne(env, "q1", k.Secret).Status)
 	ferrytest.WaitFor(t, 5*time.Second, "last_used_at to be written", func() bool { return get(env, k.ID).LastUsedAt != nil })
-	at, err := time.Parse(time.RFC3339Nano, *get(env, k.ID).LastUsedAt)
-	require.NoError(t, err)
-	require.WithinRange(t, at, before, time.Now().Add(time.Second))
+	require.WithinRange(t, *get(env, k.ID).LastUsedAt, before, time.Now().Add(time.Second))
 
 	// An instance with the default interval (a minute) writes its uses
 	// when it stops.
 	other := ferrytest.StartOn(t, env.DatabaseURL)
 	k2 := createKey(t, env, "used-elsewhere", nil, kperm("queue:q1", "send"))
-	require.Equal(t, http.StatusCreated, sendOne(other, "q1", k2.Key).Status)
+	require.Equal(t, http.StatusCreated, sendOne(other, "q1", k2.Secret).Status)
 	require.Nil(t, get(env, k2.ID).LastUsedAt, "not written before a minute or the shutdown")
 	other.Stop()
 	require.NotNil(t, get(env, k2.ID).LastUsedAt, "written at shutdown")
@@ -334,7 +313,7 @@ func TestKeyAdminAndUnknownIDs(t *testing.T) {
 	require.Contains(t, p["detail"], "FERRY_ADMIN_KEY")
 	require.Equal(t, http.StatusOK, env.Do("GET", "/v1/keys", nil).Status, "the admin key still works")
 	k := createKey(t, env, "ops", nil, kperm("admin", "*"))
-	requireProblem(t, env.DoWith("DELETE", "/v1/keys/admin", nil, bearer(k.Key)), http.StatusConflict, "conflict")
+	requireProblem(t, env.DoWith("DELETE", "/v1/keys/admin", nil, bearer(k.Secret)), http.StatusConflict, "conflict")
 	for _, id := range []string{"admin", "key_999999", "key_0", "key_01", "nope", "key_", "key_1x", "key_99999999999999999999"} {
 		requireProblem(t, env.Do("GET", "/v1/keys/"+id, nil), http.StatusNotFound, "not_found")
 		if id != "admin" {

@@ -78,7 +78,7 @@ func TestMessagePeekREST(t *testing.T) {
 	}
 	requireProblem(t, env.Do("GET", qpath("nope", "/messages"), nil), http.StatusNotFound, "not_found")
 	reader := createKey(t, env, "reader", nil, kperm("queue:pk", "read", "manage"))
-	p := requireProblem(t, env.DoWith("GET", qpath("pk", "/messages"), nil, bearer(reader.Key)), http.StatusForbidden, "forbidden")
+	p := requireProblem(t, env.DoWith("GET", qpath("pk", "/messages"), nil, bearer(reader.Secret)), http.StatusForbidden, "forbidden")
 	require.Contains(t, p["detail"], "queue:pk receive")
 
 	// A subscription's deliveries carry their events.
