@@ -14,40 +14,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ferry-mq/ferry/client"
 	"github.com/ferry-mq/ferry/internal/access"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
-// auditEntryJSON is one entry of GET /v1/audit.
-type auditEntryJSON struct {
-	At              time.Time       `json:"at"`
-	KeyID           string          `json:"key_id"`
-	KeyName         string          `json:"key_name"`
-	Action          string          `json:"action"`
-	Resource        string          `json:"resource"`
-	RequestID       string          `json:"request_id"`
-	ClientRequestID *string         `json:"client_request_id"`
-	Status          int             `json:"status"`
-	PushChange      *pushChangeJSON `json:"push_change"`
-}
-
-// pushChangeJSON is an audit entry's push_change.
-type pushChangeJSON struct {
-	FromHost *string `json:"from_host"`
-	ToHost   *string `json:"to_host"`
-}
-
-type auditPageJSON struct {
-	Entries []auditEntryJSON `json:"entries"`
-	Next    *string          `json:"next"`
-}
-
 var auditEntryKeys = []string{"at", "key_id", "key_name", "action", "resource", "request_id", "client_request_id", "status", "push_change"}
 
 // auditPage GETs a page of the audit log with the admin key.
-func auditPage(t testing.TB, env *ferrytest.Env, query string) auditPageJSON {
+func auditPage(t testing.TB, env *ferrytest.Env, query string) client.AuditList {
 	t.Helper()
-	return getPage[auditPageJSON](t, env, "/v1/audit"+query, []string{"entries", "next"}, keysOf(auditEntryKeys, "audit entry"))
+	l, err := api(env).ListAuditLog(t.Context(), pageOf(t, query))
+	require.NoError(t, err, "audit log%s", query)
+	require.NotNil(t, l.Entries)
+	return *l
 }
 
 // auditCount counts the audit log's entries, all of them or those of the
@@ -132,7 +112,7 @@ func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
 		require.Len(t, got, 1)
 		require.WithinDuration(t, time.Now(), got[0].At, time.Minute)
 		got[0].At = time.Time{}
-		require.Equal(t, auditEntryJSON{KeyID: keyID, KeyName: keyName, Action: st.action, Resource: st.resource,
+		require.Equal(t, client.AuditEntry{KeyID: keyID, KeyName: keyName, Action: st.action, Resource: st.resource,
 			RequestID: r.Header.Get("X-Request-Id"), ClientRequestID: &id, Status: r.Status}, got[0], "%s %s", st.method, st.path)
 	}
 	require.Equal(t, len(steps), auditCount(t, env, ""), "one entry per audited request, and none for the rest")
@@ -146,8 +126,8 @@ func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
 	requireNoContent(t, env.Do("POST", "/v1/topics/t2/groups/g1/seek", map[string]any{"to": "earliest"}), "group seek")
 	requireNoContent(t, env.Do("DELETE", "/v1/topics/t2/groups/g1", nil), "group delete")
 	got := auditPage(t, env, "?limit=4").Entries
-	require.Equal(t, []string{"group.delete", "group.seek", "group.create", "topic.put"}, pluck(got, func(e auditEntryJSON) string { return e.Action }))
-	require.Equal(t, []int{204, 204, 200, 201}, pluck(got, func(e auditEntryJSON) int { return e.Status }))
+	require.Equal(t, []string{"group.delete", "group.seek", "group.create", "topic.put"}, pluck(got, func(e client.AuditEntry) string { return e.Action }))
+	require.Equal(t, []int{204, 204, 200, 201}, pluck(got, func(e client.AuditEntry) int { return e.Status }))
 	for _, e := range got[:3] {
 		require.Equal(t, "group:t2/g1", e.Resource)
 	}
@@ -219,7 +199,7 @@ func TestAuditListPages(t *testing.T) {
 			query += "&after=" + after
 		}
 		p := auditPage(t, env, query)
-		all = append(all, pluck(p.Entries, func(e auditEntryJSON) string { return e.Resource })...)
+		all = append(all, pluck(p.Entries, func(e client.AuditEntry) string { return e.Resource })...)
 		if p.Next == nil {
 			require.Len(t, p.Entries, 1, "the last page holds what is left")
 			break
@@ -277,7 +257,7 @@ func TestAuditRecordsNonUTF8Path(t *testing.T) {
 }
 
 // auditLast is the newest entry of the audit log.
-func auditLast(t *testing.T, env *ferrytest.Env) auditEntryJSON {
+func auditLast(t *testing.T, env *ferrytest.Env) client.AuditEntry {
 	t.Helper()
 	got := auditPage(t, env, "?limit=1").Entries
 	require.Len(t, got, 1)
@@ -295,13 +275,13 @@ func TestAuditPushURLChanges(t *testing.T) {
 	env := ferrytest.Start(t, allowPrivatePush, withKeys(testKeys{"ops": scoped(t, "key_5", perm("queue:q1", "manage"))}))
 	putTopic(t, env, "t1", nil, http.StatusCreated)
 	push := func(url string) map[string]any { return map[string]any{"push": map[string]any{"url": url}} }
-	change := func(from, to *string) *pushChangeJSON { return &pushChangeJSON{FromHost: from, ToHost: to} }
+	change := func(from, to *string) *client.PushChange { return &client.PushChange{FromHost: from, ToHost: to} }
 	for i, st := range []struct {
 		path   string
 		body   any
 		secret string
 		status int
-		want   *pushChangeJSON
+		want   *client.PushChange
 	}{
 		{qpath("q1"), push("http://127.0.0.1:9/secret-path-a?token=one"), "", 201, change(nil, strPtr("127.0.0.1:9"))},
 		{qpath("q1"), map[string]any{"push": map[string]any{"url": "http://127.0.0.1:9/secret-path-a?token=one", "timeout_seconds": 5}}, "", 200, nil},

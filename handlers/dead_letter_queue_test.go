@@ -12,12 +12,6 @@ import (
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
-// dlqJSON is the dead-letter members of a queue's answer.
-type dlqJSON struct {
-	DeadLetterQueue   *string  `json:"dead_letter_queue"`
-	DeadLetterSources []string `json:"dead_letter_sources"`
-}
-
 // TestDeadLetterQueueREST: a queue with a dead_letter_queue moves what it
 // dead-letters (by a nack with dead_letter, by the receive past
 // max_receives, and by the SQL API's ferry.nack in an application's
@@ -29,10 +23,10 @@ func TestDeadLetterQueueREST(t *testing.T) {
 	env := ferrytest.Start(t)
 	putQueue(t, env, "dlq", nil)
 	putQueue(t, env, "src", map[string]any{"max_receives": 1, "dead_letter_queue": "dlq"})
-	got := call[dlqJSON](t, env, "GET", qpath("dlq"), nil, nil, http.StatusOK)
+	got := getQueue(t, env, "dlq")
 	require.Nil(t, got.DeadLetterQueue)
 	require.Equal(t, []string{"src"}, got.DeadLetterSources)
-	got = call[dlqJSON](t, env, "GET", qpath("src"), nil, nil, http.StatusOK)
+	got = getQueue(t, env, "src")
 	require.Equal(t, "dlq", *got.DeadLetterQueue)
 	require.Equal(t, []string{}, got.DeadLetterSources)
 
@@ -102,7 +96,7 @@ func TestDeadLetterQueueRefusals(t *testing.T) {
 	} {
 		requireProblem(t, env.Do("PUT", qpath(c.queue), c.body), http.StatusBadRequest, "invalid_request")
 	}
-	require.Nil(t, call[dlqJSON](t, env, "GET", qpath("a"), nil, nil, http.StatusOK).DeadLetterQueue)
+	require.Nil(t, getQueue(t, env, "a").DeadLetterQueue)
 	for _, body := range []map[string]any{{}, {"to": "a"}, {"to": "b", "limit": 0}, {"to": "b", "extra": 1}} {
 		requireProblem(t, env.Do("POST", qpath("a", "/messages/move"), body), http.StatusBadRequest, "invalid_request")
 	}
@@ -119,5 +113,5 @@ func TestDeadLetterQueueRefusals(t *testing.T) {
 
 	// Deleting the target clears it on its source.
 	requireNoContent(t, env.Do("DELETE", qpath("a"), nil), "delete a")
-	require.Nil(t, call[dlqJSON](t, env, "GET", qpath("b"), nil, nil, http.StatusOK).DeadLetterQueue)
+	require.Nil(t, getQueue(t, env, "b").DeadLetterQueue)
 }

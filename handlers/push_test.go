@@ -39,26 +39,6 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // waitFor is how long a test waits for something that should happen.
 const waitFor = 15 * time.Second
 
-type pushJSON struct {
-	URL                string     `json:"url"`
-	TimeoutSeconds     int        `json:"timeout_seconds"`
-	MaxInFlight        int        `json:"max_in_flight"`
-	RateLimitPerSecond int        `json:"rate_limit_per_second"`
-	Format             string     `json:"format"`
-	FailingSince       *time.Time `json:"failing_since"`
-	DisabledAt         *time.Time `json:"disabled_at"`
-	DisabledReason     *string    `json:"disabled_reason"`
-}
-
-type attemptJSON struct {
-	MessageID  string    `json:"message_id"`
-	Attempt    int       `json:"attempt"`
-	StatusCode *int      `json:"status_code"`
-	Error      *string   `json:"error"`
-	DurationMS int64     `json:"duration_ms"`
-	At         time.Time `json:"at"`
-}
-
 var (
 	pushKeys        = []string{"url", "timeout_seconds", "max_in_flight", "rate_limit_per_second", "format", "failing_since", "disabled_at", "disabled_reason"}
 	attemptKeys     = []string{"message_id", "attempt", "status_code", "error", "duration_ms", "at"}
@@ -176,7 +156,7 @@ func requireSecret(t testing.TB, s string) {
 // putPush PUTs a queue or subscription (path) and requires status; its
 // members are keys, plus a signing_secret, which is returned ("" when
 // absent), with the push member.
-func putPush(t testing.TB, env *ferrytest.Env, path string, cfg map[string]any, status int, keys []string) (*pushJSON, string) {
+func putPush(t testing.TB, env *ferrytest.Env, path string, cfg map[string]any, status int, keys []string) (*client.Push, string) {
 	t.Helper()
 	r := env.Do("PUT", path, orNil(cfg))
 	require.Equal(t, status, r.Status, "PUT %s: %s", path, r.Body)
@@ -191,7 +171,7 @@ func putPush(t testing.TB, env *ferrytest.Env, path string, cfg map[string]any, 
 	return decodePush(t, m), secret
 }
 
-func decodePush(t testing.TB, m map[string]any) *pushJSON {
+func decodePush(t testing.TB, m map[string]any) *client.Push {
 	t.Helper()
 	require.Contains(t, m, "push")
 	if m["push"] == nil {
@@ -200,7 +180,7 @@ func decodePush(t testing.TB, m map[string]any) *pushJSON {
 	requireKeys(t, m["push"].(map[string]any), pushKeys, "push")
 	raw, err := json.Marshal(m["push"])
 	require.NoError(t, err)
-	var p pushJSON
+	var p client.Push
 	require.NoError(t, json.Unmarshal(raw, &p))
 	return &p
 }
@@ -215,7 +195,7 @@ func newPushSub(t testing.TB, env *ferrytest.Env, topic, sub string, cfg map[str
 
 // getPush GETs a queue or subscription (path): its push member and stats.
 // GET never shows a signing secret.
-func getPush(t testing.TB, env *ferrytest.Env, path string, keys []string) (*pushJSON, client.QueueStats) {
+func getPush(t testing.TB, env *ferrytest.Env, path string, keys []string) (*client.Push, client.QueueStats) {
 	t.Helper()
 	r := env.Do("GET", path, nil)
 	require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", path, r.Body)
@@ -229,25 +209,25 @@ func getPush(t testing.TB, env *ferrytest.Env, path string, keys []string) (*pus
 	return decodePush(t, m), out.Stats
 }
 
-func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*pushJSON, client.QueueStats) {
+func subPush(t testing.TB, env *ferrytest.Env, topic, sub string) (*client.Push, client.QueueStats) {
 	t.Helper()
 	return getPush(t, env, spath(topic, sub), subscriptionKeys)
 }
 
 // attempts lists a target's push attempts (path: the queue's or
 // subscription's) with the query string.
-func attempts(t testing.TB, env *ferrytest.Env, path, query string) []attemptJSON {
+func attempts(t testing.TB, env *ferrytest.Env, path, query string) []client.PushAttempt {
 	t.Helper()
 	return getPage[struct {
-		Attempts []attemptJSON `json:"attempts"`
+		Attempts []client.PushAttempt `json:"attempts"`
 	}](t, env, path+"/attempts"+query, []string{"attempts"}, keysOf(attemptKeys, "attempt")).Attempts
 }
 
 // waitAttempts waits until the target has recorded at least n attempts
 // and returns them all, newest first.
-func waitAttempts(t testing.TB, env *ferrytest.Env, path string, n int) []attemptJSON {
+func waitAttempts(t testing.TB, env *ferrytest.Env, path string, n int) []client.PushAttempt {
 	t.Helper()
-	var got []attemptJSON
+	var got []client.PushAttempt
 	eventually(t, fmt.Sprintf("%d attempts of %s", n, path), func() bool {
 		got = attempts(t, env, path, "?limit=1000")
 		return len(got) >= n
@@ -264,14 +244,14 @@ func waitDrained(t testing.TB, env *ferrytest.Env, topic, sub string) {
 	})
 }
 
-func statusOf(a attemptJSON) int {
+func statusOf(a client.PushAttempt) int {
 	if a.StatusCode == nil {
 		return 0
 	}
 	return *a.StatusCode
 }
 
-func errorOf(a attemptJSON) string {
+func errorOf(a client.PushAttempt) string {
 	if a.Error == nil {
 		return ""
 	}
@@ -351,7 +331,7 @@ func TestPushSignedDelivery(t *testing.T) {
 
 	secret := newPushSub(t, env, "orders", "hook", fast(map[string]any{"push": map[string]any{"url": rc.url()}}))
 	p, _ := subPush(t, env, "orders", "hook")
-	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 10, MaxInFlight: 10, Format: "standard"}, p, "push with its defaults, enabled")
+	require.Equal(t, &client.Push{URL: rc.url(), TimeoutSeconds: 10, MaxInFlight: 10, Format: "standard"}, p, "push with its defaults, enabled")
 	// A later PUT keeps the secret and does not show it again.
 	_, again := putPush(t, env, spath("orders", "hook"), map[string]any{"push": map[string]any{"url": rc.url()}}, http.StatusOK, subscriptionKeys)
 	require.Empty(t, again, "the secret is shown once")
@@ -412,7 +392,7 @@ func TestPushQueue(t *testing.T) {
 	}})
 	p, secret := putPush(t, env, qpath("jobs"), cfg, http.StatusCreated, queueKeys)
 	require.NotEmpty(t, secret, "the PUT that creates a push queue issues its secret")
-	require.Equal(t, &pushJSON{URL: rc.url(), TimeoutSeconds: 5, MaxInFlight: 3, RateLimitPerSecond: 100, Format: "standard"}, p)
+	require.Equal(t, &client.Push{URL: rc.url(), TimeoutSeconds: 5, MaxInFlight: 3, RateLimitPerSecond: 100, Format: "standard"}, p)
 	got, _ := getPush(t, env, qpath("jobs"), queueKeys)
 	require.Equal(t, p, got)
 
@@ -536,7 +516,7 @@ func TestPushGoneDisables(t *testing.T) {
 	pushOne(t, env, map[string]any{"push": map[string]any{"url": rc.url()}}, "evt-g1")
 	rc.wait(t, 1)
 
-	var p *pushJSON
+	var p *client.Push
 	eventually(t, "push disabled", func() bool {
 		p, _ = subPush(t, env, "t", "s")
 		return p.DisabledAt != nil
@@ -1044,16 +1024,16 @@ func TestPushConfig(t *testing.T) {
 		require.Empty(t, secret)
 		p, secret = putPush(t, env, tc.path, map[string]any{"push": map[string]any{"url": u1, "max_in_flight": 4}}, http.StatusOK, tc.keys)
 		require.NotEmpty(t, secret, "push added: the secret is issued")
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 10, MaxInFlight: 4, Format: "standard"}, p)
+		require.Equal(t, &client.Push{URL: u1, TimeoutSeconds: 10, MaxInFlight: 4, Format: "standard"}, p)
 
 		// Only the fields given change; the secret is not shown again.
 		p, again := putPush(t, env, tc.path, map[string]any{"push": map[string]any{"timeout_seconds": 3, "rate_limit_per_second": 7}}, http.StatusOK, tc.keys)
 		require.Empty(t, again)
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
+		require.Equal(t, &client.Push{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
 		p, _ = putPush(t, env, tc.path, map[string]any{"max_receives": 3}, http.StatusOK, tc.keys)
-		require.Equal(t, &pushJSON{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p, "push absent: unchanged")
+		require.Equal(t, &client.Push{URL: u1, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p, "push absent: unchanged")
 		p, _ = putPush(t, env, tc.path, map[string]any{"push": map[string]any{"url": u2}}, http.StatusOK, tc.keys)
-		require.Equal(t, &pushJSON{URL: u2, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
+		require.Equal(t, &client.Push{URL: u2, TimeoutSeconds: 3, MaxInFlight: 4, RateLimitPerSecond: 7, Format: "standard"}, p)
 		got, _ := getPush(t, env, tc.path, tc.keys)
 		require.Equal(t, p, got)
 
@@ -1125,7 +1105,7 @@ func TestPushDisabledAfterFailingTooLong(t *testing.T) {
 	})
 	publishEvents(t, env, "t", evt("e", "id", "evt-f"))
 
-	var p *pushJSON
+	var p *client.Push
 	eventually(t, "push disabled", func() bool {
 		p, _ = subPush(t, env, "t", "s")
 		return p.DisabledAt != nil
