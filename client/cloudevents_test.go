@@ -14,6 +14,15 @@ import (
 	"github.com/ferry-mq/ferry/openapi/openapitest"
 )
 
+// withTopic starts a Ferry with a topic of one partition.
+func withTopic(t *testing.T, topic string) (*ferrytest.Env, *client.Client) {
+	t.Helper()
+	env, c, _ := setup(t)
+	_, _, err := c.PutTopic(context.Background(), topic, client.TopicConfig{Partitions: client.Ptr(1)})
+	require.NoError(t, err)
+	return env, c
+}
+
 // readAll reads the topic's partition from offset 0 (up to 100 events).
 func readAll(t *testing.T, c *client.Client, topic string, partition int) []client.Event {
 	t.Helper()
@@ -49,9 +58,7 @@ func requireSameCloudEvent(t *testing.T, want, got client.CloudEvent) {
 func TestPublishCloudEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env, c, _ := setup(t)
-	_, _, err := c.PutTopic(ctx, "ce", client.TopicConfig{Partitions: client.Ptr(1)})
-	require.NoError(t, err)
+	env, c := withTopic(t, "ce")
 
 	full := client.CloudEvent{
 		ID: "s-1", Source: "https://shop.invalid/orders", Type: "order.created", Subject: "orders/9912 café",
@@ -103,9 +110,7 @@ func TestPublishCloudEvents(t *testing.T) {
 func TestPublishSDKCloudEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, c, _ := setup(t)
-	_, _, err := c.PutTopic(ctx, "sdk", client.TopicConfig{Partitions: client.Ptr(1)})
-	require.NoError(t, err)
+	_, c := withTopic(t, "sdk")
 
 	e := event.New()
 	e.SetID("sdk-1")

@@ -74,27 +74,27 @@ func withRemovedPush(v any, remove bool) ([]byte, error) {
 	return append(b, `"push":null}`...), nil
 }
 
-// readNullables sets what a queue's or subscription's PUT says with null,
-// as UnmarshalJSON reads it: the dead-letter queue (null: a pointer to "")
-// and push (null: remove).
-func readNullables(dlqRaw, pushRaw json.RawMessage, dlq **string, push **PushConfig, remove *bool) error {
-	if dlqRaw != nil {
+// readNullables reads the members of a queue's or subscription's PUT (b)
+// that say something with null, as UnmarshalJSON reads them: the
+// dead-letter queue (null: a pointer to "") and push (null: remove).
+func readNullables(b []byte, dlq **string, remove *bool) error {
+	var v struct {
+		DeadLetterQueue json.RawMessage `json:"dead_letter_queue"`
+		Push            json.RawMessage `json:"push"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.DeadLetterQueue != nil {
 		s := ""
-		if string(dlqRaw) != "null" {
-			if err := json.Unmarshal(dlqRaw, &s); err != nil {
+		if string(v.DeadLetterQueue) != "null" {
+			if err := json.Unmarshal(v.DeadLetterQueue, &s); err != nil {
 				return err
 			}
 		}
 		*dlq = &s
 	}
-	switch {
-	case pushRaw == nil:
-	case string(pushRaw) == "null":
-		*remove = true
-	default:
-		*push = &PushConfig{}
-		return json.Unmarshal(pushRaw, *push)
-	}
+	*remove = string(v.Push) == "null"
 	return nil
 }
 

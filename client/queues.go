@@ -59,20 +59,19 @@ func (q QueueConfig) MarshalJSON() ([]byte, error) {
 // JSON, such as a file the PUT body came from).
 func (q *QueueConfig) UnmarshalJSON(b []byte) error {
 	type plain QueueConfig
-	var v struct {
-		plain
-		DeadLetterQueue json.RawMessage    `json:"dead_letter_queue"`
-		Push            json.RawMessage    `json:"push"`
-		Tags            *map[string]string `json:"tags"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := json.Unmarshal(b, (*plain)(q)); err != nil {
 		return err
 	}
-	*q = QueueConfig(v.plain)
-	if v.Tags != nil {
-		q.Tags = *v.Tags
+	var tags struct {
+		Tags *map[string]string `json:"tags"`
 	}
-	return readNullables(v.DeadLetterQueue, v.Push, &q.DeadLetterQueue, &q.Push, &q.RemovePush)
+	if err := json.Unmarshal(b, &tags); err != nil {
+		return err
+	}
+	if tags.Tags != nil {
+		q.Tags = *tags.Tags
+	}
+	return readNullables(b, &q.DeadLetterQueue, &q.RemovePush)
 }
 
 // nullable is a string sent as null when empty.

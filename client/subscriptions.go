@@ -58,16 +58,10 @@ func (s SubscriptionConfig) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads what MarshalJSON writes.
 func (s *SubscriptionConfig) UnmarshalJSON(b []byte) error {
 	type plain SubscriptionConfig
-	var v struct {
-		plain
-		DeadLetterQueue json.RawMessage `json:"dead_letter_queue"`
-		Push            json.RawMessage `json:"push"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
 		return err
 	}
-	*s = SubscriptionConfig(v.plain)
-	return readNullables(v.DeadLetterQueue, v.Push, &s.DeadLetterQueue, &s.Push, &s.RemovePush)
+	return readNullables(b, &s.DeadLetterQueue, &s.RemovePush)
 }
 
 // Subscription is a subscription's configuration and stats.

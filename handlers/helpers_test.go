@@ -373,19 +373,34 @@ func deadLetters(t testing.TB, env *ferrytest.Env, q, query string) client.DeadL
 // pageOf is the client's Page for a query string of limit and after.
 func pageOf(t testing.TB, query string) client.Page {
 	t.Helper()
+	v := queryParams(t, query, "limit", "after")
+	p := client.Page{Limit: int(intParam(t, v, "limit")), After: v.Get("after")}
+	require.True(t, p.Limit > 0 || !v.Has("limit"), "the client sends a positive limit only")
+	return p
+}
+
+// queryParams parses a test's query string ("" or "?a=1&b=2") and requires
+// it to name only the given parameters (the ones the client sends).
+func queryParams(t testing.TB, query string, names ...string) url.Values {
+	t.Helper()
 	v, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
 	require.NoError(t, err)
-	var p client.Page
-	if l := v.Get("limit"); l != "" {
-		p.Limit, err = strconv.Atoi(l)
-		require.NoError(t, err)
-		require.Positive(t, p.Limit, "the client sends a positive limit only")
+	for k := range v {
+		require.Contains(t, names, k, "query %s: the client's call takes %v", query, names)
 	}
-	p.After = v.Get("after")
-	delete(v, "limit")
-	delete(v, "after")
-	require.Empty(t, v, "a page takes limit and after only")
-	return p
+	return v
+}
+
+// intParam is v's parameter name as a number, 0 when absent.
+func intParam(t testing.TB, v url.Values, name string) int64 {
+	t.Helper()
+	s := v.Get(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err, "%s=%s", name, s)
+	return n
 }
 
 // waitDeadLettered waits until the queue's one message, its last lease
