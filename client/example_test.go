@@ -141,3 +141,33 @@ func ExamplePermanent() {
 	fmt.Println(client.IsPermanent(err), client.IsPermanent(errors.New("timeout")), err)
 	// Output: true false malformed order
 }
+
+// Publishing CloudEvents: one in structured mode, the id its dedup key and
+// the partitionkey its partition; read back with every attribute.
+func ExampleClient_PublishCloudEvent() {
+	url, key, stop := exampleServer()
+	defer stop()
+	ctx := context.Background()
+	c := client.New(url, key)
+	if _, _, err := c.PutTopic(ctx, "orders", client.TopicConfig{Partitions: client.Ptr(1)}); err != nil {
+		log.Fatal(err)
+	}
+
+	e := client.CloudEvent{
+		ID: "evt-1", Source: "https://shop.invalid/orders", Type: "order.created", Subject: "orders/1",
+		PartitionKey: "A-1", Data: map[string]string{"order_id": "A-1"},
+	}
+	first, err := c.PublishCloudEvent(ctx, "orders", e)
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, _ := c.PublishCloudEvent(ctx, "orders", e)
+	fmt.Println(first.Offset, again.Duplicate)
+
+	page, _ := c.ReadEvents(ctx, "orders", client.ReadEvents{Partition: 0})
+	got := page.Events[0].CloudEvent()
+	fmt.Println(got.ID, got.Source, got.Subject, got.PartitionKey, string(page.Events[0].Data))
+	// Output:
+	// 0 true
+	// evt-1 https://shop.invalid/orders orders/1 A-1 {"order_id":"A-1"}
+}
