@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,50 @@ func TestOneBroker(t *testing.T) {
 	r = env.Do(http.MethodPost, "/v1/queues/both/ack", map[string]any{"receipts": []string{*got.Messages[0].ReceiptHandle}})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), `"ok"`)
+}
+
+// TestStoredFormBounded: an SQS body is stored as a JSON string, larger
+// than SQS's measure of it, and that stored form is bounded too. A body of
+// the full 256 KiB made of the control characters SQS allows (tab, LF,
+// CR: each stored as a 2-byte escape) is taken and received byte for byte
+// (the SDK checks its MD5); a message within SQS's measure whose stored
+// form passes twice the server's limit and 64 KiB (a body of escapes with
+// attributes of '<', which the stored JSON writes in 6 bytes each) is
+// InvalidParameterValue on SendMessage and on its batch entry, and
+// nothing of it is written.
+func TestStoredFormBounded(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "escapes", nil)
+	body := strings.Repeat("\t\n\r", 262144/3) + "\t"
+	require.Len(t, body, 262144)
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(body)})
+	require.NoError(t, err)
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, VisibilityTimeout: 60})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.Equal(t, body, *got.Messages[0].Body)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: got.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+
+	attrs := map[string]types.MessageAttributeValue{}
+	for i := range 10 {
+		attrs["a"+strconv.Itoa(i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("<", 4096))}
+	}
+	big := strings.Repeat("\n", 200000) // SQS's measure: 200000 + 10 × (2 + 6 + 4096) bytes, within 256 KiB
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(big), MessageAttributes: attrs})
+	requireCode(t, err, "InvalidParameterValue")
+	require.ErrorContains(t, err, "too large as Ferry stores it")
+	batch, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: []types.SendMessageBatchRequestEntry{
+		{Id: aws.String("small"), MessageBody: aws.String("fits")},
+		{Id: aws.String("big"), MessageBody: aws.String(big), MessageAttributes: attrs},
+	}})
+	require.NoError(t, err)
+	require.Len(t, batch.Successful, 1)
+	require.Len(t, batch.Failed, 1)
+	require.Equal(t, "big", *batch.Failed[0].Id)
+	require.Equal(t, "InvalidParameterValue", *batch.Failed[0].Code)
+	require.True(t, batch.Failed[0].SenderFault)
+	require.EqualValues(t, 1, restAvailable(t, env, "escapes"), "only the small entry was written")
 }
