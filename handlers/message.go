@@ -242,7 +242,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 	if ref.isSub() {
 		out := make([]subscriptionMessageReply, len(msgs))
 		for i, m := range msgs {
-			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: m.Body, Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
+			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: store.CloudDelivery(m.Body, ref.topic), Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
 		}
 		return reply(c, http.StatusOK, map[string]any{"messages": out})
 	}

@@ -155,7 +155,8 @@ BEGIN
                 id := v_r.o_event_id;
                 attributes := coalesce(v_r.o_body::jsonb -> 'attributes', '{}');
             END IF;
-            body := v_r.o_body::jsonb;
+            body := CASE WHEN v_q.topic_id IS NULL THEN v_r.o_body::jsonb
+                ELSE ferry.event_cloud_defaults(v_r.o_body::jsonb, left(target, strpos(target, '/') - 1)) END;
             "group" := v_r.o_grp;
             dedup_id := v_r.o_dedup_id;
             receipt := ferry.receipt_encode(v_r.o_id, v_r.o_claim_token);
