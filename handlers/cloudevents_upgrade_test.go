@@ -86,7 +86,7 @@ func migratedTo(t *testing.T, v uint) string {
 // its subscriptions, an event, deliveries and a dead letter, as that
 // release wrote them) read after migrating up: subscription receives,
 // peeks and dead letters over REST (checked against the spec), event
-// reads and CloudEvents batch reads, ferry.receive, and pushes in the
+// reads, group polls and CloudEvents batch reads, ferry.receive, and pushes in the
 // cloudevents and cloudevents-binary formats parsed by sdk-go all give
 // the defaults API.md names: source /ferry/topics/{topic}, time the
 // publish time, datacontenttype application/json, the key as
@@ -189,6 +189,11 @@ func requireLegacyRESTReads(t *testing.T, env *ferrytest.Env) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	r.JSON(t, &read)
 	require.Len(t, read.Events, 1)
+	requireLegacyDefaults(t, read.Events[0], "e0")
+	r = env.Do("POST", gpath("legacy", "g", "/poll"), map[string]any{"consumer": "m", "start": "earliest"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r.JSON(t, &read)
+	require.Len(t, read.Events, 1, "%s", r.Body)
 	requireLegacyDefaults(t, read.Events[0], "e0")
 	r = env.DoWith("GET", tpath("legacy", "/events")+"?partition=0", nil, http.Header{
 		"Authorization": {"Bearer " + ferrytest.AdminKey}, "Accept": {event.ApplicationCloudEventsBatchJSON}})
