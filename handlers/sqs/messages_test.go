@@ -3,9 +3,11 @@ package sqs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +241,82 @@ func TestStoredFormBounded(t *testing.T) {
 	require.Equal(t, "InvalidParameterValue", *batch.Failed[0].Code)
 	require.True(t, batch.Failed[0].SenderFault)
 	require.EqualValues(t, 1, restAvailable(t, env, "escapes"), "only the small entry was written")
+}
+
+// TestFIFOConcurrentConsumers: consumers receiving from one FIFO queue at
+// once (aws-sdk-go-v2, batches of up to 10) never hold two messages of a
+// group at a time, and get each group's messages in send order, while
+// the groups are delivered in parallel.
+func TestFIFOConcurrentConsumers(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "orders.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	const groups, perGroup, consumers = 4, 15, 6
+	sent := map[string][]string{}
+	for i := range perGroup {
+		var entries []types.SendMessageBatchRequestEntry
+		for g := range groups {
+			group, body := "g"+strconv.Itoa(g), fmt.Sprintf("g%d-%02d", g, i)
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(g)), MessageBody: aws.String(body), MessageGroupId: aws.String(group)})
+			sent[group] = append(sent[group], body)
+		}
+		out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+	}
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]bool{}
+		got      = map[string][]string{}
+		total    int
+		overlaps []string
+	)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+					VisibilityTimeout: 60, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"MessageGroupId"}})
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				for _, m := range out.Messages {
+					g := m.Attributes["MessageGroupId"]
+					if inFlight[g] {
+						overlaps = append(overlaps, *m.Body)
+					}
+					inFlight[g] = true
+					got[g] = append(got[g], *m.Body)
+					total++
+				}
+				done := total == groups*perGroup
+				mu.Unlock()
+				for _, m := range out.Messages {
+					// Released before the delete: the group's next message
+					// cannot be received before the delete commits.
+					mu.Lock()
+					inFlight[m.Attributes["MessageGroupId"]] = false
+					mu.Unlock()
+					_, err := c.DeleteMessage(context.Background(), &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle})
+					if err != nil {
+						mu.Lock()
+						overlaps = append(overlaps, "delete: "+err.Error())
+						mu.Unlock()
+					}
+				}
+				if done {
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, overlaps, "two messages of a group in flight at once (or a delete failed)")
+	require.Equal(t, sent, got, "each group in send order")
 }
