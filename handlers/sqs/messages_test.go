@@ -8,15 +8,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // createQueue makes a queue over SQS and returns its URL.
@@ -319,4 +323,63 @@ func TestFIFOConcurrentConsumers(t *testing.T) {
 	wg.Wait()
 	require.Empty(t, overlaps, "two messages of a group in flight at once (or a delete failed)")
 	require.Equal(t, sent, got, "each group in send order")
+}
+
+// countingTransport counts the requests of one SQS action it carries.
+type countingTransport struct {
+	action string
+	n      atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "AmazonSQS."+c.action {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestFullQueueRetriedBySDK: a send to a queue at its max_depth is
+// RequestThrottled, which aws-sdk-go-v2's standard retryer counts as a
+// throttle and retries: a SendMessage made while the queue is full
+// succeeds, by itself, once a message leaves it. Nothing was written by
+// the refused attempts.
+func TestFullQueueRetriedBySDK(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "full", nil)
+	require.Equal(t, http.StatusOK, env.Do(http.MethodPut, "/v1/queues/full", map[string]any{"max_depth": 1}).Status)
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("one")})
+	require.NoError(t, err)
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("two")})
+	requireCode(t, err, "RequestThrottled")
+	require.Equal(t, aws.TrueTernary, retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err), "a throttle to the SDK")
+
+	counted := &countingTransport{action: "SendMessage"}
+	retrying := awssqs.New(awssqs.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(env.URL), HTTPClient: &http.Client{Transport: counted},
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = 50, 100*time.Millisecond, ratelimit.None
+		}),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "admin", SecretAccessKey: ferrytest.AdminKey}, nil
+		}),
+	})
+	sent := make(chan error, 1)
+	go func() {
+		_, err := retrying.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("two")})
+		sent <- err
+	}()
+	ferrytest.WaitFor(t, 10*time.Second, "the SDK to retry the throttled send", func() bool { return counted.n.Load() >= 2 })
+	require.EqualValues(t, 1, restAvailable(t, env, "full"))
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: got.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	require.NoError(t, <-sent, "retried until the queue had room")
+	got, err = c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.Equal(t, "two", *got.Messages[0].Body)
 }
