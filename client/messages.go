@@ -81,33 +81,54 @@ type Receive struct {
 	// NoWait answers at once even when the queue has a receive_wait_seconds
 	// (it sends wait_seconds 0; WaitSeconds is then ignored).
 	NoWait bool `json:"-"`
+	// Visible receives the messages and leaves them visible at once, as
+	// SQS's VisibilityTimeout 0 does (it sends visibility_timeout_seconds
+	// 0; VisibilityTimeoutSeconds is then ignored). Their receipts are
+	// stale at once: an ack or an extend with them changes nothing.
+	Visible bool `json:"-"`
 }
 
-// MarshalJSON writes the fields set, and "wait_seconds": 0 for NoWait.
+// receiveWire is a Receive as sent: the zero that NoWait and Visible
+// stand for is written, every other zero left out.
+type receiveWire struct {
+	MaxMessages              int  `json:"max_messages,omitempty"`
+	VisibilityTimeoutSeconds *int `json:"visibility_timeout_seconds,omitempty"`
+	WaitSeconds              *int `json:"wait_seconds,omitempty"`
+}
+
+// setOrZero is &v when v is set, a pointer to 0 when zero says so, or nil.
+func setOrZero(v int, zero bool) *int {
+	switch {
+	case zero:
+		return new(int)
+	case v != 0:
+		return &v
+	}
+	return nil
+}
+
+// MarshalJSON writes the fields set, and 0 for NoWait and Visible.
 func (r Receive) MarshalJSON() ([]byte, error) {
-	type plain Receive
-	if !r.NoWait {
-		return json.Marshal(plain(r))
-	}
-	return json.Marshal(struct {
-		plain
-		WaitSeconds int `json:"wait_seconds"`
-	}{plain: plain(r)})
+	return json.Marshal(receiveWire{
+		MaxMessages:              r.MaxMessages,
+		VisibilityTimeoutSeconds: setOrZero(r.VisibilityTimeoutSeconds, r.Visible),
+		WaitSeconds:              setOrZero(r.WaitSeconds, r.NoWait),
+	})
 }
 
-// UnmarshalJSON reads what MarshalJSON writes: "wait_seconds": 0 is NoWait.
+// UnmarshalJSON reads what MarshalJSON writes: "wait_seconds": 0 is
+// NoWait, "visibility_timeout_seconds": 0 is Visible.
 func (r *Receive) UnmarshalJSON(b []byte) error {
-	type plain Receive
-	var v struct {
-		plain
-		WaitSeconds *int `json:"wait_seconds"`
-	}
+	var v receiveWire
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*r = Receive(v.plain)
+	*r = Receive{MaxMessages: v.MaxMessages}
 	if v.WaitSeconds != nil {
 		r.WaitSeconds, r.NoWait = *v.WaitSeconds, *v.WaitSeconds == 0
+	}
+	if v.VisibilityTimeoutSeconds != nil {
+		r.VisibilityTimeoutSeconds, r.Visible = *v.VisibilityTimeoutSeconds, *v.VisibilityTimeoutSeconds == 0
 	}
 	return nil
 }

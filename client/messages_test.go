@@ -71,6 +71,23 @@ func TestReceiveNoWait(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(began), 1900*time.Millisecond, "no WaitSeconds waits the queue's")
 }
 
+// TestReceiveVisible: a Receive with Visible claims a message and
+// leaves it visible at once, so the next receive gets it again, counted.
+func TestReceiveVisible(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c, _ := setup(t)
+	putQueue(t, c, "peekish", client.QueueConfig{})
+	_, err := c.Send(ctx, "peekish", client.SendMessage{Body: "hello"})
+	require.NoError(t, err)
+	for want := 1; want <= 2; want++ {
+		ms, err := c.Receive(ctx, "peekish", client.Receive{Visible: true, NoWait: true})
+		require.NoError(t, err)
+		require.Len(t, ms, 1, "receive %d finds it visible", want)
+		require.Equal(t, want, ms[0].ReceiveCount)
+	}
+}
+
 // TestRequestsReadBackFromJSON: the request types with a MarshalJSON of
 // their own read back what it writes (a PUT body kept in a file, say).
 func TestRequestsReadBackFromJSON(t *testing.T) {
@@ -78,6 +95,8 @@ func TestRequestsReadBackFromJSON(t *testing.T) {
 	for _, v := range []any{
 		client.Receive{NoWait: true, MaxMessages: 3},
 		client.Receive{WaitSeconds: 5},
+		client.Receive{Visible: true, NoWait: true},
+		client.Receive{VisibilityTimeoutSeconds: 30, MaxMessages: 10},
 		client.QueueConfig{MaxReceives: client.Ptr(2), DeadLetterQueue: client.Ptr("dlq"), Tags: map[string]string{"a": "b"}},
 		client.QueueConfig{DeadLetterQueue: client.Ptr(""), RemovePush: true, Tags: map[string]string{}},
 		client.QueueConfig{Push: &client.PushConfig{URL: "http://127.0.0.1:1/x", MaxInFlight: client.Ptr(4)}},

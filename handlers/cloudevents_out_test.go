@@ -269,3 +269,47 @@ func TestCloudEventsTopicSource(t *testing.T) {
 	require.Equal(t, "p1", msgs.Messages[0].Event.ID, "the filter matched the topic's source")
 	require.Equal(t, "https://shop.invalid/orders", msgs.Messages[0].Event.Source, "the delivery carries it")
 }
+
+// TestCloudEventsPushOrderedAndDeadLettered: a CloudEvents format changes
+// only the body. An ordered push subscription in each CloudEvents format
+// delivers a key's events one at a time in offset order, retries a
+// refused event up to max_receives with the same webhook-id, dead-letters
+// it (its dead letter carrying the CloudEvents attributes), and only then
+// delivers the key's next event.
+func TestCloudEventsPushOrderedAndDeadLettered(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t, allowPrivatePush)
+	putTopic(t, env, "ord", map[string]any{"partitions": 1}, http.StatusCreated)
+	recv := map[string]*receiver{}
+	for _, f := range []string{"cloudevents", "cloudevents-binary"} {
+		recv[f] = newReceiver(t, func(w http.ResponseWriter, _ *http.Request, h hookRequest) {
+			if h.id() == "poison" {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+		newPushSub(t, env, "ord", f, fast(map[string]any{"ordered": true, "max_receives": 2,
+			"push": map[string]any{"url": recv[f].url(), "format": f}}))
+	}
+	publishEvents(t, env, "ord", evt("x", "id", "first", "key", "k"), evt("x", "id", "poison", "key", "k"), evt("x", "id", "last", "key", "k"))
+	for f, rc := range recv {
+		rc.wait(t, 4)
+		waitDrained(t, env, "ord", f)
+		var ids []string
+		for _, h := range rc.requests() {
+			ids = append(ids, h.id())
+		}
+		require.Equal(t, []string{"first", "poison", "poison", "last"}, ids, "%s: in order, the refused event retried, then dead-lettered", f)
+		var dl struct {
+			Messages []struct {
+				Event cloudEventJSON `json:"event"`
+			} `json:"messages"`
+		}
+		r := env.Do("GET", spath("ord", f, "/dead-letters"), nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		r.JSON(t, &dl)
+		require.Len(t, dl.Messages, 1, f)
+		require.Equal(t, "/ferry/topics/ord", dl.Messages[0].Event.Source, f)
+	}
+}

@@ -65,7 +65,7 @@ func (h *handler) deadLetterList(c echo.Context) error {
 		out := make([]subscriptionDeadLetterReply, len(dls))
 		for i, d := range dls {
 			out[i] = subscriptionDeadLetterReply{
-				ID: deref(d.EventID, ""), Event: h.carriedEvent(c, d.Body, deadLetterName(d.ID, "event")),
+				ID: deref(d.EventID, ""), Event: h.carriedEvent(c, ref.topic, d.Body, deadLetterName(d.ID, "event")),
 				ReceiveCount: d.ReceiveCount, LastError: d.LastError,
 				DeadLetteredAt: d.DeadLetteredAt.UTC(),
 			}

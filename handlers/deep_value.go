@@ -94,9 +94,12 @@ func (h *handler) carriedOr(c echo.Context, v json.RawMessage, alt string, what 
 	return json.RawMessage(alt)
 }
 
-// carriedEvent is a subscription's stored event (an object) as an answer
-// can carry it: each member nesting too deep (its data) written as null.
-func (h *handler) carriedEvent(c echo.Context, ev json.RawMessage, what func() string) json.RawMessage {
+// carriedEvent is a subscription's stored event (an object) of topic as
+// an answer can carry it: with its CloudEvents attributes
+// (store.CloudDelivery), each member nesting too deep (its data) written
+// as null.
+func (h *handler) carriedEvent(c echo.Context, topic string, ev json.RawMessage, what func() string) json.RawMessage {
+	ev = store.CloudDelivery(ev, topic)
 	if carryable(ev) {
 		return ev
 	}

@@ -35,7 +35,7 @@ func TestEdge(t *testing.T) {
 		{"no client input becomes a metrics label", edgeMetricLabels},
 		{"numbers PostgreSQL cannot store are 400 in bodies, data and filters", edgeNumbers},
 		{"attributes count toward the 256 KiB limit", edgeAttributeLimit},
-		{"visibility_timeout_seconds is at least 1", edgeVisibilityZero},
+		{"visibility_timeout_seconds is 0 only where SQS has it: a queue, a receive", edgeVisibilityZero},
 		{"receipts and cursors are strict", edgeStrictReceipts},
 		{"member names match exactly; a duplicate member is 400", edgeMemberNames},
 		{`\u0000 and lone surrogates are refused in bodies, data and attributes alike`, edgeNUL},
@@ -271,19 +271,22 @@ func edgeVisibilityZero(t *testing.T) {
 	got := receive(t, env, "v", map[string]any{"visibility_timeout_seconds": 3600})
 	require.Len(t, got, 1)
 	zero := map[string]any{"visibility_timeout_seconds": 0}
+	// A subscription's deliveries need a lease, and extend's 0 is a nack;
+	// a queue's 0 and a receive's 0 are SQS's VisibilityTimeout 0
+	// (handlers/sqs TestVisibilityTimeoutZero).
 	runBadCases(t, env, []badCase{
-		{"queue put", "PUT", qpath("v"), zero, nil, http.StatusBadRequest, "invalid_request"},
-		{"queue create", "PUT", qpath("v0"), zero, nil, http.StatusBadRequest, "invalid_request"},
 		{"subscription put", "PUT", spath("v", "s"), zero, nil, http.StatusBadRequest, "invalid_request"},
 		{"subscription create", "PUT", spath("v", "s0"), zero, nil, http.StatusBadRequest, "invalid_request"},
-		{"receive", "POST", qpath("v", "/receive"), zero, nil, http.StatusBadRequest, "invalid_request"},
-		{"subscription receive", "POST", spath("v", "s", "/receive"), zero, nil, http.StatusBadRequest, "invalid_request"},
+		{"receive -1", "POST", qpath("v", "/receive"), map[string]any{"visibility_timeout_seconds": -1}, nil, http.StatusBadRequest, "invalid_request"},
 		{"extend", "POST", qpath("v", "/extend"), map[string]any{"receipts": receipts(got), "visibility_timeout_seconds": 0},
 			nil, http.StatusBadRequest, "invalid_request"},
 	})
 	require.Equal(t, 30, getSub(t, env, "v", "s").VisibilityTimeoutSeconds)
 	requireProblem(t, env.Do("GET", spath("v", "s0"), nil), http.StatusNotFound, "not_found")
+	require.Empty(t, receive(t, env, "v", zero), "the message is in flight")
 	require.Equal(t, []string{"ok"}, ack(t, env, "v", receipts(got)...), "the receipt is still current")
+	require.Equal(t, http.StatusOK, env.Do("PUT", qpath("v"), zero).Status)
+	require.Equal(t, http.StatusCreated, env.Do("PUT", qpath("v0"), zero).Status)
 }
 
 // tamper changes the last character of a base64url receipt to its

@@ -207,7 +207,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 	}
 	var cs checks
 	cs.intRange("max_messages", req.MaxMessages, 1, 100)
-	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 1, maxVisibilitySeconds)
+	cs.intRange("visibility_timeout_seconds", req.VisibilityTimeoutSeconds, 0, maxVisibilitySeconds)
 	cs.intRange("wait_seconds", req.WaitSeconds, 0, 20)
 	if err := cs.err(); err != nil {
 		return err
@@ -221,9 +221,9 @@ func (h *handler) messageReceive(c echo.Context) error {
 		ClaimParams: store.ClaimParams{
 			Queue: q,
 			Max:   deref(req.MaxMessages, 1),
-			// A queue configured with 0 before it was refused gets 1: a lease
-			// of 0 would be stale at birth.
-			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, max(1, q.VisibilityTimeoutSeconds))) * time.Second,
+			// 0 (SQS's VisibilityTimeout 0): each message received is
+			// visible again at once, its receive counted, its receipt stale.
+			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds)) * time.Second,
 		},
 		Wait:         time.Duration(deref(req.WaitSeconds, q.ReceiveWaitSeconds)) * time.Second,
 		FallbackPoll: h.FallbackPoll,
@@ -242,7 +242,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 	if ref.isSub() {
 		out := make([]subscriptionMessageReply, len(msgs))
 		for i, m := range msgs {
-			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: m.Body, Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
+			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: store.CloudDelivery(m.Body, ref.topic), Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
 		}
 		return reply(c, http.StatusOK, map[string]any{"messages": out})
 	}

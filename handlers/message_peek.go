@@ -70,7 +70,7 @@ func (h *handler) messagePeek(c echo.Context) error {
 		next = &s
 	}
 	if ref.isSub() {
-		return reply(c, http.StatusOK, map[string]any{"messages": h.subscriptionPeeked(c, msgs), "next": next})
+		return reply(c, http.StatusOK, map[string]any{"messages": h.subscriptionPeeked(c, ref.topic, msgs), "next": next})
 	}
 	return reply(c, http.StatusOK, map[string]any{"messages": h.queuePeeked(c, msgs), "next": next})
 }
@@ -100,11 +100,11 @@ func (h *handler) queuePeeked(c echo.Context, msgs []store.PeekedMessage) []peek
 	return out
 }
 
-func (h *handler) subscriptionPeeked(c echo.Context, msgs []store.PeekedMessage) []subscriptionPeekedReply {
+func (h *handler) subscriptionPeeked(c echo.Context, topic string, msgs []store.PeekedMessage) []subscriptionPeekedReply {
 	out := make([]subscriptionPeekedReply, len(msgs))
 	for i, m := range msgs {
 		out[i] = subscriptionPeekedReply{
-			ID: deref(m.EventID, ""), Event: h.carriedEvent(c, m.Body, peekedName(m.ID, "event")),
+			ID: deref(m.EventID, ""), Event: h.carriedEvent(c, topic, m.Body, peekedName(m.ID, "event")),
 			ReceiveCount: m.ReceiveCount, VisibleAt: m.VisibleAt.UTC(), State: m.State,
 		}
 	}

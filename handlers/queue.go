@@ -73,7 +73,8 @@ func (r queueRequest) patch() store.QueuePatch {
 }
 
 // validate checks the request's settings (see checkQueueSettings);
-// max_receives may also be 0 (never dead-lettered) on a queue.
+// max_receives may also be 0 (never dead-lettered) on a queue, and
+// visibility_timeout_seconds 0 (see [queueOnly]).
 func (r queueRequest) validate() error {
 	if err := checkDeadLetterQueue(r.DeadLetterQueue); err != nil {
 		return err
@@ -82,7 +83,18 @@ func (r queueRequest) validate() error {
 	if r.MaxReceives != nil && *r.MaxReceives == 0 {
 		p.MaxReceives = nil
 	}
-	return checkQueueSettings(p)
+	return checkQueueSettings(queueOnly(p))
+}
+
+// queueOnly is p without the values a queue may have and a subscription
+// may not, for checkQueueSettings: visibility_timeout_seconds 0, as SQS's
+// VisibilityTimeout 0 (a received message is visible again at once; its
+// receipt is stale at once). A subscription's deliveries need a lease.
+func queueOnly(p store.QueuePatch) store.QueuePatch {
+	if p.VisibilityTimeoutSeconds != nil && *p.VisibilityTimeoutSeconds == 0 {
+		p.VisibilityTimeoutSeconds = nil
+	}
+	return p
 }
 
 // maxReceivesIn is a queue request's max_receives for the store: 0 is
@@ -106,12 +118,13 @@ func maxReceivesOut(n int) int {
 
 // CheckQueueSettings checks the bounds of queue settings as a PUT of a
 // queue checks them, for another face (the SQS face); the error is the
-// [*Problem] REST answers. MaxReceives may be store.MaxReceivesNever.
+// [*Problem] REST answers. MaxReceives may be store.MaxReceivesNever,
+// VisibilityTimeoutSeconds 0.
 func CheckQueueSettings(p store.QueuePatch) error {
 	if p.MaxReceives != nil && *p.MaxReceives == store.MaxReceivesNever {
 		p.MaxReceives = nil
 	}
-	return checkQueueSettings(p)
+	return checkQueueSettings(queueOnly(p))
 }
 
 // checkQueueSettings checks the bounds of the settings a PUT of a queue or

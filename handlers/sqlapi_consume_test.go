@@ -502,8 +502,10 @@ func consumeCases() []consumeCase {
 		{name: "range_errors", msgs: one, steps: []consumeStep{
 			recv(ip(0), nil, 0),
 			recv(ip(101), nil, 0),
-			recv(nil, ip(0), 0),
+			recv(nil, ip(-1), 0),
 			recv(nil, ip(43201), 0),
+			recv(nil, ip(0), 1), // received, and visible again at once
+			recv(nil, ip(0), 1),
 			recv(ip(0), ip(0), 0),
 			recv(ip(100), ip(43200), 1),
 			settleStep("ack", literal(), nil, failing...),
@@ -671,7 +673,7 @@ func TestSQLConsumeErrors(t *testing.T) {
 		msg   string
 	}{
 		{`SELECT * FROM ferry.receive('q', 0)`, nil, "FR400", "ferry: invalid_request: max_messages: must be between 1 and 100"},
-		{`SELECT * FROM ferry.receive('q', 0, 0)`, nil, "FR400",
+		{`SELECT * FROM ferry.receive('q', 0, -1)`, nil, "FR400",
 			"ferry: invalid_request: 2 invalid fields; first: max_messages: must be between 1 and 100"},
 		{`SELECT * FROM ferry.receive('nope')`, nil, "FR404", "ferry: not_found: no such resource"},
 		{`SELECT * FROM ferry.receive('a/b/c')`, nil, "FR400", `ferry: invalid_request: sub: must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`},

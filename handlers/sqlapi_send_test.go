@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/client"
+	"github.com/ferry-mq/ferry/handlers"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
@@ -71,7 +72,8 @@ func TestSQLSendSameAsREST(t *testing.T) {
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	nested := sizedBody(t, 262144, map[string]string{"k<": "v&\n\"é", "traceparent": validTraceparent})
 
-	for i, c := range sendCases(future, past, nested) {
+	t.Run("content_dedup_id", func(t *testing.T) { requireSameContentDedupIDs(t, conn) })
+	for i, c := range append(sendCases(future, past, nested), queueRuleCases()...) {
 		t.Run(c.name, func(t *testing.T) {
 			e := forTest(env, t)
 			faces := map[string]func(q string) sendOutcome{
@@ -197,6 +199,62 @@ func sendCases(future, past string, nested map[string]any) []sendCase {
 		{name: "max_depth_fits", queue: map[string]any{"max_depth": 3}, setup: []map[string]any{msg(1)},
 			msgs: []map[string]any{msg(2), msg(3, "dedup_id", "n"), msg(4, "dedup_id", "n")}},
 		{name: "max_depth_never_fits", queue: map[string]any{"max_depth": 2}, msgs: []map[string]any{msg(1), msg(2), msg(3)}},
+	}
+}
+
+// requireSameContentDedupIDs holds ferry.content_dedup_id to REST's
+// handlers.ContentDedupID(handlers.BodyText(body)) for bodies written as
+// jsonb writes them (with spaces anywhere outside strings): strings of
+// every kind of text, and each other JSON type.
+func requireSameContentDedupIDs(t *testing.T, conn *pgx.Conn) {
+	for _, body := range []string{
+		`"plain"`, `""`, `"héllo wörld ✓ 日本語 \u00e9 \ud83d\ude00"`, `"tab\t nl\n quote\" back\\ slash\/ ctl\u0001\u001f"`,
+		`"  spaces  "`, `"{\"a\": 1}"`, `"\u2028\u2029"`, `null`, `true`, `false`, `0`, `-12.50`,
+		`[]`, `{}`, `[ 1 , "a, b: c" , [ ] , { } ]`, `{"a": {"b": [null, "\"", ", "]}, "é": "ü"}`,
+		`{ "a" : "x\": y" , "bb" : 1 }`,
+	} {
+		var sqlID string
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT ferry.content_dedup_id($1::jsonb)`, body).Scan(&sqlID), body)
+		require.Equal(t, handlers.ContentDedupID(handlers.BodyText(json.RawMessage(body))), sqlID, body)
+	}
+}
+
+// queueRuleCases are the cases of the queue's own rules
+// (handlers' queueSendRules, ferry.send_queue_rules): max_message_size,
+// measured as the server's limit is, and content_based_dedup, whose dedup
+// ids the queue's state compares (the same SHA-256 of the same text on
+// both faces: strings of any text, and JSON values written as jsonb
+// writes them, with spaces anywhere outside strings).
+func queueRuleCases() []sendCase {
+	// {"k<":"v"} is 16 bytes as Go writes it ("k\u003c"); a string body
+	// of n letters is n+2.
+	sized := func(n int) map[string]any {
+		return msg(strings.Repeat("é", n/2)+strings.Repeat("x", n%2), "attributes", map[string]any{"k<": "v"})
+	}
+	small := map[string]any{"max_message_size": 1024}
+	dedup := map[string]any{"content_based_dedup": true}
+	texts := []map[string]any{
+		msg("héllo wörld ✓ 日本語 \u2028"), msg(" two  spaces\ttab\nline \"q\" \\ back"), msg(""),
+		msg(json.RawMessage(`{ "a" : 1 , "b" : [ 1.50 , "x, y: z" , null , true ] , "é" : { } }`)),
+		msg(json.RawMessage(`"{\"a\":1}"`)), msg(json.RawMessage(`{"a":1}`)), // one text: duplicates
+		msg(json.RawMessage(`null`)), msg(""), // null's text is empty: duplicates
+		msg(json.RawMessage(`12`)), msg("12"), msg(json.RawMessage(`[ ]`)),
+		msg("héllo wörld ✓ 日本語 \u2028", "dedup_id", "given"), msg("héllo wörld ✓ 日本語 \u2028"),
+	}
+	return []sendCase{
+		{name: "max_message_size_at_limit", queue: small, msgs: []map[string]any{sized(1024 - 15 - 2)}},
+		{name: "max_message_size_over", queue: small, msgs: []map[string]any{msg(1), sized(1024 - 15 - 1)}},
+		{name: "max_message_size_over_single", queue: small, msgs: []map[string]any{sized(1024 - 15 - 1)}},
+		{name: "max_message_size_object_over", queue: small, msgs: []map[string]any{
+			msg(map[string]any{"a": strings.Repeat("x", 1024-len(`{"a":""}`)+1)})}},
+		{name: "max_message_size_and_a_bad_group", queue: small, msgs: []map[string]any{msg(1, "group", ""), sized(2000)}},
+		{name: "content_dedup_off", msgs: []map[string]any{msg("same"), msg("same")}},
+		{name: "content_dedup_texts", queue: dedup, msgs: texts},
+		{name: "content_dedup_live", queue: dedup, setup: []map[string]any{msg("first"), msg(map[string]any{"b": 2, "a": 1})},
+			msgs: []map[string]any{msg("first"), msg(json.RawMessage(`{"a": 1, "b": 2}`)), msg("first", "dedup_id", "own")}},
+		{name: "content_dedup_single", queue: dedup, setup: []map[string]any{msg("once")}, msgs: []map[string]any{msg("once")}},
+		{name: "content_dedup_with_size", queue: map[string]any{"content_based_dedup": true, "max_message_size": 1024},
+			msgs: []map[string]any{msg("a"), msg("a"), sized(1024 - 15 - 1)}},
 	}
 }
 

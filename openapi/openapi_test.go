@@ -268,9 +268,11 @@ func TestRequestSchemas(t *testing.T) {
 
 		{"ReceiveRequest", `{}`, true},
 		{"ReceiveRequest", `{"max_messages": 100, "visibility_timeout_seconds": 1, "wait_seconds": 20}`, true},
-		{"ReceiveRequest", `{"visibility_timeout_seconds": 0}`, false},
+		{"ReceiveRequest", `{"visibility_timeout_seconds": 0}`, true},
+		{"ReceiveRequest", `{"visibility_timeout_seconds": -1}`, false},
 		{"ExtendRequest", `{"receipts": ["r1"], "visibility_timeout_seconds": 0}`, false},
-		{"QueueConfig", `{"visibility_timeout_seconds": 0}`, false},
+		{"QueueConfig", `{"visibility_timeout_seconds": 0}`, true},
+		{"QueueConfig", `{"visibility_timeout_seconds": -1}`, false},
 		{"ReceiveRequest", `{"max_messages": 101}`, false},
 		{"ReceiveRequest", `{"max_messages": 0}`, false},
 		{"ReceiveRequest", `{"wait_seconds": 21}`, false},

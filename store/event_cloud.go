@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -52,4 +53,82 @@ func ceBodySQL(ce, at, source string) string {
 		'time', to_char(` + at + ` AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 		'datacontenttype', 'application/json', 'extensions', '{}'::jsonb)
 		ELSE '{"extensions": {}}'::jsonb || ` + ce + ` END`
+}
+
+// CloudDelivery is a subscription's delivery body (the event object
+// ceBodySQL and ferry.event_json write) with its CloudEvents attributes,
+// as every face that gives a delivery answers it: subscription receives,
+// peeks and dead letters, pushes in every format, and (in SQL,
+// ferry.event_cloud_defaults) ferry.receive. A body written before
+// CloudEvents support (migration 000017, or by an older binary in a
+// rolling deploy) has none: it gets the attributes of a plain JSON event
+// ([DefaultCloudAttrs]) of topic, whose source is the default one (the
+// source a delivery keeps is that of its publish, when a topic had no
+// source setting), its time the body's published_at, and extensions {}.
+// A body that has a source, or is not such an object, is body itself.
+func CloudDelivery(body json.RawMessage, topic string) json.RawMessage {
+	if hasMember(body, "source") {
+		return body
+	}
+	var ev struct {
+		PublishedAt *time.Time `json:"published_at"`
+	}
+	end := bytes.LastIndexByte(body, '}')
+	if end < 0 || json.Unmarshal(body, &ev) != nil || ev.PublishedAt == nil {
+		return body
+	}
+	ce, err := json.Marshal(DefaultCloudAttrs(DefaultCloudSource(topic), *ev.PublishedAt))
+	if err != nil {
+		return body
+	}
+	out := make([]byte, 0, len(body)+len(ce)+len(`,"extensions":{}`)+1)
+	out = append(out, body[:end]...)
+	if len(bytes.TrimSpace(body[1:end])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, ce[1:len(ce)-1]...)
+	out = append(out, `,"extensions":{}}`...)
+	return out
+}
+
+// hasMember reports whether obj, a JSON object, has a member named name
+// (written without escapes) at its top level: one pass over its bytes,
+// the hot path of every delivery read.
+func hasMember(obj []byte, name string) bool {
+	depth, start, inString, escaped := 0, -1, false, false
+	for i, c := range obj {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+				if start >= 0 && string(obj[start:i]) == name && colonFollows(obj[i+1:]) {
+					return true
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString, start = true, -1
+			if depth == 1 {
+				start = i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}
+
+// colonFollows reports whether rest begins, after white space, with ':'
+// (the string before it was a member's name).
+func colonFollows(rest []byte) bool {
+	rest = bytes.TrimLeft(rest, " \t\r\n")
+	return len(rest) > 0 && rest[0] == ':'
 }

@@ -43,3 +43,38 @@ func TestCloudAttrsGoAndSQLAgree(t *testing.T) {
 	require.JSONEq(t, `{"source":"/app","subject":"s","extensions":{}}`, string(stored),
 		"a stored CloudEvent keeps its own attributes, and no defaults are added")
 }
+
+// TestCloudDeliveryGoAndSQLAgree: a delivery written before CloudEvents
+// support gets the same defaults from Go (store.CloudDelivery: REST and
+// push) and from SQL (ferry.event_cloud_defaults: ferry.receive); a
+// delivery that has a source, even one whose data names a "source" too,
+// is left as it is, and so is what is not such an event. Only a member
+// of the event object itself counts as its source.
+func TestCloudDeliveryGoAndSQLAgree(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	const legacy = `{"id": "e", "key": null, "data": {"source": "not the event's", "x": ["source", {"source": 1}]}, ` +
+		`"type": "t", "offset": 3, "partition": 1, "attributes": {"source": "s"}, "published_at": "2026-03-04T04:06:07.890123Z"}`
+	for _, c := range []struct{ body, want string }{
+		{legacy, `{"id": "e", "key": null, "data": {"source": "not the event's", "x": ["source", {"source": 1}]}, "type": "t",
+			"offset": 3, "partition": 1, "attributes": {"source": "s"}, "published_at": "2026-03-04T04:06:07.890123Z",
+			"source": "/ferry/topics/orders", "time": "2026-03-04T04:06:07.890123Z", "datacontenttype": "application/json", "extensions": {}}`},
+		{`{"id": "e", "source": "/app", "published_at": "2026-03-04T04:06:07.890123Z", "extensions": {"k": 1}}`, ""},
+		{`{"id": "e", "data": "\"source\": 1", "published_at": "2026-03-04T04:06:07Z"}`,
+			`{"id": "e", "data": "\"source\": 1", "published_at": "2026-03-04T04:06:07Z", "source": "/ferry/topics/orders",
+			"time": "2026-03-04T04:06:07.000000Z", "datacontenttype": "application/json", "extensions": {}}`},
+		{`{"id": "e"}`, ""},
+		{`[1, "source"]`, ""},
+	} {
+		want := c.want
+		if want == "" {
+			want = c.body
+		}
+		goBody := CloudDelivery(json.RawMessage(c.body), "orders")
+		require.JSONEq(t, want, string(goBody), "Go: %s", c.body)
+		var sqlBody string
+		require.NoError(t, tx.QueryRow(ctx, `SELECT ferry.event_cloud_defaults($1::jsonb, 'orders')::text`, c.body).Scan(&sqlBody))
+		require.JSONEq(t, want, sqlBody, "SQL: %s", c.body)
+	}
+}

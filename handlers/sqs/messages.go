@@ -3,7 +3,9 @@ package sqs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
 
@@ -68,7 +70,7 @@ func (f *face) toMessage(q store.Queue, item string, m messageFields) (store.Sen
 	_ = je.Encode(body)
 	sm.Body, sm.Attributes, err = f.storedLimits().CheckMessage(item, bytes.TrimSpace(enc.Bytes()), toRESTAttributes(m.MessageAttributes, trace))
 	if err != nil {
-		return store.SendMessage{}, sent{}, err
+		return store.SendMessage{}, sent{}, storedTooLarge(err)
 	}
 	return sm, sent{md5Body: sqsmd5.Body(body), md5Attrs: md5OfAttributes(m.MessageAttributes), md5System: md5OfTrace(trace)}, nil
 }
@@ -101,15 +103,33 @@ func (f *face) maxMessageSize(q store.Queue) int {
 }
 
 // storedLimits are the REST rules an SQS message's stored form is checked
-// by: all but the size, which SQS's measure bounds (maxMessageSize). The
-// stored form is larger than SQS's measure (a body's quotes and escapes,
-// a Binary value's base64, the data types in sqs:types), so a message of
-// the full MaximumMessageSize fits; it is at most about six times it
-// (a body of control characters, each escaped as \u00XX).
+// by: all but the size, which SQS's measure bounds (maxMessageSize), and
+// a bound on the stored form itself, which is larger than SQS's measure:
+// a body is a JSON string, its quotes and the escapes of '"', '\', tab,
+// LF and CR (2 bytes each) and of U+2028 and U+2029 (6 bytes for 3) at
+// most doubling it (SQS refuses every other control character, so none
+// takes \u00XX); attributes gain their JSON encoding, a Binary value its
+// base64 and sqs:types the data types. So the stored form may take twice
+// the server's limit (FERRY_MAX_BODY_BYTES), and 64 KiB for attributes:
+// every body SQS takes within MaximumMessageSize fits, and the database
+// and memory hold at most about twice what a REST message may be. A
+// message over it (a body of escapes with attributes of HTML characters,
+// which Go's encoding writes as \u003c) is refused (InvalidParameterValue).
 func (f *face) storedLimits() handlers.Limits {
 	l := f.Limits
-	l.MaxBodyBytes = 8*l.MaxBodyBytes + 64<<10
+	l.MaxBodyBytes = 2*l.MaxBodyBytes + 64<<10
 	return l
+}
+
+// storedTooLarge is err, the REST rules' refusal of a message's stored
+// form, as the SQS face answers it: over the stored bound
+// (storedLimits), an InvalidParameterValue that says so.
+func storedTooLarge(err error) error {
+	var p *handlers.Problem
+	if errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge {
+		return invalidParam("MessageBody", "Message is too large as Ferry stores it (its body and attributes JSON-encoded): "+p.Detail+".")
+	}
+	return err
 }
 
 // fifoFields applies the FIFO members: on a FIFO queue MessageGroupId is

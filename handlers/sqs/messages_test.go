@@ -3,17 +3,24 @@ package sqs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/sqsmd5"
+	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
 )
 
 // createQueue makes a queue over SQS and returns its URL.
@@ -192,4 +199,187 @@ func TestOneBroker(t *testing.T) {
 	r = env.Do(http.MethodPost, "/v1/queues/both/ack", map[string]any{"receipts": []string{*got.Messages[0].ReceiptHandle}})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), `"ok"`)
+}
+
+// TestStoredFormBounded: an SQS body is stored as a JSON string, larger
+// than SQS's measure of it, and that stored form is bounded too. A body of
+// the full 256 KiB made of the control characters SQS allows (tab, LF,
+// CR: each stored as a 2-byte escape) is taken and received byte for byte
+// (the SDK checks its MD5); a message within SQS's measure whose stored
+// form passes twice the server's limit and 64 KiB (a body of escapes with
+// attributes of '<', which the stored JSON writes in 6 bytes each) is
+// InvalidParameterValue on SendMessage and on its batch entry, and
+// nothing of it is written.
+func TestStoredFormBounded(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "escapes", nil)
+	body := strings.Repeat("\t\n\r", 262144/3) + "\t"
+	require.Len(t, body, 262144)
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(body)})
+	require.NoError(t, err)
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, VisibilityTimeout: 60})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.Equal(t, body, *got.Messages[0].Body)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: got.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+
+	attrs := map[string]types.MessageAttributeValue{}
+	for i := range 10 {
+		attrs["a"+strconv.Itoa(i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("<", 4096))}
+	}
+	big := strings.Repeat("\n", 200000) // SQS's measure: 200000 + 10 × (2 + 6 + 4096) bytes, within 256 KiB
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(big), MessageAttributes: attrs})
+	requireCode(t, err, "InvalidParameterValue")
+	require.ErrorContains(t, err, "too large as Ferry stores it")
+	batch, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: []types.SendMessageBatchRequestEntry{
+		{Id: aws.String("small"), MessageBody: aws.String("fits")},
+		{Id: aws.String("big"), MessageBody: aws.String(big), MessageAttributes: attrs},
+	}})
+	require.NoError(t, err)
+	require.Len(t, batch.Successful, 1)
+	require.Len(t, batch.Failed, 1)
+	require.Equal(t, "big", *batch.Failed[0].Id)
+	require.Equal(t, "InvalidParameterValue", *batch.Failed[0].Code)
+	require.True(t, batch.Failed[0].SenderFault)
+	require.EqualValues(t, 1, restAvailable(t, env, "escapes"), "only the small entry was written")
+}
+
+// TestFIFOConcurrentConsumers: consumers receiving from one FIFO queue at
+// once (aws-sdk-go-v2, batches of up to 10) never hold two messages of a
+// group at a time, and get each group's messages in send order, while
+// the groups are delivered in parallel.
+func TestFIFOConcurrentConsumers(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "orders.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	const groups, perGroup, consumers = 4, 15, 6
+	sent := map[string][]string{}
+	for i := range perGroup {
+		var entries []types.SendMessageBatchRequestEntry
+		for g := range groups {
+			group, body := "g"+strconv.Itoa(g), fmt.Sprintf("g%d-%02d", g, i)
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(g)), MessageBody: aws.String(body), MessageGroupId: aws.String(group)})
+			sent[group] = append(sent[group], body)
+		}
+		out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+	}
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]bool{}
+		got      = map[string][]string{}
+		total    int
+		overlaps []string
+	)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+					VisibilityTimeout: 60, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"MessageGroupId"}})
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				for _, m := range out.Messages {
+					g := m.Attributes["MessageGroupId"]
+					if inFlight[g] {
+						overlaps = append(overlaps, *m.Body)
+					}
+					inFlight[g] = true
+					got[g] = append(got[g], *m.Body)
+					total++
+				}
+				done := total == groups*perGroup
+				mu.Unlock()
+				for _, m := range out.Messages {
+					// Released before the delete: the group's next message
+					// cannot be received before the delete commits.
+					mu.Lock()
+					inFlight[m.Attributes["MessageGroupId"]] = false
+					mu.Unlock()
+					_, err := c.DeleteMessage(context.Background(), &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle})
+					if err != nil {
+						mu.Lock()
+						overlaps = append(overlaps, "delete: "+err.Error())
+						mu.Unlock()
+					}
+				}
+				if done {
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, overlaps, "two messages of a group in flight at once (or a delete failed)")
+	require.Equal(t, sent, got, "each group in send order")
+}
+
+// countingTransport counts the requests of one SQS action it carries.
+type countingTransport struct {
+	action string
+	n      atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "AmazonSQS."+c.action {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestFullQueueRetriedBySDK: a send to a queue at its max_depth is
+// RequestThrottled, which aws-sdk-go-v2's standard retryer counts as a
+// throttle and retries: a SendMessage made while the queue is full
+// succeeds, by itself, once a message leaves it. Nothing was written by
+// the refused attempts.
+func TestFullQueueRetriedBySDK(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "full", nil)
+	require.Equal(t, http.StatusOK, env.Do(http.MethodPut, "/v1/queues/full", map[string]any{"max_depth": 1}).Status)
+	_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("one")})
+	require.NoError(t, err)
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("two")})
+	requireCode(t, err, "RequestThrottled")
+	require.Equal(t, aws.TrueTernary, retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err), "a throttle to the SDK")
+
+	counted := &countingTransport{action: "SendMessage"}
+	retrying := awssqs.New(awssqs.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(env.URL), HTTPClient: &http.Client{Transport: counted},
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = 50, 100*time.Millisecond, ratelimit.None
+		}),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "admin", SecretAccessKey: ferrytest.AdminKey}, nil
+		}),
+	})
+	sent := make(chan error, 1)
+	go func() {
+		_, err := retrying.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("two")})
+		sent <- err
+	}()
+	ferrytest.WaitFor(t, 10*time.Second, "the SDK to retry the throttled send", func() bool { return counted.n.Load() >= 2 })
+	require.EqualValues(t, 1, restAvailable(t, env, "full"))
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: got.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	require.NoError(t, <-sent, "retried until the queue had room")
+	got, err = c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.Equal(t, "two", *got.Messages[0].Body)
 }

@@ -52,8 +52,8 @@ func (f *face) receiveMessage(cl *call) (any, error) {
 		return nil, invalidParam("MaxNumberOfMessages", "Must be between 1 and 10, if provided")
 	case wait < 0 || wait > 20:
 		return nil, invalidParam("WaitTimeSeconds", "Must be >= 0 and <= 20, if provided")
-	case in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 1 || *in.VisibilityTimeout > 43200):
-		return nil, invalidParam("VisibilityTimeout", "must be from 1 to 43200 on Ferry (a lease of 0 would end before its receipt could be used)")
+	case in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200):
+		return nil, invalidParam("VisibilityTimeout", "Must be >= 0 and <= 43200, if provided")
 	}
 	q, err := f.namedQueue(cl, in.QueueUrl, access.Receive, true)
 	if err != nil {
@@ -65,7 +65,8 @@ func (f *face) receiveMessage(cl *call) (any, error) {
 	p := store.ReceiveParams{
 		ClaimParams: store.ClaimParams{
 			Queue: q, Max: maxN,
-			VisibilityTimeout: time.Duration(deref(in.VisibilityTimeout, max(1, q.VisibilityTimeoutSeconds))) * time.Second,
+			// 0: received, and visible again at once (as SQS).
+			VisibilityTimeout: time.Duration(deref(in.VisibilityTimeout, q.VisibilityTimeoutSeconds)) * time.Second,
 		},
 		Wait: time.Duration(wait) * time.Second, FallbackPoll: f.FallbackPoll, Stop: f.Stop,
 		Recheck: f.recheck(cl, q.Name),

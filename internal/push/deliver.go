@@ -102,7 +102,8 @@ func (p *Pusher) deliver(ctx context.Context, t store.PushTarget, m store.Messag
 }
 
 // pushBody is what is POSTed, with its headers but the signature's: a
-// subscription's event as stored (or as a CloudEvent, by its push format:
+// subscription's event as stored, with its CloudEvents attributes
+// (store.CloudDelivery) (or as a CloudEvent, by its push format:
 // see cloudPayload), or a queue's message as a consumer would receive it
 // (without a receipt). traceparent is passed through from the attributes
 // when present and valid (sends and publishes refuse invalid ones; older
@@ -127,7 +128,7 @@ func pushPayload(t store.PushTarget, m store.Message) ([]byte, string, error) {
 			Attributes map[string]string `json:"attributes"`
 		}
 		_ = json.Unmarshal(m.Body, &ev)
-		return m.Body, ev.Attributes["traceparent"], nil
+		return store.CloudDelivery(m.Body, t.Topic), ev.Attributes["traceparent"], nil
 	}
 	attrs := map[string]string{}
 	if len(m.Attributes) > 0 {

@@ -127,14 +127,14 @@ BEGIN
     IF v_n NOT BETWEEN 1 AND 100 THEN
         v_errors := v_errors || 'max_messages: must be between 1 and 100'::text;
     END IF;
-    IF visibility_timeout_seconds NOT BETWEEN 1 AND 43200 THEN
-        v_errors := v_errors || 'visibility_timeout_seconds: must be between 1 and 43200'::text;
+    IF visibility_timeout_seconds NOT BETWEEN 0 AND 43200 THEN
+        v_errors := v_errors || 'visibility_timeout_seconds: must be between 0 and 43200'::text;
     END IF;
     PERFORM ferry.consumer_invalid(v_errors);
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.receive', 'the locks of its messages and their groups');
-    -- A queue configured with 0 before it was refused gets 1, as in REST.
-    v_timeout_ms := 1000::bigint * coalesce(visibility_timeout_seconds, greatest(1, v_q.visibility_timeout_seconds));
+    -- 0, as in REST: received, visible again once the caller commits.
+    v_timeout_ms := 1000::bigint * coalesce(visibility_timeout_seconds, v_q.visibility_timeout_seconds);
     PERFORM ferry.counts_per_transaction();
     FOR pass IN 1..3 LOOP
         EXIT WHEN v_got >= v_n;
@@ -155,7 +155,8 @@ BEGIN
                 id := v_r.o_event_id;
                 attributes := coalesce(v_r.o_body::jsonb -> 'attributes', '{}');
             END IF;
-            body := v_r.o_body::jsonb;
+            body := CASE WHEN v_q.topic_id IS NULL THEN v_r.o_body::jsonb
+                ELSE ferry.event_cloud_defaults(v_r.o_body::jsonb, left(target, strpos(target, '/') - 1)) END;
             "group" := v_r.o_grp;
             dedup_id := v_r.o_dedup_id;
             receipt := ferry.receipt_encode(v_r.o_id, v_r.o_claim_token);

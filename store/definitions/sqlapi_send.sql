@@ -4,7 +4,8 @@
 -- commits (DESIGN.md invariant 14); a rollback, or of a savepoint around
 -- the call, leaves no message, no dedup claim, no counter change, and wakes
 -- nobody. The validation and the limits are REST's (handlers' messageSend
--- and Limits.CheckMessage, store.planSend), with REST's problem codes and
+-- and Limits.CheckMessage, queueSendRules: the queue's max_message_size
+-- and content_based_dedup, store.planSend), with REST's problem codes and
 -- details; a batch is all-or-nothing.
 --
 -- Nobody waits for the caller: the send takes no lock others need until
@@ -197,6 +198,57 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.send_plan(ferry.queues, jsonb, boolean) FROM PUBLIC;
 
+-- The dedup id a queue with content_based_dedup gives a message sent
+-- without one (handlers.ContentDedupID of handlers.BodyText): the hex
+-- SHA-256 of the body's text as the SQS face answers it: a string's
+-- value, null's empty text, any other value's compact JSON text (here
+-- jsonb's text without the space it writes after each ',' and ':'
+-- outside strings; so an object's members in jsonb's order and numbers as
+-- numeric writes them, which REST's sender may have spelt otherwise).
+CREATE OR REPLACE FUNCTION ferry.content_dedup_id(body jsonb) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT encode(sha256(convert_to(CASE jsonb_typeof(body)
+        WHEN 'string' THEN body #>> '{}'
+        WHEN 'null' THEN ''
+        ELSE regexp_replace(body::text, '("(\\.|[^"\\])*")|([,:]) ', '\1\3', 'g') END, 'UTF8')), 'hex')
+$$;
+REVOKE ALL ON FUNCTION ferry.content_dedup_id(jsonb) FROM PUBLIC;
+
+-- The queue's own rules (handlers' queueSendRules), after the queue is
+-- found and before its plan: each message within the queue's
+-- max_message_size (body and attributes measured as the server's limit
+-- measures them; FR413 at the first over it), and, with
+-- content_based_dedup, a dedup_id (ferry.content_dedup_id) for each
+-- message without one. Returns the messages to send.
+CREATE OR REPLACE FUNCTION ferry.send_queue_rules(q ferry.queues, messages jsonb, single boolean) RETURNS jsonb
+    LANGUAGE plpgsql AS $$
+DECLARE
+    m jsonb;
+    i integer := 0;
+    size bigint;
+    out jsonb := '[]';
+BEGIN
+    IF coalesce(q.max_message_size, 0) = 0 AND NOT q.content_based_dedup THEN
+        RETURN messages;
+    END IF;
+    FOR m IN SELECT value FROM jsonb_array_elements(messages) LOOP
+        IF q.max_message_size > 0 THEN
+            size := ferry.json_compact_size(m -> 'body') + CASE WHEN jsonb_typeof(m -> 'attributes') = 'object'
+                AND m -> 'attributes' <> '{}' THEN ferry.attributes_size(m -> 'attributes') ELSE 0 END;
+            IF size > q.max_message_size THEN
+                PERFORM ferry.raise(413, 'payload_too_large', format('%s and attributes are %s bytes; the queue''s max_message_size is %s',
+                    CASE WHEN single THEN 'body' ELSE format('messages[%s]: body', i) END, size, q.max_message_size));
+            END IF;
+        END IF;
+        IF q.content_based_dedup AND m ->> 'dedup_id' IS NULL THEN
+            m := m || jsonb_build_object('dedup_id', ferry.content_dedup_id(m -> 'body'));
+        END IF;
+        out := out || jsonb_build_array(m);
+        i := i + 1;
+    END LOOP;
+    RETURN out;
+END $$;
+REVOKE ALL ON FUNCTION ferry.send_queue_rules(ferry.queues, jsonb, boolean) FROM PUBLIC;
+
 -- max_depth admission (store.admitByDepth for one request), with the
 -- statements REST's admission runs: under the queue's lock, taken
 -- exclusively and held to the caller's commit, the new messages must fit;
@@ -265,6 +317,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM ferry.raise(404, 'not_found', format('no such queue: %s', queue));
     END IF;
+    messages := ferry.send_queue_rules(q, messages, single);
     p := ferry.send_plan(q, messages, single);
     IF q.max_depth > 0 THEN
         PERFORM ferry.read_committed_only('a send to a queue with a max_depth', 'the queue''s lock');
