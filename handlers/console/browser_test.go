@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/store"
 )
 
 // browser is one headless Chromium shared by a test's subtests; each
@@ -151,11 +152,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		signIn(t, ctx, base, ferrytest.AdminKey)
 		require.Contains(t, text(t, ctx, "#trouble"), "orders")
 		b.shot(t, ctx, "overview")
+		// The queue's page draws its history as it is when the page is
+		// made: wait for the sampler to have written it.
+		ferrytest.WaitFor(t, 10*time.Second, "the history of orders", func() bool {
+			s, err := store.QueueSampleList(context.Background(), env.Server.Pool(), "", "orders", time.Hour)
+			require.NoError(t, err)
+			return len(s) > 0
+		})
 		do(t, ctx, chromedp.Click(chromedp.CSS(`#queues a[href="/ui/queues/orders"]`)), chromedp.WaitVisible(chromedp.ID("dead-letters")))
 		require.Equal(t, "3", text(t, ctx, "#dead_letters"))
 		require.Contains(t, text(t, ctx, "#messages"), `"<script>alert(\"body\")</script>"`, "the body (a JSON string) shows as text")
 		require.Contains(t, text(t, ctx, "#dead-letters"), "payment declined")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#charts svg polyline")))
+		charts, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("#charts")))
+		require.NoError(t, err)
+		require.Regexp(t, `<polyline points="\d`, charts, "a line with points")
 		b.shot(t, ctx, "queue")
 		do(t, ctx, chromedp.Click(chromedp.ID("redrive-all")), chromedp.WaitVisible(chromedp.ID("confirm")))
 		require.Equal(t, "3", str(stats(t, env, "orders")["dead_letters"]), "nothing before the confirmation")
