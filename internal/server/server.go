@@ -102,7 +102,9 @@ type Config struct {
 	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
 	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
 	// PublicURL is the base URL clients reach Ferry at: the base of the
-	// SQS face's QueueUrls; empty: each request's own.
+	// SQS face's QueueUrls, and, when https, what makes the console's
+	// session cookie Secure behind a TLS-ending proxy; empty: each
+	// request's own.
 	PublicURL string `envconfig:"FERRY_PUBLIC_URL"`
 	// SecretKey is the server key (32 bytes, base64) that seals the
 	// secrets of new API keys, so that SQS signatures (SigV4) can be
@@ -482,6 +484,7 @@ func (s *Server) handler(w wiring) http.Handler {
 	console.Mount(e, console.Deps{
 		API: e, Resolver: w.resolver, KeyByID: w.keys.KeyByID(cfg.AdminKey),
 		Secret: console.DeriveSecret(cfg.AdminKey, cfg.SecretKey), Pool: s.pool, Log: s.log.With("component", "console"),
+		PublicURL: cfg.PublicURL,
 	})
 	return e
 }
