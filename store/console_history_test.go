@@ -128,3 +128,48 @@ func TestSamplesKeepTheirHistory(t *testing.T) {
 	require.Len(t, got, 2, "the older two went")
 	require.Equal(t, old.Add(2*time.Minute), got[0], "the newest old one stays, the base of the new one")
 }
+
+// TestSamplesWriteConcurrentInstances proves that instances sampling at
+// once while traffic goes on (each a pool of its own, as each instance
+// has) neither fail nor count twice: the newest sample holds exactly what
+// was sent, one row a minute.
+func TestSamplesWriteConcurrentInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("shared", store.QueuePatch{})
+	const instances, rounds = 4, 15
+	done := make(chan struct{})
+	errs := make(chan error, instances)
+	for range instances {
+		pool := e.newPool(2)
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				if err := store.SamplesWrite(e.ctx, pool, time.Time{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range rounds {
+		e.send(q, msg(i), msg(i+1))
+	}
+	close(done)
+	for range instances {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, store.SamplesWrite(e.ctx, e.pool, time.Time{}))
+	s, err := store.QueueSampleList(e.ctx, e.pool, "", q.Name, time.Hour)
+	require.NoError(t, err)
+	require.NotEmpty(t, s)
+	last := s[len(s)-1]
+	require.Equal(t, int64(2*rounds), last.Added, "sent once, counted once")
+	require.Equal(t, int64(2*rounds), last.Depth)
+	require.LessOrEqual(t, len(s), 2, "a row a minute (two if the test crossed one)")
+}
