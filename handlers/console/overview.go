@@ -94,7 +94,7 @@ func (c *Console) trouble(ctx context.Context, key access.Key) ([]attention, err
 			a.Reasons = append(a.Reasons, "push disabled")
 		}
 		if t.DeadLetters > 0 {
-			a.Reasons = append(a.Reasons, fmt.Sprintf("%d dead letters", t.DeadLetters))
+			a.Reasons = append(a.Reasons, fmt.Sprintf("%d dead letter%s", t.DeadLetters, map[bool]string{true: "s"}[t.DeadLetters != 1]))
 		}
 		if t.OldestAgeSeconds > int64(store.TroubleOldAge/time.Second) {
 			a.Reasons = append(a.Reasons, fmt.Sprintf("oldest message %s old (over %s)", ago(t.OldestAgeSeconds), ago(int64(store.TroubleOldAge/time.Second))))

@@ -43,6 +43,16 @@ func TestConsoleOverviewSearch(t *testing.T) {
 	}
 	rest(t, env, "POST", "/v1/topics/tp/events", map[string]any{"events": []any{map[string]any{"type": "x"}}}, http.StatusCreated)
 	rest(t, env, "POST", "/v1/topics/tp/groups/g1/poll", map[string]any{"consumer": "c"}, http.StatusOK)
+	// The group's lag (0: it started at the latest event) is 200 above its
+	// sample of a quarter hour ago: it needs attention, and says why.
+	_, err := env.Server.Pool().Exec(context.Background(), `INSERT INTO ferry.group_samples (group_id, minute, lag)
+		SELECT id, date_trunc('minute', now()) - interval '15 minutes', -200 FROM ferry.consumer_groups WHERE name = 'g1'`)
+	require.NoError(t, err)
+	p = u.get("/ui/")
+	trouble = p.Body[strings.Index(p.Body, `id="trouble"`):strings.Index(p.Body, `id="queues"`)]
+	require.Contains(t, trouble, `href="/ui/topics/tp/groups/g1"`)
+	require.Contains(t, trouble, "lag up 200 since")
+	require.Contains(t, trouble, "1 dead letter<")
 	p = u.get("/ui/?q=tp")
 	topics := p.Body[strings.Index(p.Body, `id="topics"`):]
 	for _, want := range []string{"/ui/topics/tp/subscriptions/s1", "/ui/topics/tp/subscriptions/hidden", "/ui/topics/tp/groups/g1"} {
