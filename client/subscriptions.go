@@ -210,6 +210,13 @@ func (c *Client) PurgeSubscriptionDeadLetters(ctx context.Context, topic, sub st
 	return c.purgeDeadLetters(ctx, subPath(topic, sub))
 }
 
+// PurgeSubscription drops every available, delayed and in-flight message
+// of the subscription (dead letters are kept), as [Client.PurgeQueue]
+// does for a queue; it needs manage.
+func (c *Client) PurgeSubscription(ctx context.Context, topic, sub string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: subPath(topic, sub) + "/messages", idempotent: true}, nil)
+}
+
 // RotateSubscriptionSecret gives the push subscription a new signing secret.
 func (c *Client) RotateSubscriptionSecret(ctx context.Context, topic, sub string) (*SecretRotation, error) {
 	return c.rotateSecret(ctx, subPath(topic, sub))

@@ -46,19 +46,20 @@ type auditRule struct {
 // of dead letters (TestEveryChangeIsAudited).
 func auditedRoutes() map[string]auditRule {
 	rs := map[string]auditRule{
-		"PUT /v1/queues/:queue":                      {action: "queue.put"},
-		"DELETE /v1/queues/:queue":                   {action: "queue.delete"},
-		"DELETE /v1/queues/:queue/messages":          {action: "messages.purge"},
-		"POST /v1/queues/:queue/messages/move":       {action: "messages.move"},
-		"PUT /v1/topics/:topic":                      {action: "topic.put"},
-		"DELETE /v1/topics/:topic":                   {action: "topic.delete"},
-		"PUT " + "/v1" + subscriptionPath:            {action: "subscription.put"},
-		"DELETE " + "/v1" + subscriptionPath:         {action: "subscription.delete"},
-		"POST " + "/v1" + subscriptionPath + "/seek": {action: "subscription.seek"},
-		"DELETE " + "/v1" + groupPath:                {action: "group.delete"},
-		"POST " + "/v1" + groupPath + "/seek":        {action: "group.seek"},
-		"POST /v1/keys":                              {action: "key.create", createsKey: true},
-		"DELETE /v1/keys/:id":                        {action: "key.delete"},
+		"PUT /v1/queues/:queue":                            {action: "queue.put"},
+		"DELETE /v1/queues/:queue":                         {action: "queue.delete"},
+		"DELETE /v1/queues/:queue/messages":                {action: "messages.purge"},
+		"POST /v1/queues/:queue/messages/move":             {action: "messages.move"},
+		"PUT /v1/topics/:topic":                            {action: "topic.put"},
+		"DELETE /v1/topics/:topic":                         {action: "topic.delete"},
+		"PUT " + "/v1" + subscriptionPath:                  {action: "subscription.put"},
+		"DELETE " + "/v1" + subscriptionPath:               {action: "subscription.delete"},
+		"POST " + "/v1" + subscriptionPath + "/seek":       {action: "subscription.seek"},
+		"DELETE " + "/v1" + subscriptionPath + "/messages": {action: "messages.purge"},
+		"DELETE " + "/v1" + groupPath:                      {action: "group.delete"},
+		"POST " + "/v1" + groupPath + "/seek":              {action: "group.seek"},
+		"POST /v1/keys":                                    {action: "key.create", createsKey: true},
+		"DELETE /v1/keys/:id":                              {action: "key.delete"},
 	}
 	for _, base := range []string{"/v1" + queuePath, "/v1" + subscriptionPath} {
 		rs["GET "+base+"/dead-letters"] = auditRule{action: "dead_letters.list"}

@@ -77,6 +77,7 @@ func TestAuditedRoutesRecordOneEntryEach(t *testing.T) {
 		{"PUT", s, map[string]any{}, "", 201, "subscription.put", "subscription:t1/s1"},
 		{"POST", s + "/seek", map[string]any{"to": "earliest"}, "", 204, "subscription.seek", "subscription:t1/s1"},
 		{"DELETE", s + "/dead-letters", nil, "", 204, "dead_letters.purge", "subscription:t1/s1"},
+		{"DELETE", s + "/messages", nil, "", 204, "messages.purge", "subscription:t1/s1"},
 		{"POST", s + "/dead-letters/redrive", map[string]any{"limit": 10}, "", 200, "dead_letters.redrive", "subscription:t1/s1"},
 		{"POST", s + "/rotate-secret", nil, "", 0, "push.rotate_secret", "subscription:t1/s1"},
 		{"POST", s + "/enable", nil, "", 0, "push.enable", "subscription:t1/s1"},

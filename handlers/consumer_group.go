@@ -125,7 +125,6 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 		return err
 	}
 	h.Metrics.ObserveGroup(m.topic, m.group, res.ConsumerGroupRefresh)
-	h.Activity.NoteGroup(m.topic, m.group)
 	if res.Created {
 		// A group is created by its first poll; polls are not audited,
 		// its creation is.
@@ -202,7 +201,6 @@ func (h *handler) consumerGroupCommit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h.Activity.NoteGroup(m.topic, m.group)
 	return c.NoContent(http.StatusNoContent)
 }
 

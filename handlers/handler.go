@@ -68,9 +68,6 @@ type Deps struct {
 	SessionPool *pgxpool.Pool
 	// Keys serves the key routes (POST/GET/DELETE /v1/keys).
 	Keys KeyStore
-	// Activity notes the traffic of queues, subscriptions and groups for
-	// the console's charts (nil: none noted).
-	Activity *store.Activity
 }
 
 type handler struct {

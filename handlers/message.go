@@ -149,7 +149,6 @@ func (h *handler) messageSend(c echo.Context) error {
 		}
 	}
 	h.Metrics.ObserveSent(n, fresh)
-	h.Activity.Note("", n, fresh, 0)
 	return reply(c, http.StatusCreated, out)
 }
 
@@ -238,7 +237,6 @@ func (h *handler) messageReceive(c echo.Context) error {
 	dead += undelivered
 	h.Metrics.ObserveDeadLettered(ref.label(), dead)
 	h.Metrics.ObserveReceived(ref.label(), len(msgs))
-	h.Activity.Note(ref.topic, ref.name(), 0, 0)
 	if ref.isSub() {
 		out := make([]subscriptionMessageReply, len(msgs))
 		for i, m := range msgs {
@@ -385,7 +383,6 @@ func (h *handler) messageAck(c echo.Context) error {
 		results, err := store.MessageAckAndWake(ctx, h.Pool, h.Notifier, q.ID, receipts)
 		if err == nil {
 			h.Metrics.ObserveAcked(ref.label(), countOK(results))
-			h.Activity.Note(ref.topic, ref.name(), 0, countOK(results))
 		}
 		return results, err
 	})
@@ -402,7 +399,6 @@ func (h *handler) messageNack(c echo.Context) error {
 		results, dead, err := store.MessageNackAndWake(ctx, h.Pool, h.Notifier, p)
 		if err == nil {
 			h.Metrics.ObserveNacked(ref.label(), countOK(results))
-			h.Activity.Note(ref.topic, ref.name(), 0, 0)
 			h.Metrics.ObserveDeadLettered(ref.label(), dead)
 		}
 		return results, err

@@ -80,6 +80,7 @@ func routePermissions() []routePermission {
 		{"GET", s, access.Subscription, access.Read, false},
 		{"DELETE", s, access.Subscription, access.Manage, false},
 		{"POST", s + "/seek", access.Subscription, access.Manage, false},
+		{"DELETE", s + "/messages", access.Subscription, access.Manage, false},
 		{"GET", "/v1/topics/:topic/groups", access.Group, access.Read, true},
 		{"GET", g, access.Group, access.Read, false},
 		{"DELETE", g, access.Group, access.Manage, false},

@@ -76,6 +76,7 @@ func routeRules() map[string]rule {
 		"GET /v1/topics/:topic/subscriptions/:sub/dead-letters":          {access.Subscription, access.Receive, false},
 		"GET /v1/topics/:topic/subscriptions/:sub/messages":              {access.Subscription, access.Receive, false},
 		"DELETE /v1/topics/:topic/subscriptions/:sub/dead-letters":       {access.Subscription, access.Manage, false},
+		"DELETE /v1/topics/:topic/subscriptions/:sub/messages":           {access.Subscription, access.Manage, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/dead-letters/redrive": {access.Subscription, access.Manage, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/rotate-secret":        {access.Subscription, access.Manage, false},
 		"POST /v1/topics/:topic/subscriptions/:sub/enable":               {access.Subscription, access.Manage, false},

@@ -93,6 +93,7 @@ func (h *handler) subscriptionRoutes(v1 addRoute) {
 	v1(http.MethodGet, subscriptionPath, h.subscriptionGet)
 	v1(http.MethodDelete, subscriptionPath, h.subscriptionDelete)
 	v1(http.MethodPost, subscriptionPath+"/seek", h.subscriptionSeek)
+	v1(http.MethodDelete, subscriptionPath+"/messages", h.messagePurge)
 	h.consumerRoutes(v1, subscriptionPath)
 }
 

@@ -75,3 +75,46 @@ func TestUnknownQueue(t *testing.T) {
 	runBadCases(t, env, cases)
 	require.Equal(t, []string{"ok"}, ack(t, env, "real", rc...), "the real queue's receipt was not touched")
 }
+
+// TestSubscriptionPurge: DELETE .../subscriptions/{sub}/messages drops a
+// subscription's available, delayed and in-flight deliveries, keeps its
+// dead letters and the topic's log, leaves other subscriptions alone, and
+// the subscription goes on receiving; it is 404 for an unknown topic or
+// subscription, 400 for a bad name or query, 403 without manage (as the
+// queue's purge), and writes nothing when refused.
+func TestSubscriptionPurge(t *testing.T) {
+	t.Parallel()
+	keys := testKeys{"reader": scoped(t, "key_r", perm("subscription:t/s", "read", "receive"))}
+	env := ferrytest.Start(t, withKeys(keys))
+	putTopic(t, env, "t", map[string]any{"partitions": 1}, http.StatusCreated)
+	putSub(t, env, "t", "s", map[string]any{"max_receives": 5}, http.StatusCreated)
+	putSub(t, env, "t", "other", nil, http.StatusCreated)
+	publishEvents(t, env, "t", evt("a", "id", "e1"), evt("a", "id", "e2"), evt("a", "id", "e3"))
+	dead := receiveSub(t, env, "t", "s", map[string]any{"max_messages": 1})
+	require.Equal(t, []string{"ok"}, settleSub(t, env, "t", "s", "nack", map[string]any{"receipts": subReceipts(dead), "dead_letter": true}))
+	fly := receiveSub(t, env, "t", "s", map[string]any{"max_messages": 1, "visibility_timeout_seconds": 600})
+	require.Equal(t, statsJSON{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"))
+
+	nf, bad, inv := http.StatusNotFound, http.StatusBadRequest, "invalid_request"
+	runBadCases(t, env, []badCase{
+		{"unknown subscription", "DELETE", spath("t", "ghost", "/messages"), nil, nil, nf, "not_found"},
+		{"unknown topic", "DELETE", spath("ghost", "s", "/messages"), nil, nil, nf, "not_found"},
+		{"bad subscription name", "DELETE", spath("t", "a%20b", "/messages"), nil, nil, bad, inv},
+		{"bad topic name", "DELETE", spath("a:b", "s", "/messages"), nil, nil, bad, inv},
+		{"query parameter", "DELETE", spath("t", "s", "/messages") + "?state=available", nil, nil, bad, inv},
+		{"without manage", "DELETE", spath("t", "s", "/messages"), nil, bearer("reader"), http.StatusForbidden, "forbidden"},
+	})
+	require.Equal(t, statsJSON{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"), "refusals purged nothing")
+
+	r := env.Do("DELETE", spath("t", "s", "/messages"), nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+	require.Empty(t, r.Body)
+	require.Equal(t, statsJSON{DeadLetters: 1}, subCounts(t, env, "t", "s"), "dead letters kept")
+	require.Equal(t, []string{"stale"}, ackSub(t, env, "t", "s", subReceipts(fly)...), "a purged delivery's receipt is stale")
+	require.Equal(t, statsJSON{Available: 3}, subCounts(t, env, "t", "other"), "other subscriptions keep theirs")
+	require.Len(t, logEvents(t, env, "t"), 3, "the topic's log is kept")
+	require.Equal(t, http.StatusNoContent, env.Do("DELETE", spath("t", "s", "/messages"), nil).Status, "an empty purge is still 204")
+	publishEvents(t, env, "t", evt("a", "id", "e4"))
+	got := receiveSub(t, env, "t", "s", nil)
+	require.Equal(t, []string{"e4"}, subIDs(got), "later events are delivered as usual")
+}

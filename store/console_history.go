@@ -2,213 +2,239 @@ package store
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// The history behind the console's charts: a sample a minute of each
-// queue, subscription and consumer group that had traffic through this
-// instance in that minute (ferry.queue_samples, ferry.group_samples;
-// migration 000018). Traffic is noted in memory by the REST handlers
-// ([Activity]) and written by [Activity.Flush] when the traffic pauses
-// for a few seconds, or a minute after it began if it does not, and only
-// when something was noted: an idle instance reads and writes nothing for
-// it (DESIGN.md invariant 12), and the trailing write of the last traffic
-// comes seconds after it. Each instance adds its own counts to the
-// minute's row and sets the depth it read, so several instances behind
-// a load balancer make one history. What bypasses the REST handlers (the
-// SQL API, the SQS face, push deliveries) is not counted in the rates;
-// the depth a sample reads is always the whole queue's.
+// The history behind the console's charts: samples of each queue and
+// subscription (ferry.queue_samples), topic (ferry.topic_samples) and
+// consumer group (ferry.group_samples), a row a minute at most
+// (migrations 000018 and 000020).
+//
+// A sample holds what the engine's own counters said when it was taken:
+// a queue's depth and dead letters, and the totals of messages that came
+// in and of dead letters made (ferry.queue_counts' added and
+// dead_lettered, which the counter triggers keep for every face: REST,
+// the SQL API, SQS, push, retention); a topic's events published so far
+// (its partitions' next offsets); a group's lag. A minute's rates are the
+// differences from the sample before it, so nothing on the hot path
+// counts anything for the console.
+//
+// Samples older than SampleHistory go when their target is sampled
+// again, but for the newest of them: every sample keeps the one before
+// it, so a chart's first minute has its base, and a target's first
+// sample ever is the only one without one (its totals count from zero).
+//
+// [SamplesWrite] runs on every instance, once a minute. It writes a
+// sample only of what changed since its last sample: with no traffic it
+// reads and writes nothing else (DESIGN.md invariant 12: no row, no WAL).
+// Several instances behind a load balancer make one history: a sample is
+// a reading of shared counters, not a count of this instance's traffic,
+// so two instances sampling one minute write the same minute's row (the
+// later reading kept), and nothing is counted twice.
 
 // SampleHistory is how long samples are kept.
 const SampleHistory = 2 * time.Hour
 
-// targetKey names a queue ("", queue) or a subscription (topic, sub).
-type targetKey struct{ topic, name string }
-
-type targetCounts struct{ sent, acked int64 }
-
-// Activity is the traffic noted since the last flush. Its methods are safe
-// for concurrent use, and do nothing on a nil Activity.
-type Activity struct {
-	// Woke receives a value when something is noted after a flush.
-	Woke    chan struct{}
-	mu      sync.Mutex
-	targets map[targetKey]targetCounts
-	groups  map[targetKey]bool
+// SamplesWrite takes the sample of the minute of at (the database's clock
+// when at is zero) of every queue, subscription, topic and group whose
+// counters changed since its last sample, and removes their samples older
+// than SampleHistory (but for the newest of those, the base of the
+// next). The three statements run as one batch: one
+// transaction, which writes nothing when nothing changed.
+func SamplesWrite(ctx context.Context, db DBTX, at time.Time) error {
+	var when *time.Time
+	if !at.IsZero() {
+		when = &at
+	}
+	b := &pgx.Batch{}
+	b.Queue(queueSamplesWrite, when, SampleHistory)
+	b.Queue(topicSamplesWrite, when, SampleHistory)
+	b.Queue(groupSamplesWrite, when, SampleHistory)
+	err := db.SendBatch(ctx, b).Close()
+	return interpretError("samples write", err)
 }
 
-// NewActivity returns an empty Activity.
-func NewActivity() *Activity {
-	return &Activity{Woke: make(chan struct{}, 1), targets: map[targetKey]targetCounts{}, groups: map[targetKey]bool{}}
-}
-
-// Note records traffic on a queue (topic "") or subscription: sent new
-// messages, acked messages, or neither (a receive, a nack).
-func (a *Activity) Note(topic, name string, sent, acked int) {
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	k := targetKey{topic, name}
-	c := a.targets[k]
-	c.sent += int64(sent)
-	c.acked += int64(acked)
-	a.targets[k] = c
-	a.wake()
-}
-
-// wake tells the sampler that something was noted (a.mu held).
-func (a *Activity) wake() {
-	select {
-	case a.Woke <- struct{}{}:
-	default:
-	}
-}
-
-// NoteGroup records traffic on a consumer group (a poll or a commit).
-func (a *Activity) NoteGroup(topic, group string) {
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.groups[targetKey{topic, group}] = true
-	a.wake()
-}
-
-// take returns what was noted and forgets it.
-func (a *Activity) take() (map[targetKey]targetCounts, map[targetKey]bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, g := a.targets, a.groups
-	a.targets, a.groups = map[targetKey]targetCounts{}, map[targetKey]bool{}
-	return t, g
-}
-
-// Flush writes a sample of every target noted since the last flush (none
-// when nothing was: no statement at all) and removes their samples older
-// than SampleHistory. A target deleted meanwhile is skipped.
-func (a *Activity) Flush(ctx context.Context, db DBTX) error {
-	if a == nil {
-		return nil
-	}
-	targets, groups := a.take()
-	if len(targets) > 0 {
-		if err := queueSamplesWrite(ctx, db, targets); err != nil {
-			return err
-		}
-	}
-	if len(groups) > 0 {
-		return groupSamplesWrite(ctx, db, groups)
-	}
-	return nil
-}
-
-func queueSamplesWrite(ctx context.Context, db DBTX, targets map[targetKey]targetCounts) error {
-	var topics, names []string
-	var sent, acked []int64
-	for k, c := range targets {
-		topics, names, sent, acked = append(topics, k.topic), append(names, k.name), append(sent, c.sent), append(acked, c.acked)
-	}
-	_, err := db.Exec(ctx, `/* ferry:queue_samples_write */
-		WITH v AS (
-			SELECT q.id, v.sent, v.acked FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(topic, name, sent, acked)
-			JOIN ferry.queues q ON v.topic = '' AND q.topic_id IS NULL AND q.name = v.name
-			UNION ALL
-			SELECT q.id, v.sent, v.acked FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(topic, name, sent, acked)
-			JOIN ferry.topics t ON t.name = v.topic JOIN ferry.queues q ON q.topic_id = t.id AND q.name = v.name
-		), gone AS (
-			DELETE FROM ferry.queue_samples s USING v WHERE s.queue_id = v.id AND s.minute < now() - $5::interval
-		)
-		INSERT INTO ferry.queue_samples AS s (queue_id, minute, depth, dead_letters, sent, acked)
-		SELECT v.id, date_trunc('minute', now()), coalesce(c.messages, 0), coalesce(c.dead_letters, 0), v.sent, v.acked
-		FROM v LEFT JOIN LATERAL (
-			SELECT sum(messages)::bigint AS messages, sum(dead_letters)::bigint AS dead_letters FROM ferry.queue_counts WHERE queue_id = v.id
-		) c ON true
-		ORDER BY v.id
-		ON CONFLICT (queue_id, minute) DO UPDATE SET depth = excluded.depth, dead_letters = excluded.dead_letters,
-			sent = s.sent + excluded.sent, acked = s.acked + excluded.acked`,
-		topics, names, sent, acked, SampleHistory)
-	return interpretError("queue samples write", err)
-}
-
-func groupSamplesWrite(ctx context.Context, db DBTX, groups map[targetKey]bool) error {
-	var topics, names []string
-	for k := range groups {
-		topics, names = append(topics, k.topic), append(names, k.name)
-	}
-	_, err := db.Exec(ctx, `/* ferry:group_samples_write */
-		WITH v AS (
-			SELECT g.id, g.topic_id FROM unnest($1::text[], $2::text[]) AS v(topic, name)
-			JOIN ferry.topics t ON t.name = v.topic JOIN ferry.consumer_groups g ON g.topic_id = t.id AND g.name = v.name
-		), gone AS (
-			DELETE FROM ferry.group_samples s USING v WHERE s.group_id = v.id AND s.minute < now() - $3::interval
-		)
-		INSERT INTO ferry.group_samples AS s (group_id, minute, lag)
-		SELECT v.id, date_trunc('minute', now()), coalesce(l.lag, 0)
-		FROM v LEFT JOIN LATERAL (
-			SELECT sum(greatest(tp.next_offset - 1 - gp.committed_offset, 0))::bigint AS lag
-			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = v.topic_id AND tp.partition = gp.partition
-			WHERE gp.group_id = v.id
+// queueSamplesWrite: the totals of every queue with counters, compared
+// with its newest sample (one index probe each); the changed ones written.
+// The newer reading of one minute wins (the greater added total; equal:
+// the later statement).
+const queueSamplesWrite = `/* ferry:queue_samples_write */
+	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
+	cur AS (
+		SELECT queue_id, sum(messages)::bigint AS depth, sum(dead_letters)::bigint AS dead_letters,
+			sum(added)::bigint AS added, sum(dead_lettered)::bigint AS dead_lettered
+		FROM ferry.queue_counts GROUP BY queue_id
+	), changed AS (
+		SELECT c.* FROM cur c
+		LEFT JOIN LATERAL (
+			SELECT s.depth, s.dead_letters, s.added, s.dead_lettered FROM ferry.queue_samples s
+			WHERE s.queue_id = c.queue_id ORDER BY s.minute DESC LIMIT 1
 		) l ON true
-		ORDER BY v.id
-		ON CONFLICT (group_id, minute) DO UPDATE SET lag = excluded.lag`,
-		topics, names, SampleHistory)
-	return interpretError("group samples write", err)
-}
+		WHERE CASE WHEN l.depth IS NULL THEN (c.depth, c.dead_letters, c.added, c.dead_lettered) <> (0, 0, 0, 0)
+			ELSE (c.depth, c.dead_letters, c.added, c.dead_lettered) IS DISTINCT FROM (l.depth, l.dead_letters, l.added, l.dead_lettered) END
+	), gone AS (
+		DELETE FROM ferry.queue_samples s USING changed c, at
+		WHERE s.queue_id = c.queue_id AND s.minute < (
+			SELECT max(x.minute) FROM ferry.queue_samples x WHERE x.queue_id = c.queue_id AND x.minute <= at.t - $2::interval)
+	)
+	INSERT INTO ferry.queue_samples AS s (queue_id, minute, depth, dead_letters, added, dead_lettered)
+	SELECT c.queue_id, date_trunc('minute', at.t), c.depth, c.dead_letters, c.added, c.dead_lettered
+	FROM changed c JOIN ferry.queues q ON q.id = c.queue_id, at
+	ORDER BY c.queue_id
+	ON CONFLICT (queue_id, minute) DO UPDATE SET depth = excluded.depth, dead_letters = excluded.dead_letters,
+		added = excluded.added, dead_lettered = excluded.dead_lettered
+	WHERE s.added IS NULL OR excluded.added >= s.added`
 
-// QueueSample is one minute of a queue's or subscription's history.
+// topicSamplesWrite: the events published so far of every topic (the sum
+// of its partitions' next offsets), written where it changed.
+const topicSamplesWrite = `/* ferry:topic_samples_write */
+	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
+	cur AS (
+		SELECT topic_id, sum(next_offset)::bigint AS published FROM ferry.topic_partitions GROUP BY topic_id
+	), changed AS (
+		SELECT c.* FROM cur c
+		LEFT JOIN LATERAL (
+			SELECT s.published FROM ferry.topic_samples s WHERE s.topic_id = c.topic_id ORDER BY s.minute DESC LIMIT 1
+		) l ON true
+		WHERE l.published IS DISTINCT FROM c.published AND (l.published IS NOT NULL OR c.published <> 0)
+	), gone AS (
+		DELETE FROM ferry.topic_samples s USING changed c, at
+		WHERE s.topic_id = c.topic_id AND s.minute < (
+			SELECT max(x.minute) FROM ferry.topic_samples x WHERE x.topic_id = c.topic_id AND x.minute <= at.t - $2::interval)
+	)
+	INSERT INTO ferry.topic_samples AS s (topic_id, minute, published)
+	SELECT c.topic_id, date_trunc('minute', at.t), c.published
+	FROM changed c JOIN ferry.topics t ON t.id = c.topic_id, at
+	ORDER BY c.topic_id
+	ON CONFLICT (topic_id, minute) DO UPDATE SET published = greatest(s.published, excluded.published)`
+
+// groupSamplesWrite: every group's lag (head minus committed, summed over
+// its partitions), written where it changed.
+const groupSamplesWrite = `/* ferry:group_samples_write */
+	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
+	cur AS (
+		SELECT g.id, coalesce((
+			SELECT sum(greatest(tp.next_offset - 1 - gp.committed_offset, 0))
+			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
+			WHERE gp.group_id = g.id), 0)::bigint AS lag
+		FROM ferry.consumer_groups g
+	), changed AS (
+		SELECT c.* FROM cur c
+		LEFT JOIN LATERAL (
+			SELECT s.lag FROM ferry.group_samples s WHERE s.group_id = c.id ORDER BY s.minute DESC LIMIT 1
+		) l ON true
+		WHERE l.lag IS DISTINCT FROM c.lag AND (l.lag IS NOT NULL OR c.lag <> 0)
+	), gone AS (
+		DELETE FROM ferry.group_samples s USING changed c, at
+		WHERE s.group_id = c.id AND s.minute < (
+			SELECT max(x.minute) FROM ferry.group_samples x WHERE x.group_id = c.id AND x.minute <= at.t - $2::interval)
+	)
+	INSERT INTO ferry.group_samples AS s (group_id, minute, lag)
+	SELECT c.id, date_trunc('minute', at.t), c.lag FROM changed c, at
+	ORDER BY c.id
+	ON CONFLICT (group_id, minute) DO UPDATE SET lag = excluded.lag`
+
+// QueueSample is a queue's or subscription's counters at a minute.
 type QueueSample struct {
 	Minute             time.Time
 	Depth, DeadLetters int64
-	Sent, Acked        int64
+	// Added and DeadLettered are the totals of messages that came in and
+	// of dead letters made, so far; Totals is false in a sample an older
+	// binary wrote, which has none.
+	Added, DeadLettered int64
+	Totals              bool
 }
 
 // QueueSampleList returns the samples of the queue (topic "") or
-// subscription of the last `since`, oldest first.
+// subscription of the last `since`, oldest first, after the newest sample
+// before them (the base the first minute's rates are counted from), if
+// any.
 func QueueSampleList(ctx context.Context, db DBTX, topic, name string, since time.Duration) ([]QueueSample, error) {
 	rows, err := db.Query(ctx, `/* ferry:queue_sample_list */
-		SELECT s.minute, s.depth, s.dead_letters, s.sent, s.acked
-		FROM ferry.queues q LEFT JOIN ferry.topics t ON t.id = q.topic_id
-		JOIN ferry.queue_samples s ON s.queue_id = q.id AND s.minute >= now() - $3::interval
-		WHERE q.name = $2 AND coalesce(t.name, '') = $1
-		ORDER BY s.minute`, topic, name, since)
+		WITH q AS (
+			SELECT q.id FROM ferry.queues q LEFT JOIN ferry.topics t ON t.id = q.topic_id
+			WHERE q.name = $2 AND coalesce(t.name, '') = $1
+		)
+		SELECT * FROM (
+			SELECT s.minute, s.depth, s.dead_letters, s.added, s.dead_lettered FROM q
+			JOIN LATERAL (SELECT * FROM ferry.queue_samples s WHERE s.queue_id = q.id AND s.minute < now() - $3::interval
+				ORDER BY s.minute DESC LIMIT 1) s ON true
+			UNION ALL
+			SELECT s.minute, s.depth, s.dead_letters, s.added, s.dead_lettered FROM q
+			JOIN ferry.queue_samples s ON s.queue_id = q.id AND s.minute >= now() - $3::interval
+		) x ORDER BY minute`, topic, name, since)
 	if err != nil {
 		return nil, interpretError("queue sample list", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueSample, error) {
 		var s QueueSample
-		err := row.Scan(&s.Minute, &s.Depth, &s.DeadLetters, &s.Sent, &s.Acked)
+		var added, dead *int64
+		err := row.Scan(&s.Minute, &s.Depth, &s.DeadLetters, &added, &dead)
+		if added != nil && dead != nil {
+			s.Added, s.DeadLettered, s.Totals = *added, *dead, true
+		}
 		return s, err
 	})
 	return out, interpretError("queue sample list", err)
 }
 
-// GroupSample is one minute of a consumer group's history.
-type GroupSample struct {
+// Sample is one minute's value of a topic's or group's history.
+type Sample struct {
 	Minute time.Time
-	Lag    int64
+	Value  int64
 }
 
-// GroupSampleList returns the samples of the group of the last `since`,
-// oldest first.
-func GroupSampleList(ctx context.Context, db DBTX, topic, group string, since time.Duration) ([]GroupSample, error) {
+// GroupSampleList returns the lag samples of the group of the last
+// `since`, oldest first, after the newest one before them, if any.
+func GroupSampleList(ctx context.Context, db DBTX, topic, group string, since time.Duration) ([]Sample, error) {
 	rows, err := db.Query(ctx, `/* ferry:group_sample_list */
-		SELECT s.minute, s.lag FROM ferry.topics t
-		JOIN ferry.consumer_groups g ON g.topic_id = t.id AND g.name = $2
-		JOIN ferry.group_samples s ON s.group_id = g.id AND s.minute >= now() - $3::interval
-		WHERE t.name = $1 ORDER BY s.minute`, topic, group, since)
+		WITH g AS (
+			SELECT g.id FROM ferry.topics t JOIN ferry.consumer_groups g ON g.topic_id = t.id AND g.name = $2 WHERE t.name = $1
+		)
+		SELECT * FROM (
+			SELECT s.minute, s.lag FROM g JOIN LATERAL (SELECT * FROM ferry.group_samples s
+				WHERE s.group_id = g.id AND s.minute < now() - $3::interval ORDER BY s.minute DESC LIMIT 1) s ON true
+			UNION ALL
+			SELECT s.minute, s.lag FROM g JOIN ferry.group_samples s ON s.group_id = g.id AND s.minute >= now() - $3::interval
+		) x ORDER BY minute`, topic, group, since)
+	return collectSamples(rows, err, "group sample list")
+}
+
+// TopicSampleList returns the published-so-far samples of the topic of
+// the last `since`, oldest first, after the newest one before them, if
+// any. A topic made within `since` has no sample before its first: it
+// gets a zero a minute before that (every event it holds was published
+// since it was made), so its first minute has a rate too.
+func TopicSampleList(ctx context.Context, db DBTX, topic string, since time.Duration) ([]Sample, error) {
+	rows, err := db.Query(ctx, `/* ferry:topic_sample_list */
+		WITH t AS (SELECT id, created_at FROM ferry.topics WHERE name = $1),
+		base AS (
+			SELECT s.minute, s.published FROM t JOIN LATERAL (SELECT * FROM ferry.topic_samples s
+				WHERE s.topic_id = t.id AND s.minute < now() - $2::interval ORDER BY s.minute DESC LIMIT 1) s ON true
+		), recent AS (
+			SELECT s.minute, s.published FROM t JOIN ferry.topic_samples s ON s.topic_id = t.id AND s.minute >= now() - $2::interval
+		)
+		SELECT * FROM (
+			SELECT * FROM base
+			UNION ALL
+			SELECT * FROM recent
+			UNION ALL
+			SELECT (SELECT min(minute) FROM recent) - interval '1 minute', 0 FROM t
+			WHERE t.created_at >= now() - $2::interval AND NOT EXISTS (SELECT FROM base) AND EXISTS (SELECT FROM recent)
+		) x ORDER BY minute`, topic, since)
+	return collectSamples(rows, err, "topic sample list")
+}
+
+func collectSamples(rows pgx.Rows, err error, op string) ([]Sample, error) {
 	if err != nil {
-		return nil, interpretError("group sample list", err)
+		return nil, interpretError(op, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupSample, error) {
-		var s GroupSample
-		err := row.Scan(&s.Minute, &s.Lag)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Sample, error) {
+		var s Sample
+		err := row.Scan(&s.Minute, &s.Value)
 		return s, err
 	})
-	return out, interpretError("group sample list", err)
+	return out, interpretError(op, err)
 }

@@ -2,13 +2,14 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // What the console's overview reads (package handlers/console): names
-// found by a part of them, and the queues and subscriptions that need
-// attention. Neither is a hot path; each is bounded by the number of
+// found by a part of them, and the queues, subscriptions and groups
+// that need attention. Neither is a hot path; each is bounded by the number of
 // queues or topics, not of messages.
 
 // NameSearchParams selects one page of [QueueSearch] or [TopicSearch].
@@ -42,39 +43,113 @@ func TopicSearch(ctx context.Context, db DBTX, p NameSearchParams) ([]Topic, boo
 	return pageCollect(rows, err, "topic search", p.Limit, func(row pgx.CollectableRow) (Topic, error) { return scanTopic(row) })
 }
 
+// What puts a queue, subscription or consumer group on the console's
+// attention list, besides dead letters and a disabled push.
+const (
+	// TroubleOldAge: the oldest message (waiting or in flight) was sent
+	// longer ago than this.
+	TroubleOldAge = time.Hour
+	// TroubleLag: a group's lag (events published and not yet
+	// committed, over its partitions) is at least this.
+	TroubleLag = 10_000
+	// TroubleLagGrowth over TroubleLagWindow: a group's lag rose by at
+	// least this much since its last sample at least TroubleLagWindow
+	// old (a group falling behind, before it is far behind).
+	TroubleLagGrowth = 100
+	TroubleLagWindow = 10 * time.Minute
+)
+
 // Trouble is a queue or subscription that needs attention: it has dead
-// letters, or its push delivery is disabled.
+// letters, its push delivery is disabled, or its oldest message is older
+// than TroubleOldAge.
 type Trouble struct {
 	// Topic is the subscription's topic; "" for a queue.
-	Topic, Name  string
-	DeadLetters  int64
-	PushDisabled bool
+	Topic, Name      string
+	DeadLetters      int64
+	PushDisabled     bool
+	OldestAgeSeconds int64
 }
 
-// TroubleList returns up to limit queues and subscriptions with dead
-// letters (most first) or disabled push. It reads the trigger-kept
-// counters (a few rows per queue), not the dead letters themselves.
+// TroubleList returns up to limit queues and subscriptions with disabled
+// push, dead letters (most first) or an old oldest message (oldest
+// first). It reads the trigger-kept counters (a few rows per queue), not
+// the dead letters themselves, and probes the oldest message of each
+// queue that the counters say holds any: one index probe per non-empty
+// queue, never a walk of a queue's messages.
 func TroubleList(ctx context.Context, db DBTX, limit int) ([]Trouble, error) {
 	rows, err := db.Query(ctx, `/* ferry:trouble_list */
-		SELECT coalesce(t.name, ''), q.name, coalesce(d.n, 0), q.push_disabled_at IS NOT NULL
-		FROM ferry.queues q
-		LEFT JOIN ferry.topics t ON t.id = q.topic_id
-		LEFT JOIN (
-			SELECT queue_id, sum(dead_letters)::bigint AS n FROM ferry.queue_counts
-			GROUP BY queue_id HAVING sum(dead_letters) > 0
-		) d ON d.queue_id = q.id
-		WHERE d.n IS NOT NULL OR q.push_disabled_at IS NOT NULL
-		ORDER BY q.push_disabled_at IS NULL, d.n DESC NULLS LAST, t.name NULLS FIRST, q.name
-		LIMIT $1`, limit)
+		WITH c AS (
+			SELECT queue_id, sum(messages)::bigint AS messages, sum(dead_letters)::bigint AS dead_letters
+			FROM ferry.queue_counts GROUP BY queue_id HAVING sum(messages) > 0 OR sum(dead_letters) > 0
+		), cand AS (
+			SELECT q.id, q.topic_id, q.name, q.push_disabled_at, coalesce(c.messages, 0) AS messages, coalesce(c.dead_letters, 0) AS dead_letters
+			FROM ferry.queues q LEFT JOIN c ON c.queue_id = q.id
+			WHERE c.queue_id IS NOT NULL OR q.push_disabled_at IS NOT NULL
+		), aged AS (
+			SELECT cand.*, coalesce(extract(epoch FROM now() - o.sent_at)::bigint, 0) AS age FROM cand
+			LEFT JOIN LATERAL (
+				SELECT sent_at FROM ferry.messages m WHERE m.queue_id = cand.id AND cand.messages > 0 ORDER BY m.id LIMIT 1
+			) o ON true
+		)
+		SELECT coalesce(t.name, ''), a.name, a.dead_letters, a.push_disabled_at IS NOT NULL, greatest(a.age, 0)
+		FROM aged a LEFT JOIN ferry.topics t ON t.id = a.topic_id
+		WHERE a.dead_letters > 0 OR a.push_disabled_at IS NOT NULL OR a.age > $2
+		ORDER BY a.push_disabled_at IS NULL, a.dead_letters DESC, a.age DESC, t.name NULLS FIRST, a.name
+		LIMIT $1`, limit, int64(TroubleOldAge/time.Second))
 	if err != nil {
 		return nil, interpretError("trouble list", err)
 	}
 	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Trouble, error) {
 		var t Trouble
-		err := row.Scan(&t.Topic, &t.Name, &t.DeadLetters, &t.PushDisabled)
+		err := row.Scan(&t.Topic, &t.Name, &t.DeadLetters, &t.PushDisabled, &t.OldestAgeSeconds)
 		return t, err
 	})
 	return ts, interpretError("trouble list", err)
+}
+
+// GroupTrouble is a consumer group that needs attention: its lag is at
+// least TroubleLag, or grew by at least TroubleLagGrowth since its sample
+// of TroubleLagWindow ago.
+type GroupTrouble struct {
+	Topic, Group string
+	Lag          int64
+	// Growth is the lag's rise since Since (0 when no sample is that
+	// old); Since is the minute of that sample.
+	Growth int64
+	Since  time.Time
+}
+
+// GroupTroubleList returns up to limit consumer groups with a high or
+// growing lag, the largest first. Each group's lag is read from its
+// partitions' rows and compared with its newest sample at least
+// TroubleLagWindow old (one index probe of ferry.group_samples).
+func GroupTroubleList(ctx context.Context, db DBTX, limit int) ([]GroupTrouble, error) {
+	rows, err := db.Query(ctx, `/* ferry:group_trouble_list */
+		WITH g AS (
+			SELECT t.name AS topic, g.name, coalesce(l.lag, 0) AS lag, s.lag AS then_lag, s.minute
+			FROM ferry.consumer_groups g JOIN ferry.topics t ON t.id = g.topic_id
+			LEFT JOIN LATERAL (
+				SELECT sum(greatest(tp.next_offset - 1 - gp.committed_offset, 0))::bigint AS lag
+				FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
+				WHERE gp.group_id = g.id
+			) l ON true
+			LEFT JOIN LATERAL (
+				SELECT s.lag, s.minute FROM ferry.group_samples s
+				WHERE s.group_id = g.id AND s.minute <= now() - $2::interval ORDER BY s.minute DESC LIMIT 1
+			) s ON true
+		)
+		SELECT topic, name, lag, greatest(lag - coalesce(then_lag, lag), 0), coalesce(minute, 'epoch'::timestamptz) FROM g
+		WHERE lag >= $3 OR lag - coalesce(then_lag, lag) >= $4
+		ORDER BY lag DESC, topic, name LIMIT $1`, limit, TroubleLagWindow, TroubleLag, TroubleLagGrowth)
+	if err != nil {
+		return nil, interpretError("group trouble list", err)
+	}
+	gs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupTrouble, error) {
+		var g GroupTrouble
+		err := row.Scan(&g.Topic, &g.Group, &g.Lag, &g.Growth, &g.Since)
+		return g, err
+	})
+	return gs, interpretError("group trouble list", err)
 }
 
 // TopicChild is a subscription or consumer group of a topic, as the

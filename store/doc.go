@@ -435,5 +435,5 @@
 //     needs); audit.go; health.go; sql_api.go (the SQL
 //     API's limits and isolation check).
 //   - console_list.go (the console's name search and what needs
-//     attention), console_history.go (the console's charts: [Activity]).
+//     attention), console_history.go (the console's charts: [SamplesWrite]).
 package store

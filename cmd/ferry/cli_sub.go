@@ -17,6 +17,7 @@ func subCommands() []command {
 		{path: "sub receive", args: "TOPIC SUB", help: "receive (claim) events; --ack acks them", nargs: [2]int{2, 2}, setup: subReceive},
 		{path: "sub peek", args: "TOPIC SUB", help: "show deliveries without claiming them (--state, --limit)", nargs: [2]int{2, 2}, setup: subPeek},
 		{path: "sub seek", args: "TOPIC SUB", help: "redeliver or skip: --to earliest|latest|TIME", nargs: [2]int{2, 2}, setup: subSeek},
+		{path: "sub purge", args: "TOPIC SUB", help: "drop every delivery waiting or in flight (dead letters kept)", nargs: [2]int{2, 2}, setup: subPurge},
 	}
 }
 
@@ -140,6 +141,15 @@ func subSeek(fs *flag.FlagSet, x *cli) func(context.Context, []string) error {
 			return err
 		}
 		return x.done("moved subscription %s/%s", args[0], args[1])
+	}
+}
+
+func subPurge(_ *flag.FlagSet, x *cli) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if err := x.c.PurgeSubscription(ctx, args[0], args[1]); err != nil {
+			return err
+		}
+		return x.done("purged subscription %s/%s", args[0], args[1])
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testCLISub: sub create, ls, get, receive, seek, delete.
+// testCLISub: sub create, ls, get, receive, seek, purge, delete.
 func testCLISub(t *testing.T, r *cliRun) {
 	r.ok(t, "", "topic", "create", "feed")
 	t.Run("create", func(t *testing.T) {
@@ -49,6 +49,15 @@ func testCLISub(t *testing.T, r *cliRun) {
 		require.Contains(t, r.ok(t, "", "sub", "seek", "feed", "s", "--to", "earliest"), "moved subscription feed/s")
 		out := r.ok(t, "", "sub", "receive", "feed", "s", "--wait", "5")
 		require.Equal(t, "order.created", rows(out)[1][2], "redelivered after the seek")
+	})
+	t.Run("purge", func(t *testing.T) {
+		require.Contains(t, r.ok(t, "", "sub", "purge", "feed", "s"), "purged subscription feed/s")
+		var ds []struct{ State string }
+		r.okJSON(t, &ds, "", "sub", "peek", "feed", "s")
+		require.Empty(t, ds, "the delivery in flight is gone")
+		_, errOut, code := r.run(t, "", "sub", "purge", "feed", "nope")
+		require.Equal(t, 1, code)
+		require.Contains(t, errOut, "404")
 	})
 	t.Run("delete", func(t *testing.T) {
 		r.ok(t, "", "sub", "delete", "feed", "s")

@@ -10,7 +10,7 @@
 //	ferry queue ls|get|create|delete|send|receive|purge
 //	ferry queue dead-letters ls|redrive|purge
 //	ferry topic ls|get|create|delete|publish|tail
-//	ferry sub ls|get|create|delete|receive|seek
+//	ferry sub ls|get|create|delete|receive|peek|seek|purge
 //	ferry group ls|describe|seek
 //	ferry key ls|create|revoke
 //	ferry completion bash|zsh
@@ -47,7 +47,7 @@ client commands (talk to a running Ferry at FERRY_URL with FERRY_KEY; --output t
   queue ls|get|create|delete|send|receive|purge
   queue dead-letters ls|redrive|purge
   topic ls|get|create|delete|publish|tail
-  sub ls|get|create|delete|receive|seek
+  sub ls|get|create|delete|receive|peek|seek|purge
   group ls|describe|seek
   key ls|create|revoke
   completion bash|zsh    print a shell completion script

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferry-mq/ferry/internal/server"
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
+	"github.com/ferry-mq/ferry/store"
 )
 
 // browser is one headless Chromium shared by a test's subtests; each
@@ -141,7 +142,7 @@ func forge(t *testing.T, ctx context.Context, action string, fields map[string]s
 // data's ever runs. It saves screenshots of the main pages
 // (FERRY_SCREENSHOTS names a directory to keep them).
 func TestConsoleInBrowser(t *testing.T) {
-	env := ferrytest.Start(t, func(c *server.Config) { c.SampleEvery = 50 * time.Millisecond })
+	env := ferrytest.Start(t, func(c *server.Config) { c.SampleEvery = time.Hour }) // sampled by seedConsole alone
 	seedConsole(t, env)
 	b := newBrowser(t)
 	base := env.URL
@@ -155,7 +156,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Equal(t, "3", text(t, ctx, "#dead_letters"))
 		require.Contains(t, text(t, ctx, "#messages"), `"<script>alert(\"body\")</script>"`, "the body (a JSON string) shows as text")
 		require.Contains(t, text(t, ctx, "#dead-letters"), "payment declined")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#charts svg polyline")))
+		charts, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("#charts")))
+		require.NoError(t, err)
+		require.Regexp(t, `<polyline points="\d`, charts, "a line with points")
 		b.shot(t, ctx, "queue")
 		do(t, ctx, chromedp.Click(chromedp.ID("redrive-all")), chromedp.WaitVisible(chromedp.ID("confirm")))
 		require.Equal(t, "3", str(stats(t, env, "orders")["dead_letters"]), "nothing before the confirmation")
@@ -209,21 +212,52 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Zero(t, b.dialogs.Load(), "no script of the data ran")
 }
 
-// seedConsole makes what the browser test looks at: a queue with dead
-// letters and a body holding a script, a topic with events, a
-// subscription and a consumer group.
+// seedConsole makes what the browser test looks at: an hour of traffic
+// on a queue and a topic, sampled minute by minute as the server would
+// have (so the charts have history), then a queue with dead letters and
+// a body holding a script, a topic with events, a subscription and a
+// consumer group, and the sample of now.
 func seedConsole(t *testing.T, env *ferrytest.Env) {
 	rest(t, env, "PUT", "/v1/queues/orders", nil, http.StatusCreated)
 	rest(t, env, "PUT", "/v1/queues/billing", nil, http.StatusCreated)
+	rest(t, env, "PUT", "/v1/topics/events", map[string]any{"partitions": 2}, http.StatusCreated)
+	seedHour(t, env)
 	deadLetterAll(t, env, "orders", "payment declined", map[string]any{"order": 1}, map[string]any{"order": 2}, map[string]any{"order": 3})
 	rest(t, env, "POST", "/v1/queues/orders/messages", map[string]any{"messages": []any{
 		map[string]any{"body": `<script>alert("body")</script>`, "attributes": map[string]any{"type": "order.created"}},
 	}}, http.StatusCreated)
-	rest(t, env, "PUT", "/v1/topics/events", map[string]any{"partitions": 2}, http.StatusCreated)
 	rest(t, env, "PUT", "/v1/topics/events/subscriptions/audit", nil, http.StatusCreated)
 	rest(t, env, "POST", "/v1/topics/events/events", map[string]any{"events": []any{
 		map[string]any{"type": "order.created", "key": "a", "data": map[string]any{"n": 1}},
 		map[string]any{"type": "order.paid", "key": "b", "data": map[string]any{"n": 2}},
 	}}, http.StatusCreated)
 	rest(t, env, "POST", "/v1/topics/events/groups/billing/poll", map[string]any{"consumer": "worker-1", "start": "earliest"}, http.StatusOK)
+	require.NoError(t, store.SamplesWrite(context.Background(), env.Server.Pool(), time.Time{}))
+}
+
+// seedHour sends, receives and acks on orders (leaving it empty), and
+// publishes to events, a varying amount each minute of the last hour, each
+// minute sampled at that minute.
+func seedHour(t *testing.T, env *ferrytest.Env) {
+	base := time.Now().Truncate(time.Minute).Add(-time.Hour)
+	for i := range 60 {
+		n := 2 + (i*7)%9
+		msgs := make([]any, n)
+		for j := range msgs {
+			msgs[j] = map[string]any{"body": map[string]any{"minute": i}}
+		}
+		rest(t, env, "POST", "/v1/queues/orders/messages", map[string]any{"messages": msgs}, http.StatusCreated)
+		if i%10 != 5 { // now and then the consumers fall behind, and catch up
+			got := rest(t, env, "POST", "/v1/queues/orders/receive", map[string]any{"max_messages": 100}, http.StatusOK)["messages"].([]any)
+			receipts := make([]any, len(got))
+			for j, m := range got {
+				receipts[j] = m.(map[string]any)["receipt"]
+			}
+			rest(t, env, "POST", "/v1/queues/orders/ack", map[string]any{"receipts": receipts}, http.StatusOK)
+		}
+		rest(t, env, "POST", "/v1/topics/events/events", map[string]any{"events": []any{
+			map[string]any{"type": "order.created", "key": "h", "data": map[string]any{"minute": i}},
+		}}, http.StatusCreated)
+		require.NoError(t, store.SamplesWrite(context.Background(), env.Server.Pool(), base.Add(time.Duration(i)*time.Minute)))
+	}
 }

@@ -34,6 +34,11 @@ type Deps struct {
 	// Pool serves the overview's search and attention list.
 	Pool *pgxpool.Pool
 	Log  *slog.Logger
+	// PublicURL is the base URL browsers reach Ferry at
+	// (FERRY_PUBLIC_URL; "": each request's own). When it is https the
+	// session cookie is Secure even over the plain HTTP a TLS-ending
+	// proxy forwards, and forms from its origin are the console's own.
+	PublicURL string
 }
 
 // Console serves /ui/.
@@ -45,11 +50,16 @@ type Console struct {
 	pool     *pgxpool.Pool
 	log      *slog.Logger
 	pages    *pages
+	// public is Deps.PublicURL parsed (zero when unset).
+	public url.URL
 }
 
 // Mount registers the console's routes on e, under /ui.
 func Mount(e *echo.Echo, d Deps) {
 	c := &Console{api: d.API, resolver: d.Resolver, keyByID: d.KeyByID, secret: d.Secret, pool: d.Pool, log: d.Log, pages: loadPages()}
+	if u, err := url.Parse(d.PublicURL); err == nil && d.PublicURL != "" {
+		c.public = *u
+	}
 	g := e.Group("/ui", c.secure)
 	g.GET("", func(ec echo.Context) error { return ec.Redirect(http.StatusSeeOther, "/ui/") })
 	g.GET("/static/*", c.static)
@@ -147,7 +157,7 @@ func (c *Console) signedIn(next func(echo.Context, viewer) error) echo.HandlerFu
 
 // toLogin ends the request's session and sends it to the sign-in page.
 func (c *Console) toLogin(ec echo.Context) error {
-	ec.SetCookie(sessionCookie(ec.Request(), "", time.Time{}))
+	ec.SetCookie(c.sessionCookie(ec.Request(), "", time.Time{}))
 	if ec.Request().Method != http.MethodGet {
 		return c.fail(ec, http.StatusUnauthorized, "Your session has ended (signed out, or the key was revoked or expired). Sign in again.")
 	}
@@ -158,7 +168,7 @@ func (c *Console) toLogin(ec echo.Context) error {
 // which comes from the console's own origin.
 func (c *Console) changes(next func(echo.Context, viewer) error) func(echo.Context, viewer) error {
 	return func(ec echo.Context, v viewer) error {
-		if !sameOrigin(ec.Request()) || !c.csrfValid(v.session, ec.FormValue("csrf")) {
+		if !c.sameOrigin(ec.Request()) || !c.csrfValid(v.session, ec.FormValue("csrf")) {
 			return c.fail(ec, http.StatusForbidden, "This form is not valid (its CSRF token is missing or wrong). Reload the page and try again.")
 		}
 		return next(ec, v)
@@ -166,8 +176,9 @@ func (c *Console) changes(next func(echo.Context, viewer) error) func(echo.Conte
 }
 
 // sameOrigin reports whether a form's request did not come from another
-// site: its Origin, when it sends one, names the request's own host.
-func sameOrigin(r *http.Request) bool {
+// site: its Origin, when it sends one, names the request's own host, or
+// the host of the console's public URL (a proxy in front may change Host).
+func (c *Console) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return false
 	}
@@ -176,7 +187,7 @@ func sameOrigin(r *http.Request) bool {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
+	return err == nil && (u.Host == r.Host || (c.public.Host != "" && u.Scheme == c.public.Scheme && u.Host == c.public.Host))
 }
 
 // apiResult is a REST answer to an in-process call.

@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,8 +22,8 @@ type queueRow struct {
 	Problem bool
 }
 
-// overview lists what needs attention first (dead letters, disabled push),
-// then the queues and topics the key may read, a page at a time, found by
+// overview lists what needs attention first (dead letters, disabled push,
+// old messages, high or growing lag), then the queues and topics the key may read, a page at a time, found by
 // part of their name.
 func (c *Console) overview(ec echo.Context, v viewer) error {
 	ctx := ec.Request().Context()
@@ -57,23 +59,82 @@ func (c *Console) storeFailed(ec echo.Context, v viewer, err error) error {
 	return c.failAs(ec, v, http.StatusServiceUnavailable, "The database did not answer; try again.")
 }
 
-// trouble is what needs attention among what the key may read.
-func (c *Console) trouble(ctx context.Context, key access.Key) ([]store.Trouble, error) {
+// attention is a row of the overview's attention list: what needs it,
+// where its page is, and why it is listed.
+type attention struct {
+	Name, Kind, UI string
+	Reasons        []string
+}
+
+// trouble is what needs attention among what the key may read: queues
+// and subscriptions with disabled push, dead letters or an old oldest
+// message, then groups with a high or growing lag (thresholds in
+// store.Trouble*; each row says which it crossed).
+func (c *Console) trouble(ctx context.Context, key access.Key) ([]attention, error) {
 	all, err := store.TroubleList(ctx, c.pool, 200)
 	if err != nil {
 		return nil, err
 	}
-	out := []store.Trouble{}
+	groups, err := store.GroupTroubleList(ctx, c.pool, 200)
+	if err != nil {
+		return nil, err
+	}
+	out := []attention{}
 	for _, t := range all {
+		a := attention{Name: t.Name, Kind: "queue", UI: "/ui/queues/" + pathEscape(t.Name)}
 		ok := key.Allows(access.Queue, t.Name, access.Read)
 		if t.Topic != "" {
+			a = attention{Name: t.Topic + "/" + t.Name, Kind: "subscription", UI: "/ui/topics/" + pathEscape(t.Topic) + "/subscriptions/" + pathEscape(t.Name)}
 			ok = key.Allows(access.Subscription, t.Topic+"/"+t.Name, access.Read)
 		}
-		if ok && len(out) < 20 {
-			out = append(out, t)
+		if !ok || len(out) == attentionRows {
+			continue
 		}
+		if t.PushDisabled {
+			a.Reasons = append(a.Reasons, "push disabled")
+		}
+		if t.DeadLetters > 0 {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("%d dead letter%s", t.DeadLetters, map[bool]string{true: "s"}[t.DeadLetters != 1]))
+		}
+		if t.OldestAgeSeconds > int64(store.TroubleOldAge/time.Second) {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("oldest message %s old (over %s)", ago(t.OldestAgeSeconds), ago(int64(store.TroubleOldAge/time.Second))))
+		}
+		out = append(out, a)
+	}
+	for _, g := range groups {
+		if !key.Allows(access.Group, g.Topic+"/"+g.Group, access.Read) || len(out) == 2*attentionRows {
+			continue
+		}
+		a := attention{Name: g.Topic + "/" + g.Group, Kind: "group", UI: "/ui/topics/" + pathEscape(g.Topic) + "/groups/" + pathEscape(g.Group)}
+		if g.Lag >= store.TroubleLag {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("lag %d (%d or more)", g.Lag, store.TroubleLag))
+		}
+		if g.Growth >= store.TroubleLagGrowth {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("lag up %d since %s (%d or more in %s)", g.Growth, g.Since.UTC().Format("15:04 UTC"),
+				store.TroubleLagGrowth, ago(int64(store.TroubleLagWindow/time.Second))))
+		}
+		out = append(out, a)
 	}
 	return out, nil
+}
+
+// attentionRows is how many queues and subscriptions, and how many
+// groups, the attention list shows at most.
+const attentionRows = 20
+
+// ago writes a number of seconds in its largest units: 2h5m, 1h, 15m, 40s.
+func ago(seconds int64) string {
+	h, m := seconds/3600, seconds%3600/60
+	switch {
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%dh%dm", h, m)
+	case h > 0:
+		return fmt.Sprintf("%dh", h)
+	case m > 0:
+		return fmt.Sprintf("%dm", m)
+	default:
+		return fmt.Sprintf("%ds", seconds)
+	}
 }
 
 // topicRow is a topic of the overview, with the subscriptions (and their

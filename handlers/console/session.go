@@ -89,11 +89,15 @@ func newNonce() string {
 }
 
 // sessionCookie is the cookie that holds value (empty and already expired
-// to sign out), Secure when the request came over TLS.
-func sessionCookie(r *http.Request, value string, until time.Time) *http.Cookie {
+// to sign out). It is Secure when the request came over TLS, or when the
+// console's public URL (FERRY_PUBLIC_URL) is https: behind a proxy that
+// ends TLS, Ferry sees plain HTTP but the browser speaks HTTPS, and the
+// cookie must never travel over plain HTTP. (A forwarded header is not
+// trusted for it: any client could send one.)
+func (c *Console) sessionCookie(r *http.Request, value string, until time.Time) *http.Cookie {
 	ck := &http.Cookie{
 		Name: cookieName, Value: value, Path: "/ui", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.public.Scheme == "https",
 	}
 	if value == "" {
 		ck.MaxAge = -1

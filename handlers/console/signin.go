@@ -21,7 +21,7 @@ func (c *Console) loginPage(ec echo.Context) error {
 // login resolves the given key as REST resolves a Bearer secret and, if
 // it works, starts a session for its id. The key itself is kept nowhere.
 func (c *Console) login(ec echo.Context) error {
-	if !sameOrigin(ec.Request()) {
+	if !c.sameOrigin(ec.Request()) {
 		return c.fail(ec, http.StatusForbidden, "Sign in from the console's own page.")
 	}
 	secret := ec.FormValue("key")
@@ -41,7 +41,7 @@ func (c *Console) login(ec echo.Context) error {
 	if !key.ExpiresAt.IsZero() && key.ExpiresAt.Before(until) {
 		until = key.ExpiresAt
 	}
-	ec.SetCookie(sessionCookie(ec.Request(), c.seal(session{KeyID: key.ID, Until: until, Nonce: newNonce()}), until))
+	ec.SetCookie(c.sessionCookie(ec.Request(), c.seal(session{KeyID: key.ID, Until: until, Nonce: newNonce()}), until))
 	c.log.Info("console: signed in", "key_id", key.ID)
 	return ec.Redirect(http.StatusSeeOther, "/ui/")
 }
@@ -49,9 +49,9 @@ func (c *Console) login(ec echo.Context) error {
 // logout ends the session (a form with the CSRF token: no other site can
 // sign a user out).
 func (c *Console) logout(ec echo.Context, v viewer) error {
-	if !sameOrigin(ec.Request()) || !c.csrfValid(v.session, ec.FormValue("csrf")) {
+	if !c.sameOrigin(ec.Request()) || !c.csrfValid(v.session, ec.FormValue("csrf")) {
 		return c.failAs(ec, v, http.StatusForbidden, "This form is not valid (its CSRF token is missing or wrong).")
 	}
-	ec.SetCookie(sessionCookie(ec.Request(), "", time.Time{}))
+	ec.SetCookie(c.sessionCookie(ec.Request(), "", time.Time{}))
 	return ec.Redirect(http.StatusSeeOther, "/ui/login")
 }

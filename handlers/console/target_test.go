@@ -108,3 +108,49 @@ func TestConsolePush(t *testing.T) {
 	audit := rest(t, env, "GET", "/v1/audit?limit=2", nil, http.StatusOK)["entries"].([]any)
 	require.Equal(t, "push.enable", audit[0].(map[string]any)["action"])
 }
+
+// TestConsoleSubscriptionPurge: a subscription's page offers a key with
+// manage a purge of its messages, behind a confirmation; confirmed, it is
+// REST's DELETE .../subscriptions/{sub}/messages (done, and in the audit
+// log under the key); a key without manage sees no purge and its forged
+// form is refused by REST's check.
+func TestConsoleSubscriptionPurge(t *testing.T) {
+	t.Parallel()
+	env := ferrytest.Start(t)
+	rest(t, env, "PUT", "/v1/topics/orders", nil, http.StatusCreated)
+	rest(t, env, "PUT", "/v1/topics/orders/subscriptions/billing", nil, http.StatusCreated)
+	rest(t, env, "POST", "/v1/topics/orders/events", map[string]any{"events": []any{
+		map[string]any{"type": "order.created"}, map[string]any{"type": "order.paid"},
+	}}, http.StatusCreated)
+	available := func() string {
+		return str(rest(t, env, "GET", "/v1/topics/orders/subscriptions/billing", nil, http.StatusOK)["stats"].(map[string]any)["available"])
+	}
+	require.Equal(t, "2", available())
+	const sub = "/ui/topics/orders/subscriptions/billing"
+
+	_, ro := newKey(t, env, "subscription:orders/billing", "read", "receive")
+	r := newUI(t, env)
+	r.signIn(ro)
+	require.NotContains(t, r.get(sub).Body, "Purge messages")
+	p := r.post(sub+"/purge", url.Values{"csrf": {r.csrf("/ui/")}, "confirm": {"yes"}})
+	require.Equal(t, http.StatusForbidden, p.Status)
+	require.Contains(t, p.Body, "subscription:orders/billing manage")
+	require.Equal(t, "2", available())
+
+	id, secret := newKey(t, env, "subscription:orders/billing", "read", "receive", "manage")
+	u := newUI(t, env)
+	u.signIn(secret)
+	require.Contains(t, u.get(sub).Body, "Purge messages")
+	token := u.csrf(sub)
+	p = u.post(sub+"/purge", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Contains(t, p.Body, `name="confirm" value="yes"`)
+	require.Equal(t, "2", available(), "nothing purged before the confirmation")
+	p = u.post(sub+"/purge", url.Values{"csrf": {token}, "confirm": {"yes"}})
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Equal(t, "0", available())
+	last := rest(t, env, "GET", "/v1/audit?limit=1", nil, http.StatusOK)["entries"].([]any)[0].(map[string]any)
+	require.Equal(t, "messages.purge", last["action"])
+	require.Equal(t, "subscription:orders/billing", last["resource"])
+	require.Equal(t, id, last["key_id"])
+}

@@ -26,7 +26,7 @@ func decodeJSON(b []byte, out any) error {
 }
 
 // topicPage shows a topic: its partitions with head and oldest offsets,
-// the event log of one partition from an offset or a time, and its
+// its events published a minute over the last hour, the event log of one partition from an offset or a time, and its
 // subscriptions and groups that the key may read.
 func (c *Console) topicPage(ec echo.Context, v viewer) error {
 	topic := ec.Param("topic")
@@ -51,10 +51,16 @@ func (c *Console) topicPage(ec echo.Context, v viewer) error {
 	if status, text := c.get(ec, v, api+"/events?"+q.Encode(), &events); status != 0 {
 		return c.failAs(ec, v, status, text)
 	}
-	return c.render(ec, http.StatusOK, "topic", &v, "topic "+topic, map[string]any{
+	data := map[string]any{
 		"Topic": topic, "Obj": obj, "Subs": subs, "Groups": groups, "Events": events,
 		"Partition": q.Get("partition"), "FromOffset": q.Get("from_offset"), "FromTime": q.Get("from_time"),
-	})
+	}
+	if samples, err := store.TopicSampleList(ec.Request().Context(), c.pool, topic, chartWindow); err == nil {
+		data["Chart"] = topicChart(samples, time.Now())
+	} else {
+		c.log.Warn("console: history not read", "error", err)
+	}
+	return c.render(ec, http.StatusOK, "topic", &v, "topic "+topic, data)
 }
 
 func orDefault(s, def string) string {

@@ -102,7 +102,9 @@ type Config struct {
 	TLSCertFile string `envconfig:"FERRY_TLS_CERT_FILE"`
 	TLSKeyFile  string `envconfig:"FERRY_TLS_KEY_FILE"`
 	// PublicURL is the base URL clients reach Ferry at: the base of the
-	// SQS face's QueueUrls; empty: each request's own.
+	// SQS face's QueueUrls, and, when https, what makes the console's
+	// session cookie Secure behind a TLS-ending proxy; empty: each
+	// request's own.
 	PublicURL string `envconfig:"FERRY_PUBLIC_URL"`
 	// SecretKey is the server key (32 bytes, base64) that seals the
 	// secrets of new API keys, so that SQS signatures (SigV4) can be
@@ -128,7 +130,7 @@ type Config struct {
 	// sealed secrets ([Server.SQSKey]). Tests may set their own.
 	SQSKeys sqs.KeyFunc `ignored:"true"`
 	// SampleEvery is how often the console's history is written (not
-	// from the environment); 0: a minute. See store.Activity.
+	// from the environment); 0: a minute. See store.SamplesWrite.
 	SampleEvery time.Duration `ignored:"true"`
 	// KeyFlushEvery is how often the keys' uses are written
 	// (last_used_at; not from the environment); 0: store.KeyUsedEvery.
@@ -229,7 +231,6 @@ type Server struct {
 	notifier  *store.Notifier
 	keys      keyStore
 	pusher    *push.Pusher
-	activity  *store.Activity
 	http      *http.Server
 	cert      *certificate // nil without TLS
 	ln        net.Listener
@@ -444,9 +445,8 @@ func (s *Server) startEngines(bgCtx context.Context, w wiring) *store.QueueCache
 		Published: published, Appended: w.metrics.ObservePublished, FallbackPoll: relayPollInterval,
 		Log: log.With("component", "relay"),
 	})
-	s.activity = store.NewActivity()
 	s.bg.Add(5)
-	go func() { defer s.bg.Done(); s.sampleActivity(bgCtx, log.With("component", "console")) }()
+	go func() { defer s.bg.Done(); s.sample(bgCtx, log.With("component", "console")) }()
 	go func() { defer s.bg.Done(); s.notifier.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.relay.Run(bgCtx) }()
 	go func() { defer s.bg.Done(); s.pusher.Run(bgCtx) }()
@@ -484,6 +484,7 @@ func (s *Server) handler(w wiring) http.Handler {
 	console.Mount(e, console.Deps{
 		API: e, Resolver: w.resolver, KeyByID: w.keys.KeyByID(cfg.AdminKey),
 		Secret: console.DeriveSecret(cfg.AdminKey, cfg.SecretKey), Pool: s.pool, Log: s.log.With("component", "console"),
+		PublicURL: cfg.PublicURL,
 	})
 	return e
 }
@@ -516,56 +517,28 @@ func (s *Server) restHandler(w wiring) *echo.Echo {
 		FallbackPoll:     cfg.FallbackPoll,
 		BodyReadTimeout:  cfg.BodyReadTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
-		Activity:         s.activity,
 	})
 }
 
-// sampleActivity writes the console's history (store.Activity.Flush)
-// until ctx ends: once traffic has paused for sampleQuiet, or SampleEvery
-// after it began if it goes on; nothing at all, not even a read, while
-// there is none (no timer runs then).
-func (s *Server) sampleActivity(ctx context.Context, log *slog.Logger) {
+// sample writes the console's history (store.SamplesWrite) every
+// SampleEvery until ctx ends. Every instance does: a sample is a reading
+// of the engine's shared counters, written only where they changed, so
+// instances neither count twice nor write when idle.
+func (s *Server) sample(ctx context.Context, log *slog.Logger) {
 	every := s.cfg.SampleEvery
 	if every <= 0 {
 		every = time.Minute
 	}
-	quiet := min(sampleQuiet, every)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
-		case <-s.activity.Woke:
+		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
-		if !settle(ctx, s.activity.Woke, quiet, every) {
-			return
-		}
-		if err := s.activity.Flush(ctx, s.pool); err != nil && ctx.Err() == nil {
-			log.Warn("console history not written; this sample is lost", "error", err)
-		}
-	}
-}
-
-// sampleQuiet is how long traffic must pause before its sample is
-// written (see sampleActivity).
-const sampleQuiet = 5 * time.Second
-
-// settle waits until woke has been silent for quiet, or longest has
-// passed; false if ctx ended first.
-func settle(ctx context.Context, woke <-chan struct{}, quiet, longest time.Duration) bool {
-	deadline := time.NewTimer(longest)
-	defer deadline.Stop()
-	pause := time.NewTimer(quiet)
-	defer pause.Stop()
-	for {
-		select {
-		case <-woke:
-			pause.Reset(quiet)
-		case <-pause.C:
-			return true
-		case <-deadline.C:
-			return true
-		case <-ctx.Done():
-			return false
+		if err := store.SamplesWrite(ctx, s.pool, time.Time{}); err != nil && ctx.Err() == nil {
+			log.Warn("console history not written; the next sample makes up for it", "error", err)
 		}
 	}
 }
