@@ -93,7 +93,7 @@ func TestSubscriptionPurge(t *testing.T) {
 	dead := receiveSub(t, env, "t", "s", map[string]any{"max_messages": 1})
 	require.Equal(t, []string{"ok"}, settleSub(t, env, "t", "s", "nack", map[string]any{"receipts": subReceipts(dead), "dead_letter": true}))
 	fly := receiveSub(t, env, "t", "s", map[string]any{"max_messages": 1, "visibility_timeout_seconds": 600})
-	require.Equal(t, statsJSON{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"))
+	require.Equal(t, client.QueueStats{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"))
 
 	nf, bad, inv := http.StatusNotFound, http.StatusBadRequest, "invalid_request"
 	runBadCases(t, env, []badCase{
@@ -104,14 +104,14 @@ func TestSubscriptionPurge(t *testing.T) {
 		{"query parameter", "DELETE", spath("t", "s", "/messages") + "?state=available", nil, nil, bad, inv},
 		{"without manage", "DELETE", spath("t", "s", "/messages"), nil, bearer("reader"), http.StatusForbidden, "forbidden"},
 	})
-	require.Equal(t, statsJSON{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"), "refusals purged nothing")
+	require.Equal(t, client.QueueStats{Available: 1, InFlight: 1, DeadLetters: 1}, subCounts(t, env, "t", "s"), "refusals purged nothing")
 
 	r := env.Do("DELETE", spath("t", "s", "/messages"), nil)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
 	require.Empty(t, r.Body)
-	require.Equal(t, statsJSON{DeadLetters: 1}, subCounts(t, env, "t", "s"), "dead letters kept")
+	require.Equal(t, client.QueueStats{DeadLetters: 1}, subCounts(t, env, "t", "s"), "dead letters kept")
 	require.Equal(t, []string{"stale"}, ackSub(t, env, "t", "s", subReceipts(fly)...), "a purged delivery's receipt is stale")
-	require.Equal(t, statsJSON{Available: 3}, subCounts(t, env, "t", "other"), "other subscriptions keep theirs")
+	require.Equal(t, client.QueueStats{Available: 3}, subCounts(t, env, "t", "other"), "other subscriptions keep theirs")
 	require.Len(t, logEvents(t, env, "t"), 3, "the topic's log is kept")
 	require.Equal(t, http.StatusNoContent, env.Do("DELETE", spath("t", "s", "/messages"), nil).Status, "an empty purge is still 204")
 	publishEvents(t, env, "t", evt("a", "id", "e4"))
