@@ -122,6 +122,9 @@ func messageDeleteSet(ctx context.Context, db TxBeginner, set deleteSet) (delete
 	err := retry(ctx, func() error {
 		d = deleted{}
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := ringPlanner(ctx, tx); err != nil {
+				return err
+			}
 			lock, del, args := set.statements()
 			rows, err := tx.Query(ctx, lock, args...)
 			if err != nil {
@@ -219,6 +222,7 @@ func MessagePurge(ctx context.Context, db TxBeginner, queueID int64) error {
 
 func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) error {
 	b := &pgx.Batch{}
+	b.Queue(ringPlannerSQL)
 	b.Queue(`/* ferry:message_purge_lock */ SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, queueID)
 	b.Queue(`/* ferry:message_purge_fence */
 		SELECT coalesce((SELECT id FROM ferry.messages WHERE queue_id = $1 ORDER BY id DESC LIMIT 1), 0)`, queueID)
@@ -226,8 +230,10 @@ func messagePurge(ctx context.Context, db TxBeginner, queueID int64, batch int) 
 	err := func() error {
 		br := db.SendBatch(ctx, freshBatch(b))
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		if err := br.QueryRow().Scan(&fence); err != nil {
 			return err
