@@ -74,7 +74,33 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 			ids, err := store.QueueOrphans(ctx, pool, 1)
 			return len(ids) > 0, err
 		}),
+		ringRotator(RingEvery, pool, log),
 	)
+}
+
+// RingEvery is the period of the message ring's rotator: a fifth of a
+// slot's window (store/doc.go, # Held snapshots).
+const RingEvery = time.Second
+
+// ringRotator runs a pass of the message ring's rotator (store.RingRotate)
+// every period on River's leader, and so on one instance at a time. It
+// inserts no job: the pass runs in the periodic job's constructor, which
+// River calls only on the leader, and returns none, so an idle pass is a
+// few reads and writes nothing (DESIGN.md invariant 12). A pass is
+// bounded (store's ringBatches), and a failed one is logged and left to
+// the next: nothing depends on it for correctness.
+func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := store.RingRotate(ctx, pool)
+		if err != nil {
+			log.Warn("message ring rotation failed; the next pass tries again", "error", err)
+		} else if p.Swept+p.Forwarded > 0 || len(p.Truncated) > 0 {
+			log.Debug("message ring rotated", "swept", p.Swept, "forwarded", p.Forwarded, "truncated", p.Truncated)
+		}
+		return nil, nil
+	}, &river.PeriodicJobOpts{RunOnStart: true})
 }
 
 // whenDue is a periodic job that River's leader inserts only when due says
