@@ -120,8 +120,15 @@ func RingSlotsStored(ctx context.Context, db DBTX, shape RingShape) ([]int, erro
 // RingPass is what one [RingRotate] did.
 type RingPass struct {
 	Swept, Forwarded int64
-	Truncated        []int
+	// Stored is how many ring slots had storage; Truncated, which of them
+	// it truncated.
+	Stored    int
+	Truncated []int
 }
+
+// Idle reports whether the pass found nothing to do: no slot with
+// storage, nothing swept.
+func (p RingPass) Idle() bool { return p.Stored == 0 && p.Swept == 0 }
 
 // RingRotate runs one pass of the rotator at the database's clock: the
 // FAR sweep (rows due within the horizon less a window go to their
@@ -145,6 +152,7 @@ func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
 	if err != nil {
 		return p, err
 	}
+	p.Stored = len(slots)
 	for _, s := range slots {
 		before := shape.start(shape.slotWindow(s, now))
 		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, s, before, ringBatch) })
