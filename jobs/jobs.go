@@ -79,10 +79,12 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 }
 
 // RingEvery is the period of the message ring's rotator: a fifth of a
-// slot's window (store/doc.go, # Held snapshots). After a pass that found
-// nothing to do, the next runs RingIdleEvery later: an idle rotator
-// commits two read-only statements a minute (DESIGN.md invariant 12),
-// and traffic that starts meanwhile leaves its debris at most that much
+// slot's window (store/doc.go, # Held snapshots). After a pass that did
+// nothing, the next runs when the ring's window ends (a slot whose last
+// live row went meanwhile is truncated up to a window late), or, when no
+// slot has storage at all, RingIdleEvery later: an idle rotator commits
+// a few read-only statements a minute (DESIGN.md invariant 12), and
+// traffic that starts meanwhile leaves its debris at most that much
 // longer.
 const (
 	RingEvery     = time.Second
@@ -106,8 +108,12 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		defer cancel()
 		p, err := store.RingRotate(ctx, pool)
 		next = time.Time{}
-		if err == nil && p.Idle() {
+		switch {
+		case err != nil || !p.Idle():
+		case p.Stored == 0:
 			next = time.Now().Add(RingIdleEvery)
+		default:
+			next = p.WindowEnd // the database's clock: a skew shifts it by as much
 		}
 		if err != nil {
 			log.Warn("message ring rotation failed; the next pass tries again", "error", err)

@@ -144,7 +144,7 @@ func deadLetterIDsOfEvents(ctx context.Context, db DBTX, queueID int64, eventIDs
 func redriveBatchOf(ctx context.Context, db TxBeginner, queueID int64, ids []int64, limit int) (moved, taken, walked int, err error) {
 	err = retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			if err := ringPlanner(ctx, tx); err != nil {
+			if err := ringProbes(ctx, tx); err != nil {
 				return err
 			}
 			// The queue's lock (shared, as sends take it: a purge or delete

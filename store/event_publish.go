@@ -111,10 +111,15 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 	// append only (db may be the caller's transaction): by the group index,
 	// never a bitmap scan of a partition the planner believes empty
 	// (package doc, # Held snapshots).
-	b.Queue(`/* ferry:ring_planner_publish */ SELECT set_config('ferry.saved_bitmapscan', current_setting('enable_bitmapscan'), true),
-		set_config('enable_bitmapscan', 'off', true)`)
+	grouped := len(p.fan.lockQueues) > 0
+	if grouped {
+		b.Queue(`/* ferry:ring_planner_publish */ SELECT set_config('ferry.saved_bitmapscan', current_setting('enable_bitmapscan'), true),
+			set_config('enable_bitmapscan', 'off', true)`)
+	}
 	p.appendAndFanOut(b)
-	b.Queue(`/* ferry:ring_planner_publish_end */ SELECT set_config('enable_bitmapscan', current_setting('ferry.saved_bitmapscan'), true)`)
+	if grouped {
+		b.Queue(`/* ferry:ring_planner_publish_end */ SELECT set_config('enable_bitmapscan', current_setting('ferry.saved_bitmapscan'), true)`)
+	}
 	if commit {
 		b.Queue(`COMMIT`)
 	}

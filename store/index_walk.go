@@ -82,11 +82,25 @@ func walkValues(table, col, scope, below string) string {
 // after LIMIT rows. Every statement of the store on ferry.messages is a
 // walk of index probes, so it loses nothing to these. Run first in the
 // transactions (or batches: one implicit transaction) of those statements.
-const ringPlannerSQL = `/* ferry:ring_planner */ SELECT set_config('enable_seqscan', 'off', true),
+// Sorts stay on where a statement sorts what it read (a backfill orders
+// its window's events): ringPlannerSQL is for the transactions whose
+// statements read ferry.messages "ORDER BY id LIMIT n", ringProbesSQL for
+// the others.
+const (
+	ringPlannerSQL = `/* ferry:ring_planner */ SELECT set_config('enable_seqscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+	ringProbesSQL = `/* ferry:ring_probes */ SELECT set_config('enable_seqscan', 'off', true),
+	set_config('enable_sort', 'on', true), set_config('enable_bitmapscan', 'off', true)`
+)
 
 // ringPlanner runs ringPlannerSQL in tx.
 func ringPlanner(ctx context.Context, tx DBTX) error {
 	_, err := tx.Exec(ctx, ringPlannerSQL)
+	return err
+}
+
+// ringProbes runs ringProbesSQL in tx.
+func ringProbes(ctx context.Context, tx DBTX) error {
+	_, err := tx.Exec(ctx, ringProbesSQL)
 	return err
 }

@@ -124,53 +124,127 @@ type RingPass struct {
 	// it truncated.
 	Stored    int
 	Truncated []int
+	// Window is when the current window of the ring ends: until then a
+	// pass that did nothing finds nothing new but a slot whose last live
+	// row went meanwhile.
+	WindowEnd time.Time
 }
 
-// Idle reports whether the pass found nothing to do: no slot with
-// storage, nothing swept.
-func (p RingPass) Idle() bool { return p.Stored == 0 && p.Swept == 0 }
+// Idle reports whether the pass did nothing: nothing swept, forwarded
+// or truncated.
+func (p RingPass) Idle() bool { return p.Swept == 0 && p.Forwarded == 0 && len(p.Truncated) == 0 }
+
+// ringSlot is what a pass reads of a stored ring slot.
+type ringSlot struct {
+	slot      int
+	old, live bool // rows to forward; any live row
+}
+
+// ringState reads, in one statement, the ring's shape and the database's
+// clock, whether FAR has rows due within the horizon less a window, and
+// which ring slots have storage, with whether each has rows due before
+// the window it takes next (the start of RingShape.slotWindow, computed
+// here as there) and any live row.
+func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ringSlot, error) {
+	var (
+		shape  RingShape
+		now    time.Time
+		farDue bool
+		slots  []ringSlot
+	)
+	rows, err := db.Query(ctx, `/* ferry:ring_state */
+		WITH sh AS (
+			SELECT r.slots, r.width_s, r.horizon_s, clock_timestamp() AS now,
+				floor(extract(epoch FROM clock_timestamp()) / r.width_s + r.horizon_s::float8 / r.width_s)::bigint + 2 AS e
+			FROM ferry.ring_shape() r
+		),
+		sl AS (
+			SELECT g.s::smallint AS slot, to_timestamp(((sh.e - ((sh.e - g.s) % sh.slots + sh.slots) % sh.slots) * sh.width_s)::float8) AS before
+			FROM sh CROSS JOIN generate_series(0, sh.slots - 1) AS g(s)
+		)
+		SELECT -1, EXISTS (SELECT 1 FROM ferry.messages WHERE part = 17
+				AND visible_at < sh.now + make_interval(secs => sh.horizon_s - sh.width_s)),
+			false, sh.slots, sh.width_s, sh.horizon_s, sh.now
+		FROM sh
+		UNION ALL
+		SELECT sl.slot,
+			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot AND m.visible_at < sl.before),
+			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot),
+			0, 0, 0, NULL
+		FROM sl
+		WHERE pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) > 0`)
+	if err != nil {
+		return shape, now, false, nil, interpretError("ring state", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			rs   ringSlot
+			n    int
+			w, h int
+			at   *time.Time
+		)
+		if err := rows.Scan(&rs.slot, &rs.old, &rs.live, &n, &w, &h, &at); err != nil {
+			return shape, now, false, nil, interpretError("ring state", err)
+		}
+		if rs.slot < 0 {
+			shape = RingShape{Slots: n, Width: time.Duration(w) * time.Second, Horizon: time.Duration(h) * time.Second}
+			now, farDue = *at, rs.old
+			continue
+		}
+		slots = append(slots, rs)
+	}
+	return shape, now, farDue, slots, interpretError("ring state", rows.Err())
+}
 
 // RingRotate runs one pass of the rotator at the database's clock: the
 // FAR sweep (rows due within the horizon less a window go to their
 // slot), the forward of every stored slot (its rows of windows before the
 // one it takes next go to COLD), then the truncation of every stored slot
 // not in use (past windows, and future ones no row is routed to yet) that
-// holds nothing live. Each statement is a short transaction of its own;
-// a pass that finds nothing to do writes nothing.
+// holds nothing live. It reads first, in one statement, what there is to
+// do, and runs only that, each step a short transaction of its own: a
+// pass that finds nothing to do is one read-only statement.
 func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
 	var p RingPass
-	shape, now, err := RingShapeGet(ctx, db)
+	shape, now, farDue, slots, err := ringState(ctx, db)
 	if err != nil {
 		return p, err
 	}
-	if p.Swept, err = ringRepeat(ctx, func() (int64, error) {
-		return RingSweep(ctx, db, now.Add(shape.Horizon-shape.Width), ringBatch)
-	}); err != nil {
-		return p, err
+	p.WindowEnd = shape.start(shape.window(now) + 1)
+	before := make([]time.Time, shape.Slots)
+	for s := range before {
+		before[s] = shape.start(shape.slotWindow(s, now))
 	}
-	slots, err := RingSlotsStored(ctx, db, shape)
-	if err != nil {
-		return p, err
-	}
+	until := now.Add(shape.Horizon - shape.Width)
 	p.Stored = len(slots)
-	for _, s := range slots {
-		before := shape.start(shape.slotWindow(s, now))
-		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, s, before, ringBatch) })
+	if farDue {
+		if p.Swept, err = ringRepeat(ctx, func() (int64, error) { return RingSweep(ctx, db, until, ringBatch) }); err != nil {
+			return p, err
+		}
+	}
+	for _, rs := range slots {
+		if !rs.old {
+			continue
+		}
+		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, rs.slot, before[rs.slot], ringBatch) })
 		p.Forwarded += n
 		if err != nil {
 			return p, err
 		}
 	}
-	for _, s := range slots {
-		if shape.inUse(s, now) {
+	for _, rs := range slots {
+		// A slot with live rows and none forwarded keeps them; one whose
+		// rows were forwarded is looked at again by ring_truncate.
+		if shape.inUse(rs.slot, now) || (rs.live && !rs.old) {
 			continue
 		}
-		done, err := RingTruncate(ctx, db, s)
+		done, err := RingTruncate(ctx, db, rs.slot)
 		if err != nil {
-			return p, fmt.Errorf("slot %d: %w", s, err)
+			return p, fmt.Errorf("slot %d: %w", rs.slot, err)
 		}
 		if done {
-			p.Truncated = append(p.Truncated, s)
+			p.Truncated = append(p.Truncated, rs.slot)
 		}
 	}
 	return p, nil

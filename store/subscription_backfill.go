@@ -105,7 +105,7 @@ func (b *backfill) locked(ctx context.Context, tx pgx.Tx, ranges []backfillRange
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
 		return 0, err
 	}
-	if err := ringPlanner(ctx, tx); err != nil {
+	if err := ringProbes(ctx, tx); err != nil {
 		return 0, err
 	}
 	n, err := b.run(ctx, ranges, func(step func(DBTX) error) error {
@@ -128,7 +128,7 @@ func (b *backfill) batches(ctx context.Context, db TxBeginner, ranges []backfill
 				if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
 					return err
 				}
-				if err := ringPlanner(ctx, tx); err != nil {
+				if err := ringProbes(ctx, tx); err != nil {
 					return err
 				}
 				return step(tx)
