@@ -80,12 +80,13 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 
 // RingEvery is the period of the message ring's rotator: a fifth of a
 // slot's window (store/doc.go, # Held snapshots). After a pass that did
-// nothing, the next runs when the ring's window ends (a slot whose last
-// live row went meanwhile is truncated up to a window late), or, when no
-// slot has storage at all, RingIdleEvery later: an idle rotator commits
-// a few read-only statements a minute (DESIGN.md invariant 12), and
-// traffic that starts meanwhile leaves its debris at most that much
-// longer.
+// nothing, the next waits: 5 s, doubled after each further pass that did
+// nothing, at most RingIdleEvery, and RingIdleEvery at once when no slot
+// has storage at all. So an idle rotator commits a few read-only
+// statements a minute (DESIGN.md invariant 12); under traffic a pass
+// seldom finds nothing, and a slot whose last live row went during a wait
+// is truncated that much later.
+
 const (
 	RingEvery     = time.Second
 	RingIdleEvery = 30 * time.Second
@@ -99,7 +100,10 @@ const (
 // bounded (store's ringBatches), and a failed one is logged and left to
 // the next: nothing depends on it for correctness.
 func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *river.PeriodicJob {
-	var next time.Time // River calls the constructor from one goroutine
+	var (
+		next time.Time // River calls the constructor from one goroutine
+		wait time.Duration
+	)
 	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
 		if time.Now().Before(next) {
 			return nil, nil
@@ -107,13 +111,14 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p, err := store.RingRotate(ctx, pool)
-		next = time.Time{}
 		switch {
 		case err != nil || !p.Idle():
+			next, wait = time.Time{}, 0
 		case p.Stored == 0:
-			next = time.Now().Add(RingIdleEvery)
+			next, wait = time.Now().Add(RingIdleEvery), 0
 		default:
-			next = p.WindowEnd // the database's clock: a skew shifts it by as much
+			wait = min(max(2*wait, 5*time.Second), RingIdleEvery)
+			next = time.Now().Add(wait)
 		}
 		if err != nil {
 			log.Warn("message ring rotation failed; the next pass tries again", "error", err)

@@ -124,10 +124,6 @@ type RingPass struct {
 	// it truncated.
 	Stored    int
 	Truncated []int
-	// Window is when the current window of the ring ends: until then a
-	// pass that did nothing finds nothing new but a slot whose last live
-	// row went meanwhile.
-	WindowEnd time.Time
 }
 
 // Idle reports whether the pass did nothing: nothing swept, forwarded
@@ -211,7 +207,6 @@ func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
 	if err != nil {
 		return p, err
 	}
-	p.WindowEnd = shape.start(shape.window(now) + 1)
 	before := make([]time.Time, shape.Slots)
 	for s := range before {
 		before[s] = shape.start(shape.slotWindow(s, now))
