@@ -74,7 +74,59 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 			ids, err := store.QueueOrphans(ctx, pool, 1)
 			return len(ids) > 0, err
 		}),
+		ringRotator(RingEvery, pool, log),
 	)
+}
+
+// RingEvery is the period of the message ring's rotator: a fifth of a
+// slot's window (store/doc.go, # Held snapshots). After a pass that did
+// nothing, the next waits: 5 s, doubled after each further pass that did
+// nothing, at most RingIdleEvery, and RingIdleEvery at once when no slot
+// has storage at all. So an idle rotator commits a few read-only
+// statements a minute (DESIGN.md invariant 12); under traffic a pass
+// seldom finds nothing, and a slot whose last live row went during a wait
+// is truncated that much later.
+
+const (
+	RingEvery     = time.Second
+	RingIdleEvery = 30 * time.Second
+)
+
+// ringRotator runs a pass of the message ring's rotator (store.RingRotate)
+// every period on River's leader, and so on one instance at a time. It
+// inserts no job: the pass runs in the periodic job's constructor, which
+// River calls only on the leader, and returns none, so an idle pass is a
+// few reads and writes nothing (DESIGN.md invariant 12). A pass is
+// bounded (store's ringBatches), and a failed one is logged and left to
+// the next: nothing depends on it for correctness.
+func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *river.PeriodicJob {
+	var (
+		next time.Time // River calls the constructor from one goroutine
+		wait time.Duration
+	)
+	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
+		if time.Now().Before(next) {
+			return nil, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := store.RingRotate(ctx, pool)
+		switch {
+		case err != nil || !p.Idle():
+			next, wait = time.Time{}, 0
+		case p.Stored == 0:
+			next, wait = time.Now().Add(RingIdleEvery), 0
+		default:
+			wait = min(max(2*wait, 5*time.Second), RingIdleEvery)
+			next = time.Now().Add(wait)
+		}
+		if err != nil {
+			log.Warn("message ring rotation failed; the next pass tries again", "error", err)
+		} else if p.Swept+p.Forwarded > 0 || len(p.Truncated) > 0 {
+			log.Debug("message ring rotated", "swept", p.Swept, "forwarded", p.Forwarded, "truncated", p.Truncated)
+		}
+		return nil, nil
+	}, &river.PeriodicJobOpts{RunOnStart: true})
 }
 
 // whenDue is a periodic job that River's leader inserts only when due says

@@ -144,6 +144,9 @@ func deadLetterIDsOfEvents(ctx context.Context, db DBTX, queueID int64, eventIDs
 func redriveBatchOf(ctx context.Context, db TxBeginner, queueID int64, ids []int64, limit int) (moved, taken, walked int, err error) {
 	err = retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := ringProbes(ctx, tx); err != nil {
+				return err
+			}
 			// The queue's lock (shared, as sends take it: a purge or delete
 			// is not under way), the targets, then their groups' locks: a
 			// redriven message joins its group behind a head that cannot
@@ -268,7 +271,13 @@ const redriveMove = `/* ferry:dead_letter_redrive */
 			WHERE x.queue_id = g.queue_id AND x.event_partition = g.event_partition AND x.event_offset = g.event_offset
 			LIMIT 1
 		) pending ON g.event_offset IS NOT NULL
-		WHERE pending.found IS NULL
+		-- And one by id: ferry.messages' primary key holds part, so ON
+		-- CONFLICT no longer sees an id the queue holds in another
+		-- partition.
+		LEFT JOIN LATERAL (
+			SELECT true AS found FROM ferry.messages x WHERE x.queue_id = g.queue_id AND x.id = g.id LIMIT 1
+		) held ON true
+		WHERE pending.found IS NULL AND held.found IS NULL
 	),
 	-- The groups that already have live messages: the redriven ones wait
 	-- behind them.

@@ -137,8 +137,8 @@
 //
 // The claim (ferry.message_claim, run by [MessageClaim] and ferry.receive)
 // takes its candidates from the claim index in order, LIMIT inside, and
-// its UPDATE finds them by the ctid of the row version the candidate scan
-// locked. Joined on (queue_id, id) with queue_id = $1, a planner that
+// its UPDATE finds them by the (part, ctid) of the row version the
+// candidate scan locked (ferry.messages is partitioned: # Held snapshots). Joined on (queue_id, id) with queue_id = $1, a planner that
 // thinks the queue holds one row (a new queue in an analyzed table, a
 // generic plan made while the table was empty) walked the whole queue for
 // every candidate; joined on ctid alone, the only other way in is a scan
@@ -390,6 +390,109 @@
 // takes their groups' locks), so a delete that waited for one while
 // holding another could deadlock with it; holding nothing while it waits
 // (messageDeleteAll) it cannot.
+//
+// # Held snapshots
+//
+// While any session holds the xmin horizon (a report, an idle
+// transaction, a replication slot, pg_dump), no dead row version can be
+// removed, by vacuum or by an index scan. On one table every claim
+// (UPDATE) and ack (DELETE) left its dead version in front of the live
+// rows in the claim index's order, and each claim walked all of them:
+// O(rate × age of the horizon) (issue 21). Under a held horizon only
+// TRUNCATE (a new relfilenode) frees rows, so the claim may only cross
+// relations whose dead content is bounded, and those are truncated once
+// they hold nothing live (migration 000019, store/definitions/message_part.sql).
+//
+// Tables. ferry.messages is PARTITION BY LIST (part), part a smallint
+// column: slots 0..15 (a ring; autovacuum off: truncated, not
+// vacuumed), COLD = 16 and FAR = 17 (ordinary, vacuumed as the old
+// table was; FAR also has an index on visible_at). The primary key is
+// (queue_id, id, part): ids still come from one sequence, and a probe by
+// (queue_id, id) uses its prefix in each partition. messages_event_idx is
+// no longer unique (a partitioned table's unique index must hold part):
+// backfill, seek and redrive probe for a live delivery before they insert,
+// under the topic's partition locks or the queue's lock they hold (DESIGN.md
+// invariant 8 keeps its tests); a redrive or a dead-lettering into another
+// queue probes for the id too, where ON CONFLICT saw it before.
+//
+// Routing: ferry.message_part(visible_at, at) is the one place of the
+// shape (16 slots of 5 s, horizon 40 s; ferry.ring_shape tells the
+// rotator): the slot of the window of greatest(visible_at, at), or FAR
+// when visible_at is beyond at + 40 s. Every INSERT and every UPDATE that
+// sets visible_at sets part with it: a send lands in the slot of now (a
+// delayed one in the slot of its due time, or FAR); a claim moves the row
+// to the slot of its lease's expiry (PostgreSQL moves a row across
+// partitions as a delete and an insert: the statement-level counting
+// triggers see neither, so ferry.queue_counts stays exact); nack, extend
+// and promotion likewise. An INSERT that names no part (an older binary's)
+// gets the DEFAULT, the slot of its now(). A row is found again by (part,
+// ctid), never a bare ctid: a ctid is unique within one partition only.
+//
+// What a claim walks. The claim reads every partition's claim index
+// merged in (visible_at, id) order (a Merge Append: the engine's
+// functions plan with enable_seqscan, enable_sort and enable_bitmapscan
+// off, since a partition the planner believes empty, truncated or
+// analyzed while empty, would otherwise be read whole per probe or sorted
+// whole; the store's own statements on ferry.messages do the same,
+// ringPlannerSQL). A slot holds the rows due in its 5 s window: the sends
+// of that window (dead once claimed), and the leases expiring in it (dead
+// once acked), so its dead content is about 2-3 × rate × 5 s, and once
+// its sends are claimed and its leases acked or expired it holds nothing
+// live and is truncated. A claim walks, per partition, the dead entries
+// before the first live one: the debris of the slot holding the backlog's
+// head (≤ its window) and of the current slot, plus COLD's and FAR's
+// (below), instead of everything consumed since the horizon was taken.
+//
+// The rotator (ferry.ring_forward, ring_sweep, ring_truncate; [RingRotate]
+// runs all three, every second, on River's leader, jobs.ringRotator; each
+// step is a short transaction of its own and one pass over an idle ring
+// reads pg_relation_size and writes nothing):
+//   - FAR sweep: FAR rows due within the horizon less a window move to
+//     their slot, in batches, oldest first, SKIP LOCKED, grouped rows only
+//     under a try-lock of their group (a promotion holding it would meet
+//     its row moved).
+//   - forward: the rows of a slot due before the window it takes next
+//     (up to two windows past the horizon) move to COLD, with the same
+//     skips: the backlog older than about 40 s, and leases, delays and
+//     group followers that outlived their window. If the rotator does not
+//     run, two windows share a slot: correct, only debris is not freed.
+//   - truncate: a stored slot not in use (its window is past, or is
+//     ahead and no row is routed to it yet) with no live row is locked
+//     ACCESS EXCLUSIVE with lock_timeout 20 ms, looked at again, and
+//     truncated; a slot some transaction still reads or writes (every
+//     statement on ferry.messages locks every partition) is left for the
+//     next pass. Truncating an empty slot loses nothing.
+//
+// Correctness never depends on the rotator: claims read every partition,
+// FAR included, so every due row is found wherever it sits.
+//
+// Costs moved elsewhere, and limitations:
+//   - a claim that meets a candidate another claim moved after its
+//     snapshot gets serialization_failure (40001) where one table let it
+//     skip the row; [MessageClaim] runs the claim again (up to five
+//     times, when not in a caller's transaction); a SQL API caller's
+//     transaction is aborted (docs/outbox.md). Settles racing an extend of
+//     the same row, or the rotator, can meet it too, and are retried.
+//   - a probe by (queue_id, id), by group or by event position cannot name
+//     the partition: it descends the index of each of the 18 partitions
+//     until it finds the row (about 2 buffers each, empty ones too); the
+//     plan tests bound such statements at six times the per-row buffers
+//     of a plain table (still proportional to the batch). A receipt could
+//     carry its partition to make an ack one probe; it does not yet.
+//   - every statement on ferry.messages locks all 18 partitions and their
+//     indexes: past PostgreSQL's 16 fast-path locks, into the shared lock
+//     table.
+//   - TRUNCATE is not MVCC-safe: a REPEATABLE READ snapshot older than the
+//     truncation sees the slot empty (only dead-to-Ferry rows were there).
+//     A session that holds a lock on ferry.messages (pg_dump takes ACCESS
+//     SHARE on every table; an idle-in-transaction session that read it)
+//     keeps every slot from being truncated until it ends: the debris of
+//     that time stays, as before.
+//   - COLD and FAR are vacuumed, not truncated: a backlog older than about
+//     40 s, and leases or delays longer than the horizon, leave their dead
+//     rows there while a horizon is held, and claims walk them (claims read
+//     FAR directly; a gate that keeps them out of FAR until it is due is
+//     not built).
 //
 // # Counting
 //

@@ -107,7 +107,19 @@ func (p *publishBatch) write(ctx context.Context, db DBTX, begin, commit bool) (
 	p.plan()
 	b = &pgx.Batch{}
 	p.lockPartitions(b)
+	// The fan-out's probes of ordered subscriptions' groups, around the
+	// append only (db may be the caller's transaction): by the group index,
+	// never a bitmap scan of a partition the planner believes empty
+	// (package doc, # Held snapshots).
+	grouped := len(p.fan.lockQueues) > 0
+	if grouped {
+		b.Queue(`/* ferry:ring_planner_publish */ SELECT set_config('ferry.saved_bitmapscan', current_setting('enable_bitmapscan'), true),
+			set_config('enable_bitmapscan', 'off', true)`)
+	}
 	p.appendAndFanOut(b)
+	if grouped {
+		b.Queue(`/* ferry:ring_planner_publish_end */ SELECT set_config('enable_bitmapscan', current_setting('ferry.saved_bitmapscan'), true)`)
+	}
 	if commit {
 		b.Queue(`COMMIT`)
 	}

@@ -187,7 +187,8 @@ func TestEventPublishStatements(t *testing.T) {
 	t.Cleanup(pool.Close)
 	first := []string{"event_dedup_claim", "event_dedup_read", "topic_subscriptions_read"}
 	second := []string{"topic_partitions_lock", "topic_subscriptions_check", "event_append"}
-	grouped := []string{"topic_partitions_lock", "topic_subscriptions_check", "event_group_locks", "event_append"}
+	grouped := []string{"topic_partitions_lock", "topic_subscriptions_check", "event_group_locks",
+		"ring_planner_publish", "event_append", "ring_planner_publish_end"}
 	own := func(a, b []string) [][]string {
 		bounded := []string{"BEGIN", "event_dedup_claim_wait", a[0], "event_dedup_claim_wait_end"}
 		return [][]string{append(bounded, a[1:]...), append(slices.Clone(b), "COMMIT")}

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Walks: how a statement reads "the first n rows of a queue" (or of an
 // index) in work proportional to n whatever the planner believes
@@ -68,4 +71,36 @@ func walkValues(table, col, scope, below string) string {
 			UNION ALL
 			SELECT n.* FROM walk w CROSS JOIN LATERAL (%s) n
 		)`, step("'-infinity'"), step("w.v"))
+}
+
+// ringPlannerSQL makes the rest of its transaction plan as the engine's
+// functions do (store/definitions, SET enable_seqscan = off ...):
+// ferry.messages is partitioned (package doc, # Held snapshots), and a
+// partition the planner believes empty (truncated, or analyzed while
+// empty) would otherwise be read whole by a sequential scan for every
+// probe, or its rows sorted whole where a merge of index scans stops
+// after LIMIT rows. Every statement of the store on ferry.messages is a
+// walk of index probes, so it loses nothing to these. Run first in the
+// transactions (or batches: one implicit transaction) of those statements.
+// Sorts stay on where a statement sorts what it read (a backfill orders
+// its window's events): ringPlannerSQL is for the transactions whose
+// statements read ferry.messages "ORDER BY id LIMIT n", ringProbesSQL for
+// the others.
+const (
+	ringPlannerSQL = `/* ferry:ring_planner */ SELECT set_config('enable_seqscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+	ringProbesSQL = `/* ferry:ring_probes */ SELECT set_config('enable_seqscan', 'off', true),
+	set_config('enable_sort', 'on', true), set_config('enable_bitmapscan', 'off', true)`
+)
+
+// ringPlanner runs ringPlannerSQL in tx.
+func ringPlanner(ctx context.Context, tx DBTX) error {
+	_, err := tx.Exec(ctx, ringPlannerSQL)
+	return err
+}
+
+// ringProbes runs ringProbesSQL in tx.
+func ringProbes(ctx context.Context, tx DBTX) error {
+	_, err := tx.Exec(ctx, ringProbesSQL)
+	return err
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ClaimParams selects what [MessageClaim] takes.
@@ -30,7 +32,7 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 	// Each pass dead-letters what it cannot deliver; a few passes fill the
 	// batch even behind a run of exhausted messages.
 	for pass := 0; pass < 3 && len(msgs) < p.Max; pass++ {
-		got, over, err := messageClaimOnce(ctx, db, p, p.Max-len(msgs))
+		got, over, err := messageClaimRetried(ctx, db, p, p.Max-len(msgs))
 		if errors.Is(err, ErrPushLeaseLost) && len(msgs) > 0 {
 			return msgs, dead, nil // claimed while the lease held: they stand
 		}
@@ -67,6 +69,23 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // lease is share-locked only when a message is claimable (one probe of
 // the claim index first), so an idle worker's poll writes nothing. One
 // statement, one round trip, no transaction around it.
+// messageClaimRetried is messageClaimOnce, run again (whole: it rolled
+// back) when it failed only because of concurrency and db is not a
+// transaction. A claim meets a serialization failure where a candidate
+// it saw was moved to another partition of ferry.messages by a claim that
+// committed meanwhile (store/doc.go, # Held snapshots).
+func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
+	if _, inTx := db.(pgx.Tx); inTx {
+		return messageClaimOnce(ctx, db, p, limit)
+	}
+	for i := 0; ; i++ {
+		got, over, err := messageClaimOnce(ctx, db, p, limit)
+		if i == 4 || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
+			return got, over, err
+		}
+	}
+}
+
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	sql, owner := claimStatement, (*string)(nil)
 	if p.leaseOwner != "" {

@@ -42,6 +42,9 @@ func MessageMove(ctx context.Context, db TxBeginner, p MoveParams) (moved int, p
 		)
 		err := retry(ctx, func() error {
 			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
+				if err := ringProbes(ctx, tx); err != nil {
+					return err
+				}
 				n, walked, pr, err = moveBatchOf(ctx, tx, p, after, fence, min(p.Limit-moved, moveBatch))
 				return err
 			})

@@ -258,6 +258,36 @@ func (b workBound) buffers() float64 {
 	return cmpOr(b.BuffersPerRow, 20)*float64(b.Batch) + cmpOr(b.BuffersFixed, 300)
 }
 
+// ringBuffers is buffers() for a statement that reads ferry.messages'
+// partitions (store/doc.go, # Held snapshots): a probe by (queue_id, id),
+// by a group or by an event's position cannot name the partition, so it
+// descends that index in each of the 18 partitions (two or three buffers
+// each, the empty ones too) until it finds its row, and a statement that
+// removes group heads makes three such probes a row. Six times the
+// per-row bound: still proportional to the batch, which is what the
+// attacks test (a plan that walks a queue touches its whole backlog).
+func (b workBound) ringBuffers() float64 {
+	return 6*cmpOr(b.BuffersPerRow, 20)*float64(b.Batch) + cmpOr(b.BuffersFixed, 300)
+}
+
+// sqlSendCall matches a call of the SQL API's sends, whose buffers hold
+// those of the probes of ferry.messages' partitions they run.
+var sqlSendCall = regexp.MustCompile(`\bferry\.send_[a-z_]+\(`)
+
+// ringPartition names a partition of ferry.messages.
+var ringPartition = regexp.MustCompile(`^messages_([0-9]{2}|cold|far)$`)
+
+// touchesRing reports whether the plan reads a partition of ferry.messages.
+func (n planNode) touchesRing() bool {
+	found := false
+	n.walk(func(c planNode) {
+		if ringPartition.MatchString(c.RelationName) {
+			found = true
+		}
+	})
+	return found
+}
+
 func cmpOr(v, def float64) float64 {
 	if v == 0 {
 		return def
@@ -301,12 +331,16 @@ func (p *planProbe) check(op string, b workBound) int {
 			require.Greater(p.t, len(plans), 1, "%s: %s: the probe saw none of the function's statements", op, name)
 			buffers = 0
 		}
-		if worst.rowsTouched() > b.rows() || buffers > b.buffers() {
+		bound := b.buffers()
+		if s.Plan.touchesRing() || sqlSendCall.MatchString(s.Query) {
+			bound = b.ringBuffers()
+		}
+		if worst.rowsTouched() > b.rows() || buffers > bound {
 			plan, _ := json.MarshalIndent(s.Plan, "", "  ")
 			p.t.Fatalf("%s: statement %s did work out of proportion to its batch of %d:\n"+
 				"  node %s touched %.0f rows (bound %.0f); the statement touched %.0f buffers (bound %.0f)\n"+
 				"query:\n%s\nplan:\n%s",
-				op, name, b.Batch, worst.describe(), worst.rowsTouched(), b.rows(), s.Plan.buffers(), b.buffers(),
+				op, name, b.Batch, worst.describe(), worst.rowsTouched(), b.rows(), s.Plan.buffers(), bound,
 				s.Query, plan)
 		}
 	}
@@ -409,7 +443,10 @@ func autovacuumOff(t *testing.T, e *env) {
 	t.Helper()
 	_, err := e.pool.Exec(e.ctx, `
 		DO $$ DECLARE r record; BEGIN
-			FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('ferry', 'public') LOOP
+			-- (A partitioned table has no storage of its own: its partitions are listed.)
+			FOR r IN SELECT schemaname, tablename FROM pg_tables t
+				WHERE schemaname IN ('ferry', 'public')
+					AND (SELECT c.relkind FROM pg_class c WHERE c.oid = format('%I.%I', t.schemaname, t.tablename)::regclass) = 'r' LOOP
 				EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false)', r.schemaname, r.tablename);
 			END LOOP;
 		END $$`)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"maps"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // QueueConfig is a queue's configuration. The zero value is not valid; see
@@ -335,21 +337,27 @@ func QueueDelete(ctx context.Context, tx DBTX, name string) (int64, error) {
 // and reports how many it deleted; 0 means nothing of the queue is left.
 // Each statement walks at most limit rows of the queue (walkKeys) and
 // deletes them by the ctid it saw, so none reads more of the queue than
-// it deletes.
+// it deletes. A ctid is unique within one partition of ferry.messages
+// only, so its rows are deleted by (part, ctid).
 func QueueDeleteContent(ctx context.Context, db DBTX, queueID int64, limit int) (int64, error) {
 	var n int64
-	for _, t := range []struct{ table, key, first string }{
-		{"messages", "id", "0"}, {"dead_letters", "id", "0"}, {"dedup", "dedup_id", "''"},
+	for _, t := range []struct{ table, key, first, cols string }{
+		{"messages", "id", "0", "part, ctid"}, {"dead_letters", "id", "0", "ctid"}, {"dedup", "dedup_id", "''", "ctid"},
 	} {
-		tag, err := db.Exec(ctx, `/* ferry:queue_delete_`+t.table+` */
-			WITH RECURSIVE `+walkKeys(t.table, t.key, t.first, "", ", x.ctid")+`,
-			victims AS MATERIALIZED (SELECT ctid FROM walk LIMIT $2)
-			DELETE FROM ferry.`+t.table+` x USING (SELECT ctid FROM victims LIMIT $2) v WHERE x.ctid = v.ctid`,
+		b := &pgx.Batch{}
+		b.Queue(ringPlannerSQL) // one implicit transaction with the delete
+		del := b.Queue(`/* ferry:queue_content_delete_`+t.table+` */
+			WITH RECURSIVE `+walkKeys(t.table, t.key, t.first, "", ", x."+strings.ReplaceAll(t.cols, ", ", ", x."))+`,
+			victims AS MATERIALIZED (SELECT `+t.cols+` FROM walk LIMIT $2)
+			DELETE FROM ferry.`+t.table+` x USING (SELECT `+t.cols+` FROM victims LIMIT $2) v WHERE (x.`+
+			strings.ReplaceAll(t.cols, ", ", ", x.")+`) = (v.`+strings.ReplaceAll(t.cols, ", ", ", v.")+`)`,
 			queueID, limit-int(n))
-		if err != nil {
+		var affected int64
+		del.Exec(func(tag pgconn.CommandTag) error { affected = tag.RowsAffected(); return nil })
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
 			return n, interpretError("queue delete content", err)
 		}
-		n += tag.RowsAffected()
+		n += affected
 		if n >= int64(limit) {
 			return n, nil
 		}

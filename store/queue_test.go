@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -155,4 +156,43 @@ func TestQueueStats(t *testing.T) {
 		e.requireCountersExact(q)
 		require.Equal(t, sent.Load(), e.live(q)+e.deadLetters(q)+acked.Load(), "every sent message is live, dead or acked")
 	})
+}
+
+// TestQueueDeleteContentOfPreviousReleaseRefused: the previous release's
+// cleanup of a deleted queue deleted by a bare ctid, which on the
+// partitioned ferry.messages names a row in every partition; an instance
+// of that release running it during a rolling deploy is refused
+// (migration 000019's trigger) and deletes nothing, while this release's
+// cleanup deletes the queue's rows only.
+func TestQueueDeleteContentOfPreviousReleaseRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gone := e.queue("gone", store.QueuePatch{})
+	keep := e.queue("keep", store.QueuePatch{})
+	e.send(gone, msg(1), msg(2))
+	e.send(keep, msg(1), msg(2), store.SendMessage{Body: body(t, payload{Seq: 3}), Delay: ptr(time.Hour)})
+	e.claim(keep, 1, time.Minute) // a row in another slot
+
+	// The statement of store.QueueDeleteContent at 09b79ab, for ferry.messages.
+	const previous = `/* ferry:queue_delete_messages */
+		WITH RECURSIVE walk AS (
+			(SELECT x.id, x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id > 0 ORDER BY x.id LIMIT 1)
+			UNION ALL
+			SELECT n.* FROM walk w CROSS JOIN LATERAL (
+				SELECT x.id, x.ctid FROM ferry.messages x WHERE x.queue_id = $1 AND x.id > w.id ORDER BY x.id LIMIT 1) n
+		),
+		victims AS MATERIALIZED (SELECT ctid FROM walk LIMIT $2)
+		DELETE FROM ferry.messages x USING (SELECT ctid FROM victims LIMIT $2) v WHERE x.ctid = v.ctid`
+	_, err := e.pool.Exec(e.ctx, previous, gone.ID, 100)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "0A000", pgErr.Code, "refused: %v", err)
+	require.EqualValues(t, 2, e.live(gone))
+	require.EqualValues(t, 3, e.live(keep))
+
+	n, err := store.QueueDeleteContent(e.ctx, e.pool, gone.ID, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	require.Zero(t, e.live(gone))
+	require.EqualValues(t, 3, e.live(keep), "this release's cleanup deletes the queue's rows only")
 }

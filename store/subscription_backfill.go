@@ -105,6 +105,9 @@ func (b *backfill) locked(ctx context.Context, tx pgx.Tx, ranges []backfillRange
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
 		return 0, err
 	}
+	if err := ringProbes(ctx, tx); err != nil {
+		return 0, err
+	}
 	n, err := b.run(ctx, ranges, func(step func(DBTX) error) error {
 		return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return step(sp) })
 	})
@@ -123,6 +126,9 @@ func (b *backfill) batches(ctx context.Context, db TxBeginner, ranges []backfill
 		n, err := b.run(ctx, []backfillRange{r}, func(step func(DBTX) error) error {
 			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
+					return err
+				}
+				if err := ringProbes(ctx, tx); err != nil {
 					return err
 				}
 				return step(tx)

@@ -42,6 +42,9 @@ func SubscriptionSeek(ctx context.Context, pool *pgxpool.Pool, s Subscription, s
 	)
 	err = retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if err := ringPlanner(ctx, tx); err != nil {
+				return err
+			}
 			if err := lockTopicForSubscriptions(ctx, tx, s.TopicID); err != nil {
 				return err
 			}
@@ -95,6 +98,9 @@ func subscriptionSeekLocked(ctx context.Context, db TxBeginner, s Subscription, 
 		err := retry(ctx, func() error {
 			locked = 0
 			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if err := ringPlanner(ctx, tx); err != nil {
+					return err
+				}
 				var err error
 				n, locked, err = subscriptionSeekTx(ctx, tx, s, start)
 				if err == nil && locked != 0 {

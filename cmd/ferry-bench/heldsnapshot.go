@@ -353,7 +353,8 @@ func (b *Bench) holdSnapshot(ctx context.Context) (release func() (int64, error)
 
 // totalSize is a table's size with its indexes and TOAST.
 func (b *Bench) totalSize(ctx context.Context, table string) (n int64, err error) {
-	err = b.raw.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, table).Scan(&n)
+	err = b.raw.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint
+		FROM pg_partition_tree($1::regclass) WHERE isleaf`, table).Scan(&n)
 	return n, err
 }
 

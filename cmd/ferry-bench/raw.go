@@ -189,16 +189,20 @@ func (b *Bench) sizes(ctx context.Context) (RelSizes, error) { return b.sizesOf(
 func (b *Bench) sizesOf(ctx context.Context, table string) (RelSizes, error) {
 	var r RelSizes
 	err := b.raw.QueryRow(ctx, `
-		SELECT pg_relation_size($1::regclass), pg_total_relation_size($1::regclass),
-			coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0)
-		FROM pg_stat_user_tables s WHERE s.relid = $1::regclass`, table).
+		SELECT coalesce(sum(pg_relation_size(t.relid)), 0)::bigint, coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint,
+			coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint, coalesce(sum(s.autovacuum_count), 0)::bigint
+		-- A partitioned table (ferry.messages) has no storage of its own:
+		-- the sum of its partitions'; a plain table is its own one leaf.
+		FROM pg_partition_tree($1::regclass) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid
+		WHERE t.isleaf`, table).
 		Scan(&r.Heap, &r.Total, &r.Live, &r.Dead, &r.Autovacuums)
 	if err != nil {
 		return r, err
 	}
 	rows, err := b.raw.Query(ctx, `
-		SELECT indexrelid::regclass::text, pg_relation_size(indexrelid)
-		FROM pg_index WHERE indrelid = $1::regclass ORDER BY 1`, table)
+		SELECT i.indexrelid::regclass::text,
+			(SELECT coalesce(sum(pg_relation_size(p.relid)), 0)::bigint FROM pg_partition_tree(i.indexrelid) p WHERE p.isleaf)
+		FROM pg_index i WHERE i.indrelid = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		return r, err
 	}

@@ -3,14 +3,18 @@ package definitions_test
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
+	"github.com/ferry-mq/ferry/store/definitions"
 )
 
 // A new binary serves on the functions as an older release left them (in
@@ -24,6 +28,13 @@ func TestStoreOnMigrationsOnly(t *testing.T) {
 	pool, err := pgxpool.New(ctx, migratedOnly(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	// Migration 000019 drops the claim and the promotion that an older
+	// release left: they join rows by a bare ctid, which on the
+	// partitioned ferry.messages names rows of other queues. Until this
+	// release installs them, a claim fails (TestClaimAfterRingMigrationFails
+	// shows it); these two are this release's.
+	installDefinitions(t, pool, "message_claim.sql", "ferry.message_claim")
+	installDefinitions(t, pool, "message_settle.sql", "ferry.message_promote")
 
 	one, depth := 1, int64(10)
 	q, _, err := store.QueueUpsert(ctx, pool, "q", store.QueuePatch{MaxReceives: &one, MaxDepth: &depth})
@@ -73,4 +84,36 @@ func TestStoreOnMigrationsOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, delivered, 1)
 	require.Equal(t, published[0].ID, *delivered[0].EventID)
+}
+
+// installDefinitions runs, from this release's definition file, the
+// CREATE of function fn through its REVOKE.
+func installDefinitions(t *testing.T, pool *pgxpool.Pool, file, fn string) {
+	t.Helper()
+	b, err := fs.ReadFile(definitions.Files(), file)
+	require.NoError(t, err)
+	text := string(b)
+	from := strings.Index(text, "CREATE OR REPLACE FUNCTION "+fn+"(")
+	require.GreaterOrEqual(t, from, 0, "%s in %s", fn, file)
+	revoke := "REVOKE ALL ON FUNCTION " + fn + "("
+	to := strings.Index(text[from:], revoke)
+	require.GreaterOrEqual(t, to, 0, "the REVOKE of %s", fn)
+	end := from + to + strings.Index(text[from+to:], ";") + 1
+	_, err = pool.Exec(context.Background(), text[from:end])
+	require.NoError(t, err)
+}
+
+// TestClaimAfterRingMigrationFails: between migration 000019 and the
+// install of the definitions, a claim (an older release's instance calls
+// the same function) fails instead of claiming by a bare ctid.
+func TestClaimAfterRingMigrationFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, migratedOnly(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `SELECT * FROM ferry.message_claim(1, 10, 5, 1000, NULL)`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42883", pgErr.Code, "undefined function: %v", err)
 }

@@ -24,17 +24,29 @@
 -- prune the fenced part by a parameter, and PL/pgSQL shares no text
 -- between statements except through EXECUTE, which plans every call
 -- anew. Each keeps its own plan and its own tag.
+-- ferry.messages is partitioned (store/doc.go, # Held snapshots): the
+-- candidates are read from every partition, each in its own claim index,
+-- merged in (visible_at, id) order; the UPDATE moves each claimed row to
+-- the slot of its lease's expiry (ferry.message_part) and finds it by
+-- (part, ctid), a ctid being unique within one partition only. A
+-- candidate another claim moved after this statement's snapshot raises
+-- serialization_failure (40001: "tuple to be locked was already moved to
+-- another partition"), where a table of one partition would have skipped
+-- it: the store runs the claim again, a SQL API caller's transaction ends.
 CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
         p_owner uuid DEFAULT NULL)
     RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
         o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    -- Partitions the planner believes empty would be read whole per probe,
+    -- or sorted whole instead of merged (store/doc.go, # Held snapshots).
+    SET enable_seqscan = off SET enable_sort = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN
     IF p_owner IS NULL THEN
         RETURN QUERY WITH /* ferry:message_claim */ candidate AS (
-                SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+                SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
                 FROM ferry.messages m
                 WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at
                 ORDER BY m.visible_at, m.id
@@ -43,10 +55,11 @@ BEGIN
             ),
             claimed AS (
                 UPDATE ferry.messages m SET
-                    visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                        visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                    part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at),
                     receive_count = m.receive_count + 1,
                     claim_token = (random() * 9007199254740991)::bigint
-                FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+                FROM candidate c WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
                 RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
             )
             SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
@@ -75,7 +88,7 @@ BEGIN
             WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
         ),
         candidate AS (
-            SELECT m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+            SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
             FROM ferry.messages m
             WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
             ORDER BY m.visible_at, m.id
@@ -85,9 +98,10 @@ BEGIN
         claimed AS (
             UPDATE ferry.messages m SET
                 visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+                part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at),
                 receive_count = m.receive_count + 1,
                 claim_token = (random() * 9007199254740991)::bigint
-            FROM candidate c WHERE m.ctid = c.ctid AND NOT c.exhausted
+            FROM candidate c WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
             RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
         )
         SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,

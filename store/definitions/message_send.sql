@@ -15,10 +15,10 @@ CREATE OR REPLACE FUNCTION ferry.message_send_plain(queue_id bigint, bodies text
     deliver_at timestamptz[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY INSERT /* ferry:message_send */ INTO ferry.messages (queue_id, id, visible_at, attributes, body)
-        SELECT $1, nextval('ferry.message_id_seq'),
-            coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'), attributes::json, body::json
-        FROM unnest($2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS t(body, attributes, delay_ms, deliver_at)
+    RETURN QUERY INSERT /* ferry:message_send */ INTO ferry.messages (queue_id, id, visible_at, part, attributes, body)
+        SELECT $1, nextval('ferry.message_id_seq'), t.at, ferry.message_part(t.at, now()), attributes::json, body::json
+        FROM unnest($2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS u(body, attributes, delay_ms, deliver_at)
+        CROSS JOIN LATERAL (SELECT coalesce(u.deliver_at, now() + u.delay_ms * interval '1 millisecond') AS at) t
         WHERE EXISTS (SELECT 1 FROM ferry.queues WHERE id = $1)
         RETURNING id;
 END $$;
@@ -35,7 +35,7 @@ REVOKE ALL ON FUNCTION ferry.message_send_plain(bigint, text[], text[], bigint[]
 -- LIMIT 1).
 CREATE OR REPLACE FUNCTION ferry.message_send_grouped(queue_id bigint, bodies text[], attrs text[], groups text[], dedup_ids text[],
     delays_ms bigint[], deliver_at timestamptz[], dedup_window_seconds integer)
-    RETURNS TABLE(ord bigint, id bigint, inserted boolean) LANGUAGE plpgsql AS $$
+    RETURNS TABLE(ord bigint, id bigint, inserted boolean) LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM /* ferry:message_group_lock_named */ count(pg_advisory_xact_lock(k)) FROM (
@@ -69,8 +69,9 @@ BEGIN
             ) live
         ),
         inserted AS (
-            INSERT INTO ferry.messages (queue_id, id, visible_at, waiting, grp, dedup_id, attributes, body)
+            INSERT INTO ferry.messages (queue_id, id, part, visible_at, waiting, grp, dedup_id, attributes, body)
             SELECT $1, id,
+                ferry.message_part(coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'), now()),
                 coalesce(deliver_at, now() + delay_ms * interval '1 millisecond'),
                 grp IS NOT NULL AND (
                     row_number() OVER (PARTITION BY grp ORDER BY ord) > 1

@@ -20,7 +20,8 @@
 -- result does not depend on whether the caller's statement still sees
 -- them. The caller holds the groups' locks (ferry.message_group_lock,
 -- store.messageDeleteSet), so the waiting rows found cannot change before
--- the UPDATE finds them by ctid. Not granted to anyone.
+-- the UPDATE finds them by (part, ctid) (a ctid is unique within one
+-- partition of ferry.messages only). Not granted to anyone.
 --
 -- Its callers run it from the statement that removes the rows, as the CTE
 --     promoted AS (
@@ -36,31 +37,33 @@
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
 -- at every call.)
 CREATE OR REPLACE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off AS $$
 DECLARE
     v_n bigint;
 BEGIN
     WITH /* ferry:message_promote */ promoted AS (
-        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now())
+        UPDATE ferry.messages n SET waiting = false, visible_at = greatest(n.visible_at, now()),
+            part = ferry.message_part(greatest(n.visible_at, now()), now())
         FROM (
-            SELECT nx.ctid
+            SELECT nx.part, nx.ctid
             FROM (
                 SELECT DISTINCT l.queue_id, l.grp FROM unnest(p_queues, p_groups) AS l(queue_id, grp)
                 WHERE l.grp IS NOT NULL
             ) g
             CROSS JOIN LATERAL (
-                SELECT w.ctid FROM ferry.messages w
+                SELECT w.part, w.ctid FROM ferry.messages w
                 WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT unnest(p_ids))
                 ORDER BY w.id LIMIT 1
             ) nx
             LEFT JOIN LATERAL (
                 SELECT true AS found FROM ferry.messages h
                 WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT unnest(p_ids))
+                ORDER BY h.id -- the group index's order: with sorts off, no other index serves it
                 LIMIT 1
             ) head ON true
             WHERE head.found IS NULL
         ) p
-        WHERE n.ctid = p.ctid AND n.waiting
+        WHERE n.part = p.part AND n.ctid = p.ctid AND n.waiting
         RETURNING n.id
     )
     SELECT count(*) INTO v_n FROM promoted;
@@ -83,7 +86,7 @@ REVOKE ALL ON FUNCTION ferry.message_promote(bigint[], text[], bigint[]) FROM PU
 -- queue (topic/subscription for a subscription) for the moved messages'
 -- ferry:dead_letter_source attribute.
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_queue(p_queue bigint, p_ids bigint[], OUT o_target bigint, OUT o_source text)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_first bigint;
 BEGIN
@@ -132,7 +135,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_queue(bigint, bigint[]) FROM PU
 -- it sees them deleted.
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_put(p_target bigint, p_source text, p_reason text, p_error text,
         p_rows ferry.messages[]) RETURNS bigint
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_moved bigint[] := '{}';
     v_n bigint;
@@ -142,8 +145,8 @@ BEGIN
             SELECT * FROM unnest(p_rows)
         ),
         moved AS (
-            INSERT INTO ferry.messages AS m (queue_id, id, visible_at, waiting, sent_at, grp, dedup_id, last_error, attributes, body)
-            SELECT p_target, r.id, now(),
+            INSERT INTO ferry.messages AS m (queue_id, id, part, visible_at, waiting, sent_at, grp, dedup_id, last_error, attributes, body)
+            SELECT p_target, r.id, ferry.message_part(now(), now()), now(),
                 r.grp IS NOT NULL AND (row_number() OVER (PARTITION BY r.grp ORDER BY r.id) > 1 OR busy.found IS NOT NULL),
                 r.sent_at, r.grp, r.dedup_id, coalesce(p_error, r.last_error),
                 (coalesce(r.attributes::jsonb, '{}')
@@ -155,6 +158,12 @@ BEGIN
             LEFT JOIN LATERAL (
                 SELECT true AS found FROM ferry.messages x WHERE x.queue_id = p_target AND x.grp = r.grp LIMIT 1
             ) busy ON r.grp IS NOT NULL
+            -- An id the target holds, in any partition (the primary key
+            -- holds part, so ON CONFLICT sees only its own partition's).
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM ferry.messages x WHERE x.queue_id = p_target AND x.id = r.id LIMIT 1
+            ) held ON true
+            WHERE held.found IS NULL
             ORDER BY r.id
             ON CONFLICT DO NOTHING
             RETURNING m.id
@@ -188,7 +197,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_put(bigint, text, text, text, f
 -- dead_letter_queue, they move into that queue instead
 -- (ferry.message_dead_letter_put).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_n bigint;
@@ -198,14 +207,14 @@ BEGIN
     PERFORM ferry.message_group_lock(p_queue, p_ids);
     SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
     WITH /* ferry:message_dead_letter */ target AS MATERIALIZED (
-        SELECT m.queue_id, m.id FROM unnest(p_ids) AS r(id)
+        SELECT m.part, m.queue_id, m.id FROM unnest(p_ids) AS r(id)
         CROSS JOIN LATERAL (
-            SELECT x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            SELECT x.part, x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
         ) m
         LIMIT cardinality(p_ids)
     ),
     gone AS (
-        DELETE FROM ferry.messages m USING target t WHERE m.queue_id = t.queue_id AND m.id = t.id
+        DELETE FROM ferry.messages m USING target t WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id
             AND NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives
         RETURNING m.queue_id, m.id, m.grp, m AS r
     ),
@@ -229,7 +238,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM
 -- messages have no group).
 CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN
@@ -237,9 +246,9 @@ BEGIN
         PERFORM ferry.message_group_lock(p_queue, p_ids);
     END IF;
     RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
-            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
             ) m
             WHERE m.claim_token = r.token AND m.visible_at > v_at
@@ -247,7 +256,7 @@ BEGIN
         ),
         gone AS (
             DELETE FROM ferry.messages m USING target t
-            WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
             RETURNING m.queue_id, m.id, m.grp, m.claim_token
         ),
         promoted AS (
@@ -269,7 +278,7 @@ REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FR
 CREATE OR REPLACE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_dead_letter boolean,
         p_max_receives integer, p_error text, p_delay_ms bigint, p_retry_min integer, p_retry_max integer)
     RETURNS TABLE(o_id bigint, o_token bigint, o_dead boolean)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_target bigint;
@@ -278,10 +287,14 @@ BEGIN
     PERFORM ferry.message_group_lock(p_queue, p_ids);
     SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
     RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
-            SELECT m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead
+            SELECT m.part, m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead,
+                coalesce(p_delay_ms * interval '1 millisecond',
+                    -- exponential backoff with equal jitter: half fixed, half random
+                    make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(m.receive_count - 1, 30)))
+                        * (0.5 + random() / 2))) AS backoff
             FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
                 FOR UPDATE
             ) m
@@ -292,17 +305,15 @@ BEGIN
             UPDATE ferry.messages m SET
                 claim_token = NULL,
                 last_error = coalesce(p_error, m.last_error),
-                visible_at = v_at + coalesce(p_delay_ms * interval '1 millisecond',
-                    -- exponential backoff with equal jitter: half fixed, half random
-                    make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(m.receive_count - 1, 30)))
-                        * (0.5 + random() / 2)))
-            FROM target t WHERE m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead
+                visible_at = v_at + t.backoff,
+                part = ferry.message_part(v_at + t.backoff, v_at)
+            FROM target t WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead
                 AND m.claim_token = t.claim_token AND m.visible_at > v_at
             RETURNING m.id, t.claim_token
         ),
         gone AS (
             DELETE FROM ferry.messages m USING target t
-            WHERE m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
             RETURNING m.queue_id, m.id, m.grp, m AS r, t.claim_token AS receipt_token
         ),
         dead AS (
@@ -323,22 +334,23 @@ REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, i
 -- (store.MessageExtend); returns (id, token) per applied receipt.
 CREATE OR REPLACE FUNCTION ferry.message_extend(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_timeout_ms bigint)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN
     RETURN QUERY WITH /* ferry:message_extend */ target AS MATERIALIZED (
-            SELECT m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
+            SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
             ) m
             WHERE m.claim_token = r.token AND m.visible_at > v_at
             LIMIT cardinality(p_ids)
         )
-        UPDATE ferry.messages m SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond'
+        UPDATE ferry.messages m SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+            part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at)
         FROM target t
-        WHERE m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+        WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
         RETURNING m.id, m.claim_token;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_extend(bigint, bigint[], bigint[], bigint) FROM PUBLIC;

@@ -1,0 +1,260 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The rotator of ferry.messages' ring (package doc, # Held snapshots):
+// the three steps as functions a test can call one at a time, and
+// [RingRotate], one pass of all three, which the leader runs every
+// second (jobs.Register).
+
+// RingShape is the ring's shape as the definitions route rows
+// (ferry.ring_shape): slots 0..Slots-1, then COLD (Slots) and FAR
+// (Slots+1); a slot holds a window of Width of visible_at; rows due beyond
+// Horizon go to FAR.
+type RingShape struct {
+	Slots   int
+	Width   time.Duration
+	Horizon time.Duration
+}
+
+// ringBatch bounds the rows one statement of the rotator moves.
+const ringBatch = 1000
+
+// ringBatches bounds the batches one step runs in one pass, so that a
+// pass ends; what is left waits for the next.
+const ringBatches = 20
+
+// RingShapeGet reads the ring's shape and the database's clock.
+func RingShapeGet(ctx context.Context, db DBTX) (RingShape, time.Time, error) {
+	var (
+		s         RingShape
+		w, h      int
+		clockTime time.Time
+	)
+	err := db.QueryRow(ctx, `/* ferry:ring_shape */ SELECT slots, width_s, horizon_s, clock_timestamp() FROM ferry.ring_shape()`).
+		Scan(&s.Slots, &w, &h, &clockTime)
+	if err != nil {
+		return s, clockTime, interpretError("ring shape", err)
+	}
+	s.Width, s.Horizon = time.Duration(w)*time.Second, time.Duration(h)*time.Second
+	return s, clockTime, nil
+}
+
+// window is the number of the window of t.
+func (s RingShape) window(t time.Time) int64 {
+	return int64(math.Floor(float64(t.UnixMicro()) / float64(s.Width.Microseconds())))
+}
+
+// start is when window w starts.
+func (s RingShape) start(w int64) time.Time {
+	return time.UnixMicro(w * s.Width.Microseconds())
+}
+
+// slotWindow is the window slot takes next at now: the newest window,
+// up to two windows past the farthest one rows are routed to at now
+// (now + Horizon), that maps to slot. Its rows of earlier windows must be
+// forwarded before writes reach it.
+func (s RingShape) slotWindow(slot int, now time.Time) int64 {
+	e := s.window(now.Add(s.Horizon)) + 2
+	n := int64(s.Slots)
+	return e - ((e-int64(slot))%n+n)%n
+}
+
+// inUse reports whether slot's window is being written at now: from the
+// current window to the farthest one rows are routed to.
+func (s RingShape) inUse(slot int, now time.Time) bool {
+	w := s.slotWindow(slot, now)
+	return w >= s.window(now) && w <= s.window(now.Add(s.Horizon))
+}
+
+// RingForward moves up to limit rows of ring slot slot that are due
+// before before to COLD (ferry.ring_forward: rows another transaction
+// holds are skipped); it returns how many it moved.
+func RingForward(ctx context.Context, db DBTX, slot int, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, `/* ferry:ring_forward_call */ SELECT ferry.ring_forward($1, $2, $3)`, slot, before, limit).Scan(&n)
+	return n, interpretError("ring forward", err)
+}
+
+// RingSweep moves up to limit rows of FAR due before until into their
+// ring slots (ferry.ring_sweep); it returns how many it moved.
+func RingSweep(ctx context.Context, db DBTX, until time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, `/* ferry:ring_sweep_call */ SELECT ferry.ring_sweep($1, $2)`, until, limit).Scan(&n)
+	return n, interpretError("ring sweep", err)
+}
+
+// RingTruncate truncates ring slot slot if it holds no live row and no
+// other transaction uses it within 20 ms (ferry.ring_truncate), in a
+// transaction of its own; it reports whether it did.
+func RingTruncate(ctx context.Context, db TxBeginner, slot int) (bool, error) {
+	var done bool
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `/* ferry:ring_truncate_call */ SELECT ferry.ring_truncate($1)`, slot).Scan(&done)
+	})
+	return done, interpretError("ring truncate", err)
+}
+
+// RingSlotsStored lists the ring slots that have storage (a slot
+// truncated since it was last written has none): the only ones a pass
+// looks at, so that an idle ring costs one read and writes nothing.
+func RingSlotsStored(ctx context.Context, db DBTX, shape RingShape) ([]int, error) {
+	rows, err := db.Query(ctx, `/* ferry:ring_slots_stored */
+		SELECT s FROM generate_series(0, $1 - 1) s
+		WHERE pg_relation_size(format('ferry.messages_%s', lpad(s::text, 2, '0'))::regclass) > 0
+		ORDER BY s`, shape.Slots)
+	if err != nil {
+		return nil, interpretError("ring slots", err)
+	}
+	slots, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	return slots, interpretError("ring slots", err)
+}
+
+// RingPass is what one [RingRotate] did.
+type RingPass struct {
+	Swept, Forwarded int64
+	// Stored is how many ring slots had storage; Truncated, which of them
+	// it truncated.
+	Stored    int
+	Truncated []int
+}
+
+// Idle reports whether the pass did nothing: nothing swept, forwarded
+// or truncated.
+func (p RingPass) Idle() bool { return p.Swept == 0 && p.Forwarded == 0 && len(p.Truncated) == 0 }
+
+// ringSlot is what a pass reads of a stored ring slot.
+type ringSlot struct {
+	slot      int
+	old, live bool // rows to forward; any live row
+}
+
+// ringState reads, in one statement, the ring's shape and the database's
+// clock, whether FAR has rows due within the horizon less a window, and
+// which ring slots have storage, with whether each has rows due before
+// the window it takes next (the start of RingShape.slotWindow, computed
+// here as there) and any live row.
+func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ringSlot, error) {
+	var (
+		shape  RingShape
+		now    time.Time
+		farDue bool
+		slots  []ringSlot
+	)
+	rows, err := db.Query(ctx, `/* ferry:ring_state */
+		WITH sh AS (
+			SELECT r.slots, r.width_s, r.horizon_s, clock_timestamp() AS now,
+				floor(extract(epoch FROM clock_timestamp()) / r.width_s + r.horizon_s::float8 / r.width_s)::bigint + 2 AS e
+			FROM ferry.ring_shape() r
+		),
+		sl AS (
+			SELECT g.s::smallint AS slot, to_timestamp(((sh.e - ((sh.e - g.s) % sh.slots + sh.slots) % sh.slots) * sh.width_s)::float8) AS before
+			FROM sh CROSS JOIN generate_series(0, sh.slots - 1) AS g(s)
+		)
+		SELECT -1, EXISTS (SELECT 1 FROM ferry.messages WHERE part = 17
+				AND visible_at < sh.now + make_interval(secs => sh.horizon_s - sh.width_s)),
+			false, sh.slots, sh.width_s, sh.horizon_s, sh.now
+		FROM sh
+		UNION ALL
+		SELECT sl.slot,
+			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot AND m.visible_at < sl.before),
+			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot),
+			0, 0, 0, NULL
+		FROM sl
+		WHERE pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) > 0`)
+	if err != nil {
+		return shape, now, false, nil, interpretError("ring state", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			rs   ringSlot
+			n    int
+			w, h int
+			at   *time.Time
+		)
+		if err := rows.Scan(&rs.slot, &rs.old, &rs.live, &n, &w, &h, &at); err != nil {
+			return shape, now, false, nil, interpretError("ring state", err)
+		}
+		if rs.slot < 0 {
+			shape = RingShape{Slots: n, Width: time.Duration(w) * time.Second, Horizon: time.Duration(h) * time.Second}
+			now, farDue = *at, rs.old
+			continue
+		}
+		slots = append(slots, rs)
+	}
+	return shape, now, farDue, slots, interpretError("ring state", rows.Err())
+}
+
+// RingRotate runs one pass of the rotator at the database's clock: the
+// FAR sweep (rows due within the horizon less a window go to their
+// slot), the forward of every stored slot (its rows of windows before the
+// one it takes next go to COLD), then the truncation of every stored slot
+// not in use (past windows, and future ones no row is routed to yet) that
+// holds nothing live. It reads first, in one statement, what there is to
+// do, and runs only that, each step a short transaction of its own: a
+// pass that finds nothing to do is one read-only statement.
+func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
+	var p RingPass
+	shape, now, farDue, slots, err := ringState(ctx, db)
+	if err != nil {
+		return p, err
+	}
+	before := make([]time.Time, shape.Slots)
+	for s := range before {
+		before[s] = shape.start(shape.slotWindow(s, now))
+	}
+	until := now.Add(shape.Horizon - shape.Width)
+	p.Stored = len(slots)
+	if farDue {
+		if p.Swept, err = ringRepeat(ctx, func() (int64, error) { return RingSweep(ctx, db, until, ringBatch) }); err != nil {
+			return p, err
+		}
+	}
+	for _, rs := range slots {
+		if !rs.old {
+			continue
+		}
+		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, rs.slot, before[rs.slot], ringBatch) })
+		p.Forwarded += n
+		if err != nil {
+			return p, err
+		}
+	}
+	for _, rs := range slots {
+		// A slot with live rows and none forwarded keeps them; one whose
+		// rows were forwarded is looked at again by ring_truncate.
+		if shape.inUse(rs.slot, now) || (rs.live && !rs.old) {
+			continue
+		}
+		done, err := RingTruncate(ctx, db, rs.slot)
+		if err != nil {
+			return p, fmt.Errorf("slot %d: %w", rs.slot, err)
+		}
+		if done {
+			p.Truncated = append(p.Truncated, rs.slot)
+		}
+	}
+	return p, nil
+}
+
+// ringRepeat runs step while it moves a whole batch, at most ringBatches
+// times, and sums what it moved.
+func ringRepeat(ctx context.Context, step func() (int64, error)) (int64, error) {
+	var total int64
+	for range ringBatches {
+		n, err := step()
+		total += n
+		if err != nil || n < ringBatch || ctx.Err() != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
