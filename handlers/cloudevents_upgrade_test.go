@@ -13,11 +13,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/golang-migrate/migrate/v4"
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/testkit/ferrytest"
@@ -65,20 +61,7 @@ func migratedTo(t *testing.T, v uint) string {
 	u, err := url.Parse(pgtest.AdminURL())
 	require.NoError(t, err)
 	u.Path = "/" + name
-	cfg, err := pgx.ParseConfig(u.String())
-	require.NoError(t, err)
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	src, err := iofs.New(migrations.Files(), ".")
-	require.NoError(t, err)
-	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: "ferry_schema_migrations"})
-	require.NoError(t, err)
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
-	require.NoError(t, err)
-	require.NoError(t, m.Migrate(v))
-	srcErr, dbErr := m.Close()
-	require.NoError(t, srcErr)
-	require.NoError(t, dbErr)
+	require.NoError(t, migrations.To(ctx, u.String(), v))
 	return u.String()
 }
 

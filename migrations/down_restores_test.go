@@ -6,11 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/golang-migrate/migrate/v4"
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/migrations"
@@ -47,20 +43,7 @@ func migratedUpTo(t *testing.T, v uint) *pgx.Conn {
 	t.Helper()
 	dbURL := emptyDatabase(t)
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(dbURL)
-	require.NoError(t, err)
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	src, err := iofs.New(migrations.Files(), ".")
-	require.NoError(t, err)
-	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: "ferry_schema_migrations"})
-	require.NoError(t, err)
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
-	require.NoError(t, err)
-	require.NoError(t, m.Migrate(v))
-	srcErr, dbErr := m.Close()
-	require.NoError(t, srcErr)
-	require.NoError(t, dbErr)
+	require.NoError(t, migrations.To(ctx, dbURL, v))
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })

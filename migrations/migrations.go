@@ -136,6 +136,19 @@ func Down(ctx context.Context, databaseURL string) error {
 	})
 }
 
+// To migrates the schema to exactly version v, up or down, and installs
+// no definitions: a database as a release whose latest migration is v
+// left it before its functions were installed (upgrade tests write rows
+// as that release did, then run [Up]).
+func To(ctx context.Context, databaseURL string, v uint) error {
+	return withLock(ctx, databaseURL, func(m *migrate.Migrate, _ *pgxpool.Pool) error {
+		if err := m.Migrate(v); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate to %d: %w", v, err)
+		}
+		return nil
+	})
+}
+
 // Version reports the database's Ferry schema version and whether a failed
 // migration left it dirty. Version 0 means no migration has been applied.
 func Version(ctx context.Context, databaseURL string) (version uint, dirty bool, err error) {

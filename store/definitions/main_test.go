@@ -8,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4"
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/internal/testkit/pgtest"
@@ -48,20 +44,9 @@ func migratedOnly(t *testing.T) string {
 	u.Path = "/" + name
 	dbURL := u.String()
 
-	cfg, err := pgx.ParseConfig(dbURL)
+	latest, err := migrations.Latest()
 	require.NoError(t, err)
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	src, err := iofs.New(migrations.Files(), ".")
-	require.NoError(t, err)
-	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: "ferry_schema_migrations"})
-	require.NoError(t, err)
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
-	require.NoError(t, err)
-	require.NoError(t, m.Up())
-	srcErr, dbErr := m.Close()
-	require.NoError(t, srcErr)
-	require.NoError(t, dbErr)
+	require.NoError(t, migrations.To(ctx, dbURL, latest))
 	return dbURL
 }
 
