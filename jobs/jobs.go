@@ -89,7 +89,7 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 
 const (
 	RingEvery     = time.Second
-	RingIdleEvery = 30 * time.Second
+	RingIdleEvery = time.Minute
 )
 
 // ringRotator runs a pass of the message ring's rotator (store.RingRotate)

@@ -74,6 +74,18 @@ func dbHealthTables(ctx context.Context, tx pgx.Tx) ([]TableHealth, error) {
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid
 		WHERE c.relkind = 'r' AND (n.nspname = 'ferry' OR c.oid = to_regclass('river_job'))
+		UNION ALL
+		-- A partitioned table (ferry.messages) as the sum of its partitions,
+		-- which are listed too; vacuumed when its last partition was.
+		SELECT n.nspname || '.' || c.relname, sum(pg_table_size(l.relid))::bigint, sum(pg_indexes_size(l.relid))::bigint,
+			sum(coalesce(s.n_live_tup, 0))::bigint, sum(coalesce(s.n_dead_tup, 0))::bigint,
+			extract(epoch FROM now() - max(greatest(s.last_autovacuum, s.last_vacuum)))::float8
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		CROSS JOIN LATERAL pg_partition_tree(c.oid) l
+		LEFT JOIN pg_stat_all_tables s ON s.relid = l.relid
+		WHERE c.relkind = 'p' AND n.nspname = 'ferry' AND l.isleaf
+		GROUP BY 1
 		ORDER BY 1`)
 	if err != nil {
 		return nil, err

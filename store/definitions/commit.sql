@@ -45,7 +45,7 @@ REVOKE ALL ON FUNCTION ferry.wake_at_commit(bigint) FROM PUBLIC;
 -- whatever plan the session cached while the table was small (a
 -- sequential scan would read every dead row a busy table holds).
 CREATE OR REPLACE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
-    SECURITY DEFINER SET search_path = ferry, pg_temp SET enable_seqscan = off AS $$
+    SECURITY DEFINER SET search_path = ferry, pg_temp SET jit = off SET enable_seqscan = off AS $$
 BEGIN
     WITH d AS (
         DELETE FROM ferry.at_commit WHERE xact = pg_current_xact_id()

@@ -16,7 +16,7 @@ $$ SELECT hashtextextended('ferry.group/' || queue_id || '/' || grp, 0) $$;
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
 -- at every call.)
 CREATE OR REPLACE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS bigint
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_n bigint;
 BEGIN

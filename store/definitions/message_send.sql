@@ -35,7 +35,7 @@ REVOKE ALL ON FUNCTION ferry.message_send_plain(bigint, text[], text[], bigint[]
 -- LIMIT 1).
 CREATE OR REPLACE FUNCTION ferry.message_send_grouped(queue_id bigint, bodies text[], attrs text[], groups text[], dedup_ids text[],
     delays_ms bigint[], deliver_at timestamptz[], dedup_window_seconds integer)
-    RETURNS TABLE(ord bigint, id bigint, inserted boolean) LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    RETURNS TABLE(ord bigint, id bigint, inserted boolean) LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM /* ferry:message_group_lock_named */ count(pg_advisory_xact_lock(k)) FROM (

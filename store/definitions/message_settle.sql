@@ -37,7 +37,7 @@
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
 -- at every call.)
 CREATE OR REPLACE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off AS $$
 DECLARE
     v_n bigint;
 BEGIN
@@ -86,7 +86,7 @@ REVOKE ALL ON FUNCTION ferry.message_promote(bigint[], text[], bigint[]) FROM PU
 -- queue (topic/subscription for a subscription) for the moved messages'
 -- ferry:dead_letter_source attribute.
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_queue(p_queue bigint, p_ids bigint[], OUT o_target bigint, OUT o_source text)
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_first bigint;
 BEGIN
@@ -135,7 +135,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_queue(bigint, bigint[]) FROM PU
 -- it sees them deleted.
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_put(p_target bigint, p_source text, p_reason text, p_error text,
         p_rows ferry.messages[]) RETURNS bigint
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_moved bigint[] := '{}';
     v_n bigint;
@@ -197,7 +197,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_put(bigint, text, text, text, f
 -- dead_letter_queue, they move into that queue instead
 -- (ferry.message_dead_letter_put).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_n bigint;
@@ -238,7 +238,7 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM
 -- messages have no group).
 CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN
@@ -278,7 +278,7 @@ REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FR
 CREATE OR REPLACE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_dead_letter boolean,
         p_max_receives integer, p_error text, p_delay_ms bigint, p_retry_min integer, p_retry_max integer)
     RETURNS TABLE(o_id bigint, o_token bigint, o_dead boolean)
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_target bigint;
@@ -334,7 +334,7 @@ REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, i
 -- (store.MessageExtend); returns (id, token) per applied receipt.
 CREATE OR REPLACE FUNCTION ferry.message_extend(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_timeout_ms bigint)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN
