@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -73,18 +74,31 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // back) when it failed only because of concurrency and db is not a
 // transaction. A claim meets a serialization failure where a candidate
 // it saw was moved to another partition of ferry.messages by a claim that
-// committed meanwhile (store/doc.go, # Held snapshots).
+// committed meanwhile (store/doc.go, # Held snapshots). Consumers racing
+// for a queue's head meet it together, so each attempt after the first
+// waits a random while, growing, so that they fall out of step.
 func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	if _, inTx := db.(pgx.Tx); inTx {
 		return messageClaimOnce(ctx, db, p, limit)
 	}
 	for i := 0; ; i++ {
 		got, over, err := messageClaimOnce(ctx, db, p, limit)
-		if i == 4 || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
+		if i == claimAttempts-1 || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
+			return got, over, err
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(i+1)*int64(time.Millisecond))) + 1)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
 			return got, over, err
 		}
 	}
 }
+
+// claimAttempts bounds the runs of a claim that met rows moved under it:
+// the waits between them add up to about 40 ms at most.
+const claimAttempts = 10
 
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	sql, owner := claimStatement, (*string)(nil)
