@@ -102,6 +102,12 @@ func RetentionDue(ctx context.Context, db TxBeginner, keep RetentionKeep) (bool,
 func queuesDueForExpiry(ctx context.Context, db TxBeginner) ([]Expiry, error) {
 	var due []Expiry
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		// The due check walks ferry.messages by id: planned as the ring's
+		// other walks are, or a partition believed empty is appended whole
+		// and sorted (index_walk.go, ringPlannerSQL).
+		if err := ringPlanner(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		due, err = queuesDueIn(ctx, tx)
 		return err
