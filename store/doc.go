@@ -430,8 +430,10 @@
 //
 // What a claim walks. The claim reads every partition's claim index
 // merged in (visible_at, id) order (a Merge Append: the engine's
-// functions plan with enable_seqscan, enable_sort and enable_bitmapscan
-// off, and jit off (a disabled node left in a plan would cost enough to be
+// functions plan with enable_seqscan, enable_sort, enable_incremental_sort
+// (which enable_sort does not cover: a walk of the primary key and an
+// incremental sort stood in for the group index's order) and
+// enable_bitmapscan off, and jit off (a disabled node left in a plan would cost enough to be
 // JIT-compiled), since a partition the planner believes empty, truncated or
 // analyzed while empty, would otherwise be read whole per probe or sorted
 // whole; the store's own statements on ferry.messages do the same,

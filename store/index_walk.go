@@ -92,9 +92,11 @@ func walkValues(table, col, scope, below string) string {
 // the others.
 const (
 	ringPlannerSQL = `/* ferry:ring_planner */ SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true),
-	set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+	set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_incremental_sort', 'off', true)`
 	ringProbesSQL = `/* ferry:ring_probes */ SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true),
-	set_config('enable_sort', 'on', true), set_config('enable_bitmapscan', 'off', true)`
+	set_config('enable_sort', 'on', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_incremental_sort', 'off', true)`
 )
 
 // ringPlanner runs ringPlannerSQL in tx.

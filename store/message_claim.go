@@ -76,17 +76,23 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // it saw was moved to another partition of ferry.messages by a claim that
 // committed meanwhile (store/doc.go, # Held snapshots). Consumers racing
 // for a queue's head meet it together, so each attempt after the first
-// waits a random while, growing, so that they fall out of step.
+// waits a random while, growing to at most claimWaitCap, so that they fall
+// out of step; it gives up only after claimAttempts runs and claimPatience
+// both (claimGaveUp): on a loaded machine, ten runs 40 ms apart were not
+// enough, and a receive answered 503 (ErrBusy) in a bench's eleventh
+// minute.
 func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	if _, inTx := db.(pgx.Tx); inTx {
 		return messageClaimOnce(ctx, db, p, limit)
 	}
-	for i := 0; ; i++ {
+	start := time.Now()
+	for i := 1; ; i++ {
 		got, over, err := messageClaimOnce(ctx, db, p, limit)
-		if i == claimAttempts-1 || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
+		if claimGaveUp(i, time.Since(start)) || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
 			return got, over, err
 		}
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(i+1)*int64(time.Millisecond))) + 1)
+		wait := min(time.Duration(rand.Int64N(int64(i)*int64(time.Millisecond))), claimWaitCap) + 1
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -96,9 +102,18 @@ func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int)
 	}
 }
 
-// claimAttempts bounds the runs of a claim that met rows moved under it:
-// the waits between them add up to about 40 ms at most.
-const claimAttempts = 10
+// claimGaveUp reports whether a claim that met rows moved under it, run
+// runs times over elapsed, stops trying: after claimAttempts runs and
+// claimPatience both.
+func claimGaveUp(runs int, elapsed time.Duration) bool {
+	return runs >= claimAttempts && elapsed >= claimPatience
+}
+
+const (
+	claimAttempts = 10
+	claimPatience = 2 * time.Second
+	claimWaitCap  = 20 * time.Millisecond
+)
 
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	sql, owner := claimStatement, (*string)(nil)

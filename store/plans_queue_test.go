@@ -259,7 +259,8 @@ func TestPlansQueueSweeps(t *testing.T) {
 				}
 				require.NoError(t, store.MessagePurgeBatch(e.ctx, db, f.Queue.ID, 500))
 				require.Zero(t, e.live(f.Queue))
-				return promotes(workBound{Batch: 500})
+				// Each purged head promotes its group's next message.
+				return promotes(promoting(500))
 			},
 		},
 		{
@@ -273,7 +274,7 @@ func TestPlansQueueSweeps(t *testing.T) {
 				n, err := store.MessageExpire(e.ctx, db, 500)
 				require.NoError(t, err)
 				require.Positive(t, n.Total())
-				return promotes(workBound{Batch: 500})
+				return promotes(promoting(500))
 			},
 		},
 		{

@@ -40,7 +40,8 @@ CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, 
     LANGUAGE plpgsql
     -- Partitions the planner believes empty would be read whole per probe,
     -- or sorted whole instead of merged (store/doc.go, # Held snapshots).
-    SET jit = off SET enable_seqscan = off SET enable_sort = off SET enable_bitmapscan = off AS $$
+    SET jit = off SET enable_seqscan = off SET enable_sort = off SET enable_incremental_sort = off
+    SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
 BEGIN

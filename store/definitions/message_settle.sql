@@ -37,7 +37,8 @@
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
 -- at every call.)
 CREATE OR REPLACE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+    SET enable_incremental_sort = off AS $$
 DECLARE
     v_n bigint;
 BEGIN
@@ -50,15 +51,30 @@ BEGIN
                 SELECT DISTINCT l.queue_id, l.grp FROM unnest(p_queues, p_groups) AS l(queue_id, grp)
                 WHERE l.grp IS NOT NULL
             ) g
+            -- Both probes order by (grp, id), an order only the group
+            -- index serves: "grp = g ORDER BY id" is served by the
+            -- primary key (queue_id, id, part) as well, and in a
+            -- partition the planner believes empty the two tie and the
+            -- primary key may win, walking the queue. "grp >= g AND grp
+            -- <= g" is "grp = g" to the index, and leaves the order grp
+            -- first. (A row comparison would not do: a btree scan ends
+            -- only on its first column.)
             CROSS JOIN LATERAL (
                 SELECT w.part, w.ctid FROM ferry.messages w
-                WHERE w.queue_id = g.queue_id AND w.grp = g.grp AND w.waiting AND w.id NOT IN (SELECT unnest(p_ids))
-                ORDER BY w.id LIMIT 1
+                WHERE w.queue_id = g.queue_id AND w.grp >= g.grp AND w.grp <= g.grp AND w.waiting
+                    AND w.id NOT IN (SELECT unnest(p_ids))
+                ORDER BY w.grp, w.id LIMIT 1
             ) nx
+            -- Backward, so the scan starts at the group's last row that
+            -- is not waiting (the key "<= g" lets the btree position on
+            -- waiting too) and ends as it leaves the group: forward, it
+            -- would start at the group's first row and read every
+            -- waiting row after the heads.
             LEFT JOIN LATERAL (
                 SELECT true AS found FROM ferry.messages h
-                WHERE h.queue_id = g.queue_id AND h.grp = g.grp AND NOT h.waiting AND h.id NOT IN (SELECT unnest(p_ids))
-                ORDER BY h.id -- the group index's order: with sorts off, no other index serves it
+                WHERE h.queue_id = g.queue_id AND h.grp >= g.grp AND h.grp <= g.grp AND NOT h.waiting
+                    AND h.id NOT IN (SELECT unnest(p_ids))
+                ORDER BY h.grp DESC, h.id DESC
                 LIMIT 1
             ) head ON true
             WHERE head.found IS NULL
