@@ -94,10 +94,82 @@ CREATE OR REPLACE FUNCTION ferry.consumer_results(p_receipts text[], p_ids bigin
 $$;
 REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint[], bigint[]) FROM PUBLIC;
 
+-- ferry.message_claim run again, up to 10 times, when it fails with
+-- serialization_failure: a candidate it saw was moved to another
+-- partition of ferry.messages by a claim that committed meanwhile
+-- (ferry.message_claim; store/doc.go, # Held snapshots). The store runs
+-- its claim again itself (store.messageClaimRetried); an application's
+-- transaction calling ferry.receive cannot, so this does, each attempt in
+-- a subtransaction (the BEGIN ... EXCEPTION block) that rolls back only
+-- that attempt, and so under a fresh snapshot (ferry.receive runs in READ
+-- COMMITTED only). Consumers racing for the head meet it together: each
+-- attempt after the first waits a random while growing with the attempt
+-- (up to attempt ms, at most 20), so that they fall out of step. The rows
+-- are collected in arrays inside the block and returned after it: rows
+-- returned inside it would stay in the result after its rollback. Each
+-- attempt is a subtransaction with an xid: more than 64 in one transaction
+-- (16 ferry.receive calls that each retried 4 times) overflow the backend's
+-- subxid cache, and every snapshot then looks in pg_subtrans (docs/outbox.md).
+CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint)
+    RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
+        o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_exhausted boolean[];
+    v_id bigint[];
+    v_body text[];
+    v_attributes text[];
+    v_grp text[];
+    v_dedup_id text[];
+    v_event_id text[];
+    v_token bigint[];
+    v_count integer[];
+    v_sent timestamptz[];
+BEGIN
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(c.o_exhausted), array_agg(c.o_id), array_agg(c.o_body), array_agg(c.o_attributes),
+                array_agg(c.o_grp), array_agg(c.o_dedup_id), array_agg(c.o_event_id), array_agg(c.o_claim_token),
+                array_agg(c.o_receive_count), array_agg(c.o_sent_at)
+            INTO v_exhausted, v_id, v_body, v_attributes, v_grp, v_dedup_id, v_event_id, v_token, v_count, v_sent
+            FROM ferry.message_claim(p_queue, p_limit, p_max_receives, p_timeout_ms) c;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
+    RETURN QUERY SELECT * FROM unnest(v_exhausted, v_id, v_body, v_attributes, v_grp, v_dedup_id, v_event_id, v_token,
+        v_count, v_sent);
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_claim_retried(bigint, integer, integer, bigint) FROM PUBLIC;
+
+-- ferry.message_dead_letter run again as ferry.message_claim_retried runs
+-- the claim: it may meet rows moved under it too (the heads it promotes).
+CREATE OR REPLACE FUNCTION ferry.message_dead_letter_retried(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+BEGIN
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            RETURN ferry.message_dead_letter(p_queue, p_ids, p_max_receives);
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter_retried(bigint, bigint[], integer) FROM PUBLIC;
+
 -- ferry.receive (API.md § SQL API): claims up to max_messages of the
 -- queue or subscription in the caller's transaction, as POST .../receive
 -- does without wait_seconds (it never waits), dead-lettering what has had
--- its max_receives in up to three passes (store.MessageClaim). The leases
+-- its max_receives in up to three passes (store.MessageClaim), each claim
+-- and dead-lettering retried where rows moved under it
+-- (ferry.message_claim_retried). The leases
 -- are the rows' locks too until the caller commits: another consumer
 -- never gets them meanwhile, even after visible_at. Dead-lettering takes
 -- the group locks of the exhausted messages' groups, held until the
@@ -140,7 +212,7 @@ BEGIN
         EXIT WHEN v_got >= v_n;
         v_over := '{}';
         FOR v_r IN
-            SELECT * FROM ferry.message_claim(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms)
+            SELECT * FROM ferry.message_claim_retried(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms)
             ORDER BY o_exhausted, o_sent_at, o_id
         LOOP
             IF v_r.o_exhausted THEN
@@ -165,7 +237,7 @@ BEGIN
             RETURN NEXT;
         END LOOP;
         EXIT WHEN cardinality(v_over) = 0;
-        PERFORM ferry.message_dead_letter(v_q.id, v_over, v_q.max_receives);
+        PERFORM ferry.message_dead_letter_retried(v_q.id, v_over, v_q.max_receives);
     END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION ferry.receive(text, integer, integer) FROM PUBLIC;
