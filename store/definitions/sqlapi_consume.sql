@@ -104,36 +104,27 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- that attempt, and so under a fresh snapshot (ferry.receive runs in READ
 -- COMMITTED only). Consumers racing for the head meet it together: each
 -- attempt after the first waits a random while growing with the attempt
--- (up to attempt ms, at most 20), so that they fall out of step. The rows
--- are collected in arrays inside the block and returned after it: rows
--- returned inside it would stay in the result after its rollback. Each
+-- (up to attempt ms, at most 20), so that they fall out of step. It
+-- returns the claim's columns as arrays, one element per row, not rows:
+-- rows returned inside the block would stay in the result after its
+-- rollback, so a failed attempt's rows would be received too. Each
 -- attempt is a subtransaction with an xid: more than 64 in one transaction
 -- (16 ferry.receive calls that each retried 4 times) overflow the backend's
 -- subxid cache, and every snapshot then looks in pg_subtrans (docs/outbox.md).
-CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint)
-    RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
-        o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
+CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        OUT o_exhausted boolean[], OUT o_id bigint[], OUT o_body text[], OUT o_attributes text[], OUT o_grp text[],
+        OUT o_dedup_id text[], OUT o_event_id text[], OUT o_claim_token bigint[], OUT o_receive_count integer[],
+        OUT o_sent_at timestamptz[])
     LANGUAGE plpgsql AS $$
-DECLARE
-    v_exhausted boolean[];
-    v_id bigint[];
-    v_body text[];
-    v_attributes text[];
-    v_grp text[];
-    v_dedup_id text[];
-    v_event_id text[];
-    v_token bigint[];
-    v_count integer[];
-    v_sent timestamptz[];
 BEGIN
     FOR attempt IN 1..10 LOOP
         BEGIN
             SELECT array_agg(c.o_exhausted), array_agg(c.o_id), array_agg(c.o_body), array_agg(c.o_attributes),
                 array_agg(c.o_grp), array_agg(c.o_dedup_id), array_agg(c.o_event_id), array_agg(c.o_claim_token),
                 array_agg(c.o_receive_count), array_agg(c.o_sent_at)
-            INTO v_exhausted, v_id, v_body, v_attributes, v_grp, v_dedup_id, v_event_id, v_token, v_count, v_sent
+            INTO o_exhausted, o_id, o_body, o_attributes, o_grp, o_dedup_id, o_event_id, o_claim_token, o_receive_count, o_sent_at
             FROM ferry.message_claim(p_queue, p_limit, p_max_receives, p_timeout_ms) c;
-            EXIT;
+            RETURN;
         EXCEPTION WHEN serialization_failure THEN
             IF attempt = 10 THEN
                 RAISE;
@@ -141,8 +132,6 @@ BEGIN
             PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
         END;
     END LOOP;
-    RETURN QUERY SELECT * FROM unnest(v_exhausted, v_id, v_body, v_attributes, v_grp, v_dedup_id, v_event_id, v_token,
-        v_count, v_sent);
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_claim_retried(bigint, integer, integer, bigint) FROM PUBLIC;
 
@@ -193,6 +182,7 @@ DECLARE
     v_timeout_ms bigint;
     v_got integer := 0;
     v_over bigint[];
+    v_c record;
     v_r record;
 BEGIN
     PERFORM ferry.consumer_target(target, false);
@@ -211,8 +201,11 @@ BEGIN
     FOR pass IN 1..3 LOOP
         EXIT WHEN v_got >= v_n;
         v_over := '{}';
+        v_c := ferry.message_claim_retried(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms);
         FOR v_r IN
-            SELECT * FROM ferry.message_claim_retried(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms)
+            SELECT * FROM unnest(v_c.o_exhausted, v_c.o_id, v_c.o_body, v_c.o_attributes, v_c.o_grp, v_c.o_dedup_id,
+                v_c.o_event_id, v_c.o_claim_token, v_c.o_receive_count, v_c.o_sent_at)
+                AS c(o_exhausted, o_id, o_body, o_attributes, o_grp, o_dedup_id, o_event_id, o_claim_token, o_receive_count, o_sent_at)
             ORDER BY o_exhausted, o_sent_at, o_id
         LOOP
             IF v_r.o_exhausted THEN
