@@ -380,10 +380,10 @@
 // that may deliver the same event (a creation's backfill, a seek, a
 // redrive) probe for its delivery before they insert, and no unique index
 // stops the second (ferry.messages is partitioned), so they take turns. A
-// window takes it first and nothing else lock-wise (the statement
-// timeout's windows hold no partition or group lock); the fan-out of
-// publishes takes none, as it delivers only events after every backfill's
-// heads.
+// window takes it first and waits for no other lock while it holds it
+// but the subscription's row (key share; no holder of that row waits for
+// the queue's lock); the fan-out of publishes takes none, as it delivers
+// only events after every backfill's heads.
 // A delivery another transaction holds (an application's transaction that
 // received it through the SQL API, perhaps holding its key's group lock
 // too) is removed once that transaction ends: the seek waits for it
