@@ -99,3 +99,66 @@ func TestSQLReceiveRacingForTheHead(t *testing.T) {
 	require.Len(t, seen, total)
 	require.Zero(t, e.live(q))
 }
+
+// An ack, nack or extend through the SQL API that waited for a message's
+// row while another transaction's extend moved it to another partition of
+// ferry.messages (its new lease is due in another slot of the ring) runs
+// again on the moved row inside the call, rather than fail with 40001.
+func TestSQLSettleRetriesMovedRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("moved", store.QueuePatch{})
+	for _, op := range []string{
+		`SELECT status FROM ferry.ack('moved', ARRAY[$1])`,
+		`SELECT status FROM ferry.nack('moved', ARRAY[$1])`,
+		`SELECT status FROM ferry.extend('moved', ARRAY[$1], 60)`,
+	} {
+		e.send(q, msg(1))
+		// Received with a lease beyond the ring's horizon (its FAR
+		// partition), and committed: the receipt is free to settle.
+		var receipt string
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT receipt FROM ferry.receive('moved', 1, 60)`).Scan(&receipt))
+		mover, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		var status string
+		require.NoError(t, mover.QueryRow(e.ctx, `SELECT status FROM ferry.extend('moved', ARRAY[$1], 10)`, receipt).Scan(&status))
+		require.Equal(t, "ok", status)
+		// Released at the end however the test ends (the pool's Close
+		// waits for it).
+		conn, err := e.pool.Acquire(e.ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		defer func() { _ = mover.Rollback(e.ctx) }()
+		pid := conn.Conn().PgConn().PID()
+		done := make(chan error, 1)
+		go func() {
+			done <- pgx.BeginFunc(e.ctx, conn, func(tx pgx.Tx) error {
+				if err := tx.QueryRow(e.ctx, op, receipt).Scan(&status); err != nil {
+					return err
+				}
+				if status != "ok" {
+					return fmt.Errorf("%s: %s", op, status)
+				}
+				return nil
+			})
+		}()
+		// The call waits for the mover's row lock; then the mover commits.
+		for {
+			select {
+			case err := <-done:
+				t.Fatalf("%s ended without waiting for the mover: %v", op, err)
+			default:
+			}
+			var waiting bool
+			require.NoError(t, e.pool.QueryRow(e.ctx,
+				`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
+			if waiting {
+				break
+			}
+		}
+		require.NoError(t, mover.Commit(e.ctx))
+		require.NoError(t, <-done, op)
+		_, err = e.pool.Exec(e.ctx, `DELETE FROM ferry.messages WHERE queue_id = $1`, q.ID)
+		require.NoError(t, err)
+	}
+}

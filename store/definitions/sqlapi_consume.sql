@@ -111,6 +111,8 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- attempt is a subtransaction with an xid: more than 64 in one transaction
 -- (16 ferry.receive calls that each retried 4 times) overflow the backend's
 -- subxid cache, and every snapshot then looks in pg_subtrans (docs/outbox.md).
+-- ferry.ack, ferry.nack and ferry.extend retry their statement alike (an
+-- extend that committed meanwhile moves the row too).
 CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
         OUT o_exhausted boolean[], OUT o_id bigint[], OUT o_body text[], OUT o_attributes text[], OUT o_grp text[],
         OUT o_dedup_id text[], OUT o_event_id text[], OUT o_claim_token bigint[], OUT o_receive_count integer[],
@@ -256,10 +258,20 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.ack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
-        coalesce(bool_or(a.o_id = -1), false)
-    INTO v_applied_ids, v_applied_tokens, v_promoted
-    FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
+                coalesce(bool_or(a.o_id = -1), false)
+            INTO v_applied_ids, v_applied_tokens, v_promoted
+            FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     IF v_promoted THEN
         PERFORM ferry.wake_at_commit(v_q.id);
     END IF;
@@ -341,10 +353,20 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.nack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
-    INTO v_applied_ids, v_applied_tokens, v_dead
-    FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
-        v_q.retry_min_seconds, v_q.retry_max_seconds) n;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
+            INTO v_applied_ids, v_applied_tokens, v_dead
+            FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
+                v_q.retry_min_seconds, v_q.retry_max_seconds) n;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     -- As store.nackWakes: claimable at once after a nack without delay
     -- or one that dead-lettered (a group's next message is promoted).
     IF cardinality(v_applied_ids) > 0 AND (v_dead > 0 OR v_o.delay_ms = 0) THEN
@@ -376,8 +398,18 @@ BEGIN
     END IF;
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.extend', 'the locks of its messages and their groups');
-    SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
-    FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
+            FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
 END $$;
 REVOKE ALL ON FUNCTION ferry.extend(text, text[], integer) FROM PUBLIC;
