@@ -375,6 +375,15 @@
 // after the fence are kept, and the backfill stops at the heads. Redrives
 // into the subscription wait for the whole seek (its queue lock is held
 // on the seek's connection), so a redriven message is not deleted by it.
+// Each window of an unordered backfill (a creation's or a seek's) takes
+// the subscription queue's lock exclusively for its transaction: writers
+// that may deliver the same event (a creation's backfill, a seek, a
+// redrive) probe for its delivery before they insert, and no unique index
+// stops the second (ferry.messages is partitioned), so they take turns. A
+// window takes it first and waits for no other lock while it holds it
+// but the subscription's row (key share; no holder of that row waits for
+// the queue's lock); the fan-out of publishes takes none, as it delivers
+// only events after every backfill's heads.
 // A delivery another transaction holds (an application's transaction that
 // received it through the SQL API, perhaps holding its key's group lock
 // too) is removed once that transaction ends: the seek waits for it

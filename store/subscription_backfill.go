@@ -28,8 +28,11 @@ import (
 // partitions, so each key's events are delivered in order before any later
 // one. An unordered one is backfilled after its creation (or its seek's
 // fence) committed, partition by partition, each window its own
-// transaction, while publishes go on: deliveries are unique by event
-// position, so a window done twice doubles nothing.
+// transaction, while publishes go on. Deliveries are not unique by event
+// position in an index (ferry.messages is partitioned): a window probes
+// for the ones the subscription holds and skips them, under the
+// subscription queue's lock (see batches), so a window done twice doubles
+// nothing.
 
 // backfillWindow bounds the events one backfill statement reads.
 const backfillWindow = 5000
@@ -119,12 +122,23 @@ func (b *backfill) locked(ctx context.Context, tx pgx.Tx, ranges []backfillRange
 }
 
 // batches backfills the ranges one partition after the other, each window
-// its own transaction under the statement timeout.
+// its own transaction under the statement timeout and the subscription
+// queue's lock, exclusive: a window probes for the deliveries it would
+// duplicate before it inserts, and ferry.messages is partitioned (no
+// unique index by event position), so two writers of the same
+// subscription's past (this backfill and a seek or redrive of the
+// subscription, which take the same lock) must not probe at once. A seek's
+// own backfill runs on the connection that holds the lock for the session,
+// which lets its windows' locks through. Publishes take no queue lock:
+// they deliver only events after the heads the backfill stops at.
 func (b *backfill) batches(ctx context.Context, db TxBeginner, ranges []backfillRange) (int64, error) {
 	var total int64
 	for _, r := range ranges {
 		n, err := b.run(ctx, []backfillRange{r}, func(step func(DBTX) error) error {
 			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `/* ferry:subscription_backfill_queue_lock */ SELECT pg_advisory_xact_lock(ferry.queue_lock_key($1))`, b.sub.ID); err != nil {
+					return err
+				}
 				if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, b.timeoutSetting()); err != nil {
 					return err
 				}

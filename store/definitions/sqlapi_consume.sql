@@ -94,10 +94,73 @@ CREATE OR REPLACE FUNCTION ferry.consumer_results(p_receipts text[], p_ids bigin
 $$;
 REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint[], bigint[]) FROM PUBLIC;
 
+-- ferry.message_claim run again, up to 10 times, when it fails with
+-- serialization_failure: a candidate it saw was moved to another
+-- partition of ferry.messages by a claim that committed meanwhile
+-- (ferry.message_claim; store/doc.go, # Held snapshots). The store runs
+-- its claim again itself (store.messageClaimRetried); an application's
+-- transaction calling ferry.receive cannot, so this does, each attempt in
+-- a subtransaction (the BEGIN ... EXCEPTION block) that rolls back only
+-- that attempt, and so under a fresh snapshot (ferry.receive runs in READ
+-- COMMITTED only). Consumers racing for the head meet it together: each
+-- attempt after the first waits a random while growing with the attempt
+-- (up to attempt ms, at most 20), so that they fall out of step. It
+-- returns the claim's columns as arrays, one element per row, not rows:
+-- rows returned inside the block would stay in the result after its
+-- rollback, so a failed attempt's rows would be received too. Each
+-- attempt is a subtransaction with an xid: more than 64 in one transaction
+-- (16 ferry.receive calls that each retried 4 times) overflow the backend's
+-- subxid cache, and every snapshot then looks in pg_subtrans (docs/outbox.md).
+-- ferry.ack, ferry.nack and ferry.extend retry their statement alike (an
+-- extend that committed meanwhile moves the row too).
+CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        OUT o_exhausted boolean[], OUT o_id bigint[], OUT o_body text[], OUT o_attributes text[], OUT o_grp text[],
+        OUT o_dedup_id text[], OUT o_event_id text[], OUT o_claim_token bigint[], OUT o_receive_count integer[],
+        OUT o_sent_at timestamptz[])
+    LANGUAGE plpgsql AS $$
+BEGIN
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(c.o_exhausted), array_agg(c.o_id), array_agg(c.o_body), array_agg(c.o_attributes),
+                array_agg(c.o_grp), array_agg(c.o_dedup_id), array_agg(c.o_event_id), array_agg(c.o_claim_token),
+                array_agg(c.o_receive_count), array_agg(c.o_sent_at)
+            INTO o_exhausted, o_id, o_body, o_attributes, o_grp, o_dedup_id, o_event_id, o_claim_token, o_receive_count, o_sent_at
+            FROM ferry.message_claim(p_queue, p_limit, p_max_receives, p_timeout_ms) c;
+            RETURN;
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_claim_retried(bigint, integer, integer, bigint) FROM PUBLIC;
+
+-- ferry.message_dead_letter run again as ferry.message_claim_retried runs
+-- the claim: it may meet rows moved under it too (the heads it promotes).
+CREATE OR REPLACE FUNCTION ferry.message_dead_letter_retried(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+BEGIN
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            RETURN ferry.message_dead_letter(p_queue, p_ids, p_max_receives);
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_dead_letter_retried(bigint, bigint[], integer) FROM PUBLIC;
+
 -- ferry.receive (API.md § SQL API): claims up to max_messages of the
 -- queue or subscription in the caller's transaction, as POST .../receive
 -- does without wait_seconds (it never waits), dead-lettering what has had
--- its max_receives in up to three passes (store.MessageClaim). The leases
+-- its max_receives in up to three passes (store.MessageClaim), each claim
+-- and dead-lettering retried where rows moved under it
+-- (ferry.message_claim_retried). The leases
 -- are the rows' locks too until the caller commits: another consumer
 -- never gets them meanwhile, even after visible_at. Dead-lettering takes
 -- the group locks of the exhausted messages' groups, held until the
@@ -121,6 +184,7 @@ DECLARE
     v_timeout_ms bigint;
     v_got integer := 0;
     v_over bigint[];
+    v_c record;
     v_r record;
 BEGIN
     PERFORM ferry.consumer_target(target, false);
@@ -139,8 +203,11 @@ BEGIN
     FOR pass IN 1..3 LOOP
         EXIT WHEN v_got >= v_n;
         v_over := '{}';
+        v_c := ferry.message_claim_retried(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms);
         FOR v_r IN
-            SELECT * FROM ferry.message_claim(v_q.id, v_n - v_got, v_q.max_receives, v_timeout_ms)
+            SELECT * FROM unnest(v_c.o_exhausted, v_c.o_id, v_c.o_body, v_c.o_attributes, v_c.o_grp, v_c.o_dedup_id,
+                v_c.o_event_id, v_c.o_claim_token, v_c.o_receive_count, v_c.o_sent_at)
+                AS c(o_exhausted, o_id, o_body, o_attributes, o_grp, o_dedup_id, o_event_id, o_claim_token, o_receive_count, o_sent_at)
             ORDER BY o_exhausted, o_sent_at, o_id
         LOOP
             IF v_r.o_exhausted THEN
@@ -165,7 +232,7 @@ BEGIN
             RETURN NEXT;
         END LOOP;
         EXIT WHEN cardinality(v_over) = 0;
-        PERFORM ferry.message_dead_letter(v_q.id, v_over, v_q.max_receives);
+        PERFORM ferry.message_dead_letter_retried(v_q.id, v_over, v_q.max_receives);
     END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION ferry.receive(text, integer, integer) FROM PUBLIC;
@@ -191,10 +258,20 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.ack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
-        coalesce(bool_or(a.o_id = -1), false)
-    INTO v_applied_ids, v_applied_tokens, v_promoted
-    FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
+                coalesce(bool_or(a.o_id = -1), false)
+            INTO v_applied_ids, v_applied_tokens, v_promoted
+            FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     IF v_promoted THEN
         PERFORM ferry.wake_at_commit(v_q.id);
     END IF;
@@ -276,10 +353,20 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.nack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
-    INTO v_applied_ids, v_applied_tokens, v_dead
-    FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
-        v_q.retry_min_seconds, v_q.retry_max_seconds) n;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
+            INTO v_applied_ids, v_applied_tokens, v_dead
+            FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
+                v_q.retry_min_seconds, v_q.retry_max_seconds) n;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     -- As store.nackWakes: claimable at once after a nack without delay
     -- or one that dead-lettered (a group's next message is promoted).
     IF cardinality(v_applied_ids) > 0 AND (v_dead > 0 OR v_o.delay_ms = 0) THEN
@@ -311,8 +398,18 @@ BEGIN
     END IF;
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.extend', 'the locks of its messages and their groups');
-    SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
-    FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
+    FOR attempt IN 1..10 LOOP
+        BEGIN
+            SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
+            FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
+            IF attempt = 10 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        END;
+    END LOOP;
     RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
 END $$;
 REVOKE ALL ON FUNCTION ferry.extend(text, text[], integer) FROM PUBLIC;
