@@ -56,9 +56,9 @@ func sqsFaceHow(clients int, d time.Duration, wakes int, roundsNote func(string)
 			"sender kind and condition, each kind's in two halves in the order SQS, REST, SQL, SQL, REST, SQS. Senders: `SendMessage` (the "+
 			"same SDK client), REST `POST .../messages` of one message, and `SELECT * FROM ferry.send(queue, body)` in a transaction of its own "+
 			"(BEGIN, the send, COMMIT in one round trip). The latency is send start → ReceiveMessage answered. Conditions: idle, and "+
-			"under %d messages/s sent to another queue (REST, batches of %d on a fixed schedule); in both a REST consumer long-polls that "+
+			"under %s messages/s sent to another queue (REST, batches of %d on a fixed schedule); in both a REST consumer long-polls that "+
 			"queue (`wait_seconds` 20, up to 100) and acks what comes, so one REST long poll is parked (idle) or cycling (loaded) alongside.",
-			wakes, sqsWakeLoadRate, sqsWakeLoadBatch)
+			wakes, fmtInt(sqsWakeLoadRate), sqsWakeLoadBatch)
 }
 
 // sqsWakeRows are the wake part's rows: per condition and sender kind,

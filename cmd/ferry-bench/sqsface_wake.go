@@ -134,7 +134,7 @@ func (b *Bench) sqsWakeProducer(c *awssqs.Client, url *string, queue string, s s
 
 func sqsWakeCondition(loaded bool) string {
 	if loaded {
-		return fmt.Sprintf("under ~%d msgs/s", sqsWakeLoadRate)
+		return fmt.Sprintf("under ~%s msgs/s", fmtInt(sqsWakeLoadRate))
 	}
 	return "idle"
 }
