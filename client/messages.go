@@ -84,7 +84,8 @@ type Receive struct {
 	// Visible receives the messages and leaves them visible at once, as
 	// SQS's VisibilityTimeout 0 does (it sends visibility_timeout_seconds
 	// 0; VisibilityTimeoutSeconds is then ignored). Their receipts are
-	// stale at once: an ack or an extend with them changes nothing.
+	// stale at once for a nack or an extend; an ack deletes the message
+	// until it is received again.
 	Visible bool `json:"-"`
 }
 

@@ -6,13 +6,15 @@
 // Each fenced block is one of: a shell block (sh, bash, shell, console),
 // whose commands bash runs in order, one bash per file, with FERRY_URL and
 // FERRY_KEY set as `make dev` prints them; a python block, which python3
-// runs in that bash (boto3 must be importable); a sql block, which psql
-// runs on Ferry's database; or a listing (go, javascript, json, yaml,
-// text, http), never run. A shell, python or sql block that cannot run in
-// a test (it starts a long-lived server, installs packages, needs another
-// machine) is marked by a `<!-- not run: reason -->` line just before it,
-// as every javascript block must be; any other block that is not run
-// fails the test, as does a block without a language.
+// runs in that bash (boto3 must be importable); a javascript block, which
+// node runs in that bash as an ES module in docs/testdata (whose pinned
+// packages `npm ci --prefix docs/testdata` installs: .ci/run does); a sql
+// block, which psql runs on Ferry's database; or a listing (go, json,
+// yaml, text, http), never run. A block the test could run that cannot
+// run in a test (it starts a long-lived server, installs packages, needs
+// another machine) is marked by a `<!-- not run: reason -->` line just
+// before it; any other block that is not run fails the test, as does a
+// block without a language.
 //
 // Every command must exit 0. Its requests go through a proxy that checks
 // each response against openapi/openapi.yaml (the SQS face's, which the
@@ -74,6 +76,10 @@ func TestDocs(t *testing.T) {
 	out, err := exec.Command("python3", "-c", "import boto3").CombinedOutput()
 	require.NoError(t, err, "the docs' python blocks need boto3 for the python3 on PATH "+
 		"(apt-get install -y python3-boto3, or pip install boto3; .ci/run installs it): %s", out)
+	_, err = exec.LookPath("node")
+	require.NoError(t, err, "the docs' javascript blocks need node (apt-get install -y nodejs npm)")
+	_, err = os.Stat(filepath.Join(root, "docs", "testdata", "node_modules", "@aws-sdk", "client-sqs", "package.json"))
+	require.NoError(t, err, "the docs' javascript blocks need the packages of docs/testdata: npm ci --prefix docs/testdata (.ci/run runs it)")
 	all, errs := readBlocks(root)
 	require.NoError(t, errors.Join(errs...), "every code block names its language, and one that is not run says why")
 	files, err := docFiles(root)
@@ -123,29 +129,36 @@ func (d *docsRun) runFile(t *testing.T, blocks []block) {
 		case b.lang == "sql":
 			d.runSQL(t, b)
 			ran++
-		case b.lang == "python":
+		case b.lang == "python" || b.lang == "javascript":
 			if sh == nil {
 				sh = d.startShell(t)
 			}
-			d.runCommand(t, sh, b, pythonCommand(b))
+			d.runCommand(t, sh, b, programCommand(b))
 			ran++
 		}
 	}
 	t.Logf("%d commands and SQL blocks ran", ran)
 }
 
-// pythonCommand is a python block as one command of the file's bash:
-// python3 reading the block from a heredoc, so that it sees the variables
-// the shell blocks before it exported. The block's `# →` lines, in order,
+// programCommand is a python or javascript block as one command of the
+// file's bash: python3, or node as an ES module, reading the block from a
+// heredoc, so that it sees the variables the shell blocks before it
+// exported. node runs in docs/testdata, where its imports resolve (an ES
+// module read from stdin resolves them from the working directory; it
+// ignores NODE_PATH). The block's answer lines (`# →`, `// →`), in order,
 // are the answer its output must match.
-func pythonCommand(b block) command {
+func programCommand(b block) command {
 	var expect []string
 	for _, l := range strings.Split(b.text, "\n") {
 		if answer, ok := answerLine(b.lang, strings.TrimSpace(l)); ok {
 			expect = append(expect, answer)
 		}
 	}
-	return command{line: b.line + 1, text: "python3 - <<'FERRY_PYTHON_BLOCK'\n" + b.text + "FERRY_PYTHON_BLOCK\n", expect: strings.Join(expect, "\n")}
+	run := "python3 -"
+	if b.lang == "javascript" {
+		run = "(cd docs/testdata && node --input-type=module)"
+	}
+	return command{line: b.line + 1, text: run + " <<'FERRY_PROGRAM_BLOCK'\n" + b.text + "FERRY_PROGRAM_BLOCK\n", expect: strings.Join(expect, "\n")}
 }
 
 // runCommand runs one command of block b and checks its exit status, the

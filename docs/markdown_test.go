@@ -21,19 +21,19 @@ type block struct {
 }
 
 // The languages of the blocks: a shell block is run by bash, a sql block
-// by psql, a python block by python3 (in the file's bash, so it sees what
-// the shell blocks before it exported); a listing (source code, a
-// document, a log) is never run. A javascript block is a listing that
-// must say why it is not run (the test has no Node.js packages to run it
-// with).
+// by psql, a python block by python3 and a javascript block by node as an
+// ES module (both in the file's bash, so they see what the shell blocks
+// before them exported; node's imports resolve in docs/testdata, whose
+// pinned packages `npm ci --prefix docs/testdata` installs); a listing
+// (source code, a document, a log) is never run.
 var (
 	shellLangs   = []string{"sh", "bash", "shell", "console"}
-	listingLangs = []string{"go", "javascript", "json", "yaml", "text", "http"}
+	listingLangs = []string{"go", "json", "yaml", "text", "http"}
 )
 
 // runs reports whether the docs test runs blocks of the language.
 func runs(lang string) bool {
-	return slices.Contains(shellLangs, lang) || lang == "sql" || lang == "python"
+	return slices.Contains(shellLangs, lang) || lang == "sql" || lang == "python" || lang == "javascript"
 }
 
 var (
@@ -110,13 +110,11 @@ func checkBlock(b block) error {
 	run := runs(b.lang)
 	switch {
 	case b.lang == "":
-		return fmt.Errorf("%s: the code block names no language (sh, sql, python, or a listing: %s)", where(b.file, b.line), strings.Join(listingLangs, ", "))
+		return fmt.Errorf("%s: the code block names no language (sh, sql, python, javascript, or a listing: %s)", where(b.file, b.line), strings.Join(listingLangs, ", "))
 	case !run && !slices.Contains(listingLangs, b.lang):
-		return fmt.Errorf("%s: unknown language %q: the docs test runs %s, sql and python blocks, and knows the listings %s",
+		return fmt.Errorf("%s: unknown language %q: the docs test runs %s, sql, python and javascript blocks, and knows the listings %s",
 			where(b.file, b.line), b.lang, strings.Join(shellLangs, ", "), strings.Join(listingLangs, ", "))
-	case b.lang == "javascript" && !b.marked:
-		return fmt.Errorf("%s: the docs test cannot run a javascript block: mark it `<!-- not run: reason -->`", where(b.file, b.line))
-	case !run && b.marked && b.lang != "javascript":
+	case !run && b.marked:
 		return fmt.Errorf("%s: a %s block is a listing, never run: it needs no not-run comment", where(b.file, b.line), b.lang)
 	case b.marked && b.reason == "":
 		return fmt.Errorf("%s: the not-run comment gives no reason", where(b.file, b.line))
@@ -184,10 +182,14 @@ func splitCommands(b block) ([]command, error) {
 }
 
 // answerLine reports whether a line between commands shows an answer,
-// and the answer: `# → answer` in any shell block, and in a console block
-// every line that is not a `$ ` command.
+// and the answer: `# → answer` in any shell or python block, `// → answer`
+// in a javascript block, and in a console block every line that is not a
+// `$ ` command.
 func answerLine(lang, trimmed string) (string, bool) {
 	if rest, ok := strings.CutPrefix(trimmed, "# →"); ok {
+		return strings.TrimSpace(rest), true
+	}
+	if rest, ok := strings.CutPrefix(trimmed, "// →"); ok && lang == "javascript" {
 		return strings.TrimSpace(rest), true
 	}
 	if lang == "console" && trimmed != "" && !strings.HasPrefix(trimmed, "$ ") && !strings.HasPrefix(trimmed, "#") {

@@ -107,8 +107,10 @@ func TestParseBlocks(t *testing.T) {
 	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "go", marked: true, reason: "x"}), "needs no not-run comment")
 	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", marked: true}), "gives no reason")
 	require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "python", text: "print(1)\n"}), "python blocks run")
-	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript"}), "cannot run a javascript block")
+	require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript"}), "a javascript block is run")
 	require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript", marked: true, reason: "r"}))
+	require.ErrorContains(t, checkBlock(block{file: "x.md", line: 3, lang: "javascript", text: "fetch('https://sqs.us-east-1.amazonaws.com/')"}),
+		"names 127.0.0.1 or a .invalid host", "a javascript block is held to the hosts of blocks the test runs")
 	push := `ferry-curl -X PUT "$FERRY_URL/v1/queues/q" -d '{"push": {"url": "%s"}}'`
 	for _, ok := range []string{"http://127.0.0.1:8000/", "https://hooks.example.invalid/x"} {
 		require.NoError(t, checkBlock(block{file: "x.md", line: 3, lang: "sh", text: fmt.Sprintf(push, ok)}))
@@ -119,14 +121,21 @@ func TestParseBlocks(t *testing.T) {
 	}
 }
 
-// A python block is one command, python3 reading it from a heredoc in
-// the file's bash; its `# →` lines are the answer.
-func TestPythonCommand(t *testing.T) {
+// A python or javascript block is one command, python3 or node reading
+// it from a heredoc in the file's bash; its `# →` (python) or `// →`
+// (javascript) lines are the answer.
+func TestProgramCommand(t *testing.T) {
 	t.Parallel()
-	c := pythonCommand(block{file: "x.md", line: 4, lang: "python", text: "print('a')\n# → a\nprint('b')  # not an answer\n# → b\n"})
-	require.Equal(t, command{line: 5, text: "python3 - <<'FERRY_PYTHON_BLOCK'\nprint('a')\n# → a\nprint('b')  # not an answer\n# → b\nFERRY_PYTHON_BLOCK\n",
+	c := programCommand(block{file: "x.md", line: 4, lang: "python", text: "print('a')\n# → a\nprint('b')  # not an answer\n# → b\n"})
+	require.Equal(t, command{line: 5, text: "python3 - <<'FERRY_PROGRAM_BLOCK'\nprint('a')\n# → a\nprint('b')  # not an answer\n# → b\nFERRY_PROGRAM_BLOCK\n",
 		expect: "a\nb"}, c)
 	out, err := exec.Command("bash", "-c", c.text).Output()
 	require.NoError(t, err)
 	require.NoError(t, matchAnswer(c.expect, string(out)))
+
+	js := programCommand(block{file: "x.md", line: 4, lang: "javascript", text: "console.log('a');\n// → a\n"})
+	require.Equal(t, command{line: 5, text: "(cd docs/testdata && node --input-type=module) <<'FERRY_PROGRAM_BLOCK'\n" +
+		"console.log('a');\n// → a\nFERRY_PROGRAM_BLOCK\n", expect: "a"}, js)
+	require.Equal(t, "", programCommand(block{file: "x.md", line: 4, lang: "python", text: "// → a\n"}).expect,
+		"`// →` is no answer in a python block")
 }

@@ -221,7 +221,8 @@ func (h *handler) messageReceive(c echo.Context) error {
 			Queue: q,
 			Max:   deref(req.MaxMessages, 1),
 			// 0 (SQS's VisibilityTimeout 0): each message received is
-			// visible again at once, its receive counted, its receipt stale.
+			// visible again at once, its receive counted; its receipt acks
+			// it only until it is received again.
 			VisibilityTimeout: time.Duration(deref(req.VisibilityTimeoutSeconds, q.VisibilityTimeoutSeconds)) * time.Second,
 		},
 		Wait:         time.Duration(deref(req.WaitSeconds, q.ReceiveWaitSeconds)) * time.Second,

@@ -89,7 +89,8 @@ func (r queueRequest) validate() error {
 // queueOnly is p without the values a queue may have and a subscription
 // may not, for checkQueueSettings: visibility_timeout_seconds 0, as SQS's
 // VisibilityTimeout 0 (a received message is visible again at once; its
-// receipt is stale at once). A subscription's deliveries need a lease.
+// receipt can only ack it, until it is received again). A subscription's
+// deliveries need a lease.
 func queueOnly(p store.QueuePatch) store.QueuePatch {
 	if p.VisibilityTimeoutSeconds != nil && *p.VisibilityTimeoutSeconds == 0 {
 		p.VisibilityTimeoutSeconds = nil

@@ -14,10 +14,13 @@
 // again: no sweeper is needed for redelivery.
 //
 // A receipt is current while the row exists, carries the same claim_token
-// and its lease has not expired. ack deletes the row only if the receipt is
-// current; nack sets a new visible_at and clears claim_token, so every
-// receipt of the message goes stale; extend moves visible_at of a current
-// lease. A stale receipt changes nothing and is reported as "stale".
+// and its lease has not expired. nack sets a new visible_at and clears
+// claim_token, so every receipt of the message goes stale; extend moves
+// visible_at of a current lease. ack deletes the row while it carries the
+// receipt's claim_token, even after the lease ran out (as SQS's
+// DeleteMessage): nobody received the message since, as every claim sets a
+// fresh token. A receipt an operation does not apply to changes nothing and
+// is reported as "stale".
 //
 // The statements that claim, dead-letter, ack, nack and extend are SQL
 // functions of the database (ferry.message_claim, message_dead_letter,

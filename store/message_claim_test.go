@@ -36,6 +36,8 @@ func (e *env) claimState(q store.Queue, id int64) claimState {
 }
 
 // Invariant 3: an ack, nack or extend with a stale receipt changes nothing.
+// (An ack needs only the receipt's claim token on the row; nack and
+// extend need a live lease too.)
 func TestStaleReceipts(t *testing.T) {
 	t.Parallel()
 	setup := queueSetup("stale", store.QueuePatch{MaxReceives: ptr(100)})
@@ -80,16 +82,42 @@ func TestStaleReceipts(t *testing.T) {
 	})
 
 	t.Run("ExpiredNotReclaimed", func(t *testing.T) {
-		// A lease that ran out is not current even before anyone claims
-		// the message again: acking it must not delete a message that is
-		// visible to others.
+		// A lease that ran out no longer holds the message, so nack and
+		// extend are stale; an ack still deletes it while nobody received
+		// it again (SQS's DeleteMessage after the visibility timeout).
 		t.Parallel()
 		e, q := setup(t)
 		got := e.sendClaimed(q, msg(1), lease)
 		e.waitVisible(q, got[0].ID)
-		requireAllStale(t, e, q, got[0].Receipt)
-		again := e.claimOne(q, time.Minute)
-		require.Equal(t, 2, again[0].ReceiveCount)
+		before := e.claimState(q, got[0].ID)
+		require.Equal(t, []bool{false}, e.extend(q, time.Hour, got[0].Receipt), "extend")
+		res, dead := e.nack(store.NackParams{Queue: q, Receipts: receipts(got), Delay: ptr(time.Hour), Error: ptr("late nack")})
+		require.Equal(t, []bool{false}, res, "nack")
+		require.Zero(t, dead)
+		require.Equal(t, before, e.claimState(q, got[0].ID), "a stale nack or extend changed the message")
+		require.Equal(t, []bool{true}, e.ack(q, got[0].Receipt), "ack after the lease ran out")
+		require.Zero(t, e.live(q))
+		require.Empty(t, e.claim(q, 1, time.Minute), "the acked message was delivered again")
+		require.Equal(t, []bool{false}, e.ack(q, got[0].Receipt), "second ack")
+		e.requireCountersExact(q)
+	})
+
+	t.Run("ExpiredGroupHead", func(t *testing.T) {
+		// Acking a group's head after its lease ran out promotes the
+		// group's next message, as an ack in time does.
+		t.Parallel()
+		e, q := setup(t)
+		e.send(q, grouped("g", 1), grouped("g", 2))
+		head := e.claimOne(q, lease)
+		e.waitVisible(q, head[0].ID)
+		require.Equal(t, []bool{true}, e.ack(q, head[0].Receipt))
+		next := e.claimOne(q, time.Minute)
+		require.NotEqual(t, head[0].ID, next[0].ID)
+		require.JSONEq(t, `{"g":"g","seq":2}`, string(next[0].Body))
+		require.Equal(t, 1, next[0].ReceiveCount)
+		require.Equal(t, []bool{true}, e.ack(q, next[0].Receipt))
+		require.Zero(t, e.live(q))
+		e.requireCountersExact(q)
 	})
 
 	t.Run("Nack", func(t *testing.T) {

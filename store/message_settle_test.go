@@ -1,9 +1,11 @@
 package store_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -87,4 +89,142 @@ func TestSettleRacingExtend(t *testing.T) {
 			e.requireCountersExact(q)
 		})
 	}
+}
+
+// TestAckExpiredReceiptRacingClaim: an ack whose receipt's lease ran out
+// (which applies while nobody received the message again) racing a
+// consumer that claims the message again: exactly one of them has it,
+// either the ack deleted it and the claim got nothing, or the claim holds
+// it (its receipt acks) and the ack was stale. Never both: a message
+// deleted while a new lease of it was handed out. The first three cases
+// force each interleaving (the loser waits for, or skips, the winner's
+// uncommitted change); the last lets them run free.
+func TestAckExpiredReceiptRacingClaim(t *testing.T) {
+	t.Parallel()
+	// expired sends a message and claims it with a lease that runs out.
+	expired := func(e *env, q store.Queue) store.Message {
+		m := e.sendClaimed(q, msg(1), 50*time.Millisecond)[0]
+		e.waitVisible(q, m.ID)
+		return m
+	}
+	// requireClaimWon checks that the claim holds the message: acked
+	// with the claim's receipt, not with the old one.
+	requireClaimWon := func(e *env, q store.Queue, old store.Receipt, got []store.Message) {
+		e.t.Helper()
+		require.Len(e.t, got, 1, "the claim got the message")
+		require.Equal(e.t, 1, int(e.live(q)))
+		require.Equal(e.t, got[0].Receipt.Token, *e.claimState(q, got[0].ID).ClaimToken, "the row carries the new claim")
+		require.Equal(e.t, []bool{false}, e.ack(q, old), "the old receipt after the new claim")
+		require.Equal(e.t, []bool{true}, e.ack(q, got[0].Receipt), "the new claim's receipt")
+	}
+
+	t.Run("ClaimCommitsFirst", func(t *testing.T) {
+		t.Parallel()
+		e, q := newQueueEnv(t, "q", store.QueuePatch{})
+		m := expired(e, q)
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(e.ctx) }()
+		got, _, err := store.MessageClaim(e.ctx, tx, store.ClaimParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
+		require.NoError(t, err)
+		racer := e.newNamedPool(2, "racer")
+		done := make(chan []store.ReceiptResult, 1)
+		go func() {
+			res, _, err := store.MessageAck(e.ctx, racer, q.ID, []store.Receipt{m.Receipt})
+			assert.NoError(t, err)
+			done <- res
+		}()
+		e.activityWaitingEventually("racer")
+		require.NoError(t, tx.Commit(e.ctx))
+		res := <-done
+		require.Len(t, res, 1)
+		require.False(t, res[0].OK, "the ack deleted a message a claim holds")
+		requireClaimWon(e, q, m.Receipt, got)
+		e.requireCountersExact(q)
+	})
+
+	t.Run("ClaimRollsBack", func(t *testing.T) {
+		t.Parallel()
+		e, q := newQueueEnv(t, "q", store.QueuePatch{})
+		m := expired(e, q)
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(e.ctx) }()
+		got, _, err := store.MessageClaim(e.ctx, tx, store.ClaimParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		racer := e.newNamedPool(2, "racer")
+		done := make(chan []store.ReceiptResult, 1)
+		go func() {
+			res, _, err := store.MessageAck(e.ctx, racer, q.ID, []store.Receipt{m.Receipt})
+			assert.NoError(t, err)
+			done <- res
+		}()
+		e.activityWaitingEventually("racer")
+		require.NoError(t, tx.Rollback(e.ctx))
+		res := <-done
+		require.Len(t, res, 1)
+		require.True(t, res[0].OK, "the claim that took the message never happened: the expired receipt acks")
+		require.Zero(t, e.live(q))
+		e.requireCountersExact(q)
+	})
+
+	t.Run("AckCommitsFirst", func(t *testing.T) {
+		t.Parallel()
+		e, q := newQueueEnv(t, "q", store.QueuePatch{})
+		m := expired(e, q)
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(e.ctx) }()
+		res, _, err := store.MessageAck(e.ctx, tx, q.ID, []store.Receipt{m.Receipt})
+		require.NoError(t, err)
+		require.True(t, res[0].OK, "an expired receipt of a message nobody received again acks")
+		// The claim skips the row the ack holds locked.
+		got := e.claim(q, 1, time.Minute)
+		require.Empty(t, got, "a claim got a message an ack is deleting")
+		require.NoError(t, tx.Commit(e.ctx))
+		require.Zero(t, e.live(q))
+		require.Empty(t, e.claim(q, 1, time.Minute), "the acked message was delivered again")
+		e.requireCountersExact(q)
+	})
+
+	t.Run("Free", func(t *testing.T) {
+		t.Parallel()
+		e, q := newQueueEnv(t, "q", store.QueuePatch{})
+		acked := 0
+		for range 40 {
+			m := expired(e, q)
+			var (
+				wg               sync.WaitGroup
+				start            = make(chan struct{})
+				res              []store.ReceiptResult
+				got              []store.Message
+				ackErr, claimErr error
+			)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, _, ackErr = store.MessageAck(e.ctx, e.pool, q.ID, []store.Receipt{m.Receipt})
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				got, _, claimErr = store.MessageClaim(e.ctx, e.pool, store.ClaimParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
+			}()
+			close(start)
+			wg.Wait()
+			require.NoError(t, ackErr)
+			require.NoError(t, claimErr)
+			if res[0].OK {
+				acked++
+				require.Empty(t, got, "the ack deleted the message and the claim got it too")
+				require.Zero(t, e.live(q))
+			} else {
+				requireClaimWon(e, q, m.Receipt, got)
+			}
+		}
+		t.Logf("the ack won %d of 40 races", acked)
+		e.requireCountersExact(q)
+	})
 }

@@ -96,7 +96,7 @@ func TestEverySectionRendersFromAnEmptyOutcome(t *testing.T) {
 		"coldstart":  coldSection(sz, ms, coldSide{runs: make([]coldRun, len(ms))}, coldSide{runs: make([]coldRun, len(ms))}),
 		"leave":      leaveSection(nil, takeover{}),
 		"sqlapi":     sqlAPISection([]sqlAPIResult{{part: "order + ferry.send"}}, sqlAPIWake{}, time.Second, 1, noteRounds),
-		"sqs":        sqsFaceSection(Phase{}, Phase{}, nil, sqsFaceHow(8, time.Second, noteRounds)),
+		"sqs":        sqsFaceSection(Phase{}, Phase{}, nil, sqsWake{}, sqsFaceHow(8, time.Second, 200, noteRounds)),
 	}
 	rep := &Report{}
 	for name, s := range sections {

@@ -110,5 +110,11 @@ func (b *Bench) sqsFace(ctx context.Context) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sqsFaceSection(rest, sqs, pairs, sqsFaceHow(sqsClients, b.opts.Duration, b.roundsNote)), nil
+	iters := 2 * max(b.opts.WakeIters/2, 1)
+	progress("  SQS face: long-poll wakes, %d per sender kind, idle and loaded", iters)
+	wake, err := b.sqsFaceWake(ctx, c, iters)
+	if err != nil {
+		return nil, fmt.Errorf("SQS long-poll wakes: %w", err)
+	}
+	return sqsFaceSection(rest, sqs, pairs, wake, sqsFaceHow(sqsClients, b.opts.Duration, iters, b.roundsNote)), nil
 }

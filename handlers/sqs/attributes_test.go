@@ -112,7 +112,7 @@ func TestContentBasedDeduplication(t *testing.T) {
 	require.Equal(t, "false", ga.Attributes["ContentBasedDeduplication"])
 	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("invoice 7"), MessageGroupId: aws.String("g")})
 	requireCode(t, err, "InvalidParameterValue")
-	require.Zero(t, restAvailable(t, env, "orders.fifo"))
+	require.Zero(t, restHeld(t, env, "orders.fifo"))
 
 	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q, Attributes: map[string]string{"ContentBasedDeduplication": "true"}})
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestContentBasedDeduplication(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), `"duplicate":true`)
 	require.Contains(t, string(r.Body), *first.MessageId)
-	require.EqualValues(t, 1, restAvailable(t, env, "orders.fifo"))
+	require.EqualValues(t, 1, restHeld(t, env, "orders.fifo"))
 
 	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q, Attributes: map[string]string{"ContentBasedDeduplication": "false"}})
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestBatches(t *testing.T) {
 		require.True(t, f.SenderFault)
 		require.Equal(t, "InvalidParameterValue", *f.Code)
 	}
-	require.EqualValues(t, 2, restAvailable(t, env, "batch"))
+	require.EqualValues(t, 2, restHeld(t, env, "batch"))
 
 	dup := []types.SendMessageBatchRequestEntry{{Id: aws.String("x"), MessageBody: aws.String("1")}, {Id: aws.String("x"), MessageBody: aws.String("2")}}
 	_, err = c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: dup})
@@ -55,7 +55,7 @@ func TestBatches(t *testing.T) {
 	_, err = c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: url, Entries: two})
 	var tooLong *types.BatchRequestTooLong
 	require.ErrorAs(t, err, &tooLong)
-	require.EqualValues(t, 2, restAvailable(t, env, "batch"), "refused batches wrote nothing")
+	require.EqualValues(t, 2, restHeld(t, env, "batch"), "refused batches wrote nothing")
 
 	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10})
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestBatches(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, del.Successful, 2)
 	require.Len(t, del.Failed, 1)
-	require.EqualValues(t, 0, restAvailable(t, env, "batch"))
+	require.EqualValues(t, 0, restHeld(t, env, "batch"))
 	_, err = c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: url, Entries: []types.DeleteMessageBatchRequestEntry{}})
 	var empty *types.EmptyBatchRequest
 	require.ErrorAs(t, err, &empty)

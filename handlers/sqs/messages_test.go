@@ -94,7 +94,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	require.ErrorAs(t, err, &invalidReceipt)
 	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: again.Messages[0].ReceiptHandle})
 	require.NoError(t, err)
-	require.EqualValues(t, 0, restAvailable(t, env, "rt"))
+	require.EqualValues(t, 0, restHeld(t, env, "rt"))
 }
 
 // md5Attrs is MD5OfMessageAttributes of the SDK's attributes, by the
@@ -183,7 +183,7 @@ func TestOneBroker(t *testing.T) {
 	// A REST receipt deletes over SQS.
 	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: aws.String(rest.Messages[0].Receipt)})
 	require.NoError(t, err)
-	require.EqualValues(t, 0, restAvailable(t, env, "both"))
+	require.EqualValues(t, 0, restHeld(t, env, "both"))
 
 	r = env.Do(http.MethodPost, "/v1/queues/both/messages", map[string]any{"messages": []any{
 		map[string]any{"body": map[string]any{"order_id": "ORD-1", "n": []any{1, 2.5}}, "attributes": map[string]string{"type": "order.created"}},
@@ -244,7 +244,7 @@ func TestStoredFormBounded(t *testing.T) {
 	require.Equal(t, "big", *batch.Failed[0].Id)
 	require.Equal(t, "InvalidParameterValue", *batch.Failed[0].Code)
 	require.True(t, batch.Failed[0].SenderFault)
-	require.EqualValues(t, 1, restAvailable(t, env, "escapes"), "only the small entry was written")
+	require.EqualValues(t, 1, restHeld(t, env, "escapes"), "only the small entry was written")
 }
 
 // TestFIFOConcurrentConsumers: consumers receiving from one FIFO queue at
@@ -371,7 +371,7 @@ func TestFullQueueRetriedBySDK(t *testing.T) {
 		sent <- err
 	}()
 	ferrytest.WaitFor(t, 10*time.Second, "the SDK to retry the throttled send", func() bool { return counted.n.Load() >= 2 })
-	require.EqualValues(t, 1, restAvailable(t, env, "full"))
+	require.EqualValues(t, 1, restHeld(t, env, "full"))
 	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
 	require.NoError(t, err)
 	require.Len(t, got.Messages, 1)
@@ -382,4 +382,54 @@ func TestFullQueueRetriedBySDK(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Messages, 1)
 	require.Equal(t, "two", *got.Messages[0].Body)
+}
+
+// TestDeleteAfterVisibilityTimeout: as on SQS, DeleteMessage and
+// DeleteMessageBatch delete a message with a receipt handle whose
+// visibility timeout ran out, as long as nobody received the message
+// since; once it was received again, the old handle deletes nothing (and
+// is no error) while the new one deletes it.
+func TestDeleteAfterVisibilityTimeout(t *testing.T) {
+	t.Parallel()
+	env := start(t)
+	c, ctx := admin(env), context.Background()
+	url := createQueue(t, c, "late", nil)
+	// expired sends body and receives it with a 1 s visibility timeout,
+	// then waits until REST counts nothing in flight: the lease ran out.
+	expired := func(body string) *string {
+		t.Helper()
+		_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(body)})
+		require.NoError(t, err)
+		got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, VisibilityTimeout: 1})
+		require.NoError(t, err)
+		require.Len(t, got.Messages, 1)
+		require.Equal(t, body, *got.Messages[0].Body)
+		ferrytest.WaitFor(t, 10*time.Second, "the visibility timeout to run out", func() bool {
+			return restInFlight(t, env, "late") == 0
+		})
+		require.EqualValues(t, 1, restHeld(t, env, "late"))
+		return got.Messages[0].ReceiptHandle
+	}
+
+	_, err := c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: expired("one")})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, restHeld(t, env, "late"), "DeleteMessage after the visibility timeout")
+
+	del, err := c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: url, Entries: []types.DeleteMessageBatchRequestEntry{
+		{Id: aws.String("a"), ReceiptHandle: expired("two")}}})
+	require.NoError(t, err)
+	require.Len(t, del.Successful, 1)
+	require.Empty(t, del.Failed)
+	require.EqualValues(t, 0, restHeld(t, env, "late"), "DeleteMessageBatch after the visibility timeout")
+
+	old := expired("three")
+	again, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, VisibilityTimeout: 60})
+	require.NoError(t, err)
+	require.Len(t, again.Messages, 1, "received again")
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: old})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, restInFlight(t, env, "late"), "the old handle deleted a message received again")
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: again.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, restHeld(t, env, "late"))
 }

@@ -234,7 +234,7 @@ func TestMessageMoveTaskBackToEachSource(t *testing.T) {
 	deadLetter(t, c, *b.QueueUrl, "b0", "b1", "b2")
 	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &dlqURL, MessageBody: aws.String("direct")})
 	require.NoError(t, err)
-	require.EqualValues(t, 6, restAvailable(t, env, "orders-dead"))
+	require.EqualValues(t, 6, restHeld(t, env, "orders-dead"))
 
 	_, err = c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: arn("orders-dead")})
 	require.NoError(t, err)

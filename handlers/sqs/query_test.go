@@ -126,5 +126,5 @@ func TestPresignedQuery(t *testing.T) {
 	requireQueryError(t, status, []byte(body), http.StatusForbidden, "SignatureDoesNotMatch")
 	status, body = do(http.MethodGet, presign(t, env, http.MethodGet, "/"+sqsface.AccountID+"/orders-pre", send, "admin", ferrytest.AdminKey, now.Add(-time.Hour)))
 	require.Equal(t, http.StatusForbidden, status, body)
-	require.EqualValues(t, 1, restAvailable(t, env, "orders-pre"), "only the signed send was written")
+	require.EqualValues(t, 1, restHeld(t, env, "orders-pre"), "only the signed send was written")
 }

@@ -159,7 +159,7 @@ func TestPermissions(t *testing.T) {
 		requireCode(t, call(), "AccessDenied")
 		_ = name
 	}
-	require.EqualValues(t, 1, restAvailable(t, env, "orders-x"))
+	require.EqualValues(t, 1, restHeld(t, env, "orders-x"))
 	require.NotContains(t, restQueues(t, env), "orders-y")
 }
 

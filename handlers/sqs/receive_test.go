@@ -52,7 +52,8 @@ func TestLongPollWoken(t *testing.T) {
 // places. A queue's VisibilityTimeout 0 (REST's visibility_timeout_seconds
 // 0) and a ReceiveMessage's VisibilityTimeout 0 receive a message (its
 // ApproximateReceiveCount grows) and leave it visible at once, so the next
-// receive gets it again; ChangeMessageVisibility(Batch) 0 makes a hidden
+// receive gets it again (and DeleteMessage deletes it with the latest
+// receive's handle only); ChangeMessageVisibility(Batch) 0 makes a hidden
 // message visible at once. Out of 0–43200 is InvalidParameterValue. REST
 // and ferry.receive take the same 0 (one engine); a subscription, whose
 // deliveries need a lease, keeps its minimum of 1. (aws-sdk-go-v2 leaves
@@ -103,11 +104,23 @@ func TestVisibilityTimeoutZero(t *testing.T) {
 	require.EqualValues(t, 0, env.Do(http.MethodGet, "/v1/queues/vt-zero", nil).Map(t)["visibility_timeout_seconds"])
 	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: zero, MessageBody: aws.String("peek")})
 	require.NoError(t, err)
+	var handles []*string
 	for i := range 3 {
 		got := receive(zero, 0)
 		require.Len(t, got, 1, "receive %d: visible at once", i+1)
 		require.Equal(t, strconv.Itoa(i+1), count(got[0]))
+		handles = append(handles, got[0].ReceiptHandle)
 	}
+	// As on SQS, DeleteMessage deletes it with the latest receive's
+	// handle (nobody received it since), not with an earlier one.
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: zero, ReceiptHandle: handles[1]})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, restHeld(t, env, "vt-zero"), "a handle of an earlier receive deleted the message")
+	_, err = c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: zero, ReceiptHandle: handles[2]})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, restHeld(t, env, "vt-zero"), "the latest receive's handle deletes the message")
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: zero, MessageBody: aws.String("peek")})
+	require.NoError(t, err)
 	// A receive's own timeout wins over the queue's 0.
 	got := receive(zero, 30)
 	require.Len(t, got, 1)

@@ -161,16 +161,38 @@ func restQueues(t *testing.T, env *ferrytest.Env) []string {
 	return names
 }
 
-// restAvailable is how many messages REST says the queue holds available.
-func restAvailable(t *testing.T, env *ferrytest.Env, queue string) int64 {
+// restHeld is how many messages REST says the queue holds: available,
+// in flight and delayed (its stats' in_flight needs its tag: encoding/json
+// matches a key to a field name case-insensitively, but not across "_").
+func restHeld(t *testing.T, env *ferrytest.Env, queue string) int64 {
+	t.Helper()
+	s := restStats(t, env, queue)
+	return s.Available + s.InFlight + s.Delayed
+}
+
+// restInFlight is how many messages REST says the queue holds in flight.
+func restInFlight(t *testing.T, env *ferrytest.Env, queue string) int64 {
+	t.Helper()
+	return restStats(t, env, queue).InFlight
+}
+
+// queueStats is the stats of a REST queue.
+type queueStats struct {
+	Available int64 `json:"available"`
+	InFlight  int64 `json:"in_flight"`
+	Delayed   int64 `json:"delayed"`
+}
+
+// restStats is the queue's stats as REST answers them.
+func restStats(t *testing.T, env *ferrytest.Env, queue string) queueStats {
 	t.Helper()
 	r := env.Do(http.MethodGet, "/v1/queues/"+queue, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var out struct {
-		Stats struct{ Available, InFlight, Delayed int64 }
+		Stats queueStats `json:"stats"`
 	}
 	r.JSON(t, &out)
-	return out.Stats.Available + out.Stats.InFlight + out.Stats.Delayed
+	return out.Stats
 }
 
 // queueURL is the QueueUrl of a queue of env.

@@ -247,16 +247,23 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM PUBLIC;
 
--- Deletes the messages whose receipts (p_ids, p_tokens) are current and
--- promotes the next message of their groups (store.MessageAck); returns
--- (id, token) per applied receipt, and (-1, n) when it promoted n > 0
--- messages. p_grouped false skips the group locks (the caller knows the
--- messages have no group).
+-- Deletes the messages whose rows still carry the receipts' claim tokens
+-- (p_ids, p_tokens) and promotes the next message of their groups
+-- (store.MessageAck); returns (id, token) per applied receipt, and
+-- (-1, n) when it promoted n > 0 messages. p_grouped false skips the
+-- group locks (the caller knows the messages have no group).
+-- Unlike nack and extend, an ack needs no live lease: as SQS's
+-- DeleteMessage, it applies after the visibility timeout ran out as long
+-- as the message was not received again. That is the token alone: every
+-- claim sets a fresh one and a nack clears it. An expired group head is
+-- still its group's head (not waiting), so acking it promotes the next
+-- message as any ack does. A claim that took the message again after this
+-- statement found it moved it to another partition: the DELETE then
+-- raises serialization_failure (40001) and deletes nothing; the store
+-- runs the ack again (now stale), a SQL API caller's transaction ends.
 CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
     RETURNS TABLE(o_id bigint, o_token bigint)
     LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
-DECLARE
-    v_at timestamptz := clock_timestamp();
 BEGIN
     IF p_grouped THEN
         PERFORM ferry.message_group_lock(p_queue, p_ids);
@@ -264,15 +271,15 @@ BEGIN
     RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
             SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
             ) m
-            WHERE m.claim_token = r.token AND m.visible_at > v_at
+            WHERE m.claim_token = r.token
             LIMIT cardinality(p_ids)
         ),
         gone AS (
             DELETE FROM ferry.messages m USING target t
-            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token
             RETURNING m.queue_id, m.id, m.grp, m.claim_token
         ),
         promoted AS (
