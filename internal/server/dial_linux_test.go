@@ -63,21 +63,41 @@ func dbSockets(t *testing.T, env *ferrytest.Env) map[int]tcpOpts {
 			WHERE datname = current_database() AND query ILIKE 'listen %'`).Scan(&n))
 		return n >= 2
 	})
-	rows, err := conn.Query(ctx, `SELECT client_port FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND client_port IS NOT NULL`)
-	require.NoError(t, err)
-	ports, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(ports), 3, "pool, notifier and River sessions")
-
 	u, err := url.Parse(env.DatabaseURL)
 	require.NoError(t, err)
 	serverPort, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
-	want := map[int]bool{}
-	for _, p := range ports {
-		want[int(p)] = true
-	}
+	// A session can end between the two reads (River's elector or a pool
+	// replacing a connection): then read both again.
+	var found map[int]tcpOpts
+	var missing []int
+	ferrytest.WaitFor(t, 20*time.Second, "a socket of this process for every session", func() bool {
+		rows, err := conn.Query(ctx, `SELECT client_port FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND client_port IS NOT NULL`)
+		require.NoError(t, err)
+		ports, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(ports), 3, "pool, notifier and River sessions")
+		want := map[int]bool{}
+		for _, p := range ports {
+			want[int(p)] = true
+		}
+		found = processSockets(t, serverPort, want)
+		missing = missing[:0]
+		for p := range want {
+			if _, ok := found[p]; !ok {
+				missing = append(missing, p)
+			}
+		}
+		return len(missing) == 0
+	})
+	return found
+}
+
+// processSockets returns the options of this process's TCP sockets to
+// serverPort whose local port want holds, by local port.
+func processSockets(t *testing.T, serverPort int, want map[int]bool) map[int]tcpOpts {
+	t.Helper()
 	found := map[int]tcpOpts{}
 	entries, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
@@ -100,11 +120,10 @@ func dbSockets(t *testing.T, env *ferrytest.Env) map[int]tcpOpts {
 			continue
 		}
 		o, err := readTCPOpts(fd)
-		require.NoError(t, err)
+		if err != nil {
+			continue // closed meanwhile
+		}
 		found[l.Port] = o
-	}
-	for p := range want {
-		require.Contains(t, found, p, "no socket of this process has the session's client port %d", p)
 	}
 	return found
 }
