@@ -86,10 +86,18 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 // statements a minute (DESIGN.md invariant 12); under traffic a pass
 // seldom finds nothing, and a slot whose last live row went during a wait
 // is truncated that much later.
+//
+// A slot that a pass found busy (its lock not granted within the wait,
+// store.RingNextWait) is tried again the next second with twice the wait;
+// after one busy at the longest wait, truncation rests for RingCalm, so
+// that a transaction holding the ring for long (an application's, in the
+// SQL API) stalls Ferry's statements for at most store.RingWaitMax each
+// RingCalm.
 
 const (
 	RingEvery     = time.Second
 	RingIdleEvery = time.Minute
+	RingCalm      = 5 * time.Second
 )
 
 // ringRotator runs a pass of the message ring's rotator (store.RingRotate)
@@ -102,7 +110,9 @@ const (
 func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *river.PeriodicJob {
 	var (
 		next time.Time // River calls the constructor from one goroutine
-		wait time.Duration
+		idle time.Duration
+		wait = store.RingWaitMin // the truncation's wait for a slot's lock
+		calm time.Time           // no truncation until then
 	)
 	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
 		if time.Now().Before(next) {
@@ -110,20 +120,32 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		p, err := store.RingRotate(ctx, pool)
+		w := wait
+		if time.Now().Before(calm) {
+			w = 0
+		}
+		p, err := store.RingRotate(ctx, pool, w)
+		if w > 0 && err == nil {
+			busy := len(p.Busy) > 0
+			if busy && w >= store.RingWaitMax {
+				calm = time.Now().Add(RingCalm)
+			}
+			wait = store.RingNextWait(w, busy)
+		}
 		switch {
-		case err != nil || !p.Idle():
-			next, wait = time.Time{}, 0
+		case err != nil || !p.Idle() || len(p.Busy) > 0 || p.Blocked > 0:
+			next, idle = time.Time{}, 0
 		case p.Stored == 0:
-			next, wait = time.Now().Add(RingIdleEvery), 0
+			next, idle = time.Now().Add(RingIdleEvery), 0
 		default:
-			wait = min(max(2*wait, 5*time.Second), RingIdleEvery)
-			next = time.Now().Add(wait)
+			idle = min(max(2*idle, 5*time.Second), RingIdleEvery)
+			next = time.Now().Add(idle)
 		}
 		if err != nil {
 			log.Warn("message ring rotation failed; the next pass tries again", "error", err)
-		} else if p.Swept+p.Forwarded > 0 || len(p.Truncated) > 0 {
-			log.Debug("message ring rotated", "swept", p.Swept, "forwarded", p.Forwarded, "truncated", p.Truncated)
+		} else if p.Swept+p.Forwarded > 0 || len(p.Truncated)+len(p.Busy) > 0 || p.Blocked > 0 {
+			log.Debug("message ring rotated", "swept", p.Swept, "forwarded", p.Forwarded, "truncated", p.Truncated,
+				"busy", p.Busy, "blocked", p.Blocked, "wait", w)
 		}
 		return nil, nil
 	}, &river.PeriodicJobOpts{RunOnStart: true})

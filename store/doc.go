@@ -458,6 +458,23 @@
 // head (≤ its window) and of the current slot, plus COLD's and FAR's
 // (below), instead of everything consumed since the horizon was taken.
 //
+// The claim floor. That bound held only while the rotator truncated each
+// slot in time, and truncation needs a moment when no statement holds the
+// slot: under a burst (a backlog sent at once lands in one slot) claims
+// slowed, truncations timed out, debris stayed and claims slowed further,
+// until receives failed (the subscription flow of the held-snapshot
+// bench, at 2 minutes). So a claim now also starts at the queue's head:
+// ferry.message_claim_from takes a floor, and reads only messages due at
+// or after it, entering each partition's claim index there. The store
+// keeps per queue, in memory, the send time of the oldest message the
+// last claims took ([ClaimFloors], one per instance and database, in the
+// [Notifier]); every claimable message is due at or after it, but for a
+// writer that read the clock long before it committed, so claims use it
+// less half a second, and one claim a second reads the whole queue, which
+// finds such a message. Consumed messages are then out of the claims'
+// path whether or not their slot was truncated. ferry.receive (an
+// application's transaction has no such memory) reads from the start.
+//
 // The rotator (ferry.ring_forward, ring_sweep, ring_truncate; [RingRotate]
 // runs all three, every second, on River's leader, jobs.ringRotator; each
 // step is a short transaction of its own and one pass over an idle ring
@@ -473,10 +490,14 @@
 //     run, two windows share a slot: correct, only debris is not freed.
 //   - truncate: a stored slot not in use (its window is past, or is
 //     ahead and no row is routed to it yet) with no live row is locked
-//     ACCESS EXCLUSIVE with lock_timeout 20 ms, looked at again, and
-//     truncated; a slot some transaction still reads or writes (every
-//     statement on ferry.messages locks every partition) is left for the
-//     next pass. Truncating an empty slot loses nothing.
+//     ACCESS EXCLUSIVE, looked at again, and truncated; a slot some
+//     transaction still reads or writes past the wait (every statement
+//     on ferry.messages locks every partition) is left for the next
+//     pass. The wait starts at 20 ms and doubles while slots are found
+//     busy, to 160 ms ([RingNextWait]; then truncation rests 5 s,
+//     jobs.RingCalm), since every statement queues behind an awaited
+//     lock. A forward that meets rows claims moved does not keep the
+//     pass from truncating. Truncating an empty slot loses nothing.
 //
 // Correctness never depends on the rotator: claims read every partition,
 // FAR included, so every due row is found wherever it sits.

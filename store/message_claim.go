@@ -17,6 +17,9 @@ type ClaimParams struct {
 	Queue             Queue
 	Max               int
 	VisibilityTimeout time.Duration
+	// Floors, when set, lets the claim start at the queue's head
+	// ([ClaimFloors]); MessageReceive takes the Notifier's.
+	Floors *ClaimFloors
 	// leaseOwner, set by PushLeaseClaim only, fences the claim by the
 	// queue's push lease: it claims only while this owner holds it live.
 	leaseOwner string
@@ -120,7 +123,12 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 	if p.leaseOwner != "" {
 		sql, owner = fencedClaimStatement, &p.leaseOwner
 	}
-	rows, err := db.Query(ctx, sql, p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds(), owner)
+	floors := p.Floors
+	if _, inTx := db.(pgx.Tx); inTx {
+		floors = nil // a caller's transaction may see what the floor's claims did not
+	}
+	floor, full := floors.floor(p.Queue.ID, time.Now())
+	rows, err := db.Query(ctx, sql, p.Queue.ID, limit, p.Queue.MaxReceives, p.VisibilityTimeout.Milliseconds(), owner, floor)
 	if err != nil {
 		return nil, nil, interpretError("message claim", err)
 	}
@@ -174,17 +182,19 @@ func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([
 	slices.SortFunc(msgs, func(a, b Message) int {
 		return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.ID, b.ID))
 	})
+	floors.took(p.Queue.ID, full, msgs)
 	return msgs, exhausted, nil
 }
 
 // claimStatement is messageClaimOnce's statement: $1 queue, $2 limit,
-// $3 max_receives, $4 visibility timeout (ms), $5 NULL. Its tag is the
-// claim's, which operators and tests look for in pg_stat_activity.
-const claimStatement = `/* ferry:message_claim */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
+// $3 max_receives, $4 visibility timeout (ms), $5 NULL, $6 the floor
+// (ClaimFloors). Its tag is the claim's, which operators and tests look
+// for in pg_stat_activity.
+const claimStatement = `/* ferry:message_claim */ SELECT * FROM ferry.message_claim_from($1, $2, $3, $4, $5::uuid, $6)`
 
 // fencedClaimStatement is claimStatement fenced by the push lease of
 // owner $5 (see messageClaimOnce): the same function, tagged apart.
-const fencedClaimStatement = `/* ferry:message_claim_fenced */ SELECT * FROM ferry.message_claim($1, $2, $3, $4, $5::uuid)`
+const fencedClaimStatement = `/* ferry:message_claim_fenced */ SELECT * FROM ferry.message_claim_from($1, $2, $3, $4, $5::uuid, $6)`
 
 // messageDeadLetter moves the given messages of queue queueID to the dead
 // letters if they are still exhausted (available, and received at least
@@ -229,6 +239,9 @@ func MessageReceive(ctx context.Context, db DBTX, n *Notifier, p ReceiveParams) 
 		msgs []Message
 		dead int
 	)
+	if p.Floors == nil && n != nil {
+		p.Floors = n.floors
+	}
 	err := longPoll(ctx, n, p.Queue.ID, p.Wait, p.FallbackPoll, p.Stop, rechecked(ctx, p.Recheck, func() (bool, error) {
 		var (
 			d   int

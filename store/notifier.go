@@ -38,6 +38,8 @@ type Notifier struct {
 	heard   []func(ids []int64) // see OnNotify
 	claimed func(ids []int64)   // see OnClaimable
 
+	floors *ClaimFloors // see Floors
+
 	listening atomic.Bool  // see Listening
 	parked    atomic.Int64 // see Parked
 	ignored   atomic.Int64 // see Ignored
@@ -57,6 +59,7 @@ func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *No
 		pool:    pool,
 		window:  window,
 		log:     log,
+		floors:  NewClaimFloors(),
 		waiters: map[int64]chan struct{}{},
 		pending: map[int64]struct{}{},
 		kick:    make(chan struct{}, 1),
@@ -103,6 +106,10 @@ func (n *Notifier) wake(ids []int64) {
 // given is called, in the order given; they run on the listener's
 // goroutine and must not block. Set them before Run.
 func (n *Notifier) OnNotify(fn func(ids []int64)) { n.heard = append(n.heard, fn) }
+
+// Floors is this instance's claim floors on the Notifier's database
+// ([ClaimFloors]): what its receives and pushes claim from.
+func (n *Notifier) Floors() *ClaimFloors { return n.floors }
 
 // Listening reports whether the listener connection is up now, so that
 // every NOTIFY from here on is heard (what a cache invalidated by NOTIFY

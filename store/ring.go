@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -91,15 +92,43 @@ func RingSweep(ctx context.Context, db DBTX, until time.Time, limit int) (int64,
 	return n, interpretError("ring sweep", err)
 }
 
+// RingTruncation is what [RingTruncate] did with a slot.
+type RingTruncation string
+
+const (
+	RingTruncated RingTruncation = "truncated" // emptied: its storage freed
+	RingLive      RingTruncation = "live"      // left: it holds a live row
+	RingBusy      RingTruncation = "busy"      // left: its lock was not granted within the wait
+)
+
+// The truncation's wait for a slot's lock: every statement on
+// ferry.messages queues behind a lock being awaited, so the wait starts
+// at RingWaitMin and doubles, up to RingWaitMax, only while passes find
+// slots busy (claims slow enough to outlast it), and returns to the
+// minimum once one is granted ([RingNextWait]).
+const (
+	RingWaitMin = 20 * time.Millisecond
+	RingWaitMax = 160 * time.Millisecond
+)
+
+// RingNextWait is the truncation's wait for the next pass, after a pass
+// that waited wait and found some slot busy, or none.
+func RingNextWait(wait time.Duration, busy bool) time.Duration {
+	if !busy {
+		return RingWaitMin
+	}
+	return min(max(2*wait, RingWaitMin), RingWaitMax)
+}
+
 // RingTruncate truncates ring slot slot if it holds no live row and no
-// other transaction uses it within 20 ms (ferry.ring_truncate), in a
-// transaction of its own; it reports whether it did.
-func RingTruncate(ctx context.Context, db TxBeginner, slot int) (bool, error) {
-	var done bool
+// other transaction uses it for longer than wait (20 ms to 1 s;
+// ferry.ring_truncate_within), in a transaction of its own.
+func RingTruncate(ctx context.Context, db TxBeginner, slot int, wait time.Duration) (RingTruncation, error) {
+	var got RingTruncation
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `/* ferry:ring_truncate_call */ SELECT ferry.ring_truncate($1)`, slot).Scan(&done)
+		return tx.QueryRow(ctx, `/* ferry:ring_truncate_call */ SELECT ferry.ring_truncate_within($1, $2)`, slot, wait).Scan(&got)
 	})
-	return done, interpretError("ring truncate", err)
+	return got, interpretError("ring truncate", err)
 }
 
 // RingSlotsStored lists the ring slots that have storage (a slot
@@ -121,9 +150,14 @@ func RingSlotsStored(ctx context.Context, db DBTX, shape RingShape) ([]int, erro
 type RingPass struct {
 	Swept, Forwarded int64
 	// Stored is how many ring slots had storage; Truncated, which of them
-	// it truncated.
-	Stored    int
-	Truncated []int
+	// it truncated; Busy, which it left because their lock was not
+	// granted within the wait.
+	Stored          int
+	Truncated, Busy []int
+	// Blocked counts the forwards that met rows other transactions moved
+	// or locked (serialization failures, lock timeouts): left for the
+	// next pass, which does not keep this one from truncating.
+	Blocked int
 }
 
 // Idle reports whether the pass did nothing: nothing swept, forwarded
@@ -198,23 +232,27 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 // slot), the forward of every stored slot (its rows of windows before the
 // one it takes next go to COLD), then the truncation of every stored slot
 // not in use (past windows, and future ones no row is routed to yet) that
-// holds nothing live. It reads first, in one statement, what there is to
-// do, and runs only that, each step a short transaction of its own: a
-// pass that finds nothing to do is one read-only statement.
-func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
+// holds nothing live, each waiting up to wait for the slot's lock
+// ([RingNextWait]; 0 skips the truncations), and no further once one
+// was busy. It reads first, in one
+// statement, what there is to do, and runs only that, each step a short
+// transaction of its own: a pass that finds nothing to do is one
+// read-only statement. A forward that meets rows claims moved or hold
+// (ErrBusy) is left to the next pass and the pass goes on: truncation
+// is what keeps claims from walking dead rows, and must not wait on a
+// backlog's head being claimed.
+func RingRotate(ctx context.Context, db TxBeginner, wait time.Duration) (RingPass, error) {
 	var p RingPass
 	shape, now, farDue, slots, err := ringState(ctx, db)
 	if err != nil {
 		return p, err
 	}
-	before := make([]time.Time, shape.Slots)
-	for s := range before {
-		before[s] = shape.start(shape.slotWindow(s, now))
-	}
 	until := now.Add(shape.Horizon - shape.Width)
 	p.Stored = len(slots)
 	if farDue {
-		if p.Swept, err = ringRepeat(ctx, func() (int64, error) { return RingSweep(ctx, db, until, ringBatch) }); err != nil {
+		n, err := ringRepeat(ctx, func() (int64, error) { return RingSweep(ctx, db, until, ringBatch) })
+		p.Swept = n
+		if err = p.blocked(err); err != nil {
 			return p, err
 		}
 	}
@@ -222,27 +260,44 @@ func RingRotate(ctx context.Context, db TxBeginner) (RingPass, error) {
 		if !rs.old {
 			continue
 		}
-		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, rs.slot, before[rs.slot], ringBatch) })
+		before := shape.start(shape.slotWindow(rs.slot, now))
+		n, err := ringRepeat(ctx, func() (int64, error) { return RingForward(ctx, db, rs.slot, before, ringBatch) })
 		p.Forwarded += n
-		if err != nil {
+		if err = p.blocked(err); err != nil {
 			return p, err
 		}
 	}
 	for _, rs := range slots {
 		// A slot with live rows and none forwarded keeps them; one whose
-		// rows were forwarded is looked at again by ring_truncate.
-		if shape.inUse(rs.slot, now) || (rs.live && !rs.old) {
+		// rows were forwarded is looked at again by ring_truncate_within.
+		if wait <= 0 || shape.inUse(rs.slot, now) || (rs.live && !rs.old) {
 			continue
 		}
-		done, err := RingTruncate(ctx, db, rs.slot)
+		got, err := RingTruncate(ctx, db, rs.slot, wait)
 		if err != nil {
 			return p, fmt.Errorf("slot %d: %w", rs.slot, err)
 		}
-		if done {
+		switch got {
+		case RingTruncated:
 			p.Truncated = append(p.Truncated, rs.slot)
+		case RingBusy:
+			// Whatever held it (a long transaction touches every slot)
+			// would most likely hold the next one too: one wait a pass.
+			p.Busy = append(p.Busy, rs.slot)
+			return p, nil
 		}
 	}
 	return p, nil
+}
+
+// blocked counts a step that met rows other transactions moved or hold
+// (ErrBusy), which the next pass takes; any other error it returns.
+func (p *RingPass) blocked(err error) error {
+	if errors.Is(err, ErrBusy) {
+		p.Blocked++
+		return nil
+	}
+	return err
 }
 
 // ringRepeat runs step while it moves a whole batch, at most ringBatches

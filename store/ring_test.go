@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -41,9 +42,9 @@ func (e *env) forceRotation() []int {
 	for s := range shape.Slots {
 		_, err := store.RingForward(e.ctx, e.pool, s, now.Add(24*time.Hour), 100000)
 		require.NoError(e.t, err)
-		done, err := store.RingTruncate(e.ctx, e.pool, s)
+		got, err := store.RingTruncate(e.ctx, e.pool, s, store.RingWaitMin)
 		require.NoError(e.t, err)
-		if done {
+		if got == store.RingTruncated {
 			truncated = append(truncated, s)
 		}
 	}
@@ -135,9 +136,9 @@ func TestRingTruncateRefuses(t *testing.T) {
 	e, q := newQueueEnv(t, "ring-truncate", store.QueuePatch{})
 	id := e.send(q, msg(1))[0].ID
 	slot := e.partOf(q, id)
-	done, err := store.RingTruncate(e.ctx, e.pool, slot)
+	got, err := store.RingTruncate(e.ctx, e.pool, slot, store.RingWaitMin)
 	require.NoError(t, err)
-	require.False(t, done, "a slot with a live message")
+	require.Equal(t, store.RingLive, got, "a slot with a live message")
 	require.Equal(t, int64(1), e.live(q))
 
 	tx, err := e.pool.Begin(e.ctx)
@@ -145,14 +146,14 @@ func TestRingTruncateRefuses(t *testing.T) {
 	defer func() { _ = tx.Rollback(e.ctx) }()
 	_, err = store.MessageSendTx(e.ctx, tx, q, []store.SendMessage{msg(2)})
 	require.NoError(t, err)
-	got := e.claim(q, 1, time.Minute) // msg 1 leaves its slot
-	require.Len(t, got, 1)
-	require.Equal(t, []bool{true}, e.ack(q, got[0].Receipt))
+	claimed := e.claim(q, 1, time.Minute) // msg 1 leaves its slot
+	require.Len(t, claimed, 1)
+	require.Equal(t, []bool{true}, e.ack(q, claimed[0].Receipt))
 	var txSlot int
 	require.NoError(t, tx.QueryRow(e.ctx, `SELECT part FROM ferry.messages WHERE queue_id = $1`, q.ID).Scan(&txSlot))
-	done, err = store.RingTruncate(e.ctx, e.pool, txSlot)
+	got, err = store.RingTruncate(e.ctx, e.pool, txSlot, store.RingWaitMin)
 	require.NoError(t, err)
-	require.False(t, done, "a slot an open transaction wrote to")
+	require.Equal(t, store.RingBusy, got, "a slot an open transaction wrote to")
 	require.NoError(t, tx.Commit(e.ctx))
 	require.Equal(t, int64(1), e.live(q), "the committed message is there")
 	e.requireCountersExact(q)
@@ -168,7 +169,7 @@ func TestRingRotateIdle(t *testing.T) {
 	got := e.claim(q, 1, time.Second)
 	require.Equal(t, []bool{true}, e.ack(q, got[0].Receipt))
 	e.forceRotation()
-	p, err := store.RingRotate(e.ctx, e.pool)
+	p, err := store.RingRotate(e.ctx, e.pool, store.RingWaitMin)
 	require.NoError(t, err)
 	require.Zero(t, p.Swept)
 	require.Zero(t, p.Forwarded)
@@ -181,10 +182,51 @@ func TestRingRotateIdle(t *testing.T) {
 	// What the pass wrote: nothing (no transaction id was taken).
 	var xid int64
 	require.NoError(t, pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := store.RingRotate(e.ctx, tx); err != nil {
+		if _, err := store.RingRotate(e.ctx, tx, store.RingWaitMin); err != nil {
 			return err
 		}
 		return tx.QueryRow(e.ctx, `SELECT coalesce(txid_current_if_assigned(), 0)`).Scan(&xid)
 	}))
 	require.Zero(t, xid, "an idle pass took a transaction id")
+}
+
+// A slot some transaction holds (every statement on ferry.messages locks
+// every slot) is left busy after the wait, and truncated by a longer one
+// that outlasts the holder; the rotator's wait doubles only while slots
+// are busy, up to its bound, and falls back once one is granted.
+func TestRingTruncateWaits(t *testing.T) {
+	t.Parallel()
+	e, q := newQueueEnv(t, "ring-truncate-waits", store.QueuePatch{})
+	id := e.send(q, msg(1))[0].ID
+	slot := e.partOf(q, id)
+	got := e.claim(q, 1, time.Minute) // the row leaves for its lease's slot
+	require.Len(t, got, 1)
+	require.Equal(t, []bool{true}, e.ack(q, got[0].Receipt))
+
+	holder, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(e.ctx) }()
+	var n int
+	require.NoError(t, holder.QueryRow(e.ctx, `SELECT count(*) FROM ferry.messages WHERE queue_id = $1`, q.ID).Scan(&n))
+	require.Zero(t, n)
+	res, err := store.RingTruncate(e.ctx, e.pool, slot, store.RingWaitMin)
+	require.NoError(t, err)
+	require.Equal(t, store.RingBusy, res, "the holder outlasts the shortest wait")
+
+	done := make(chan store.RingTruncation, 1)
+	go func() {
+		res, err := store.RingTruncate(e.ctx, e.pool, slot, time.Second)
+		assert.NoError(t, err)
+		done <- res
+	}()
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'
+			AND relation = format('ferry.messages_%s', lpad($1::int::text, 2, '0'))::regclass`, slot) == 1
+	}, 10*time.Second, time.Millisecond, "the truncation waits for the slot's lock")
+	require.NoError(t, holder.Commit(e.ctx))
+	require.Equal(t, store.RingTruncated, <-done, "granted once the holder ends, within the wait")
+
+	require.Equal(t, 2*store.RingWaitMin, store.RingNextWait(store.RingWaitMin, true))
+	require.Equal(t, store.RingWaitMax, store.RingNextWait(store.RingWaitMax, true))
+	require.Equal(t, store.RingWaitMin, store.RingNextWait(store.RingWaitMax, false))
 }

@@ -126,6 +126,15 @@ func New(pool *pgxpool.Pool, cfg Config) *Pusher {
 	return p
 }
 
+// floors is the claim floors the pusher's claims start from: the
+// Notifier's, which this instance's receives share (none without one).
+func (p *Pusher) floors() *store.ClaimFloors {
+	if p.cfg.Notifier == nil {
+		return nil
+	}
+	return p.cfg.Notifier.Floors()
+}
+
 // ID is this instance's lease owner id, as ferry.push_leases.owner shows
 // it.
 func (p *Pusher) ID() string { return p.id }

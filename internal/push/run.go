@@ -198,6 +198,7 @@ func (r *targetRun) claim(ctx, reqCtx context.Context) (int, bool) {
 	msgs, _, err := store.PushLeaseClaim(cctx, r.p.pool, r.p.id, store.ClaimParams{
 		Queue: r.t.Queue, Max: n,
 		VisibilityTimeout: time.Duration(r.t.Push.TimeoutSeconds)*time.Second + leaseSlack,
+		Floors:            r.p.floors(),
 	})
 	fenced := cctx.Err() != nil && ctx.Err() == nil
 	cancel()

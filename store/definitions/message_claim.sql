@@ -33,8 +33,16 @@
 -- serialization_failure (40001: "tuple to be locked was already moved to
 -- another partition"), where a table of one partition would have skipped
 -- it: the store runs the claim again, a SQL API caller's transaction ends.
-CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
-        p_owner uuid DEFAULT NULL)
+--
+-- p_floor: the claim reads only messages due at or after it. The store
+-- passes a floor at or below every claimable message's due time that it
+-- knows of (store.ClaimFloors: the send time of the oldest message an
+-- earlier claim took), so that the claim index is entered at the queue's
+-- head and not walked from its start across the entries of messages
+-- consumed since a held snapshot began (store/doc.go, # Held snapshots);
+-- -infinity reads them all.
+CREATE OR REPLACE FUNCTION ferry.message_claim_from(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        p_owner uuid, p_floor timestamptz)
     RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
         o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
     LANGUAGE plpgsql
@@ -44,12 +52,13 @@ CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, 
     SET enable_bitmapscan = off AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
+    v_floor timestamptz := coalesce(p_floor, '-infinity');
 BEGIN
     IF p_owner IS NULL THEN
         RETURN QUERY WITH /* ferry:message_claim */ candidate AS (
                 SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
                 FROM ferry.messages m
-                WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at
+                WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at
                 ORDER BY m.visible_at, m.id
                 LIMIT p_limit
                 FOR UPDATE SKIP LOCKED
@@ -75,7 +84,7 @@ BEGIN
     -- poll writes nothing. Lost: the lease is neither locked nor live.
     RETURN QUERY WITH /* ferry:message_claim_fenced */ head AS MATERIALIZED (
             SELECT 1 FROM ferry.messages h
-            WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at <= v_at
+            WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at >= v_floor AND h.visible_at <= v_at
             ORDER BY h.visible_at, h.id
             LIMIT 1
         ),
@@ -91,7 +100,7 @@ BEGIN
         candidate AS (
             SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
             FROM ferry.messages m
-            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
+            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
             ORDER BY m.visible_at, m.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED
@@ -113,4 +122,14 @@ BEGIN
         SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live);
 END $$;
+REVOKE ALL ON FUNCTION ferry.message_claim_from(bigint, integer, integer, bigint, uuid, timestamptz) FROM PUBLIC;
+
+-- The claim without a floor: what ferry.receive and older binaries call.
+CREATE OR REPLACE FUNCTION ferry.message_claim(p_queue bigint, p_limit integer, p_max_receives integer, p_timeout_ms bigint,
+        p_owner uuid DEFAULT NULL)
+    RETURNS TABLE(o_exhausted boolean, o_id bigint, o_body text, o_attributes text, o_grp text, o_dedup_id text,
+        o_event_id text, o_claim_token bigint, o_receive_count integer, o_sent_at timestamptz)
+    LANGUAGE sql AS $$
+    SELECT * FROM ferry.message_claim_from(p_queue, p_limit, p_max_receives, p_timeout_ms, p_owner, '-infinity')
+$$;
 REVOKE ALL ON FUNCTION ferry.message_claim(bigint, integer, integer, bigint, uuid) FROM PUBLIC;

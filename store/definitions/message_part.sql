@@ -25,13 +25,17 @@ CREATE OR REPLACE FUNCTION ferry.ring_shape(OUT slots integer, OUT width_s integ
 $$ SELECT 16, 5, 40 $$;
 
 -- Rotator, step 1: truncates ring slot p_slot if it holds no live row;
--- reports whether it did. A slot still read or written by another
--- transaction (its locks: any statement on ferry.messages takes them) is
--- left for a later pass after lock_timeout (20 ms), and so is one with a
--- live row (looked for first without the lock, so a slot in use is not
--- locked at all, then again under it). Truncating an empty slot loses
--- nothing: what a later statement writes there is written after it.
-CREATE OR REPLACE FUNCTION ferry.ring_truncate(p_slot integer) RETURNS boolean LANGUAGE plpgsql AS $$
+-- reports 'truncated', 'live' (a live row: left) or 'busy' (another
+-- transaction still reads or writes the slot, whose locks any statement
+-- on ferry.messages takes, and held it past p_wait: left for a later
+-- pass). The live row is looked for first without the lock, so a slot in
+-- use is not locked at all, then again under it. While the lock is
+-- awaited every later statement on ferry.messages queues behind it, so
+-- p_wait is kept short (20 ms to 1 s; the rotator lengthens it only
+-- while claims are slow, store.RingRotate). Truncating an empty slot
+-- loses nothing: what a later statement writes there is written after it.
+CREATE OR REPLACE FUNCTION ferry.ring_truncate_within(p_slot integer, p_wait interval) RETURNS text
+    LANGUAGE plpgsql AS $$
 DECLARE
     v_rel text := format('ferry.messages_%s', lpad(p_slot::text, 2, '0'));
     v_live boolean;
@@ -41,21 +45,29 @@ BEGIN
     END IF;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', v_rel) INTO v_live;
     IF v_live THEN
-        RETURN false;
+        RETURN 'live';
     END IF;
-    PERFORM set_config('lock_timeout', '20ms', true);
+    PERFORM set_config('lock_timeout',
+        (extract(epoch FROM least(greatest(p_wait, interval '20 milliseconds'), interval '1 second')) * 1000)::int || 'ms', true);
     BEGIN
         EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_rel);
     EXCEPTION WHEN lock_not_available THEN
-        RETURN false;
+        RETURN 'busy';
     END;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', v_rel) INTO v_live;
     IF v_live THEN
-        RETURN false;
+        RETURN 'live';
     END IF;
     EXECUTE format('TRUNCATE %s', v_rel);
-    RETURN true;
+    RETURN 'truncated';
 END $$;
+REVOKE ALL ON FUNCTION ferry.ring_truncate_within(integer, interval) FROM PUBLIC;
+
+-- What an older binary calls: the truncation with a wait of 20 ms, and
+-- whether it truncated.
+CREATE OR REPLACE FUNCTION ferry.ring_truncate(p_slot integer) RETURNS boolean LANGUAGE sql AS $$
+    SELECT ferry.ring_truncate_within(p_slot, interval '20 milliseconds') = 'truncated'
+$$;
 REVOKE ALL ON FUNCTION ferry.ring_truncate(integer) FROM PUBLIC;
 
 -- Rotator, step 2: moves up to p_limit rows of ring slot p_slot due
