@@ -96,7 +96,7 @@ func TestClaimFloorSkipsConsumed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var later bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp() > $1::timestamptz + $2 * interval '1 ms'`,
-			sent, (ClaimFloorMargin + 100*time.Millisecond).Milliseconds()).Scan(&later))
+			sent, (ClaimFloorMargin+100*time.Millisecond).Milliseconds()).Scan(&later))
 		return later
 	}, 10*time.Second, 10*time.Millisecond, "the database's clock passes the margin")
 	sendN(t, pool, q, 10)
@@ -131,7 +131,7 @@ func TestClaimFloorLateCommit(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var later bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp() > $1::timestamptz + $2 * interval '1 ms'`,
-			at, (ClaimFloorMargin + 100*time.Millisecond).Milliseconds()).Scan(&later))
+			at, (ClaimFloorMargin+100*time.Millisecond).Milliseconds()).Scan(&later))
 		return later
 	}, 10*time.Second, 10*time.Millisecond, "the database's clock passes the margin")
 
