@@ -506,9 +506,10 @@
 //   - a claim that meets a candidate another claim moved after its
 //     snapshot gets serialization_failure (40001) where one table let it
 //     skip the row; [MessageClaim] runs the claim again (for 10 runs
-//     and 2 s both, when not in a caller's transaction), and the SQL
-//     API's functions run their statement again in a subtransaction, up
-//     to 10 times (docs/outbox.md). Settles racing an extend of
+//     and 2 s both, when not in a caller's transaction; a lock_timeout,
+//     55P03, is answered [ErrBusy] at once), and the SQL API's functions
+//     run their statement again in a subtransaction, up to 10 times
+//     (ferry.retry_pause; docs/outbox.md). Settles racing an extend of
 //     the same row, or the rotator, can meet it too, and are retried.
 //   - a probe by (queue_id, id), by group or by event position cannot name
 //     the partition: it descends the index of each of the 18 partitions

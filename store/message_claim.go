@@ -61,18 +61,6 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 	return msgs, dead, nil
 }
 
-// messageClaimOnce is one claim statement: ferry.message_claim
-// (store/definitions), which ferry.receive runs too; its shape keeps it
-// O(limit) whatever the planner believes (package doc, # Plans).
-//
-// Fenced by a push lease (p.leaseOwner), the statement first share-locks
-// the owner's live lease row (a takeover, which must update that row,
-// waits for the claim to commit), claims only if it found it (an
-// uncorrelated EXISTS: checked once, before any message is locked), and
-// reports a missing lease as a row of its own (ErrPushLeaseLost). The
-// lease is share-locked only when a message is claimable (one probe of
-// the claim index first), so an idle worker's poll writes nothing. One
-// statement, one round trip, no transaction around it.
 // messageClaimRetried is messageClaimOnce, run again (whole: it rolled
 // back) when it failed only because of concurrency and db is not a
 // transaction. A claim meets a serialization failure where a candidate
@@ -83,7 +71,8 @@ func MessageClaim(ctx context.Context, db DBTX, p ClaimParams) ([]Message, int, 
 // out of step; it gives up only after claimAttempts runs and claimPatience
 // both (claimGaveUp): on a loaded machine, ten runs 40 ms apart were not
 // enough, and a receive answered 503 (ErrBusy) in a bench's eleventh
-// minute.
+// minute. A lock it waited for past lock_timeout (55P03, ErrBusy too) is
+// no such failure: that answer goes back to the caller at once.
 func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	if _, inTx := db.(pgx.Tx); inTx {
 		return messageClaimOnce(ctx, db, p, limit)
@@ -91,7 +80,7 @@ func messageClaimRetried(ctx context.Context, db DBTX, p ClaimParams, limit int)
 	start := time.Now()
 	for i := 1; ; i++ {
 		got, over, err := messageClaimOnce(ctx, db, p, limit)
-		if claimGaveUp(i, time.Since(start)) || ctx.Err() != nil || !errors.Is(err, ErrBusy) {
+		if claimGaveUp(i, time.Since(start)) || ctx.Err() != nil || !errors.Is(err, errBusyRunAgain) {
 			return got, over, err
 		}
 		wait := min(time.Duration(rand.Int64N(int64(i)*int64(time.Millisecond))), claimWaitCap) + 1
@@ -118,6 +107,18 @@ const (
 	claimWaitCap  = 20 * time.Millisecond
 )
 
+// messageClaimOnce is one claim statement: ferry.message_claim_from
+// (store/definitions), which ferry.receive runs too; its shape keeps it
+// O(limit) whatever the planner believes (package doc, # Plans).
+//
+// Fenced by a push lease (p.leaseOwner), the statement first share-locks
+// the owner's live lease row (a takeover, which must update that row,
+// waits for the claim to commit), claims only if it found it (an
+// uncorrelated EXISTS: checked once, before any message is locked), and
+// reports a missing lease as a row of its own (ErrPushLeaseLost). The
+// lease is share-locked only when a message is claimable (one probe of
+// the claim index first), so an idle worker's poll writes nothing. One
+// statement, one round trip, no transaction around it.
 func messageClaimOnce(ctx context.Context, db DBTX, p ClaimParams, limit int) ([]Message, []int64, error) {
 	sql, owner := claimStatement, (*string)(nil)
 	if p.leaseOwner != "" {

@@ -175,14 +175,36 @@ func newPlanProbe(t *testing.T, dbURL string, h planHistory) *planProbe {
 	return p
 }
 
-// planNotice is how auto_explain starts a notice that carries a plan.
-var planNotice = regexp.MustCompile(`(?s)^duration: [0-9.]+ ms\s+plan:\s*(\{.*\})\s*$`)
+// planJSON returns the plan a notice of auto_explain carries, which
+// reads "duration: <ms> ms  plan:" and the plan's JSON object (the
+// regular expression ^duration: [0-9.]+ ms\s+plan:\s*(\{.*\})\s*$,
+// matched by hand: Go's regexp took a third of a second for each plan of
+// 100 kB under -race, and a purge or a seek reports hundreds).
+func planJSON(msg string) (string, bool) {
+	const space = " \t\n\f\r" // RE2's \s
+	rest, ok := strings.CutPrefix(msg, "duration: ")
+	digits := len(rest) - len(strings.TrimLeft(rest, "0123456789."))
+	if !ok || digits == 0 {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(rest[digits:], " ms")
+	spaced := len(rest) - len(strings.TrimLeft(rest, space))
+	if !ok || spaced == 0 {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(rest[spaced:], "plan:")
+	rest = strings.Trim(rest, space)
+	if !ok || !strings.HasPrefix(rest, "{") || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	return rest, true
+}
 
 func (p *planProbe) notice(n *pgconn.Notice) {
-	m := planNotice.FindStringSubmatch(n.Message)
+	plan, ok := planJSON(n.Message)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m == nil {
+	if !ok {
 		p.bad = append(p.bad, n.Message)
 		return
 	}
@@ -190,8 +212,8 @@ func (p *planProbe) notice(n *pgconn.Notice) {
 		Query string   `json:"Query Text"`
 		Plan  planNode `json:"Plan"`
 	}
-	if err := json.Unmarshal([]byte(m[1]), &doc); err != nil {
-		p.bad = append(p.bad, fmt.Sprintf("%v: %s", err, m[1]))
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
+		p.bad = append(p.bad, fmt.Sprintf("%v: %s", err, plan))
 		return
 	}
 	p.plans = append(p.plans, plannedStatement{Query: doc.Query, Plan: doc.Plan})
@@ -509,3 +531,30 @@ func fillQueue(t *testing.T, e *env, q store.Queue, n int) {
 // planBacklog is the backlog a plan case builds: big enough that reading it
 // is far beyond any bound, small enough to build in a fraction of a second.
 const planBacklog = 50000
+
+// TestPlanJSON: planJSON reads a notice as the regular expression it
+// stands for does.
+func TestPlanJSON(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`(?s)^duration: [0-9.]+ ms\s+plan:\s*(\{.*\})\s*$`)
+	for _, msg := range []string{
+		"duration: 0.012 ms  plan:\n{\n  \"Query Text\": \"SELECT 1\",\n  \"Plan\": {}\n}",
+		"duration: 12 ms\nplan:{\"a\": {\"b\": 1}} \n",
+		"duration: 1.5 ms plan: {}",
+		"duration: ms  plan:\n{}",
+		"duration: 1.5 msplan: {}",
+		"duration: 1.5 ms  plan:\n[]",
+		"duration: 1.5 ms  plan:\n{} trailing",
+		"duration: 1.5 ms  plan:\n{",
+		"duration: 1.x ms  plan:\n{}",
+		"WARNING: something else",
+		"",
+	} {
+		m := re.FindStringSubmatch(msg)
+		got, ok := planJSON(msg)
+		require.Equal(t, m != nil, ok, "%q", msg)
+		if m != nil {
+			require.Equal(t, m[1], got, "%q", msg)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ferry-mq/ferry/store"
@@ -161,4 +162,22 @@ func TestSQLSettleRetriesMovedRows(t *testing.T) {
 		_, err = e.pool.Exec(e.ctx, `DELETE FROM ferry.messages WHERE queue_id = $1`, q.ID)
 		require.NoError(t, err)
 	}
+}
+
+// ferry.retry_pause, the SQL API's retry loops' one wait and budget: an
+// attempt before the 10th returns (after its pause), the 10th raises
+// serialization_failure (40001) again with the failure's message, so the
+// caller's statement ends as the failure itself would have.
+func TestSQLRetryPauseBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, attempt := range []int{1, 9} {
+		_, err := e.pool.Exec(e.ctx, `SELECT ferry.retry_pause($1, 'moved')`, attempt)
+		require.NoError(t, err, "attempt %d", attempt)
+	}
+	_, err := e.pool.Exec(e.ctx, `SELECT ferry.retry_pause(10, 'tuple to be locked was already moved')`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "40001", pgErr.Code)
+	require.Equal(t, "tuple to be locked was already moved", pgErr.Message)
 }

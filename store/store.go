@@ -71,6 +71,18 @@ func (e *QueueFullError) Error() string {
 	return fmt.Sprintf("queue is full: depth %d, max_depth %d", e.Depth, e.MaxDepth)
 }
 
+// errBusyRunAgain is the ErrBusy of a statement that failed only because
+// of concurrency: a serialization failure (40001: rows moved under it) or
+// a deadlock (40P01). Running it again may pass, where a lock_timeout
+// (55P03) would only wait as long again: messageClaimRetried retries this
+// one only. Callers see ErrBusy with the same text.
+var errBusyRunAgain error = busyRunAgain{}
+
+type busyRunAgain struct{}
+
+func (busyRunAgain) Error() string        { return ErrBusy.Error() }
+func (busyRunAgain) Is(target error) bool { return target == ErrBusy }
+
 // interpretError maps pgx errors to the store's sentinels.
 func interpretError(op string, err error) error {
 	if err == nil {
@@ -89,9 +101,10 @@ func interpretError(op string, err error) error {
 			return fmt.Errorf("%s: %w (%s)", op, ErrConflict, pgErr.ConstraintName)
 		case "23514": // check_violation
 			return &ValidationError{Field: pgErr.ConstraintName, Message: "violates constraint"}
-		case "55P03", // lock_not_available: a lock_timeout expired
-			"40001", "40P01": // still failing after retry's attempts
+		case "55P03": // lock_not_available: a lock_timeout expired
 			return fmt.Errorf("%s: %w", op, ErrBusy)
+		case "40001", "40P01": // still failing after retry's attempts
+			return fmt.Errorf("%s: %w", op, errBusyRunAgain)
 		case "57014": // query_canceled: by the server's statement_timeout?
 			if strings.Contains(pgErr.Message, "statement timeout") {
 				return fmt.Errorf("%s: %w (%s)", op, ErrUnavailable, pgErr.Message)

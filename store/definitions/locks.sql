@@ -3,12 +3,16 @@
 
 -- Advisory lock keys. A send holds its queue's key in shared mode (purge and
 -- delete take it exclusively) and each of its groups' keys exclusively, so
--- that sends and promotions of one group are serialised.
+-- that sends and promotions of one group are serialised. The ids are cast
+-- to text, not concatenated as they are (text || bigint is STABLE): the
+-- same keys, with bodies as IMMUTABLE as declared, so that PostgreSQL
+-- inlines them where they are called instead of running a statement of
+-- their own per row (50,000 in a purge of 50,000 grouped messages).
 CREATE OR REPLACE FUNCTION ferry.queue_lock_key(queue_id bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS
-$$ SELECT hashtextextended('ferry.queue/' || queue_id, 0) $$;
+$$ SELECT hashtextextended('ferry.queue/' || queue_id::text, 0) $$;
 
 CREATE OR REPLACE FUNCTION ferry.group_lock_key(queue_id bigint, grp text) RETURNS bigint LANGUAGE sql IMMUTABLE AS
-$$ SELECT hashtextextended('ferry.group/' || queue_id || '/' || grp, 0) $$;
+$$ SELECT hashtextextended('ferry.group/' || queue_id::text || '/' || grp, 0) $$;
 
 -- The group locks of the given live messages of a queue, in key order:
 -- taken before any statement that removes a group head, so that group

@@ -94,7 +94,26 @@ CREATE OR REPLACE FUNCTION ferry.consumer_results(p_receipts text[], p_ids bigin
 $$;
 REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint[], bigint[]) FROM PUBLIC;
 
--- ferry.message_claim run again, up to 10 times, when it fails with
+-- The pause between the attempts of the SQL API's retry loops
+-- (ferry.message_claim_retried and its kin below), called from the
+-- EXCEPTION handler of attempt p_attempt with the failure's SQLERRM: the
+-- one text of their budget and wait. Consumers racing for a queue's head
+-- meet serialization_failure together, so each attempt after the first
+-- waits a random while growing with the attempt (up to p_attempt ms, at
+-- most 20), so that they fall out of step; the 10th attempt spent, it
+-- raises serialization_failure again with p_message (ferry.raise_retry),
+-- which ends the caller's statement as the failure itself would have.
+CREATE OR REPLACE FUNCTION ferry.retry_pause(p_attempt integer, p_message text) RETURNS void
+    LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_attempt >= 10 THEN
+        PERFORM ferry.raise_retry(p_message);
+    END IF;
+    PERFORM pg_sleep(least(random() * p_attempt, 20) / 1000);
+END $$;
+REVOKE ALL ON FUNCTION ferry.retry_pause(integer, text) FROM PUBLIC;
+
+-- ferry.message_claim run again (ferry.retry_pause: up to 10 attempts) when it fails with
 -- serialization_failure: a candidate it saw was moved to another
 -- partition of ferry.messages by a claim that committed meanwhile
 -- (ferry.message_claim; store/doc.go, # Held snapshots). The store runs
@@ -102,9 +121,7 @@ REVOKE ALL ON FUNCTION ferry.consumer_results(text[], bigint[], bigint[], bigint
 -- transaction calling ferry.receive cannot, so this does, each attempt in
 -- a subtransaction (the BEGIN ... EXCEPTION block) that rolls back only
 -- that attempt, and so under a fresh snapshot (ferry.receive runs in READ
--- COMMITTED only). Consumers racing for the head meet it together: each
--- attempt after the first waits a random while growing with the attempt
--- (up to attempt ms, at most 20), so that they fall out of step. It
+-- COMMITTED only), after ferry.retry_pause's wait. It
 -- returns the claim's columns as arrays, one element per row, not rows:
 -- rows returned inside the block would stay in the result after its
 -- rollback, so a failed attempt's rows would be received too. Each
@@ -118,8 +135,11 @@ CREATE OR REPLACE FUNCTION ferry.message_claim_retried(p_queue bigint, p_limit i
         OUT o_dedup_id text[], OUT o_event_id text[], OUT o_claim_token bigint[], OUT o_receive_count integer[],
         OUT o_sent_at timestamptz[])
     LANGUAGE plpgsql AS $$
+DECLARE
+    v_attempt integer := 0;
 BEGIN
-    FOR attempt IN 1..10 LOOP
+    LOOP
+        v_attempt := v_attempt + 1;
         BEGIN
             SELECT array_agg(c.o_exhausted), array_agg(c.o_id), array_agg(c.o_body), array_agg(c.o_attributes),
                 array_agg(c.o_grp), array_agg(c.o_dedup_id), array_agg(c.o_event_id), array_agg(c.o_claim_token),
@@ -128,10 +148,7 @@ BEGIN
             FROM ferry.message_claim(p_queue, p_limit, p_max_receives, p_timeout_ms) c;
             RETURN;
         EXCEPTION WHEN serialization_failure THEN
-            IF attempt = 10 THEN
-                RAISE;
-            END IF;
-            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+            PERFORM ferry.retry_pause(v_attempt, SQLERRM);
         END;
     END LOOP;
 END $$;
@@ -141,15 +158,15 @@ REVOKE ALL ON FUNCTION ferry.message_claim_retried(bigint, integer, integer, big
 -- the claim: it may meet rows moved under it too (the heads it promotes).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_retried(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
     LANGUAGE plpgsql AS $$
+DECLARE
+    v_attempt integer := 0;
 BEGIN
-    FOR attempt IN 1..10 LOOP
+    LOOP
+        v_attempt := v_attempt + 1;
         BEGIN
             RETURN ferry.message_dead_letter(p_queue, p_ids, p_max_receives);
         EXCEPTION WHEN serialization_failure THEN
-            IF attempt = 10 THEN
-                RAISE;
-            END IF;
-            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+            PERFORM ferry.retry_pause(v_attempt, SQLERRM);
         END;
     END LOOP;
 END $$;
@@ -251,6 +268,7 @@ DECLARE
     v_tokens bigint[];
     v_applied_ids bigint[];
     v_applied_tokens bigint[];
+    v_attempt integer := 0;
     v_promoted boolean;
 BEGIN
     PERFORM ferry.consumer_target(target, false);
@@ -258,18 +276,16 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.ack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    FOR attempt IN 1..10 LOOP
+    LOOP
+        v_attempt := v_attempt + 1;
         BEGIN
             SELECT array_agg(a.o_id) FILTER (WHERE a.o_id <> -1), array_agg(a.o_token) FILTER (WHERE a.o_id <> -1),
                 coalesce(bool_or(a.o_id = -1), false)
             INTO v_applied_ids, v_applied_tokens, v_promoted
             FROM ferry.message_ack(v_q.id, v_ids, v_tokens, true) a;
             EXIT;
-        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
-            IF attempt = 10 THEN
-                RAISE;
-            END IF;
-            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        EXCEPTION WHEN serialization_failure THEN
+            PERFORM ferry.retry_pause(v_attempt, SQLERRM);
         END;
     END LOOP;
     IF v_promoted THEN
@@ -338,6 +354,7 @@ DECLARE
     v_tokens bigint[];
     v_applied_ids bigint[];
     v_applied_tokens bigint[];
+    v_attempt integer := 0;
     v_dead integer;
 BEGIN
     PERFORM ferry.consumer_target(target, false);
@@ -353,18 +370,16 @@ BEGIN
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.nack', 'the locks of its messages and their groups');
     PERFORM ferry.counts_per_transaction();
-    FOR attempt IN 1..10 LOOP
+    LOOP
+        v_attempt := v_attempt + 1;
         BEGIN
             SELECT array_agg(n.o_id), array_agg(n.o_token), count(*) FILTER (WHERE n.o_dead)
             INTO v_applied_ids, v_applied_tokens, v_dead
             FROM ferry.message_nack(v_q.id, v_ids, v_tokens, v_o.dead_letter, v_q.max_receives, v_o.error, v_o.delay_ms,
                 v_q.retry_min_seconds, v_q.retry_max_seconds) n;
             EXIT;
-        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
-            IF attempt = 10 THEN
-                RAISE;
-            END IF;
-            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        EXCEPTION WHEN serialization_failure THEN
+            PERFORM ferry.retry_pause(v_attempt, SQLERRM);
         END;
     END LOOP;
     -- As store.nackWakes: claimable at once after a nack without delay
@@ -388,6 +403,7 @@ DECLARE
     v_tokens bigint[];
     v_applied_ids bigint[];
     v_applied_tokens bigint[];
+    v_attempt integer := 0;
 BEGIN
     PERFORM ferry.consumer_target(target, false);
     SELECT d.ids, d.tokens INTO v_ids, v_tokens FROM ferry.consumer_receipts(receipts) d;
@@ -398,16 +414,14 @@ BEGIN
     END IF;
     v_q := ferry.consumer_target(target, true);
     PERFORM ferry.read_committed_only('ferry.extend', 'the locks of its messages and their groups');
-    FOR attempt IN 1..10 LOOP
+    LOOP
+        v_attempt := v_attempt + 1;
         BEGIN
             SELECT array_agg(x.o_id), array_agg(x.o_token) INTO v_applied_ids, v_applied_tokens
             FROM ferry.message_extend(v_q.id, v_ids, v_tokens, 1000::bigint * visibility_timeout_seconds) x;
             EXIT;
-        EXCEPTION WHEN serialization_failure THEN -- as ferry.message_claim_retried
-            IF attempt = 10 THEN
-                RAISE;
-            END IF;
-            PERFORM pg_sleep(least(random() * attempt, 20) / 1000);
+        EXCEPTION WHEN serialization_failure THEN
+            PERFORM ferry.retry_pause(v_attempt, SQLERRM);
         END;
     END LOOP;
     RETURN QUERY SELECT * FROM ferry.consumer_results(receipts, v_ids, v_tokens, v_applied_ids, v_applied_tokens);
