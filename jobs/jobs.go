@@ -80,12 +80,15 @@ func Register(cfg *river.Config, pool *pgxpool.Pool, every Config) {
 
 // RingEvery is the period of the message ring's rotator: a fifth of a
 // slot's window (store/doc.go, # Held snapshots). After a pass that did
-// nothing, the next waits: 5 s, doubled after each further pass that did
-// nothing, at most RingIdleEvery, and RingIdleEvery at once when no slot
-// has storage at all. So an idle rotator commits a few read-only
-// statements a minute (DESIGN.md invariant 12); under traffic a pass
-// seldom finds nothing, and a slot whose last live row went during a wait
-// is truncated that much later.
+// nothing and found the slots' storage as the last one did, the next
+// waits: 5 s, doubled after each further such pass, at most
+// RingIdleEvery, and RingIdleEvery at once when no slot has storage at
+// all. So an idle rotator commits a few read-only statements a minute
+// (DESIGN.md invariant 12). Under traffic the storage grows between
+// passes, and the rotator keeps its period: a slot may be truncated only
+// in the half minute between its last live row going and its window
+// coming round again, and passes 5 s or more apart missed that (behind a
+// held snapshot, the slot then kept its dead rows for another round).
 //
 // A slot that a pass found busy (its lock not granted within the wait,
 // store.RingNextWait) is tried again the next second with twice the wait;
@@ -113,6 +116,7 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		idle time.Duration
 		wait = store.RingWaitMin // the truncation's wait for a slot's lock
 		calm time.Time           // no truncation until then
+		foot int64               // the last pass's store.RingPass.Footprint
 	)
 	return river.NewPeriodicJob(river.PeriodicInterval(every), func() (river.JobArgs, *river.InsertOpts) {
 		if time.Now().Before(next) {
@@ -132,8 +136,10 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 			}
 			wait = store.RingNextWait(w, busy)
 		}
+		moved := p.Footprint != foot
+		foot = p.Footprint
 		switch {
-		case err != nil || !p.Idle() || len(p.Busy) > 0 || p.Blocked > 0:
+		case err != nil || !p.Idle() || len(p.Busy) > 0 || p.Blocked > 0 || moved:
 			next, idle = time.Time{}, 0
 		case p.Stored == 0:
 			next, idle = time.Now().Add(RingIdleEvery), 0

@@ -154,6 +154,10 @@ type RingPass struct {
 	// granted within the wait.
 	Stored          int
 	Truncated, Busy []int
+	// Footprint is the stored slots' storage, bytes, when the pass
+	// began: while it changes, rows come and go, and a slot may empty
+	// at any moment (jobs does not slow down then).
+	Footprint int64
 	// Blocked counts the forwards that met rows other transactions moved
 	// or locked (serialization failures, lock timeouts): left for the
 	// next pass, which does not keep this one from truncating.
@@ -167,7 +171,8 @@ func (p RingPass) Idle() bool { return p.Swept == 0 && p.Forwarded == 0 && len(p
 // ringSlot is what a pass reads of a stored ring slot.
 type ringSlot struct {
 	slot      int
-	old, live bool // rows to forward; any live row
+	old, live bool  // rows to forward; any live row
+	size      int64 // its storage, bytes
 }
 
 // ringState reads, in one statement, the ring's shape and the database's
@@ -200,9 +205,9 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 		SELECT sl.slot,
 			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot AND m.visible_at < sl.before),
 			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot),
-			0, 0, 0, NULL
-		FROM sl
-		WHERE pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) > 0`)
+			sl.size, 0, 0, NULL
+		FROM (SELECT sl.*, pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) AS size FROM sl) sl
+		WHERE sl.size > 0`)
 	if err != nil {
 		return shape, now, false, nil, interpretError("ring state", err)
 	}
@@ -222,6 +227,7 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 			now, farDue = *at, rs.old
 			continue
 		}
+		rs.size = int64(n)
 		slots = append(slots, rs)
 	}
 	return shape, now, farDue, slots, interpretError("ring state", rows.Err())
@@ -249,6 +255,9 @@ func RingRotate(ctx context.Context, db TxBeginner, wait time.Duration) (RingPas
 	}
 	until := now.Add(shape.Horizon - shape.Width)
 	p.Stored = len(slots)
+	for _, rs := range slots {
+		p.Footprint += rs.size
+	}
 	if farDue {
 		n, err := ringRepeat(ctx, func() (int64, error) { return RingSweep(ctx, db, until, ringBatch) })
 		p.Swept = n
