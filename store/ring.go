@@ -177,9 +177,12 @@ type ringSlot struct {
 
 // ringState reads, in one statement, the ring's shape and the database's
 // clock, whether FAR has rows due within the horizon less a window, and
-// which ring slots have storage, with whether each has rows due before
-// the window it takes next (the start of RingShape.slotWindow, computed
-// here as there) and any live row.
+// which ring slots have storage, with their size and, for a slot not in
+// use (RingShape.inUse, computed here as there), whether it has rows due
+// before the window it takes next (the start of RingShape.slotWindow)
+// and any live row. A slot in use is neither forwarded nor truncated, so
+// it is not read: behind a held snapshot each such read walks the slot's
+// dead rows, and passes run every second under traffic.
 func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ringSlot, error) {
 	var (
 		shape  RingShape
@@ -190,7 +193,8 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 	rows, err := db.Query(ctx, `/* ferry:ring_state */
 		WITH sh AS (
 			SELECT r.slots, r.width_s, r.horizon_s, clock_timestamp() AS now,
-				floor(extract(epoch FROM clock_timestamp()) / r.width_s + r.horizon_s::float8 / r.width_s)::bigint + 2 AS e
+				floor(extract(epoch FROM clock_timestamp()) / r.width_s + r.horizon_s::float8 / r.width_s)::bigint + 2 AS e,
+				to_timestamp((floor(extract(epoch FROM clock_timestamp()) / r.width_s) * r.width_s)::float8) AS cur
 			FROM ferry.ring_shape() r
 		),
 		sl AS (
@@ -203,10 +207,14 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 		FROM sh
 		UNION ALL
 		SELECT sl.slot,
-			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot AND m.visible_at < sl.before),
-			EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot),
+			NOT sl.used AND EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot AND m.visible_at < sl.before),
+			NOT sl.used AND EXISTS (SELECT 1 FROM ferry.messages m WHERE m.part = sl.slot),
 			sl.size, 0, 0, NULL
-		FROM (SELECT sl.*, pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) AS size FROM sl) sl
+		FROM (
+			SELECT sl.*, pg_relation_size(format('ferry.messages_%s', lpad(sl.slot::text, 2, '0'))::regclass) AS size,
+				sl.before >= sh.cur AND sl.before <= sh.now + make_interval(secs => sh.horizon_s) AS used
+			FROM sl CROSS JOIN sh
+		) sl
 		WHERE sl.size > 0`)
 	if err != nil {
 		return shape, now, false, nil, interpretError("ring state", err)
