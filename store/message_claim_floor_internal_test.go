@@ -93,12 +93,7 @@ func TestClaimFloorSkipsConsumed(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&sent))
 	sendN(t, pool, q, consumed)
 	consume(consumed)
-	require.Eventually(t, func() bool {
-		var later bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp() > $1::timestamptz + $2 * interval '1 ms'`,
-			sent, (ClaimFloorMargin+100*time.Millisecond).Milliseconds()).Scan(&later))
-		return later
-	}, 10*time.Second, 10*time.Millisecond, "the database's clock passes the margin")
+	awaitPastMargin(t, pool, sent)
 	sendN(t, pool, q, 10)
 	consume(10)
 	sendN(t, pool, q, 10)
@@ -128,12 +123,7 @@ func TestClaimFloorLateCommit(t *testing.T) {
 	require.NoError(t, err)
 	var at time.Time
 	require.NoError(t, late.QueryRow(ctx, `SELECT visible_at FROM ferry.messages WHERE id = $1`, sent.Results[0].ID).Scan(&at))
-	require.Eventually(t, func() bool {
-		var later bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp() > $1::timestamptz + $2 * interval '1 ms'`,
-			at, (ClaimFloorMargin+100*time.Millisecond).Milliseconds()).Scan(&later))
-		return later
-	}, 10*time.Second, 10*time.Millisecond, "the database's clock passes the margin")
+	awaitPastMargin(t, pool, at)
 
 	floors := NewClaimFloors()
 	sendN(t, pool, q, 5)
@@ -154,6 +144,18 @@ func TestClaimFloorLateCommit(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the late message is received")
 	require.Len(t, found, 1)
 	require.Equal(t, sent.Results[0].ID, found[0].ID)
+}
+
+// awaitPastMargin waits until the database's clock is more than the
+// floor's margin past at.
+func awaitPastMargin(t *testing.T, pool DBTX, at time.Time) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var later bool
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT clock_timestamp() > $1::timestamptz + $2 * interval '1 ms'`,
+			at, (ClaimFloorMargin+100*time.Millisecond).Milliseconds()).Scan(&later))
+		return later
+	}, 10*time.Second, 10*time.Millisecond, "the database's clock passes the margin")
 }
 
 // sendN sends n small messages to q.
