@@ -582,7 +582,9 @@ func TestSQLSendWakes(t *testing.T) {
 	putQueue(t, env, "other", nil)
 	ctx := context.Background()
 	listener := dbConn(t, dbURL)
-	_, err := listener.Exec(ctx, `LISTEN ferry_messages`)
+	// Not spelt as Ferry's LISTEN, which the servers would take for an
+	// older release's instance (store/notifier_register.go).
+	_, err := listener.Exec(ctx, `listen ferry_messages`)
 	require.NoError(t, err)
 	var wokenID, otherID string
 	require.NoError(t, listener.QueryRow(ctx, `SELECT (SELECT id::text FROM ferry.queues WHERE name = 'woken'), (SELECT id::text FROM ferry.queues WHERE name = 'other')`).Scan(&wokenID, &otherID))

@@ -154,6 +154,18 @@
 // forgets its registrations whenever its listener reconnects and
 // registers again, as its polls, woken by the reconnect, park again.
 //
+// An older release's polls do not register, and rolling deploys run both
+// (and a rollback leaves these definitions installed). So a Notifier
+// records its listener (a row of key 0) before it LISTENs, and marks any
+// session that LISTENs on Ferry's channel without such a row (a row of
+// key -1, swept with the session) when it starts listening and every 30
+// s after; while no key-0 row or any key -1 row exists, every SQL API wake
+// NOTIFYs. An older instance is found up to 30 s late, meanwhile its polls
+// find SQL API sends by their fallback poll; an instance of this release
+// deletes its rows when it stops, so that after a rollback no key-0 row
+// is left (unless one crashed and none of this release remained to sweep
+// its rows).
+//
 // # Plans
 //
 // Every hot statement does work proportional to its batch whatever the

@@ -250,6 +250,10 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return false, err
 	}
+	if err := n.announceListener(ctx, pid); err != nil && ctx.Err() == nil {
+		// Without the row, SQL API wakes NOTIFY for every key: no wake is lost.
+		n.log.Warn("announcing the listener failed", "error", err)
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}

@@ -16,11 +16,23 @@ import (
 // reconnects, every key registers again, and the old pid's rows are swept.
 
 // registerIdle is how long a key stays registered after its last poll
-// ended, and registerTidy how often idle keys are deleted and dead
-// listeners' rows swept.
+// ended, registerTidy how often idle keys are deleted, and registerSweep
+// how often dead listeners' rows are swept and other releases' listeners
+// looked for.
 const (
-	registerIdle = 30 * time.Second
-	registerTidy = 10 * time.Second
+	registerIdle  = 30 * time.Second
+	registerTidy  = 10 * time.Second
+	registerSweep = 30 * time.Second
+)
+
+// Keys of ferry.wake_waiters that are no queue's: a listenerKey row says
+// that its listener's polls register (an instance of this release); a
+// legacyKey row that its listener's do not (an older release's, found
+// listening by sweepListeners): while there is none of the first or any
+// of the second, ferry.wake_at_commit NOTIFYs for every key.
+const (
+	listenerKey = 0
+	legacyKey   = -1
 )
 
 // registration is this instance's registration of one key.
@@ -247,27 +259,38 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 	return left
 }
 
-// tidyRegistrations runs every registerTidy until ctx ends: it deletes
-// the rows of keys no poll has waited on for registerIdle, and sweeps the
-// rows of listeners that are gone (dead or reconnected instances). Each
-// is a DELETE that writes nothing when it finds nothing.
+// tidyRegistrations runs until ctx ends: every registerTidy it deletes
+// the rows of keys no poll has waited on for registerIdle, and every
+// registerSweep (while it listens) it runs sweepListeners. Each statement
+// writes nothing when it finds nothing to change. At the end it deletes
+// this instance's rows.
 func (n *Notifier) tidyRegistrations(ctx context.Context) {
 	t := time.NewTicker(registerTidy)
 	defer t.Stop()
+	swept := time.Now() // the listener's start swept
 	for {
 		select {
 		case <-ctx.Done():
+			n.dropListener()
 			return
 		case <-t.C:
 		}
-		if err := n.tidyOnce(ctx, time.Now().Add(-registerIdle)); err != nil && ctx.Err() == nil {
+		err := n.tidyOnce(ctx, time.Now().Add(-registerIdle))
+		n.regMu.Lock()
+		listener := n.listenerPID
+		n.regMu.Unlock()
+		if err == nil && listener != 0 && time.Since(swept) >= registerSweep {
+			swept = time.Now()
+			err = n.sweepListeners(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			n.log.Warn("tidying wake registrations failed", "error", err)
 		}
 	}
 }
 
 // tidyOnce deletes this instance's registrations that no poll holds and
-// none used since before, and every row of a listener that is gone.
+// none used since before.
 func (n *Notifier) tidyOnce(ctx context.Context, before time.Time) error {
 	n.regMu.Lock()
 	var idle []int64
@@ -276,6 +299,10 @@ func (n *Notifier) tidyOnce(ctx context.Context, before time.Time) error {
 			idle = append(idle, key)
 			delete(n.regs, key)
 		}
+	}
+	if len(idle) == 0 {
+		n.regMu.Unlock()
+		return nil
 	}
 	gone := make(chan struct{})
 	for _, key := range idle {
@@ -291,9 +318,57 @@ func (n *Notifier) tidyOnce(ctx context.Context, before time.Time) error {
 		n.regMu.Unlock()
 		close(gone)
 	}()
-	_, err := n.pool.Exec(ctx, `/* ferry:wake_tidy */
-		DELETE FROM ferry.wake_waiters w
-		WHERE (w.listener = $1 AND w.key = ANY($2))
-			OR NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = w.listener)`, listener, idle)
+	_, err := n.pool.Exec(ctx, `/* ferry:wake_unregister */
+		DELETE FROM ferry.wake_waiters WHERE listener = $1 AND key = ANY($2)`, listener, idle)
 	return err
+}
+
+// announceListener records, before the listener's LISTEN, that the polls
+// of the listener with this backend pid register (so that sweepListeners,
+// here or on another instance, never takes it for an older release's),
+// and sweeps.
+func (n *Notifier) announceListener(ctx context.Context, pid int32) error {
+	if _, err := n.pool.Exec(ctx, `/* ferry:wake_listener */
+		INSERT INTO ferry.wake_waiters (key, listener) VALUES ($1, $2) ON CONFLICT DO NOTHING`, listenerKey, pid); err != nil {
+		return err
+	}
+	return n.sweepListeners(ctx)
+}
+
+// sweepListeners deletes the rows of every listener pid that no backend
+// has now (a dead or reconnected instance: it registers again), and marks
+// every session that LISTENs on Ferry's channel without a listenerKey row
+// (an older release's instance, whose polls do not register) with a
+// legacyKey row, so that every SQL API wake NOTIFYs while it runs.
+func (n *Notifier) sweepListeners(ctx context.Context) error {
+	_, err := n.pool.Exec(ctx, `/* ferry:wake_sweep */
+		WITH swept AS (
+			DELETE FROM ferry.wake_waiters w
+			WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = w.listener)
+		)
+		INSERT INTO ferry.wake_waiters (key, listener)
+		SELECT $1, a.pid FROM pg_stat_activity a
+		WHERE a.datname = current_database() AND a.query = 'LISTEN ' || $3::text
+			AND NOT EXISTS (SELECT FROM ferry.wake_waiters w WHERE w.key IN ($1, $2) AND w.listener = a.pid)
+		ON CONFLICT DO NOTHING`, legacyKey, listenerKey, notifyChannel)
+	return err
+}
+
+// dropListener deletes this instance's rows as it stops, so that senders
+// stop notifying for its polls at once (and, were no instance of this
+// release left, NOTIFY for every key again: an older release's polls do
+// not register).
+func (n *Notifier) dropListener() {
+	n.regMu.Lock()
+	listener := n.listenerPID
+	n.regMu.Unlock()
+	if listener == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := n.pool.Exec(ctx, `/* ferry:wake_drop */
+		DELETE FROM ferry.wake_waiters WHERE listener = $1`, listener); err != nil {
+		n.log.Warn("deleting wake registrations failed; another instance sweeps them", "error", err)
+	}
 }

@@ -89,7 +89,8 @@ func TestNotifierRegistersWaiters(t *testing.T) {
 // TestSQLSendNotifiesOnlyForWaiters: ferry.send to a queue no instance has
 // registered sends no NOTIFY; one to a registered queue, to a push queue,
 // or in a REPEATABLE READ transaction does, and so does ferry.publish (the
-// relay's key). Each is followed by a NOTIFY of the test's own, so the
+// relay's key); and every send does while an instance of an older release
+// listens, or none of this release. Each is followed by a NOTIFY of the test's own, so the
 // payloads heard show which sent one.
 func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
 	t.Parallel()
@@ -99,6 +100,8 @@ func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
 	waited := e.queue(e.name("waited"), store.QueuePatch{})
 	url := "https://example.com/hook"
 	pushed := e.queue(e.name("pushed"), store.QueuePatch{Push: &store.PushPatch{URL: &url}})
+	// A registration; each case below starts with a listener of this
+	// release (key 0) and none of an older one.
 	_, err := e.pool.Exec(e.ctx, `INSERT INTO ferry.wake_waiters (key, listener) VALUES ($1, pg_backend_pid())`, waited.ID)
 	require.NoError(t, err)
 	_, _, err = store.TopicUpsert(e.ctx, e.pool, e.name("t"), store.TopicPatch{})
@@ -106,17 +109,31 @@ func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
 
 	for _, c := range []struct {
 		name, sql, isolation, want string
+		before                     string // run first, in the transaction
 	}{
-		{"no waiter", `SELECT ferry.send($1, '1')`, "read committed", ""},
-		{"a waiter", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(waited.ID, 10)},
-		{"push", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(pushed.ID, 10)},
-		{"repeatable read", `SELECT ferry.send($1, '1')`, "repeatable read", strconv.FormatInt(plain.ID, 10)},
-		{"publish", `SELECT ferry.publish($1, 'x', '1')`, "read committed", "-9223372036854775806"},
+		{"no waiter", `SELECT ferry.send($1, '1')`, "read committed", "", ""},
+		{"a waiter", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(waited.ID, 10), ""},
+		{"push", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(pushed.ID, 10), ""},
+		{"repeatable read", `SELECT ferry.send($1, '1')`, "repeatable read", strconv.FormatInt(plain.ID, 10), ""},
+		{"publish", `SELECT ferry.publish($1, 'x', '1')`, "read committed", "-9223372036854775806", ""},
+		{"an older release listens", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(plain.ID, 10),
+			`INSERT INTO ferry.wake_waiters (key, listener) VALUES (-1, 1)`},
+		{"no listener of this release", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(plain.ID, 10),
+			`DELETE FROM ferry.wake_waiters WHERE key = 0`},
 	} {
-		target := map[string]string{"no waiter": plain.Name, "a waiter": waited.Name, "push": pushed.Name,
-			"repeatable read": plain.Name, "publish": e.name("t")}[c.name]
+		target := map[string]string{"a waiter": waited.Name, "push": pushed.Name, "publish": e.name("t")}[c.name]
+		if target == "" {
+			target = plain.Name
+		}
+		_, err := e.pool.Exec(e.ctx, `DELETE FROM ferry.wake_waiters WHERE key IN (0, -1);
+			INSERT INTO ferry.wake_waiters (key, listener) VALUES (0, pg_backend_pid())`)
+		require.NoError(t, err)
 		tx, err := e.pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(c.isolation)})
 		require.NoError(t, err)
+		if c.before != "" {
+			_, err = tx.Exec(e.ctx, c.before)
+			require.NoError(t, err, c.name)
+		}
 		_, err = tx.Exec(e.ctx, c.sql, target)
 		require.NoError(t, err, c.name)
 		require.NoError(t, tx.Commit(e.ctx))
@@ -137,4 +154,31 @@ func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
 			require.Equal(t, []string{c.want}, got, c.name)
 		}
 	}
+}
+
+// TestNotifierMarksOlderListeners: a session that LISTENs on Ferry's
+// channel as an older release's instance does, without the row that says
+// its polls register, is marked when a Notifier starts listening (key -1),
+// and from then on a send to a queue nobody registered NOTIFYs; its mark
+// is swept with it.
+func TestNotifierMarksOlderListeners(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	older, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(t, err)
+	defer older.Close(e.ctx)
+	_, err = older.Exec(e.ctx, `LISTEN ferry_messages`)
+	require.NoError(t, err)
+	n := e.runNotifier(e.newPool(4))
+	require.Eventually(t, n.Listening, 10*time.Second, time.Millisecond)
+	pid := older.PgConn().PID()
+	require.Equal(t, int64(1), e.count(`SELECT count(*) FROM ferry.wake_waiters WHERE key = -1 AND listener = $1`, pid))
+	require.Equal(t, int64(1), e.count(`SELECT count(*) FROM ferry.wake_waiters WHERE key = 0`), "the Notifier's own listener")
+
+	q := e.queue(e.name("q"), store.QueuePatch{})
+	_, err = e.pool.Exec(e.ctx, `SELECT ferry.send($1, '1')`, q.Name)
+	require.NoError(t, err)
+	note, err := older.WaitForNotification(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(q.ID, 10), note.Payload)
 }

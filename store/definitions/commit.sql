@@ -33,6 +33,10 @@ REVOKE ALL ON FUNCTION ferry.counts_per_transaction() FROM PUBLIC;
 -- registered it in ferry.wake_waiters, or the queue pushes (a Pusher
 -- starts its delivery on the NOTIFY), or the key is not a queue's (the
 -- relay's, RelayWakeKey: ferry.publish's events always wake the relay).
+-- The rows of keys 0 and -1 are no queue's: while no instance of this
+-- release listens (no row of key 0: its polls register) or one of an
+-- older release does (a row of key -1: its polls do not), every key
+-- NOTIFYs.
 -- The registration is read in the statement's snapshot, which in READ
 -- COMMITTED is taken after this transaction wrote (it has an xid), so a
 -- sender that misses a registration was in progress when it committed,
@@ -49,7 +53,8 @@ BEGIN
         OR pg_current_xact_id_if_assigned() IS NULL
         OR to_regclass('ferry.wake_waiters') IS NULL THEN
         PERFORM pg_notify('ferry_messages', key::text);
-    ELSIF EXISTS (SELECT FROM ferry.wake_waiters w WHERE w.key = wake_at_commit.key)
+    ELSIF NOT EXISTS (SELECT FROM ferry.wake_waiters w WHERE w.key = 0)
+        OR EXISTS (SELECT FROM ferry.wake_waiters w WHERE w.key IN (-1, wake_at_commit.key))
         OR EXISTS (SELECT FROM ferry.queues q WHERE q.id = wake_at_commit.key AND q.push_url IS NOT NULL) THEN
         PERFORM pg_notify('ferry_messages', key::text);
     END IF;
