@@ -555,7 +555,10 @@
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of
-// live messages and dead letters, spread over 64 slots by backend pid.
+// live messages and dead letters, spread over 64 slots by backend pid,
+// and, in the same upsert, the totals of what came in (added,
+// dead_lettered: the console's rates; no row trigger since migration
+// 000022).
 // Stats read those sums plus the (small) part of the claim index whose
 // visible_at is in the future, so they stay cheap with millions of
 // messages. A send to a queue with a max_depth takes the queue's lock

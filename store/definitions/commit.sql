@@ -68,7 +68,8 @@ REVOKE ALL ON FUNCTION ferry.wake_at_commit(bigint) FROM PUBLIC;
 -- application's role, which may not touch Ferry's tables): it runs with
 -- Ferry's rights. Its DELETE finds the transaction's rows by the index,
 -- whatever plan the session cached while the table was small (a
--- sequential scan would read every dead row a busy table holds).
+-- sequential scan would read every dead row a busy table holds). The
+-- totals grow by the net increase per queue, as in ferry.messages_counted.
 CREATE OR REPLACE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
     SECURITY DEFINER SET search_path = ferry, pg_temp SET jit = off SET enable_seqscan = off AS $$
 BEGIN
@@ -76,11 +77,13 @@ BEGIN
         DELETE FROM ferry.at_commit WHERE xact = pg_current_xact_id()
         RETURNING key, messages, dead_letters
     )
-    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters)
-    SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters)
+    INSERT INTO ferry.queue_counts AS c (queue_id, slot, messages, dead_letters, added, dead_lettered)
+    SELECT key, 64 + pg_backend_pid() % 64, sum(messages), sum(dead_letters),
+        greatest(sum(messages), 0), greatest(sum(dead_letters), 0)
     FROM d GROUP BY key HAVING sum(messages) <> 0 OR sum(dead_letters) <> 0 ORDER BY key
     ON CONFLICT (queue_id, slot) DO UPDATE
-        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters;
+        SET messages = c.messages + excluded.messages, dead_letters = c.dead_letters + excluded.dead_letters,
+            added = c.added + excluded.added, dead_lettered = c.dead_lettered + excluded.dead_lettered;
     RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION ferry.at_commit_apply() FROM PUBLIC;
