@@ -339,12 +339,15 @@ func (n *Notifier) announceListener(ctx context.Context, pid int32) error {
 // has now (a dead or reconnected instance: it registers again), and marks
 // every session that LISTENs on Ferry's channel without a listenerKey row
 // (an older release's instance, whose polls do not register) with a
-// legacyKey row, so that every SQL API wake NOTIFYs while it runs.
+// legacyKey row, so that every SQL API wake NOTIFYs while it runs. (A
+// listener of this release that LISTENed as its row committed may be
+// marked; the next sweep deletes the mark.)
 func (n *Notifier) sweepListeners(ctx context.Context) error {
 	_, err := n.pool.Exec(ctx, `/* ferry:wake_sweep */
 		WITH swept AS (
 			DELETE FROM ferry.wake_waiters w
 			WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = w.listener)
+				OR (w.key = $1 AND EXISTS (SELECT FROM ferry.wake_waiters x WHERE x.key = $2 AND x.listener = w.listener))
 		)
 		INSERT INTO ferry.wake_waiters (key, listener)
 		SELECT $1, a.pid FROM pg_stat_activity a
