@@ -144,7 +144,8 @@
 //     wakes it once every xid of that list has ended (pg_xact_status,
 //     looked at after 1, 2, 4… up to 16 ms, 200 ms past a second), so the
 //     messages of a send that missed the row are found by the look that
-//     wake causes, and every later send NOTIFYs.
+//     wake causes, and every later send NOTIFYs. (An xid still running
+//     after a minute is left to the fallback poll: the watch is bounded.)
 //
 // The registration costs two statements once per queue, not per poll; no
 // write is made while polls keep waiting. A queue none has waited on for

@@ -179,12 +179,15 @@ func (n *Notifier) forgetRegistrations(listener int32) {
 	clear(n.regs)
 }
 
+// stragglerMax bounds how long a registration's stragglers are watched:
+// a transaction that runs longer is left to the polls' fallback poll.
+const stragglerMax = time.Minute
+
 // watchStragglers wakes the keys of each registration once every
 // transaction that was in progress at its commit has ended (committed or
 // aborted). It looks after 1 ms, then twice as long each time up to 16 ms
 // (a send's transaction is short), and up to 200 ms for stragglers older
-// than a second (a long transaction, whose commit the fallback poll would
-// find anyway).
+// than a second (a long transaction), for stragglerMax at most.
 func (n *Notifier) watchStragglers(ctx context.Context) {
 	for {
 		select {
@@ -211,7 +214,8 @@ func (n *Notifier) watchStragglers(ctx context.Context) {
 }
 
 // wakeEndedStragglers wakes the keys of the stragglers whose transactions
-// have all ended and forgets them; it reports whether any are left. When
+// have all ended (or that are older than stragglerMax) and forgets them;
+// it reports whether any are left. When
 // the database cannot say, it wakes them all (the polls look again) and
 // keeps them.
 func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
@@ -243,7 +247,7 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 				left = append(left, x)
 			}
 		}
-		if len(left) == 0 {
+		if len(left) == 0 || time.Since(s.since) > stragglerMax {
 			wake = append(wake, s.keys...)
 			continue
 		}
