@@ -292,7 +292,9 @@ func (n *Notifier) parsePayload(payload string) []int64 {
 // longPoll calls try until it finds something, fails, or wait has passed,
 // re-trying whenever the Notifier wakes key and at least every poll
 // (default 1s). It ends early, finding nothing, when stop closes or ctx
-// ends. With a nil Notifier it tries once.
+// ends. With a nil Notifier it tries once. Before it first parks it
+// registers key (so that SQL API sends to it NOTIFY) and tries again, and
+// it keeps the registration while it runs (notifier_register.go).
 func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Duration, stop <-chan struct{}, try func() (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	poll = cmp.Or(poll, time.Second)
