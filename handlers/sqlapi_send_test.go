@@ -572,7 +572,8 @@ func requireBlockedBy(t *testing.T, dbURL string, pid uint32) {
 // TestSQLSendWakes: a committed SQL send wakes a REST long poll waiting on
 // the queue at once (the server polls on its own only every 30 s: only the
 // NOTIFY sent at the commit can explain it); a rolled-back one sends no
-// NOTIFY and leaves nothing to receive.
+// NOTIFY and leaves nothing to receive, and neither does a send to a queue
+// no poll waits on.
 func TestSQLSendWakes(t *testing.T) {
 	t.Parallel()
 	dbURL, envs := pollingServers(t, "ferry-sqlwake")
@@ -581,7 +582,9 @@ func TestSQLSendWakes(t *testing.T) {
 	putQueue(t, env, "other", nil)
 	ctx := context.Background()
 	listener := dbConn(t, dbURL)
-	_, err := listener.Exec(ctx, `LISTEN ferry_messages`)
+	// Not spelt as Ferry's LISTEN, which the servers would take for an
+	// older release's instance (store/notifier_register.go).
+	_, err := listener.Exec(ctx, `listen ferry_messages`)
 	require.NoError(t, err)
 	var wokenID, otherID string
 	require.NoError(t, listener.QueryRow(ctx, `SELECT (SELECT id::text FROM ferry.queues WHERE name = 'woken'), (SELECT id::text FROM ferry.queues WHERE name = 'other')`).Scan(&wokenID, &otherID))
@@ -591,13 +594,16 @@ func TestSQLSendWakes(t *testing.T) {
 	})
 	rolledBack, _ := heldSQLSend(t, dbURL, "woken", `[{"body": "rolled back"}]`)
 	require.NoError(t, rolledBack.Rollback(ctx))
-	// Notifications arrive in commit order: had the rollback sent one, it
-	// would come before the next commit's.
+	// A send to a queue no poll waits on sends no NOTIFY (ferry.wake_at_commit).
 	committed, _ := heldSQLSend(t, dbURL, "other", `[{"body": "other"}]`)
 	require.NoError(t, committed.Commit(ctx))
+	// Notifications arrive in commit order: had the rollback or the send
+	// to "other" sent one, it would come before this one.
+	_, err = dbConn(t, dbURL).Exec(ctx, `SELECT pg_notify('ferry_messages', 'barrier')`)
+	require.NoError(t, err)
 	note, err := waitNotification(listener)
 	require.NoError(t, err)
-	require.Equal(t, otherID, note.Payload, "the first notification is the commit's, not the rollback's")
+	require.Equal(t, "barrier", note.Payload, "neither the rollback nor the send to %s (no waiter) notified", otherID)
 	select {
 	case res := <-done:
 		t.Fatalf("the long poll returned without a send to its queue: %d %s", res.status, res.body)

@@ -124,6 +124,49 @@
 // after their commit. The Pusher registers its kick there, so a target
 // this instance delivers starts at once; other instances hear the NOTIFY.
 //
+// The SQL API wakes through ferry.wake_at_commit, a NOTIFY in the
+// caller's transaction. A notifying commit holds a cluster-wide lock until
+// its commit record is flushed, so notifying commits wait for each
+// other's fsync (docs/outbox.md has the numbers). So it NOTIFYs only for a
+// key someone listens for: a queue on which some instance has a long poll
+// parked (a row in ferry.wake_waiters), a queue that pushes (the Pusher
+// starts a delivery on the NOTIFY), a key that is not a queue's (the
+// relay's, [RelayWakeKey]), or from a transaction whose snapshot may
+// predate a registration (REPEATABLE READ, SERIALIZABLE, or one without an
+// xid). The protocol (notifier_register.go) loses no wake:
+//   - a long poll that found nothing and is about to park registers its
+//     queue, unless this instance has already: it commits the row, named by
+//     the pid of its LISTEN connection, then reads pg_current_snapshot();
+//   - a send reads the row in the snapshot of the statement after its
+//     write, so one that missed the row had an xid and was in progress
+//     when the row committed: it is in that snapshot's xip list;
+//   - the poll looks at the queue once more, then parks; the Notifier
+//     wakes it once every xid of that list has ended (pg_xact_status,
+//     looked at after 1, 2, 4… up to 16 ms, 200 ms past a second), so the
+//     messages of a send that missed the row are found by the look that
+//     wake causes, and every later send NOTIFYs. (An xid still running
+//     after a minute is left to the fallback poll: the watch is bounded.)
+//
+// The registration costs two statements once per queue, not per poll; no
+// write is made while polls keep waiting. A queue none has waited on for
+// registerIdle (30 s) is deleted; rows of a listener pid that no backend
+// has (a dead or reconnected instance) are swept by any instance. The
+// table is UNLOGGED (no WAL; empty after a crash or failover): an instance
+// forgets its registrations whenever its listener reconnects and
+// registers again, as its polls, woken by the reconnect, park again.
+//
+// An older release's polls do not register, and rolling deploys run both
+// (and a rollback leaves these definitions installed). So a Notifier
+// records its listener (a row of key 0) before it LISTENs, and marks any
+// session that LISTENs on Ferry's channel without such a row (a row of
+// key -1, swept with the session) when it starts listening and every 30
+// s after; while no key-0 row or any key -1 row exists, every SQL API wake
+// NOTIFYs. An older instance is found up to 30 s late, meanwhile its polls
+// find SQL API sends by their fallback poll; an instance of this release
+// deletes its rows when it stops, so that after a rollback no key-0 row
+// is left (unless one crashed and none of this release remained to sweep
+// its rows).
+//
 // # Plans
 //
 // Every hot statement does work proportional to its batch whatever the
@@ -535,7 +578,10 @@
 // # Counting
 //
 // Statement-level triggers keep per-queue counters (ferry.queue_counts) of
-// live messages and dead letters, spread over 64 slots by backend pid.
+// live messages and dead letters, spread over 64 slots by backend pid,
+// and, in the same upsert, the totals of what came in (added,
+// dead_lettered: the console's rates; no row trigger since migration
+// 000022).
 // Stats read those sums plus the (small) part of the claim index whose
 // visible_at is in the future, so they stay cheap with millions of
 // messages. A send to a queue with a max_depth takes the queue's lock

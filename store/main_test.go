@@ -514,7 +514,10 @@ func (e *env) listenNotifications() (heard func() (string, bool)) {
 	listener, err := pgx.Connect(e.ctx, e.dbURL)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { listener.Close(context.Background()) })
-	_, err = listener.Exec(e.ctx, `LISTEN ferry_messages`)
+	// Not spelt as Ferry's own LISTEN: a Notifier takes a session that
+	// runs that statement without registering for an older release's
+	// instance (and has every SQL API wake NOTIFY).
+	_, err = listener.Exec(e.ctx, `listen ferry_messages`)
 	require.NoError(e.t, err)
 	return func() (string, bool) {
 		ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)

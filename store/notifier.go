@@ -48,6 +48,15 @@ type Notifier struct {
 	waiters map[int64]chan struct{} // closed (and replaced) to wake
 	pending map[int64]struct{}
 	kick    chan struct{}
+
+	// Registrations in ferry.wake_waiters (notifier_register.go).
+	regMu       sync.Mutex
+	listenerPID int32 // the LISTEN connection's backend pid; 0 while none
+	regs        map[int64]*registration
+	held        map[int64]int
+	removing    map[int64]chan struct{} // closed once the DELETE is done
+	stragglers  []straggler
+	strKick     chan struct{}
 }
 
 // NewNotifier makes a [Notifier]; Run starts it.
@@ -63,6 +72,11 @@ func NewNotifier(pool *pgxpool.Pool, window time.Duration, log *slog.Logger) *No
 		waiters: map[int64]chan struct{}{},
 		pending: map[int64]struct{}{},
 		kick:    make(chan struct{}, 1),
+
+		regs:     map[int64]*registration{},
+		held:     map[int64]int{},
+		removing: map[int64]chan struct{}{},
+		strKick:  make(chan struct{}, 1),
 	}
 }
 
@@ -152,9 +166,11 @@ func (n *Notifier) Published(queueIDs []int64) {
 // Run listens and notifies until ctx ends.
 func (n *Notifier) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(4)
 	go func() { defer wg.Done(); n.listen(ctx) }()
 	go func() { defer wg.Done(); n.announce(ctx) }()
+	go func() { defer wg.Done(); n.watchStragglers(ctx) }()
+	go func() { defer wg.Done(); n.tidyRegistrations(ctx) }()
 	wg.Wait()
 }
 
@@ -215,7 +231,8 @@ func (n *Notifier) listen(ctx context.Context) {
 			backoff = 100 * time.Millisecond
 		}
 		n.log.Warn("listener connection lost; reconnecting", "error", err, "in", backoff)
-		n.wake(nil) // let waiters check for themselves meanwhile
+		n.forgetRegistrations(0) // a NOTIFY would go unheard: polls wait on their fallback poll
+		n.wake(nil)              // let waiters check for themselves meanwhile
 		select {
 		case <-ctx.Done():
 			return
@@ -233,10 +250,22 @@ func (n *Notifier) listenOnce(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	defer conn.Close(context.Background())
+	// The backend's own pid (through a pooler too), read first so that
+	// LISTEN stays the session's last statement (as tests and operators
+	// look for it).
+	var pid int32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return false, err
+	}
+	if err := n.announceListener(ctx, pid); err != nil && ctx.Err() == nil {
+		// Without the row, SQL API wakes NOTIFY for every key: no wake is lost.
+		n.log.Warn("announcing the listener failed", "error", err)
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
-	n.wake(nil) // anything sent while we were not listening
+	n.forgetRegistrations(pid) // polls register again, as this listener's
+	n.wake(nil)                // anything sent while we were not listening
 	n.tell(nil)
 	n.listening.Store(true)
 	defer n.listening.Store(false)
@@ -270,10 +299,13 @@ func (n *Notifier) parsePayload(payload string) []int64 {
 // longPoll calls try until it finds something, fails, or wait has passed,
 // re-trying whenever the Notifier wakes key and at least every poll
 // (default 1s). It ends early, finding nothing, when stop closes or ctx
-// ends. With a nil Notifier it tries once.
+// ends. With a nil Notifier it tries once. Before it first parks it
+// registers key (so that SQL API sends to it NOTIFY) and tries again, and
+// it keeps the registration while it runs (notifier_register.go).
 func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Duration, stop <-chan struct{}, try func() (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	poll = cmp.Or(poll, time.Second)
+	holding := false
 	for {
 		var wake <-chan struct{}
 		if n != nil {
@@ -287,6 +319,13 @@ func longPoll(ctx context.Context, n *Notifier, key int64, wait, poll time.Durat
 		left := time.Until(deadline)
 		if left <= 0 || n == nil {
 			return nil
+		}
+		if !holding {
+			holding = true
+			defer n.hold(key)()
+		}
+		if n.register(ctx, key) {
+			continue // a send that committed before the registration sent no NOTIFY: look again
 		}
 		timer := time.NewTimer(min(left, poll))
 		n.parked.Add(1)
