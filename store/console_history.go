@@ -89,10 +89,10 @@ const queueSamplesWrite = `/* ferry:queue_samples_write */
 
 // topicSamplesWrite: the events published so far of every topic (the sum
 // of its partitions' next offsets), written where it changed.
-const topicSamplesWrite = `/* ferry:topic_samples_write */
+var topicSamplesWrite = `/* ferry:topic_samples_write */
 	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
 	cur AS (
-		SELECT topic_id, sum(next_offset)::bigint AS published FROM ferry.topic_partitions GROUP BY topic_id
+		SELECT p.topic_id, sum(` + partitionNextSQL("p") + `)::bigint AS published FROM ferry.topic_partitions p GROUP BY p.topic_id
 	), changed AS (
 		SELECT c.* FROM cur c
 		LEFT JOIN LATERAL (
@@ -112,11 +112,11 @@ const topicSamplesWrite = `/* ferry:topic_samples_write */
 
 // groupSamplesWrite: every group's lag (head minus committed, summed over
 // its partitions), written where it changed.
-const groupSamplesWrite = `/* ferry:group_samples_write */
+var groupSamplesWrite = `/* ferry:group_samples_write */
 	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
 	cur AS (
 		SELECT g.id, coalesce((
-			SELECT sum(greatest(tp.next_offset - 1 - gp.committed_offset, 0))
+			SELECT sum(greatest(` + partitionNextSQL("tp") + ` - 1 - gp.committed_offset, 0))
 			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
 			WHERE gp.group_id = g.id), 0)::bigint AS lag
 		FROM ferry.consumer_groups g

@@ -43,7 +43,7 @@ func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupComm
 			if err := tx.QueryRow(ctx, `/* ferry:consumer_group_commit_check */
 				SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 				LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
-				WHERE tp.partition IS NULL OR v.off >= tp.next_offset`, p.Topic.ID, parts, offs).Scan(&beyond); err != nil {
+				WHERE tp.partition IS NULL OR v.off >= `+partitionNextSQL("tp")+``, p.Topic.ID, parts, offs).Scan(&beyond); err != nil {
 				return err
 			}
 			if beyond != nil {
@@ -130,7 +130,7 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 				if err := tx.QueryRow(ctx, `/* ferry:consumer_group_seek_check */
 					SELECT min(v.partition) FROM unnest($2::int[], $3::bigint[]) AS v(partition, off)
 					LEFT JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = v.partition
-					WHERE tp.partition IS NULL OR v.off > tp.next_offset`, p.Topic.ID, parts, nexts).Scan(&bad); err != nil {
+					WHERE tp.partition IS NULL OR v.off > `+partitionNextSQL("tp")+``, p.Topic.ID, parts, nexts).Scan(&bad); err != nil {
 					return err
 				}
 				if bad != nil {
@@ -147,11 +147,11 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 				FROM ferry.topic_partitions tp
 				CROSS JOIN LATERAL (
 					SELECT CASE $4
-						WHEN 'earliest' THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), tp.next_offset) - 1
+						WHEN 'earliest' THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), `+partitionNextSQL("tp")+`) - 1
 						WHEN 'time' THEN coalesce(
 							(SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition AND published_at >= $5
-							 ORDER BY published_at, "offset" LIMIT 1), tp.next_offset) - 1
-						WHEN 'latest' THEN tp.next_offset - 1
+							 ORDER BY published_at, "offset" LIMIT 1), `+partitionNextSQL("tp")+`) - 1
+						WHEN 'latest' THEN `+partitionNextSQL("tp")+` - 1
 						ELSE (SELECT v.off - 1 FROM unnest($6::int[], $7::bigint[]) AS v(partition, off) WHERE v.partition = tp.partition)
 						END AS committed
 				) c

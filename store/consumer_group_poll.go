@@ -202,7 +202,7 @@ func (f *memberFetch) run(ctx context.Context, db DBTX) ([]Event, bool, error) {
 // to read.
 func (f *memberFetch) plan(ctx context.Context, db DBTX) (int64, error) {
 	rows, err := db.Query(ctx, `/* ferry:consumer_group_fetch_available */
-		SELECT p.partition, greatest(0, tp.next_offset - p.from_offset), g.generation
+		SELECT p.partition, greatest(0, `+partitionNextSQL("tp")+` - p.from_offset), g.generation
 		FROM ferry.consumer_groups g
 		CROSS JOIN unnest($2::int[], $3::bigint[]) AS p(partition, from_offset)
 		JOIN ferry.topic_partitions tp ON tp.topic_id = $1 AND tp.partition = p.partition

@@ -183,7 +183,7 @@ func (r *consumerGroupRefresher) retention(b *pgx.Batch, st *consumerGroupState)
 	b.Queue(`/* ferry:consumer_group_retention */
 		WITH oldest AS (
 			SELECT tp.partition, coalesce((SELECT e."offset" FROM ferry.events e
-				WHERE e.topic_id = tp.topic_id AND e.partition = tp.partition ORDER BY e."offset" LIMIT 1), tp.next_offset) AS o
+				WHERE e.topic_id = tp.topic_id AND e.partition = tp.partition ORDER BY e."offset" LIMIT 1), `+partitionNextSQL("tp")+`) AS o
 			FROM ferry.topic_partitions tp WHERE tp.topic_id = $1
 		),
 		behind AS (
@@ -265,11 +265,11 @@ func consumerGroupCreate(ctx context.Context, tx pgx.Tx, t Topic, name string, s
 		FROM ferry.topic_partitions tp
 		CROSS JOIN LATERAL (
 			SELECT CASE
-				WHEN $3 THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), tp.next_offset) - 1
+				WHEN $3 THEN coalesce((SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition ORDER BY "offset" LIMIT 1), `+partitionNextSQL("tp")+`) - 1
 				WHEN $4::timestamptz IS NOT NULL THEN coalesce(
 					(SELECT "offset" FROM ferry.events WHERE topic_id = $2 AND partition = tp.partition AND published_at >= $4
-					 ORDER BY published_at, "offset" LIMIT 1), tp.next_offset) - 1
-				ELSE tp.next_offset - 1
+					 ORDER BY published_at, "offset" LIMIT 1), `+partitionNextSQL("tp")+`) - 1
+				ELSE `+partitionNextSQL("tp")+` - 1
 				END AS committed
 		) c
 		WHERE tp.topic_id = $2

@@ -259,11 +259,18 @@
 //
 // # Topics and offsets
 //
-// A topic is an append-only log in ferry.events, split into partitions.
-// ferry.topic_partitions holds each partition's next offset. A publish
-// locks the partition rows it writes to (in partition order) before
-// anything else and keeps them to its commit, then takes
-// next_offset..next_offset+n-1 for its events. Offsets of a partition are
+// A topic is an append-only log in ferry.events, split into partitions,
+// each with a row of ferry.topic_partitions. A publish locks the
+// partition rows it writes to (in partition order) before anything else
+// and keeps them to its commit, then takes next..next+n-1 for its events,
+// next being one past the partition's newest event (a later statement,
+// whose snapshot sees every event of the publishes that held the lock
+// before). It does not update the rows: behind a held snapshot each
+// update left a version that every later lock and read of the row walked
+// (# Held snapshots). The row's next_offset is a floor that retention
+// raises past the newest event when it deletes it, so an emptied
+// partition goes on from there (partitionNextSQL, the one text of a
+// partition's next offset, which every reader uses). Offsets of a partition are
 // therefore assigned one transaction at a time and become visible in
 // offset order: dense, from 0, and a reader that has seen offset N never
 // later finds a new event at an offset <= N. (Sequence-assigned ids would
@@ -384,7 +391,7 @@
 // the original landed) and reads the topic's subscriptions. The second
 // locks the partition rows the fresh events go to (in partition order),
 // checks that the subscriptions have not changed since, takes
-// next_offset..next_offset+n-1 of each partition, and appends the events
+// next..next+n-1 of each partition, and appends the events
 // with their deliveries and the dedup rows pointing at them. A
 // transaction never waits for a partition while holding one, or for an id
 // while holding a partition. From then until tx ends, tx holds:

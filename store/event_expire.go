@@ -31,24 +31,44 @@ func EventExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 		// then by ctid (events are never updated): joined on their key,
 		// the planner may reach each through an index that walks the
 		// partition.
-		tag, err := db.Exec(ctx, `/* ferry:event_expire */
-			DELETE FROM ferry.events e USING (
-				SELECT v.ctid
-				FROM ferry.topics t
-				JOIN ferry.topic_partitions p ON p.topic_id = t.id
-				CROSS JOIN LATERAL (
-					SELECT ctid FROM ferry.events
-					WHERE topic_id = t.id AND partition = p.partition
-						AND published_at < now() - t.retention_seconds * interval '1 second'
-					ORDER BY published_at LIMIT $2
-				) v
-				WHERE t.id = $1
-			) old
-			WHERE e.ctid = old.ctid`, id, limit)
+		//
+		// Each partition's next_offset is raised past the last offset it
+		// deletes, in the same statement (partitionNextSQL: a partition
+		// emptied goes on from there, and a publish of an earlier release,
+		// which takes its offsets from next_offset, collides with the
+		// events left instead of writing below them). The row lock waits
+		// for a publish that holds it, whose events this statement's
+		// snapshot did not see: they are newer, so the floor stays below
+		// them.
+		var n int64
+		err := db.QueryRow(ctx, `/* ferry:event_expire */
+			WITH gone AS (
+				DELETE FROM ferry.events e USING (
+					SELECT v.ctid
+					FROM ferry.topics t
+					JOIN ferry.topic_partitions p ON p.topic_id = t.id
+					CROSS JOIN LATERAL (
+						SELECT ctid FROM ferry.events
+						WHERE topic_id = t.id AND partition = p.partition
+							AND published_at < now() - t.retention_seconds * interval '1 second'
+						ORDER BY published_at LIMIT $2
+					) v
+					WHERE t.id = $1
+				) old
+				WHERE e.ctid = old.ctid
+				RETURNING e.partition, e."offset"
+			),
+			last AS (SELECT partition, max("offset") AS hi FROM gone GROUP BY partition),
+			raised AS (
+				UPDATE ferry.topic_partitions p SET next_offset = l.hi + 1
+				FROM last l
+				WHERE p.topic_id = $1 AND p.partition = l.partition AND p.next_offset < l.hi + 1
+			)
+			SELECT count(*) FROM gone`, id, limit).Scan(&n)
 		if err != nil {
 			return total, interpretError("event expire", err)
 		}
-		total += tag.RowsAffected()
+		total += n
 	}
 	return total, nil
 }

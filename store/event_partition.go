@@ -52,3 +52,16 @@ func PartitionForKey(key string, partitions int) int {
 	_, _ = h.Write([]byte(key))
 	return int(h.Sum32() % uint32(partitions))
 }
+
+// partitionNextSQL is the next offset of the partition whose row of
+// ferry.topic_partitions is named p in a statement: one past its newest
+// event, or p.next_offset when that is higher. A publish does not update
+// the row (behind a held snapshot every update leaves a version that each
+// later lock and read of the row walks, package doc # Held snapshots);
+// next_offset is a floor that retention raises past what it deletes, so
+// a partition whose events all expired goes on from where it was. One
+// backward probe of the events' primary key.
+func partitionNextSQL(p string) string {
+	return `greatest(` + p + `.next_offset, coalesce((SELECT pn."offset" + 1 FROM ferry.events pn
+		WHERE pn.topic_id = ` + p + `.topic_id AND pn.partition = ` + p + `.partition ORDER BY pn."offset" DESC LIMIT 1), 0))`
+}

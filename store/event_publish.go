@@ -337,10 +337,12 @@ func (p *publishBatch) appendAndFanOut(b *pgx.Batch) {
 				WITH ORDINALITY AS t(id, type, key, partition, data, attributes, ce, ord)
 		),
 		counts AS (SELECT partition, count(*) AS n FROM input GROUP BY partition),
+		-- The partitions' next offsets, read after the lock statement
+		-- (this statement's snapshot sees every event of the publishes
+		-- that held them before); the rows are not updated.
 		bumped AS (
-			UPDATE ferry.topic_partitions p SET next_offset = p.next_offset + c.n
-			FROM counts c WHERE p.topic_id = $1 AND p.partition = c.partition
-			RETURNING p.partition, p.next_offset - c.n AS base
+			SELECT p.partition, `+partitionNextSQL("p")+` AS base
+			FROM counts c JOIN ferry.topic_partitions p ON p.topic_id = $1 AND p.partition = c.partition
 		),
 		placed AS MATERIALIZED (
 			SELECT i.id, i.type, i.key, i.partition, i.ord, i.data::jsonb AS data, i.attributes::jsonb AS attributes,

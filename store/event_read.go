@@ -35,7 +35,7 @@ func EventRead(ctx context.Context, db DBTX, n *Notifier, p ReadParams) ([]Event
 			SELECT coalesce(
 				(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 AND published_at >= $3
 				 ORDER BY published_at, "offset" LIMIT 1),
-				(SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2), 0)`,
+				(SELECT `+partitionNextSQL("p")+` FROM ferry.topic_partitions p WHERE p.topic_id = $1 AND p.partition = $2), 0)`,
 			p.Topic.ID, p.Partition, *p.FromTime).Scan(&from)
 		if err != nil {
 			return nil, 0, interpretError("event read", err)
@@ -63,7 +63,7 @@ func oldestOffset(ctx context.Context, db DBTX, topicID int64, partition int) in
 	_ = db.QueryRow(ctx, `/* ferry:event_oldest */
 		SELECT coalesce(
 			(SELECT "offset" FROM ferry.events WHERE topic_id = $1 AND partition = $2 ORDER BY "offset" LIMIT 1),
-			(SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = $2), 0)`,
+			(SELECT `+partitionNextSQL("p")+` FROM ferry.topic_partitions p WHERE p.topic_id = $1 AND p.partition = $2), 0)`,
 		topicID, partition).Scan(&o)
 	return o
 }

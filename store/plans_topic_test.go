@@ -99,7 +99,7 @@ func TestPlansTopic(t *testing.T) {
 			setup:  planTopic,
 			fill:   fillPlanTopic(topicFill{}),
 			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				head := e.count(`SELECT next_offset FROM ferry.topic_partitions WHERE topic_id = $1 AND partition = 1`, f.Topic.ID)
+				head := e.count(`SELECT `+store.PartitionNextSQL("p")+` FROM ferry.topic_partitions p WHERE p.topic_id = $1 AND p.partition = 1`, f.Topic.ID)
 				n := store.NewNotifier(e.pool, 0, slog.New(slog.DiscardHandler))
 				evs, _, err := store.EventRead(e.ctx, db, n, store.ReadParams{
 					Topic: f.Topic, Partition: 1, FromOffset: head, Limit: 100,
@@ -492,7 +492,7 @@ func fillTopic(t *testing.T, e *env, tp store.Topic, fill topicFill) {
 	}
 	_, err := e.pool.Exec(e.ctx, `
 		WITH parts AS (
-			SELECT partition, next_offset, count(*) OVER () AS np FROM ferry.topic_partitions WHERE topic_id = $1
+			SELECT p.partition, `+store.PartitionNextSQL("p")+` AS next_offset, count(*) OVER () AS np FROM ferry.topic_partitions p WHERE p.topic_id = $1
 		),
 		ev AS (
 			SELECT g, p.partition, p.next_offset + g / p.np AS off,

@@ -383,7 +383,7 @@ func (b *backfill) deliver(ctx context.Context, db DBTX, events []windowEvent) (
 // partitionHeads reads each partition's next offset (under the partition
 // locks, so that exactly the events before them are the past).
 func partitionHeads(ctx context.Context, tx pgx.Tx, topicID int64) (map[int]int64, error) {
-	rows, err := tx.Query(ctx, `/* ferry:topic_heads */ SELECT partition, next_offset FROM ferry.topic_partitions WHERE topic_id = $1`, topicID)
+	rows, err := tx.Query(ctx, `/* ferry:topic_heads */ SELECT p.partition, `+partitionNextSQL("p")+` FROM ferry.topic_partitions p WHERE p.topic_id = $1`, topicID)
 	if err != nil {
 		return nil, err
 	}

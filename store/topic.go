@@ -159,9 +159,9 @@ func TopicList(ctx context.Context, db DBTX, p TopicListParams) ([]Topic, bool, 
 // Each is one index probe.
 func TopicOffsets(ctx context.Context, db DBTX, topicIDs []int64) (map[int64][]PartitionOffsets, error) {
 	rows, err := db.Query(ctx, `/* ferry:topic_offsets */
-		SELECT p.topic_id, p.partition, p.next_offset - 1,
+		SELECT p.topic_id, p.partition, `+partitionNextSQL("p")+` - 1,
 			coalesce((SELECT e."offset" FROM ferry.events e
-				WHERE e.topic_id = p.topic_id AND e.partition = p.partition ORDER BY e."offset" LIMIT 1), p.next_offset)
+				WHERE e.topic_id = p.topic_id AND e.partition = p.partition ORDER BY e."offset" LIMIT 1), `+partitionNextSQL("p")+`)
 		FROM ferry.topic_partitions p
 		WHERE p.topic_id = ANY($1)
 		ORDER BY p.topic_id, p.partition`, topicIDs)

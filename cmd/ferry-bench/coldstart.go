@@ -392,7 +392,9 @@ func prepareGroupPolls(ctx context.Context, in *instance, t *coldTally) (coldOp,
 // events, the partitions in turn.
 func prepareEventReads(ctx context.Context, in *instance, _ *coldTally) (coldOp, error) {
 	rows, err := in.raw.Query(ctx, `
-		SELECT p.next_offset FROM ferry.topic_partitions p JOIN ferry.topics t ON t.id = p.topic_id
+		SELECT greatest(p.next_offset, coalesce((SELECT e."offset" + 1 FROM ferry.events e
+			WHERE e.topic_id = p.topic_id AND e.partition = p.partition ORDER BY e."offset" DESC LIMIT 1), 0))
+		FROM ferry.topic_partitions p JOIN ferry.topics t ON t.id = p.topic_id
 		WHERE t.name = $1 ORDER BY p.partition`, coldTopic)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func publishSection(sRaw, sFerry, bRaw, bFerry Phase, sPairs, bPairs []float64, 
 	batched = append(batched, evidenceRowsOf(bRaw, bFerry, events)...)
 	batched = append(batched, Row{Metric: "events per write transaction", Raw: perXact(bRaw), Ferry: perXact(bFerry)})
 	rows = append(rows, prefix(fmt.Sprintf("batch of %d", batch), batched)...)
-	rows = append(rows, Row{Metric: "offsets dense after every round (count = max + 1 = next_offset, per partition)",
+	rows = append(rows, Row{Metric: "offsets dense after every round (count = max + 1, next_offset not beyond it, per partition)",
 		Raw: density[rawSide].String(), Ferry: density[ferrySide].String()})
 
 	return &Section{
@@ -64,7 +64,7 @@ func publishSection(sRaw, sFerry, bRaw, bFerry Phase, sPairs, bPairs []float64, 
 			"Ferry: `POST /v1/topics/{t}/events` with the %d events (request bodies encoded once). There is no target: publishing has to "+
 			"serialise on the partition locks either way, and the figures only compare Ferry with the hand-written equivalent. "+
 			"Write transactions are transaction ids assigned during the window (`pg_current_snapshot()`), as in scenarios 1-3. "+
-			"After every round, the bench checks each partition: `count(*) = max(offset) + 1 = next_offset` and min 0; a violation fails the run. "+
+			"After every round, the bench checks each partition: `count(*) = max(offset) + 1`, min 0, and `next_offset` at most max + 1 (Ferry leaves it as a floor); a violation fails the run. "+
 			roundsNote("TRUNCATE of ferry.events and ferry.event_dedup, next_offset reset to 0, VACUUM of ferry.topic_partitions, CHECKPOINT"),
 			topicPartitions, topicPartitions, fmtInt(keyPool), fmtInt(keySpace), topicPartitions, eventType,
 			singleClients, d, batchClients, batch, d, batch),

@@ -1,0 +1,5 @@
+package store
+
+// PartitionNextSQL is partitionNextSQL, for tests that read a partition's
+// next offset in SQL of their own.
+var PartitionNextSQL = partitionNextSQL
