@@ -78,7 +78,10 @@ REVOKE ALL ON FUNCTION ferry.ring_truncate(integer) FROM PUBLIC;
 -- Rotator, step 2: moves up to p_limit rows of ring slot p_slot due
 -- before p_before (the rows of the windows before the one the slot is
 -- about to take) to COLD, keeping everything else of them; returns how
--- many it moved. Rows another transaction holds are skipped (SKIP
+-- many it moved. Newest first: the oldest are a backlog's head, which
+-- claims are taking meanwhile, and a claim that meets a row moved under
+-- it fails (40001) and runs again; behind a held snapshot, consumers
+-- that had fallen behind met it on every run and a receive gave up. Rows another transaction holds are skipped (SKIP
 -- LOCKED), and so are rows of a group whose lock another transaction
 -- holds (tried, never awaited: that transaction may be promoting in the
 -- group, and would meet its row moved): a later pass takes them.
@@ -90,6 +93,7 @@ BEGIN
     WITH /* ferry:ring_forward */ c AS MATERIALIZED (
         SELECT m.ctid, m.queue_id, m.grp FROM ferry.messages m
         WHERE m.part = p_slot AND m.visible_at < p_before
+        ORDER BY m.visible_at DESC
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ),
