@@ -280,7 +280,10 @@ func (h *handler) upserted(ctx context.Context, q store.Queue, w store.UpsertWak
 	if w.PushKick && h.Pusher != nil {
 		h.Pusher.Kick(ctx, []int64{q.ID})
 	}
-	if w.Claimable {
+	switch {
+	case w.Rewound:
+		h.Notifier.Rewound(q.ID)
+	case w.Claimable:
 		h.Notifier.Published([]int64{q.ID})
 	}
 }

@@ -23,8 +23,11 @@ import (
 // transaction calling ferry.send), and one a concurrent claim had locked
 // and then rolled back. So the floor is used less ClaimFloorMargin, and
 // a claim reads the whole queue at least every ClaimFloorFull: such a
-// message waits that long at most. Messages are delivered in no order a
-// floor could break (a group's order is its promotion's, not the
+// message waits that long at most. A subscription's seek and creation
+// backfill deliver events due at their publish time, long before: they
+// drop this instance's floor ([Notifier.Rewound]), and another
+// instance's claims find them within ClaimFloorFull (newer messages may
+// come first meanwhile; a group's order is its promotion's, not the
 // claim's).
 type ClaimFloors struct {
 	mu     sync.Mutex
@@ -63,6 +66,18 @@ func (f *ClaimFloors) floor(queue int64, now time.Time) (time.Time, bool) {
 		return negInfinity, true
 	}
 	return q.at.Add(-ClaimFloorMargin), false
+}
+
+// forget drops queue's floor: its next claim reads the whole queue.
+func (f *ClaimFloors) forget(queues []int64) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, q := range queues {
+		delete(f.queues, q)
+	}
 }
 
 // took records what a claim of queue took: the send times of its

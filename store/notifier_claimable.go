@@ -35,6 +35,19 @@ func (n *Notifier) Claimable(ids ...int64) {
 	}
 }
 
+// Rewound is Claimable for writes that made messages claimable that are
+// due long before now (a subscription's seek or creation backfill
+// delivers events due at their publish time): this instance's claims of
+// the queues first forget their floor ([ClaimFloors]) and read the whole
+// queue.
+func (n *Notifier) Rewound(ids ...int64) {
+	if n == nil || len(ids) == 0 {
+		return
+	}
+	n.floors.forget(ids)
+	n.Claimable(ids...)
+}
+
 // OnClaimable has fn (the Pusher's kick) called with the ids of every
 // Claimable, on the caller's goroutine; it must not block. Set it before
 // the [Notifier] is used.
@@ -98,7 +111,7 @@ func SubscriptionSeekAndWake(ctx context.Context, pool *pgxpool.Pool, n *Notifie
 		return 0, err
 	}
 	if delivered > 0 {
-		n.Claimable(s.ID)
+		n.Rewound(s.ID)
 	}
 	return delivered, nil
 }

@@ -102,4 +102,8 @@ type UpsertWakes struct {
 	// Claimable: the upsert made messages claimable (a subscription's
 	// backfill on creation): wake the target's long polls.
 	Claimable bool
+	// Rewound: those messages are due long before now (a backfill's are
+	// due at their publish time): this instance's claims forget their
+	// floor first (store.Notifier.Rewound).
+	Rewound bool
 }
