@@ -521,9 +521,13 @@
 // [Notifier]); every claimable message is due at or after it, but for a
 // writer that read the clock long before it committed, so claims use it
 // less half a second, and one claim a second reads the whole queue, which
-// finds such a message. Consumed messages are then out of the claims'
-// path whether or not their slot was truncated. ferry.receive (an
-// application's transaction has no such memory) reads from the start.
+// finds such a message. A subscription's seek and creation backfill
+// deliver events due at their publish time, below the floor: they drop
+// the floor of the instance that ran them ([Notifier.Rewound]); other
+// instances find those deliveries within the second. Consumed messages
+// are then out of the claims' path whether or not their slot was
+// truncated. ferry.receive (an application's transaction has no such
+// memory) reads from the start.
 //
 // The rotator (ferry.ring_forward, ring_sweep, ring_truncate; [RingRotate]
 // runs all three, every second, on River's leader, jobs.ringRotator; each
