@@ -280,11 +280,8 @@ func (h *handler) upserted(ctx context.Context, q store.Queue, w store.UpsertWak
 	if w.PushKick && h.Pusher != nil {
 		h.Pusher.Kick(ctx, []int64{q.ID})
 	}
-	switch {
-	case w.Rewound:
+	if w.Claimable {
 		h.Notifier.Rewound(q.ID)
-	case w.Claimable:
-		h.Notifier.Published([]int64{q.ID})
 	}
 }
 

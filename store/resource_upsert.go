@@ -100,10 +100,8 @@ type UpsertWakes struct {
 	// next sweep (push is on and not disabled).
 	PushKick bool
 	// Claimable: the upsert made messages claimable (a subscription's
-	// backfill on creation): wake the target's long polls.
+	// backfill on creation), due at their events' publish time: wake the
+	// target's long polls, its claims here forgetting their floor first
+	// (store.Notifier.Rewound).
 	Claimable bool
-	// Rewound: those messages are due long before now (a backfill's are
-	// due at their publish time): this instance's claims forget their
-	// floor first (store.Notifier.Rewound).
-	Rewound bool
 }

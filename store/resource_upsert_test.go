@@ -36,11 +36,11 @@ func TestUpsertWakes(t *testing.T) {
 	}
 
 	sub := store.Subscription{Queue: store.Queue{ID: 8}}
-	require.Equal(t, store.UpsertWakes{Claimable: true, Rewound: true}, store.SubscriptionPatch{}.Wakes(sub, true, 3), "created with a backfill")
+	require.Equal(t, store.UpsertWakes{Claimable: true}, store.SubscriptionPatch{}.Wakes(sub, true, 3), "created with a backfill")
 	require.Equal(t, store.UpsertWakes{}, store.SubscriptionPatch{}.Wakes(sub, true, 0), "created, nothing backfilled")
 	require.Equal(t, store.UpsertWakes{}, store.SubscriptionPatch{}.Wakes(sub, false, 3), "not created")
 	sub.Push = &store.PushConfig{URL: url}
-	require.Equal(t, store.UpsertWakes{PushChanged: true, PushKick: true, Claimable: true, Rewound: true},
+	require.Equal(t, store.UpsertWakes{PushChanged: true, PushKick: true, Claimable: true},
 		store.SubscriptionPatch{Queue: store.QueuePatch{Push: set}}.Wakes(sub, true, 1), "push and a backfill")
 }
 

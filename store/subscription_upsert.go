@@ -146,6 +146,5 @@ func (u *subscriptionUpsert) planBackfill(ctx context.Context, tx pgx.Tx, s Subs
 func (p SubscriptionPatch) Wakes(s Subscription, created bool, backfilled int64) UpsertWakes {
 	w := p.Queue.Wakes(s.Queue)
 	w.Claimable = created && backfilled > 0
-	w.Rewound = w.Claimable
 	return w
 }
