@@ -39,7 +39,15 @@ type CPUSample struct {
 type CPUUsage struct {
 	Self, PG, Other, IRQ float64
 	PGKnown              bool
+	// Client is the part of Self the load generator used, from a CPU
+	// profile of the window (clientShare); ClientKnown says it was taken.
+	Client      float64
+	ClientKnown bool
 }
+
+// Server is the part of Self that Ferry's server used: the bench process
+// less the load generator.
+func (u CPUUsage) Server() float64 { return max(0, u.Self-u.Client) }
 
 // NewCPUMeter makes a meter; dataDir is the private cluster's data
 // directory, or "" for a server that is not ours.

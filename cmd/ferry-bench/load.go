@@ -68,6 +68,7 @@ func (p Phase) Merge(q Phase) Phase {
 		CPU: CPUUsage{
 			Self: w(p.CPU.Self, q.CPU.Self), PG: w(p.CPU.PG, q.CPU.PG), Other: w(p.CPU.Other, q.CPU.Other),
 			IRQ: w(p.CPU.IRQ, q.CPU.IRQ), PGKnown: p.CPU.PGKnown || q.CPU.PGKnown,
+			Client: w(p.CPU.Client, q.CPU.Client), ClientKnown: p.CPU.ClientKnown && q.CPU.ClientKnown,
 		},
 		WALBytes:   p.WALBytes + q.WALBytes,
 		WriteXacts: p.WriteXacts + q.WriteXacts,
@@ -178,11 +179,12 @@ type window struct {
 	db0       dbPos
 	stopWaits context.CancelFunc
 	waits     chan Waits
+	share     *clientShare
 }
 
 // startWindow starts a window now.
 func (b *Bench) startWindow(ctx context.Context) *window {
-	w := &window{b: b, cpu0: b.cpu.Sample(), db0: b.dbPosition(ctx), waits: make(chan Waits, 1)}
+	w := &window{b: b, cpu0: b.cpu.Sample(), db0: b.dbPosition(ctx), waits: make(chan Waits, 1), share: startClientShare()}
 	wctx, stop := context.WithCancel(ctx)
 	w.stopWaits = stop
 	go func() { w.waits <- b.sampleWaits(wctx) }()
@@ -192,6 +194,8 @@ func (b *Bench) startWindow(ctx context.Context) *window {
 // end ends the window and records what it measured in p.
 func (w *window) end(ctx context.Context, p *Phase) {
 	p.CPU = w.b.cpu.Since(w.cpu0)
+	frac, ok := w.share.stop()
+	p.CPU.Client, p.CPU.ClientKnown = p.CPU.Self*frac, ok
 	db1 := w.b.dbPosition(ctx)
 	w.stopWaits()
 	p.Waits = <-w.waits

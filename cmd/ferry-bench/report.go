@@ -115,7 +115,9 @@ func (r *Report) Markdown() string {
 	}
 	b.WriteString("\nCPU figures are cores in use (CPU-seconds per second, 2 cores = 2.00): PostgreSQL (postmaster and all its processes), " +
 		"the bench process (Ferry's server plus the load generator, which share it), and the rest of the machine: other tenants, kernel threads " +
-		"and interrupt time (IRQ, shown separately, which includes the network processing of the bench's own loopback traffic).\n")
+		"and interrupt time (IRQ, shown separately, which includes the network processing of the bench's own loopback traffic). " +
+		"Each window's CPU profile splits the bench process: the load generator's goroutines carry the pprof label role=client, " +
+		"and the rest is Ferry's server (its handlers, engine, pgx and the garbage collector's background work).\n")
 
 	for _, s := range r.Sections {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", s.Number, s.Title)
@@ -245,6 +247,10 @@ func evidenceRowsOf(raw, ferry Phase, u unit) []Row {
 			Ratio: ratioOf(ferry.CPU.PG/ferry.Rate(), raw.CPU.PG/raw.Rate())},
 		{Metric: "bench-process CPU-ms per 1,000 " + u.many, Raw: cpuPer(raw.CPU.Self, raw, true), Ferry: cpuPer(ferry.CPU.Self, ferry, true),
 			Ratio: ratioOf(ferry.CPU.Self/ferry.Rate(), raw.CPU.Self/raw.Rate())},
+		{Metric: "· of which the load generator (pprof label role=client)", Raw: cpuPer(raw.CPU.Client, raw, raw.CPU.ClientKnown),
+			Ferry: cpuPer(ferry.CPU.Client, ferry, ferry.CPU.ClientKnown)},
+		{Metric: "· of which Ferry's server (the rest: handlers, engine, pgx, GC)", Raw: cpuPer(raw.CPU.Server(), raw, raw.CPU.ClientKnown),
+			Ferry: cpuPer(ferry.CPU.Server(), ferry, ferry.CPU.ClientKnown)},
 		{Metric: "WAL bytes per " + u.one, Raw: fmt.Sprintf("%.0f", raw.WALPerMessage()), Ferry: fmt.Sprintf("%.0f", ferry.WALPerMessage()),
 			Ratio: ratioOf(ferry.WALPerMessage(), raw.WALPerMessage())},
 		{Metric: "PostgreSQL client backends: average active, and what they wait on", Raw: raw.Waits.String(), Ferry: ferry.Waits.String()},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"math"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -142,4 +144,42 @@ func TestEvidenceRowsArePerUnitMoved(t *testing.T) {
 	require.Equal(t, "0.050", x.Ferry)
 	require.Equal(t, "n/a", cpuPer(1, raw, false), "PostgreSQL's CPU is unknown on a server that is not ours")
 	require.Equal(t, "—", cpuPer(1, Phase{}, true))
+}
+
+func TestEvidenceRowsSplitTheBenchProcess(t *testing.T) {
+	t.Parallel()
+	raw := Phase{Messages: 1000, Elapsed: time.Second, CPU: CPUUsage{Self: 0.5, Client: 0.45, ClientKnown: true}}
+	ferry := Phase{Messages: 1000, Elapsed: time.Second, CPU: CPUUsage{Self: 1, Client: 0.25}}
+	byMetric := map[string]Row{}
+	for _, r := range evidenceRows(raw, ferry) {
+		byMetric[r.Metric] = r
+	}
+	client := byMetric["· of which the load generator (pprof label role=client)"]
+	server := byMetric["· of which Ferry's server (the rest: handlers, engine, pgx, GC)"]
+	require.Equal(t, "450", client.Raw)
+	require.Equal(t, "50", server.Raw)
+	require.Equal(t, "n/a", client.Ferry, "a window without its profile has no split")
+	require.Equal(t, "n/a", server.Ferry)
+}
+
+func TestClientShareSplitsByLabel(t *testing.T) {
+	// Not parallel: a process runs one CPU profile at a time.
+	share := startClientShare()
+	require.True(t, share.on)
+	require.False(t, startClientShare().on, "a second profile at once is refused, and its split unknown")
+	spin := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+	}
+	done := make(chan struct{})
+	go pprof.Do(context.Background(), pprof.Labels("role", "client"), func(context.Context) {
+		spin(300 * time.Millisecond)
+		close(done)
+	})
+	spin(100 * time.Millisecond)
+	<-done
+	frac, ok := share.stop()
+	require.True(t, ok)
+	require.Greater(t, frac, 0.5, "three quarters of the sampled time ran labelled role=client")
+	require.Less(t, frac, 0.95, "the unlabelled spin counts as the server's")
 }
