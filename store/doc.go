@@ -11,7 +11,12 @@
 // visible_at to now() + the visibility timeout, increments receive_count and
 // sets a fresh random claim_token. The receipt handed to the consumer encodes
 // (message id, claim_token). When the lease expires the row is simply visible
-// again: no sweeper is needed for redelivery.
+// again: no sweeper is needed for redelivery. Above its 53 random bits a
+// token names the partition the claim put the row in and whether the
+// message has a group (ferry.claim_token): a receipt's row is one probe of
+// one partition, not one per partition, and an ack of messages without a
+// group takes no group locks. A row moved since (an extend, the rotator's
+// forward) is looked for in every partition.
 //
 // A receipt is current while the row exists, carries the same claim_token
 // and its lease has not expired. nack sets a new visible_at and clears

@@ -16,25 +16,36 @@ $$ SELECT hashtextextended('ferry.group/' || queue_id::text || '/' || grp, 0) $$
 
 -- The group locks of the given live messages of a queue, in key order:
 -- taken before any statement that removes a group head, so that group
--- locks are always taken before row locks.
+-- locks are always taken before row locks. p_tokens are the receipts'
+-- claim tokens, whose partitions make each probe one (ferry.claim_token),
+-- or NULL.
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
 -- at every call.)
-CREATE OR REPLACE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS bigint
+CREATE OR REPLACE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[], p_tokens bigint[]) RETURNS bigint
     LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 DECLARE
     v_n bigint;
 BEGIN
     SELECT /* ferry:message_group_lock */ count(pg_advisory_xact_lock(k)) INTO v_n FROM (
         SELECT DISTINCT ferry.group_lock_key(p_queue, m.grp) AS k
-        FROM unnest(p_ids) AS r(id)
+        FROM unnest(p_ids, p_tokens) AS r(id, token)
         CROSS JOIN LATERAL (
-            SELECT x.grp FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            (SELECT x.grp FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1)
+            UNION ALL
+            (SELECT x.grp FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1)
+            LIMIT 1
         ) m
         WHERE m.grp IS NOT NULL
         ORDER BY k
     ) locks;
     RETURN v_n;
 END $$;
+REVOKE ALL ON FUNCTION ferry.message_group_lock(bigint, bigint[], bigint[]) FROM PUBLIC;
+
+-- The same for messages known by id alone (a dead-lettering of exhausted
+-- messages), and for callers of an earlier generation.
+CREATE OR REPLACE FUNCTION ferry.message_group_lock(p_queue bigint, p_ids bigint[]) RETURNS bigint
+    LANGUAGE sql AS $$ SELECT ferry.message_group_lock(p_queue, p_ids, NULL::bigint[]) $$;
 REVOKE ALL ON FUNCTION ferry.message_group_lock(bigint, bigint[]) FROM PUBLIC;
 
 -- Refuses (FR400) a call in a transaction that is not READ COMMITTED:

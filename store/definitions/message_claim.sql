@@ -33,6 +33,9 @@
 -- serialization_failure (40001: "tuple to be locked was already moved to
 -- another partition"), where a table of one partition would have skipped
 -- it: the store runs the claim again, a SQL API caller's transaction ends.
+-- The lease is read from the clock once per row (the LATERAL; OFFSET 0
+-- keeps it a subquery), so that ferry.message_part is inlined, not called
+-- per row, and the claim token (ferry.claim_token) names the same slot.
 --
 -- p_floor: the claim reads only messages due at or after it. The store
 -- passes a floor at or below every claimable message's due time that it
@@ -65,11 +68,14 @@ BEGIN
             ),
             claimed AS (
                 UPDATE ferry.messages m SET
-                        visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
-                    part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at),
+                    visible_at = l.lease,
+                    part = ferry.message_part(l.lease, v_at),
                     receive_count = m.receive_count + 1,
-                    claim_token = (random() * 9007199254740991)::bigint
-                FROM candidate c WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
+                    claim_token = ferry.claim_token(ferry.message_part(l.lease, v_at), m.grp IS NOT NULL)
+                FROM candidate c CROSS JOIN LATERAL (
+                    SELECT clock_timestamp() + p_timeout_ms * interval '1 millisecond' AS lease OFFSET 0
+                ) l
+                WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
                 RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
             )
             SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
@@ -107,11 +113,14 @@ BEGIN
         ),
         claimed AS (
             UPDATE ferry.messages m SET
-                visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
-                part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at),
+                visible_at = l.lease,
+                part = ferry.message_part(l.lease, v_at),
                 receive_count = m.receive_count + 1,
-                claim_token = (random() * 9007199254740991)::bigint
-            FROM candidate c WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
+                claim_token = ferry.claim_token(ferry.message_part(l.lease, v_at), m.grp IS NOT NULL)
+            FROM candidate c CROSS JOIN LATERAL (
+                SELECT clock_timestamp() + p_timeout_ms * interval '1 millisecond' AS lease OFFSET 0
+            ) l
+            WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
             RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
         )
         SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,

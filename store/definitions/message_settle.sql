@@ -251,7 +251,11 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM
 -- (p_ids, p_tokens) and promotes the next message of their groups
 -- (store.MessageAck); returns (id, token) per applied receipt, and
 -- (-1, n) when it promoted n > 0 messages. p_grouped false skips the
--- group locks (the caller knows the messages have no group).
+-- group locks (the caller knows the messages have no group), and so do
+-- tokens that say their messages have none (ferry.claim_token: a token
+-- that says so falsely matches no row, so nothing it names is removed).
+-- Each receipt's row is looked for in the partition its token names, then
+-- in all (as in nack and extend, and the group lock).
 -- Unlike nack and extend, an ack needs no live lease: as SQS's
 -- DeleteMessage, it applies after the visibility timeout ran out as long
 -- as the message was not received again. That is the token alone: every
@@ -265,14 +269,18 @@ CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_t
     RETURNS TABLE(o_id bigint, o_token bigint)
     LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 BEGIN
-    IF p_grouped THEN
-        PERFORM ferry.message_group_lock(p_queue, p_ids);
+    IF p_grouped AND ferry.tokens_grouped(p_tokens) THEN
+        PERFORM ferry.message_group_lock(p_queue, p_ids, p_tokens);
     END IF;
     RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
             SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
-                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+                (SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
+                 WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1)
+                UNION ALL
+                (SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
+                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1)
+                LIMIT 1
             ) m
             WHERE m.claim_token = r.token
             LIMIT cardinality(p_ids)
@@ -307,7 +315,9 @@ DECLARE
     v_target bigint;
     v_source text;
 BEGIN
-    PERFORM ferry.message_group_lock(p_queue, p_ids);
+    IF ferry.tokens_grouped(p_tokens) THEN
+        PERFORM ferry.message_group_lock(p_queue, p_ids, p_tokens);
+    END IF;
     SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
     RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
             SELECT m.part, m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead,
@@ -317,9 +327,16 @@ BEGIN
                         * (0.5 + random() / 2))) AS backoff
             FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
-                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
-                FOR UPDATE
+                (SELECT * FROM (
+                    SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+                    WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1
+                    FOR UPDATE) h)
+                UNION ALL
+                (SELECT * FROM (
+                    SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+                    WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+                    FOR UPDATE) a)
+                LIMIT 1
             ) m
             WHERE m.claim_token = r.token AND m.visible_at > v_at
             LIMIT cardinality(p_ids)
@@ -364,8 +381,12 @@ BEGIN
     RETURN QUERY WITH /* ferry:message_extend */ target AS MATERIALIZED (
             SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
             CROSS JOIN LATERAL (
-                SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
-                WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+                (SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                 WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1)
+                UNION ALL
+                (SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
+                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1)
+                LIMIT 1
             ) m
             WHERE m.claim_token = r.token AND m.visible_at > v_at
             LIMIT cardinality(p_ids)
