@@ -68,7 +68,10 @@ func (p Phase) Merge(q Phase) Phase {
 		CPU: CPUUsage{
 			Self: w(p.CPU.Self, q.CPU.Self), PG: w(p.CPU.PG, q.CPU.PG), Other: w(p.CPU.Other, q.CPU.Other),
 			IRQ: w(p.CPU.IRQ, q.CPU.IRQ), PGKnown: p.CPU.PGKnown || q.CPU.PGKnown,
-			Client: w(p.CPU.Client, q.CPU.Client), ClientKnown: p.CPU.ClientKnown && q.CPU.ClientKnown,
+			// Known when every phase that took time knows it (rounds
+			// are merged into an empty Phase first).
+			Client:      w(p.CPU.Client, q.CPU.Client),
+			ClientKnown: (p.CPU.ClientKnown || p.Elapsed == 0) && (q.CPU.ClientKnown || q.Elapsed == 0) && total > 0,
 		},
 		WALBytes:   p.WALBytes + q.WALBytes,
 		WriteXacts: p.WriteXacts + q.WriteXacts,

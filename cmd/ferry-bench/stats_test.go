@@ -183,3 +183,15 @@ func TestClientShareSplitsByLabel(t *testing.T) {
 	require.Greater(t, frac, 0.5, "three quarters of the sampled time ran labelled role=client")
 	require.Less(t, frac, 0.95, "the unlabelled spin counts as the server's")
 }
+
+func TestMergeKeepsTheSplit(t *testing.T) {
+	t.Parallel()
+	round := Phase{Messages: 10, Elapsed: time.Second, CPU: CPUUsage{Self: 1, Client: 0.5, ClientKnown: true}}
+	merged := Phase{}.Merge(round).Merge(round)
+	require.True(t, merged.CPU.ClientKnown, "rounds merged into an empty phase keep their split")
+	require.InDelta(t, 0.5, merged.CPU.Client, 1e-9)
+	unknown := round
+	unknown.CPU.ClientKnown = false
+	require.False(t, merged.Merge(unknown).CPU.ClientKnown, "a round without its profile makes the split unknown")
+	require.False(t, Phase{}.Merge(Phase{}).CPU.ClientKnown)
+}
