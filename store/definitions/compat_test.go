@@ -32,7 +32,8 @@ func TestStoreOnMigrationsOnly(t *testing.T) {
 	// release left: they join rows by a bare ctid, which on the
 	// partitioned ferry.messages names rows of other queues. Until this
 	// release installs them, a claim fails (TestClaimAfterRingMigrationFails
-	// shows it); these are this release's.
+	// shows it); these are this release's, with the claim token they write.
+	installDefinitions(t, pool, "receipts.sql", "ferry.claim_token")
 	installDefinitions(t, pool, "message_claim.sql", "ferry.message_claim_from")
 	installDefinitions(t, pool, "message_claim.sql", "ferry.message_claim")
 	installDefinitions(t, pool, "message_settle.sql", "ferry.message_promote")
