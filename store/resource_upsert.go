@@ -38,7 +38,11 @@ func (u upsert[R, S]) run(ctx context.Context, db TxBeginner) (R, bool, error) {
 		row     R
 		created bool
 	)
-	err := retry(ctx, func() error {
+	// A lost creation race means another transaction created (or, racing
+	// deletes, created and deleted) the row meanwhile: each loss is
+	// someone else's progress, so more attempts than retry's three, and
+	// one that still loses is busy (503), not a server error.
+	err := retryN(ctx, upsertAttempts, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			existing, err := u.lock(ctx, tx)
 			created = errors.Is(err, pgx.ErrNoRows)
@@ -57,8 +61,15 @@ func (u upsert[R, S]) run(ctx context.Context, db TxBeginner) (R, bool, error) {
 			return err
 		})
 	})
+	if errors.Is(err, errCreateRaced) {
+		err = ErrBusy
+	}
 	return row, created, err
 }
+
+// upsertAttempts bounds the attempts of an upsert that keeps losing its
+// creation race (a create racing deletes and creates of the same name).
+const upsertAttempts = 10
 
 // createRaced reads the error of an upsert statement that, when creating,
 // updates nothing if another transaction created the row first
