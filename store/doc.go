@@ -178,60 +178,48 @@
 // planner believes (DESIGN.md invariant 11; the plan-attack tests are
 // store/plans_*_test.go): client lists reach rows by one primary-key probe
 // each (LATERAL ... LIMIT 1), DML finds its rows from its driving set (by
-// the full key joined to it where other transactions may update the rows,
-// so a row changed meanwhile is followed to its newest version; by ctid
-// only where they cannot: rows this statement locked, dead letters, events,
-// rows of deleted queues), and "the first n rows of a queue" are walks of one-row index
-// probes (index_walk.go), never a join, a semi-join or an ORDER BY ... LIMIT n
-// that a planner believing the queue small could turn into a read of the
-// whole queue.
+// ctid where the rows cannot change meanwhile: rows locked first, dead
+// letters, events, rows of deleted queues; by the full key joined to it
+// where other transactions may update them, so a row changed meanwhile is
+// followed to its newest version), and "the first n rows of a queue" are
+// walks of one-row index probes (index_walk.go), never a join, a
+// semi-join or an ORDER BY ... LIMIT n that a planner believing the queue
+// small could turn into a read of the whole queue.
 //
-// The claim (ferry.message_claim, run by [MessageClaim] and ferry.receive)
-// takes its candidates from the claim index in order, LIMIT inside, and
-// its UPDATE finds them by the (part, ctid) of the row version the
-// candidate scan locked (ferry.messages is partitioned: # Held snapshots). Joined on (queue_id, id) with queue_id = $1, a planner that
-// thinks the queue holds one row (a new queue in an analyzed table, a
-// generic plan made while the table was empty) walked the whole queue for
-// every candidate; joined on ctid alone, the only other way in is a scan
-// of the whole table, which no estimate makes look cheap next to 100 TID
-// fetches. The ctid is stable: the candidates are locked by this statement.
+// The claim and the settle statements (ferry.message_claim,
+// message_dead_letter, message_ack, message_nack and message_extend,
+// store/definitions; [MessageClaim] and its kin and the SQL API both call
+// them) are two statements each. The first finds the rows and locks them:
+// the claim takes its candidates from the claim index in order, LIMIT
+// inside, FOR UPDATE SKIP LOCKED; a settle reaches each receipt's row by
+// one primary-key probe (ferry.message_hold: the partition its claim
+// token names first, then all), in a LATERAL subquery with LIMIT 1, FOR
+// UPDATE, which no plan can turn into a scan of the queue. Both collect
+// each row's (part, ctid). The second statement changes exactly those
+// rows, joined by (part, ctid), with index, sequential and bitmap scans
+// off, so that a TID fetch from the one partition is the only way in the
+// planner may take. Locked, the rows cannot change in between; the second
+// statement's snapshot is newer than the lock, so it sees the version the
+// lock returned (an extend that changed the row meanwhile is followed:
+// TestSettleRacingExtend; in one statement, PostgreSQL would re-check a
+// ctid condition on the newest version, which has another ctid, and skip
+// the row). A row another claim moved to another partition raises
+// serialization_failure (40001), which the store retries.
 //
-// One history still defeats both joins (found in the receive+ack bench,
-// not yet mended): a generic plan made after an ANALYZE found a ring slot
-// empty, while the slot still was small. The planner then scans that
-// partition whole, filtered by the join's keys, instead of probing it by
-// the outer row (at equal estimated cost PostgreSQL prefers the path that
-// needs no outer row), and the cached plan keeps the scan once the slot
-// fills: the claim's UPDATE read COLD whole per candidate, an ack's DELETE
-// its lease slot per receipt. A plan history with analyzeBefore,
-// genericPlans and warmOnEmpty (store/planprobe_test.go) shows it, in
-// those and about twenty other cases; it is not among planHistories
-// until they pass.
-// Planning every call (plan_cache_mode = force_custom_plan) mends it, at
-// about 2.5 ms an ack (a claim and an ack of one message went from 4.2 to
-// 6.7 ms), more than the statement itself costs.
-//
-// The settle statements (ferry.message_dead_letter, message_ack,
-// message_nack and message_extend, store/definitions; the REST API and the
-// SQL API both call them) reach rows from a client's list (receipts, ids)
-// by one primary-key probe per element, in a LATERAL subquery with LIMIT 1
-// (their "target" CTEs), which no plan can turn into a scan of the queue;
-// a DML statement then finds its rows by their full key joined to those
-// probes (m.queue_id = t.queue_id AND m.id = t.id), with no condition on a
-// constant queue id that could make "read the whole queue" look cheap to
-// a planner that thinks the queue is empty. The probes' CTE ends in LIMIT
-// cardinality($2), the list's length: a driving set (see index_walk.go) that a
-// generic plan believes is a row or so. A row changed in between (an
-// extend racing an ack) is followed to its newest version, and the
-// conditions the DML repeats on it (its claim_token, its lease) are
-// checked again there, so a stale receipt still changes nothing and a
-// current one still applies. Not by ctid: PostgreSQL re-checks a ctid
-// condition on the newest version too, which has another ctid, so a row
-// updated in between would be skipped (TestSettleRacingExtend). Only the
-// claim joins by ctid, to rows its own statement locked. A purge's or a
-// delete's DELETE (messageDeleteSet) finds its victims the same way: by
-// ctid, a victim a claim or an extend changed meanwhile would be skipped,
-// and the purge would end with it still there.
+// Joined by key instead (queue_id, id, part, as until definitions
+// generation 13), one history defeated the join: a generic plan made
+// after an ANALYZE found a ring slot empty. The planner then scanned that
+// partition whole, filtered by the join's keys or with the partition key
+// as a condition on the primary key's third column, instead of probing it
+// by the outer row (at equal estimated cost PostgreSQL prefers the path
+// that needs no outer row), and the cached plan kept the scan once the
+// slot filled: the claim's UPDATE read COLD whole per candidate, an ack's
+// DELETE its lease slot per receipt (found in the receive+ack bench:
+// 5,700 buffers an ack of 100). That history (planHistories' fourth,
+// store/planprobe_test.go) now attacks the claim, settle and ring cases;
+// the other plan tests run under the other three until their statements
+// are mended: under it, some of the sweeps, dedup probes, lists and stats
+// still read what they should not (store/planprobe_test.go lists them).
 //
 // A send, from either face, is one statement text: the INSERTs live only
 // in ferry.message_send_plain and ferry.message_send_grouped

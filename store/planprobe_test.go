@@ -59,11 +59,23 @@ type planHistory struct {
 	warmOnEmpty bool
 }
 
-// planHistories are the histories every plan case runs under.
+// planHistories are the histories every plan case runs under, except
+// that runPlanCasesNotOnAnalyzedEmpty leaves out the last.
 var planHistories = []planHistory{
 	{name: "new_in_analyzed_table", analyzeBefore: true},
 	{name: "generic_plan_from_empty_tables", genericPlans: true, warmOnEmpty: true},
 	{name: "never_analyzed", warmOnEmpty: true},
+	// Generic plans made after an ANALYZE found the tables (and ring
+	// slots) empty: PostgreSQL then trusts "empty" (no 10-page guess as
+	// for a table never analyzed), and a join's inner side may be planned
+	// as a scan of the whole table, kept once the table fills (store/doc.go,
+	// # Plans).
+	analyzedEmptyTables,
+}
+
+// analyzedEmptyTables is planHistories' last.
+var analyzedEmptyTables = planHistory{
+	name: "generic_plan_from_analyzed_empty_tables", analyzeBefore: true, genericPlans: true, warmOnEmpty: true,
 }
 
 // plannedStatement is one executed statement as auto_explain reported it.
@@ -78,6 +90,9 @@ type planNode struct {
 	NodeType            string     `json:"Node Type"`
 	RelationName        string     `json:"Relation Name"`
 	IndexName           string     `json:"Index Name"`
+	IndexCond           string     `json:"Index Cond,omitempty"`
+	TIDCond             string     `json:"TID Cond,omitempty"`
+	Filter              string     `json:"Filter,omitempty"`
 	ActualRows          float64    `json:"Actual Rows"`
 	ActualLoops         float64    `json:"Actual Loops"`
 	RemovedByFilter     float64    `json:"Rows Removed by Filter"`
@@ -423,7 +438,31 @@ type planFixture struct {
 // runPlanCases runs every case under every history, each in a database of
 // its own with autovacuum off.
 func runPlanCases(t *testing.T, cases []planCase) {
+	runPlanCasesUnder(t, planHistories, cases)
+}
+
+// runPlanCasesNotOnAnalyzedEmpty runs every case under every history but
+// analyzedEmptyTables. Statements that still fail under it, not yet
+// mended (found at definitions generation 13): the dedup probes of a send
+// (ferry:dedup_live, ferry:dedup_answer), the event append of a publish,
+// the dead-letter list, purge (ten minutes in one run) and redrives, the
+// audit list and sweeps, the dead-letter, dedup and event expiry, the
+// orphan sweep, the queue stats, the push attempt list, a subscription's
+// clear on seek and a topic's content delete. The cases that use it:
+// TestPlansQueueSend, TestPlansQueueDeadLetters, TestPlansQueueSweeps,
+// TestPlansAudit, TestPlansTopic.
+func runPlanCasesNotOnAnalyzedEmpty(t *testing.T, cases []planCase) {
+	var hs []planHistory
 	for _, h := range planHistories {
+		if h != analyzedEmptyTables {
+			hs = append(hs, h)
+		}
+	}
+	runPlanCasesUnder(t, hs, cases)
+}
+
+func runPlanCasesUnder(t *testing.T, histories []planHistory, cases []planCase) {
+	for _, h := range histories {
 		for _, c := range cases {
 			t.Run(h.name+"/"+c.name, func(t *testing.T) {
 				t.Parallel()

@@ -28,7 +28,7 @@ func TestPlansAudit(t *testing.T) {
 			return workBound{Batch: 100}
 		}
 	}
-	runPlanCases(t, []planCase{
+	runPlanCasesNotOnAnalyzedEmpty(t, []planCase{
 		{name: "audit_list", setup: none, fill: fillAudit, run: list(false)},
 		{name: "audit_list_deep", setup: none, fill: fillAudit, run: list(true)},
 		{

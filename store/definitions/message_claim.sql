@@ -52,84 +52,84 @@ CREATE OR REPLACE FUNCTION ferry.message_claim_from(p_queue bigint, p_limit inte
     -- Partitions the planner believes empty would be read whole per probe,
     -- or sorted whole instead of merged (store/doc.go, # Held snapshots).
     SET jit = off SET enable_seqscan = off SET enable_sort = off SET enable_incremental_sort = off
-    SET enable_bitmapscan = off AS $$
+    SET enable_bitmapscan = off SET enable_indexscan = on AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_floor timestamptz := coalesce(p_floor, '-infinity');
+    v_parts smallint[];
+    v_ctids tid[];
+    v_exhausted bigint[];
+    v_lost boolean := false;
 BEGIN
     IF p_owner IS NULL THEN
-        RETURN QUERY WITH /* ferry:message_claim */ candidate AS (
-                SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
-                FROM ferry.messages m
-                WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at
-                ORDER BY m.visible_at, m.id
-                LIMIT p_limit
-                FOR UPDATE SKIP LOCKED
-            ),
-            claimed AS (
-                UPDATE ferry.messages m SET
-                    visible_at = l.lease,
-                    part = ferry.message_part(l.lease, v_at),
-                    receive_count = m.receive_count + 1,
-                    claim_token = ferry.claim_token(ferry.message_part(l.lease, v_at), m.grp IS NOT NULL)
-                FROM candidate c CROSS JOIN LATERAL (
-                    SELECT clock_timestamp() + p_timeout_ms * interval '1 millisecond' AS lease OFFSET 0
-                ) l
-                WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
-                RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
-            )
-            SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
-                cl.receive_count, cl.sent_at FROM claimed cl
-            UNION ALL
-            SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted;
-        RETURN;
-    END IF;
-    -- Fenced: the lease is share-locked only when a message is claimable
-    -- (head: one probe of the claim index), before any message is locked;
-    -- with nothing to claim it is only read (live), so an idle worker's
-    -- poll writes nothing. Lost: the lease is neither locked nor live.
-    RETURN QUERY WITH /* ferry:message_claim_fenced */ head AS MATERIALIZED (
-            SELECT 1 FROM ferry.messages h
-            WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at >= v_floor AND h.visible_at <= v_at
-            ORDER BY h.visible_at, h.id
-            LIMIT 1
-        ),
-        lease AS MATERIALIZED (
-            SELECT 1 FROM ferry.push_leases l
-            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
-            FOR SHARE
-        ),
-        live AS MATERIALIZED (
-            SELECT 1 FROM ferry.push_leases l
-            WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
-        ),
-        candidate AS (
+        SELECT /* ferry:message_claim_candidates */ array_agg(c.part) FILTER (WHERE NOT c.exhausted),
+            array_agg(c.ctid) FILTER (WHERE NOT c.exhausted), array_agg(c.id) FILTER (WHERE c.exhausted)
+        INTO v_parts, v_ctids, v_exhausted
+        FROM (
             SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
             FROM ferry.messages m
-            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at AND EXISTS (SELECT 1 FROM lease)
+            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at
             ORDER BY m.visible_at, m.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED
-        ),
-        claimed AS (
-            UPDATE ferry.messages m SET
+        ) c;
+    ELSE
+        -- Fenced: the lease is share-locked only when a message is
+        -- claimable (head: one probe of the claim index), before any
+        -- message is locked; with nothing to claim it is only read
+        -- (live), so an idle worker's poll writes nothing. Lost: the
+        -- lease is neither locked nor live.
+        WITH /* ferry:message_claim_fenced_candidates */ head AS MATERIALIZED (
+                SELECT 1 FROM ferry.messages h
+                WHERE h.queue_id = p_queue AND NOT h.waiting AND h.visible_at >= v_floor AND h.visible_at <= v_at
+                ORDER BY h.visible_at, h.id
+                LIMIT 1
+            ),
+            lease AS MATERIALIZED (
+                SELECT 1 FROM ferry.push_leases l
+                WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND EXISTS (SELECT 1 FROM head)
+                FOR SHARE
+            ),
+            live AS MATERIALIZED (
+                SELECT 1 FROM ferry.push_leases l
+                WHERE l.queue_id = p_queue AND l.owner = p_owner AND l.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM head)
+            )
+        SELECT array_agg(c.part) FILTER (WHERE NOT c.exhausted), array_agg(c.ctid) FILTER (WHERE NOT c.exhausted),
+            array_agg(c.id) FILTER (WHERE c.exhausted), NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live)
+        INTO v_parts, v_ctids, v_exhausted, v_lost
+        FROM (
+            SELECT m.part, m.ctid, m.id, m.receive_count >= p_max_receives AS exhausted
+            FROM ferry.messages m
+            WHERE m.queue_id = p_queue AND NOT m.waiting AND m.visible_at >= v_floor AND m.visible_at <= v_at
+                AND EXISTS (SELECT 1 FROM lease)
+            ORDER BY m.visible_at, m.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ) c;
+        IF v_lost THEN
+            RETURN QUERY SELECT NULL::boolean, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+                NULL::bigint, NULL::integer, NULL::timestamptz;
+            RETURN;
+        END IF;
+    END IF;
+    IF v_parts IS NOT NULL THEN
+        PERFORM set_config('enable_indexscan', 'off', true);
+        RETURN QUERY UPDATE /* ferry:message_claim */ ferry.messages m SET
                 visible_at = l.lease,
                 part = ferry.message_part(l.lease, v_at),
                 receive_count = m.receive_count + 1,
                 claim_token = ferry.claim_token(ferry.message_part(l.lease, v_at), m.grp IS NOT NULL)
-            FROM candidate c CROSS JOIN LATERAL (
+            FROM unnest(v_parts, v_ctids) AS c(part, row_ctid) CROSS JOIN LATERAL (
                 SELECT clock_timestamp() + p_timeout_ms * interval '1 millisecond' AS lease OFFSET 0
             ) l
-            WHERE m.part = c.part AND m.ctid = c.ctid AND NOT c.exhausted
-            RETURNING m.id, m.body, m.attributes, m.grp, m.dedup_id, m.event_id, m.claim_token, m.receive_count, m.sent_at
-        )
-        SELECT false, cl.id, cl.body::text, cl.attributes::text, cl.grp, cl.dedup_id, cl.event_id, cl.claim_token,
-            cl.receive_count, cl.sent_at FROM claimed cl
-        UNION ALL
-        SELECT true, c.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM candidate c WHERE c.exhausted
-        UNION ALL
-        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        WHERE NOT EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM live);
+            WHERE m.part = c.part AND m.ctid = c.row_ctid
+            RETURNING false, m.id, m.body::text, m.attributes::text, m.grp, m.dedup_id, m.event_id, m.claim_token,
+                m.receive_count, m.sent_at;
+    END IF;
+    IF v_exhausted IS NOT NULL THEN
+        RETURN QUERY SELECT true, e.id, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::integer,
+            NULL::timestamptz FROM unnest(v_exhausted) AS e(id);
+    END IF;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_claim_from(bigint, integer, integer, bigint, uuid, timestamptz) FROM PUBLIC;
 

@@ -35,10 +35,11 @@
 -- statement reads it: each caller's final SELECT reads "promoted" (one
 -- row, n) after "gone".
 -- (PL/pgSQL, not SQL: a SQL function's statement would be planned again
--- at every call.)
+-- at every call.) Its callers' statements run with index scans off (see
+-- ferry.message_hold): it turns them on for its own.
 CREATE OR REPLACE FUNCTION ferry.message_promote(p_queues bigint[], p_groups text[], p_ids bigint[]) RETURNS bigint
     LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
-    SET enable_incremental_sort = off AS $$
+    SET enable_incremental_sort = off SET enable_indexscan = on AS $$
 DECLARE
     v_n bigint;
 BEGIN
@@ -148,10 +149,11 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_queue(bigint, bigint[]) FROM PU
 -- set, is the last_error (a nack's). Wakes the target at commit when
 -- anything moved. Returns how many rows it stored. Called as the
 -- statement's CTE over its "gone" rows (as ferry.message_promote is), so
--- it sees them deleted.
+-- it sees them deleted, and with index scans on (its callers' statement
+-- runs with them off, as ferry.message_promote's do).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter_put(p_target bigint, p_source text, p_reason text, p_error text,
         p_rows ferry.messages[]) RETURNS bigint
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
 DECLARE
     v_moved bigint[] := '{}';
     v_n bigint;
@@ -206,6 +208,63 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_dead_letter_put(bigint, text, text, text, ferry.messages[]) FROM PUBLIC;
 
+-- Every statement that changes claimed or claimable rows of ferry.messages
+-- (the claim, ack, nack, extend, dead-lettering) is two statements: the
+-- first finds its rows by index probes and locks them (FOR UPDATE, the
+-- claim's SKIP LOCKED), collecting each row's (part, ctid); the second
+-- changes exactly those rows, joined by (part, ctid) to the collected
+-- arrays, with index scans off. Locked, the rows cannot change in
+-- between, and the second statement's snapshot sees the version the lock
+-- returned (a row an extend changed meanwhile is found at its new ctid,
+-- TestSettleRacingExtend). With index scans, sequential scans and bitmap
+-- scans all off, a TID scan of the one partition the row's part names is
+-- the only way in that is not disabled, whatever the planner believes of
+-- the partitions' sizes: joined by key, a generic plan made after an
+-- ANALYZE found a ring slot empty scanned that partition whole for every
+-- row (store/doc.go, # Plans). The functions turn index scans off with
+-- set_config(..., true) just before the second statement, and list
+-- enable_indexscan in their SET clause so that the caller's value is back
+-- when they return; ferry.message_promote and
+-- ferry.message_dead_letter_put, which run inside those statements, turn
+-- them on for their own. The statement triggers of ferry.messages
+-- (counters.sql) read only their transition tables.
+
+-- Locks the rows of current receipts (p_ids, p_tokens): per receipt, one
+-- primary-key probe of the partition its token names
+-- (ferry.claim_token), then, when that misses, of all partitions (the
+-- row moved: an extend, the rotator's forward), in id order so that two
+-- settles of the same receipts never wait crosswise. FOR UPDATE returns a
+-- row's newest version (READ COMMITTED: the probe waits for a concurrent
+-- change and reads what it left); a receipt whose row now carries another
+-- token (or none) is not returned, though its row stays locked until the
+-- transaction ends (a claim skips it meanwhile). Returns each current
+-- receipt's row: (part, ctid) for the second statement, and what the
+-- callers check (the lease, the receive count). A row another claim moved
+-- to another partition raises serialization_failure (40001), as the
+-- claim's UPDATE does. Not granted to anyone.
+CREATE OR REPLACE FUNCTION ferry.message_hold(p_queue bigint, p_ids bigint[], p_tokens bigint[])
+    RETURNS TABLE(o_part smallint, o_ctid tid, o_id bigint, o_token bigint, o_visible_at timestamptz, o_receive_count integer)
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
+BEGIN
+    RETURN QUERY SELECT /* ferry:message_hold */ m.part, m.ctid, m.id, m.claim_token, m.visible_at, m.receive_count
+    FROM (SELECT r.id, r.token FROM unnest(p_ids, p_tokens) AS r(id, token) ORDER BY r.id) r
+    CROSS JOIN LATERAL (
+        (SELECT * FROM (
+            SELECT x.part, x.ctid, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+            WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1
+            FOR UPDATE) h)
+        UNION ALL
+        (SELECT * FROM (
+            SELECT x.part, x.ctid, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
+            WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            FOR UPDATE) a)
+        LIMIT 1
+    ) m
+    WHERE m.claim_token = r.token
+    LIMIT cardinality(p_ids);
+END $$;
+REVOKE ALL ON FUNCTION ferry.message_hold(bigint, bigint[], bigint[]) FROM PUBLIC;
+
 -- Moves the given messages to the dead letters if they are still
 -- exhausted (available, received at least p_max_receives times: checked
 -- again under the lock), promoting the next message of their groups;
@@ -213,25 +272,33 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter_put(bigint, text, text, text, f
 -- dead_letter_queue, they move into that queue instead
 -- (ferry.message_dead_letter_put).
 CREATE OR REPLACE FUNCTION ferry.message_dead_letter(p_queue bigint, p_ids bigint[], p_max_receives integer) RETURNS bigint
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_n bigint;
     v_target bigint;
     v_source text;
+    v_parts smallint[];
+    v_ctids tid[];
 BEGIN
     PERFORM ferry.message_group_lock(p_queue, p_ids);
     SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
-    WITH /* ferry:message_dead_letter */ target AS MATERIALIZED (
-        SELECT m.part, m.queue_id, m.id FROM unnest(p_ids) AS r(id)
-        CROSS JOIN LATERAL (
-            SELECT x.part, x.queue_id, x.id FROM ferry.messages x WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
-        ) m
-        LIMIT cardinality(p_ids)
-    ),
-    gone AS (
-        DELETE FROM ferry.messages m USING target t WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id
-            AND NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives
+    SELECT /* ferry:message_dead_letter_hold */ array_agg(m.part), array_agg(m.ctid) INTO v_parts, v_ctids
+    FROM (SELECT r.id FROM unnest(p_ids) AS r(id) ORDER BY r.id) r
+    CROSS JOIN LATERAL (
+        SELECT * FROM (
+            SELECT x.part, x.ctid, x.waiting, x.visible_at, x.receive_count FROM ferry.messages x
+            WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
+            FOR UPDATE) x
+    ) m
+    WHERE NOT m.waiting AND m.visible_at <= v_at AND m.receive_count >= p_max_receives;
+    IF v_parts IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM set_config('enable_indexscan', 'off', true);
+    WITH /* ferry:message_dead_letter */ gone AS (
+        DELETE FROM ferry.messages m USING unnest(v_parts, v_ctids) AS t(part, row_ctid)
+        WHERE m.part = t.part AND m.ctid = t.row_ctid
         RETURNING m.queue_id, m.id, m.grp, m AS r
     ),
     dead AS (
@@ -254,40 +321,34 @@ REVOKE ALL ON FUNCTION ferry.message_dead_letter(bigint, bigint[], integer) FROM
 -- group locks (the caller knows the messages have no group), and so do
 -- tokens that say their messages have none (ferry.claim_token: a token
 -- that says so falsely matches no row, so nothing it names is removed).
--- Each receipt's row is looked for in the partition its token names, then
--- in all (as in nack and extend, and the group lock).
+-- The rows are found and locked by ferry.message_hold.
 -- Unlike nack and extend, an ack needs no live lease: as SQS's
 -- DeleteMessage, it applies after the visibility timeout ran out as long
 -- as the message was not received again. That is the token alone: every
 -- claim sets a fresh one and a nack clears it. An expired group head is
 -- still its group's head (not waiting), so acking it promotes the next
 -- message as any ack does. A claim that took the message again after this
--- statement found it moved it to another partition: the DELETE then
+-- statement's snapshot moved it to another partition: the lock then
 -- raises serialization_failure (40001) and deletes nothing; the store
 -- runs the ack again (now stale), a SQL API caller's transaction ends.
 CREATE OR REPLACE FUNCTION ferry.message_ack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_grouped boolean)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
+DECLARE
+    v_parts smallint[];
+    v_ctids tid[];
 BEGIN
     IF p_grouped AND ferry.tokens_grouped(p_tokens) THEN
         PERFORM ferry.message_group_lock(p_queue, p_ids, p_tokens);
     END IF;
-    RETURN QUERY WITH /* ferry:message_ack */ target AS MATERIALIZED (
-            SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
-            CROSS JOIN LATERAL (
-                (SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
-                 WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1)
-                UNION ALL
-                (SELECT x.part, x.queue_id, x.id, x.claim_token FROM ferry.messages x
-                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1)
-                LIMIT 1
-            ) m
-            WHERE m.claim_token = r.token
-            LIMIT cardinality(p_ids)
-        ),
-        gone AS (
-            DELETE FROM ferry.messages m USING target t
-            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token
+    SELECT array_agg(h.o_part), array_agg(h.o_ctid) INTO v_parts, v_ctids FROM ferry.message_hold(p_queue, p_ids, p_tokens) h;
+    IF v_parts IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('enable_indexscan', 'off', true);
+    RETURN QUERY WITH /* ferry:message_ack */ gone AS (
+            DELETE FROM ferry.messages m USING unnest(v_parts, v_ctids) AS t(part, row_ctid)
+            WHERE m.part = t.part AND m.ctid = t.row_ctid
             RETURNING m.queue_id, m.id, m.grp, m.claim_token
         ),
         promoted AS (
@@ -303,58 +364,53 @@ REVOKE ALL ON FUNCTION ferry.message_ack(bigint, bigint[], bigint[], boolean) FR
 -- again after p_delay_ms (NULL: the queue's exponential backoff with
 -- jitter), or dead-lettered at once with p_dead_letter or on the last
 -- allowed receive; promotes the next message of groups that lost their
--- head. Returns (id, token, dead) per applied receipt. The targets are
--- locked as they are found (FOR UPDATE in the probe returns the newest
--- version of the row, then checked for the lease).
+-- head. Returns (id, token, dead) per applied receipt. The rows are found
+-- and locked by ferry.message_hold, then checked for the lease.
 CREATE OR REPLACE FUNCTION ferry.message_nack(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_dead_letter boolean,
         p_max_receives integer, p_error text, p_delay_ms bigint, p_retry_min integer, p_retry_max integer)
     RETURNS TABLE(o_id bigint, o_token bigint, o_dead boolean)
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
     v_target bigint;
     v_source text;
+    v_parts smallint[];
+    v_ctids tid[];
+    v_tokens bigint[];
+    v_dead boolean[];
+    v_backoff interval[];
 BEGIN
     IF ferry.tokens_grouped(p_tokens) THEN
         PERFORM ferry.message_group_lock(p_queue, p_ids, p_tokens);
     END IF;
     SELECT d.o_target, d.o_source INTO v_target, v_source FROM ferry.message_dead_letter_queue(p_queue, p_ids) d;
-    RETURN QUERY WITH /* ferry:message_nack */ target AS MATERIALIZED (
-            SELECT m.part, m.queue_id, m.id, m.claim_token, (p_dead_letter OR m.receive_count >= p_max_receives) AS dead,
-                coalesce(p_delay_ms * interval '1 millisecond',
-                    -- exponential backoff with equal jitter: half fixed, half random
-                    make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(m.receive_count - 1, 30)))
-                        * (0.5 + random() / 2))) AS backoff
-            FROM unnest(p_ids, p_tokens) AS r(id, token)
-            CROSS JOIN LATERAL (
-                (SELECT * FROM (
-                    SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
-                    WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1
-                    FOR UPDATE) h)
-                UNION ALL
-                (SELECT * FROM (
-                    SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at, x.receive_count FROM ferry.messages x
-                    WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1
-                    FOR UPDATE) a)
-                LIMIT 1
-            ) m
-            WHERE m.claim_token = r.token AND m.visible_at > v_at
-            LIMIT cardinality(p_ids)
-        ),
-        released AS (
+    SELECT array_agg(h.o_part), array_agg(h.o_ctid), array_agg(h.o_token),
+        array_agg(p_dead_letter OR h.o_receive_count >= p_max_receives),
+        array_agg(coalesce(p_delay_ms * interval '1 millisecond',
+            -- exponential backoff with equal jitter: half fixed, half random
+            make_interval(secs => least(p_retry_max::float8, p_retry_min::float8 * power(2, least(h.o_receive_count - 1, 30)))
+                * (0.5 + random() / 2))))
+    INTO v_parts, v_ctids, v_tokens, v_dead, v_backoff
+    FROM ferry.message_hold(p_queue, p_ids, p_tokens) h
+    WHERE h.o_visible_at > v_at;
+    IF v_parts IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('enable_indexscan', 'off', true);
+    RETURN QUERY WITH /* ferry:message_nack */ released AS (
             UPDATE ferry.messages m SET
                 claim_token = NULL,
                 last_error = coalesce(p_error, m.last_error),
                 visible_at = v_at + t.backoff,
                 part = ferry.message_part(v_at + t.backoff, v_at)
-            FROM target t WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND NOT t.dead
-                AND m.claim_token = t.claim_token AND m.visible_at > v_at
-            RETURNING m.id, t.claim_token
+            FROM unnest(v_parts, v_ctids, v_tokens, v_dead, v_backoff) AS t(part, row_ctid, token, dead, backoff)
+            WHERE m.part = t.part AND m.ctid = t.row_ctid AND NOT t.dead
+            RETURNING m.id, t.token
         ),
         gone AS (
-            DELETE FROM ferry.messages m USING target t
-            WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND t.dead AND m.claim_token = t.claim_token AND m.visible_at > v_at
-            RETURNING m.queue_id, m.id, m.grp, m AS r, t.claim_token AS receipt_token
+            DELETE FROM ferry.messages m USING unnest(v_parts, v_ctids, v_tokens, v_dead) AS t(part, row_ctid, token, dead)
+            WHERE m.part = t.part AND m.ctid = t.row_ctid AND t.dead
+            RETURNING m.queue_id, m.id, m.grp, m AS r, t.token AS receipt_token
         ),
         dead AS (
             SELECT CASE WHEN count(*) > 0 THEN ferry.message_dead_letter_put(v_target, v_source,
@@ -365,36 +421,35 @@ BEGIN
             SELECT CASE WHEN count(*) > 0 THEN ferry.message_promote(array_agg(queue_id), array_agg(grp), array_agg(id)) ELSE 0 END AS n
             FROM gone WHERE grp IS NOT NULL
         )
-        SELECT rl.id, rl.claim_token, false FROM released rl
+        SELECT rl.id, rl.token, false FROM released rl
         UNION ALL SELECT gn.id, gn.receipt_token, true FROM gone gn, dead, promoted;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_nack(bigint, bigint[], bigint[], boolean, integer, text, bigint, integer, integer) FROM PUBLIC;
 
 -- Moves the lease of current receipts to now + p_timeout_ms
--- (store.MessageExtend); returns (id, token) per applied receipt.
+-- (store.MessageExtend); returns (id, token) per applied receipt. The
+-- rows are found and locked by ferry.message_hold, then checked for the
+-- lease.
 CREATE OR REPLACE FUNCTION ferry.message_extend(p_queue bigint, p_ids bigint[], p_tokens bigint[], p_timeout_ms bigint)
     RETURNS TABLE(o_id bigint, o_token bigint)
-    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off AS $$
+    LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off SET enable_indexscan = on AS $$
 DECLARE
     v_at timestamptz := clock_timestamp();
+    v_parts smallint[];
+    v_ctids tid[];
 BEGIN
-    RETURN QUERY WITH /* ferry:message_extend */ target AS MATERIALIZED (
-            SELECT m.part, m.queue_id, m.id, m.claim_token FROM unnest(p_ids, p_tokens) AS r(id, token)
-            CROSS JOIN LATERAL (
-                (SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
-                 WHERE x.queue_id = p_queue AND x.id = r.id AND x.part = ferry.token_part(r.token) LIMIT 1)
-                UNION ALL
-                (SELECT x.part, x.queue_id, x.id, x.claim_token, x.visible_at FROM ferry.messages x
-                 WHERE x.queue_id = p_queue AND x.id = r.id LIMIT 1)
-                LIMIT 1
-            ) m
-            WHERE m.claim_token = r.token AND m.visible_at > v_at
-            LIMIT cardinality(p_ids)
-        )
-        UPDATE ferry.messages m SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
+    SELECT array_agg(h.o_part), array_agg(h.o_ctid) INTO v_parts, v_ctids
+    FROM ferry.message_hold(p_queue, p_ids, p_tokens) h
+    WHERE h.o_visible_at > v_at;
+    IF v_parts IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('enable_indexscan', 'off', true);
+    RETURN QUERY UPDATE /* ferry:message_extend */ ferry.messages m
+        SET visible_at = clock_timestamp() + p_timeout_ms * interval '1 millisecond',
             part = ferry.message_part(clock_timestamp() + p_timeout_ms * interval '1 millisecond', v_at)
-        FROM target t
-        WHERE m.part = t.part AND m.queue_id = t.queue_id AND m.id = t.id AND m.claim_token = t.claim_token AND m.visible_at > v_at
+        FROM unnest(v_parts, v_ctids) AS t(part, row_ctid)
+        WHERE m.part = t.part AND m.ctid = t.row_ctid
         RETURNING m.id, m.claim_token;
 END $$;
 REVOKE ALL ON FUNCTION ferry.message_extend(bigint, bigint[], bigint[], bigint) FROM PUBLIC;
