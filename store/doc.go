@@ -218,7 +218,7 @@
 // 5,700 buffers an ack of 100). That history (planHistories' fourth,
 // store/planprobe_test.go) now attacks the claim, settle and ring cases;
 // the other plan tests run under the other three until their statements
-// are mended: under it, some of the sweeps, dedup probes, lists and stats
+// are mended: under it, some of the sweeps, lists and the queue stats
 // still read what they should not (store/planprobe_test.go lists them).
 //
 // A send, from either face, is one statement text: the INSERTs live only

@@ -443,14 +443,13 @@ func runPlanCases(t *testing.T, cases []planCase) {
 
 // runPlanCasesNotOnAnalyzedEmpty runs every case under every history but
 // analyzedEmptyTables. Statements that still fail under it, not yet
-// mended (found at definitions generation 13): the dedup probes of a send
-// (ferry:dedup_live, ferry:dedup_answer), the event append of a publish,
-// the dead-letter list, purge (ten minutes in one run) and redrives, the
-// audit list and sweeps, the dead-letter, dedup and event expiry, the
-// orphan sweep, the queue stats, the push attempt list, a subscription's
-// clear on seek and a topic's content delete. The cases that use it:
-// TestPlansQueueSend, TestPlansQueueDeadLetters, TestPlansQueueSweeps,
-// TestPlansAudit, TestPlansTopic.
+// mended (found at definitions generation 13): the event append of a
+// publish, the dead-letter list, purge (ten minutes in one run) and
+// redrives, the audit list and sweeps, the dead-letter, dedup and event
+// expiry, the orphan sweep, the queue stats, the push attempt list, a
+// subscription's clear on seek and a topic's content delete. The cases
+// that use it: TestPlansQueueDeadLetters, TestPlansQueueSweeps,
+// TestPlansAudit, TestPlansTopic, and TestPlansQueueSend's queue_stats.
 func runPlanCasesNotOnAnalyzedEmpty(t *testing.T, cases []planCase) {
 	var hs []planHistory
 	for _, h := range planHistories {

@@ -429,7 +429,7 @@ func TestPlansQueueSend(t *testing.T) {
 	maxDepthQueue := func(t *testing.T, e *env) *planFixture {
 		return &planFixture{Queue: e.queue("plan-queue", store.QueuePatch{MaxDepth: ptr(int64(10 * planBacklog))})}
 	}
-	runPlanCasesNotOnAnalyzedEmpty(t, []planCase{
+	runPlanCases(t, []planCase{
 		{
 			name:  "sql_send",
 			setup: newQueue,
@@ -482,6 +482,11 @@ func TestPlansQueueSend(t *testing.T) {
 			},
 			run: send(halfLiveDedup),
 		},
+	})
+	// The stats read a ring slot whole under analyzedEmptyTables (a
+	// generic plan, the slot analyzed with another queue's rows): not yet
+	// mended.
+	runPlanCasesNotOnAnalyzedEmpty(t, []planCase{
 		{
 			name:  "queue_stats",
 			setup: newQueue,

@@ -77,12 +77,15 @@ func groupReadRows(raw, ferry groupRead) []Row {
 			Ratio: ratioOf(ferry.win.CPU.PG/ferry.rate(), raw.win.CPU.PG/raw.rate())},
 		{Metric: what + "bench-process CPU-ms per 1,000 events", Raw: cpuPer(raw.win.CPU.Self, rp, true), Ferry: cpuPer(ferry.win.CPU.Self, fp, true),
 			Ratio: ratioOf(ferry.win.CPU.Self/ferry.rate(), raw.win.CPU.Self/raw.rate())},
+	}
+	rows = append(rows, cpuSplitRows(what, rp, fp)...)
+	rows = append(rows, []Row{
 		{Metric: what + "WAL bytes per event", Raw: fmt.Sprintf("%.1f", rp.WALPerMessage()), Ferry: fmt.Sprintf("%.1f", fp.WALPerMessage()),
 			Ratio: ratioOf(fp.WALPerMessage(), rp.WALPerMessage())},
 		{Metric: what + "write transactions per range read / poll", Raw: perReq(raw, raw.win.WriteXacts), Ferry: perReq(ferry, ferry.win.WriteXacts),
 			Ratio: ratioOf(float64(ferry.win.WriteXacts)/float64(max(ferry.requests, 1)), float64(raw.win.WriteXacts)/float64(max(raw.requests, 1)))},
 		{Metric: what + "PostgreSQL client backends: average active, and what they wait on", Raw: raw.win.Waits.String(), Ferry: ferry.win.Waits.String()},
-	}
+	}...)
 	if raw.stmtsOK && ferry.stmtsOK {
 		rows = append(rows,
 			Row{Metric: what + "SQL statements per range read / poll (with its commit)", Raw: perReq(raw, raw.stmts.calls()), Ferry: perReq(ferry, ferry.stmts.calls()),

@@ -241,21 +241,32 @@ func evidenceRows(raw, ferry Phase) []Row { return evidenceRowsOf(raw, ferry, me
 
 // evidenceRowsOf are the CPU and WAL rows of two phases, per unit moved.
 func evidenceRowsOf(raw, ferry Phase, u unit) []Row {
-	return []Row{
+	rows := []Row{
 		{Metric: "CPU cores in use", Raw: fmtCPU(raw.CPU), Ferry: fmtCPU(ferry.CPU)},
 		{Metric: "PostgreSQL CPU-ms per 1,000 " + u.many, Raw: cpuPer(raw.CPU.PG, raw, raw.CPU.PGKnown), Ferry: cpuPer(ferry.CPU.PG, ferry, ferry.CPU.PGKnown),
 			Ratio: ratioOf(ferry.CPU.PG/ferry.Rate(), raw.CPU.PG/raw.Rate())},
 		{Metric: "bench-process CPU-ms per 1,000 " + u.many, Raw: cpuPer(raw.CPU.Self, raw, true), Ferry: cpuPer(ferry.CPU.Self, ferry, true),
 			Ratio: ratioOf(ferry.CPU.Self/ferry.Rate(), raw.CPU.Self/raw.Rate())},
-		{Metric: "· of which the load generator (pprof label role=client)", Raw: cpuPer(raw.CPU.Client, raw, raw.CPU.ClientKnown),
-			Ferry: cpuPer(ferry.CPU.Client, ferry, ferry.CPU.ClientKnown)},
-		{Metric: "· of which Ferry's server (the rest: handlers, engine, pgx, GC)", Raw: cpuPer(raw.CPU.Server(), raw, raw.CPU.ClientKnown),
-			Ferry: cpuPer(ferry.CPU.Server(), ferry, ferry.CPU.ClientKnown)},
+	}
+	rows = append(rows, cpuSplitRows("", raw, ferry)...)
+	return append(rows, []Row{
 		{Metric: "WAL bytes per " + u.one, Raw: fmt.Sprintf("%.0f", raw.WALPerMessage()), Ferry: fmt.Sprintf("%.0f", ferry.WALPerMessage()),
 			Ratio: ratioOf(ferry.WALPerMessage(), raw.WALPerMessage())},
 		{Metric: "PostgreSQL client backends: average active, and what they wait on", Raw: raw.Waits.String(), Ferry: ferry.Waits.String()},
 		{Metric: "write transactions per " + u.one, Raw: fmt.Sprintf("%.3f", raw.XactsPerMessage()), Ferry: fmt.Sprintf("%.3f", ferry.XactsPerMessage()),
 			Ratio: ratioOf(ferry.XactsPerMessage(), raw.XactsPerMessage())},
+	}...)
+}
+
+// cpuSplitRows split the bench process's CPU per 1,000 moved into the
+// load generator's and Ferry's server's (the window's CPU profile), each
+// metric prefixed by what.
+func cpuSplitRows(what string, raw, ferry Phase) []Row {
+	return []Row{
+		{Metric: what + "· of which the load generator (pprof label role=client)", Raw: cpuPer(raw.CPU.Client, raw, raw.CPU.ClientKnown),
+			Ferry: cpuPer(ferry.CPU.Client, ferry, ferry.CPU.ClientKnown)},
+		{Metric: what + "· of which Ferry's server (the rest: handlers, engine, pgx, GC)", Raw: cpuPer(raw.CPU.Server(), raw, raw.CPU.ClientKnown),
+			Ferry: cpuPer(ferry.CPU.Server(), ferry, ferry.CPU.ClientKnown)},
 	}
 }
 

@@ -86,11 +86,14 @@ REVOKE ALL ON FUNCTION ferry.message_send_grouped(bigint, text[], text[], text[]
     FROM PUBLIC;
 
 -- The dedup answers of a send, after its INSERT in the same transaction:
--- the message that holds each dedup id. The rows that beat the send are
+-- the message that holds each dedup id. (This and message_send_dedup_live
+-- turn sequential scans off: a generic plan made after an ANALYZE found
+-- ferry.dedup empty read it whole per dedup id; TestPlansQueueSend.) The rows that beat the send are
 -- committed (ON CONFLICT waited for them), so this statement's snapshot
 -- sees them, and no sweep or takeover can change them before it reads.
 CREATE OR REPLACE FUNCTION ferry.message_send_dedup_answer(queue_id bigint, dedup_ids text[])
-    RETURNS TABLE(dedup_id text, message_id bigint) LANGUAGE plpgsql AS $$
+    RETURNS TABLE(dedup_id text, message_id bigint) LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY SELECT /* ferry:dedup_answer */ d.dedup_id, d.message_id FROM unnest($2::text[]) AS r(dedup_id)
@@ -122,7 +125,7 @@ REVOKE ALL ON FUNCTION ferry.message_send_depth_lock(bigint[]) FROM PUBLIC;
 -- that the dedup sweep cannot remove one before the send's INSERT finds
 -- it: a message counted as a duplicate is never written.
 CREATE OR REPLACE FUNCTION ferry.message_send_dedup_live(queue_id bigint, dedup_ids text[]) RETURNS SETOF text
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY SELECT /* ferry:dedup_live */ d.dedup_id FROM unnest($2::text[]) AS r(dedup_id)
