@@ -18,21 +18,23 @@
 -- the candidates whose receive_count reached p_max_receives. With
 -- p_owner, the claim is fenced by that owner's push lease
 -- (store.PushLeaseClaim), and a lost lease is one row of NULLs.
--- The plain and the fenced claim are two statements that repeat their
--- candidate and claimed CTEs on purpose: one statement for both would
+-- The plain and the fenced claim find their candidates by two statements
+-- that repeat the candidate scan on purpose: one statement for both would
 -- read the lease for every plain claim, or leave it to a generic plan to
 -- prune the fenced part by a parameter, and PL/pgSQL shares no text
 -- between statements except through EXECUTE, which plans every call
--- anew. Each keeps its own plan and its own tag.
--- ferry.messages is partitioned (store/doc.go, # Held snapshots): the
--- candidates are read from every partition, each in its own claim index,
--- merged in (visible_at, id) order; the UPDATE moves each claimed row to
--- the slot of its lease's expiry (ferry.message_part) and finds it by
--- (part, ctid), a ctid being unique within one partition only. A
--- candidate another claim moved after this statement's snapshot raises
--- serialization_failure (40001: "tuple to be locked was already moved to
--- another partition"), where a table of one partition would have skipped
--- it: the store runs the claim again, a SQL API caller's transaction ends.
+-- anew. Each keeps its own plan and its own tag. Both lock their
+-- candidates (FOR UPDATE SKIP LOCKED) and collect their (part, ctid); one
+-- UPDATE, with index scans off, then leases them (ferry.message_hold
+-- says why in two statements). ferry.messages is partitioned
+-- (store/doc.go, # Held snapshots): the candidates are read from every
+-- partition, each in its own claim index, merged in (visible_at, id)
+-- order; the UPDATE moves each claimed row to the slot of its lease's
+-- expiry (ferry.message_part). A candidate another claim moved after the
+-- candidate scan's snapshot raises serialization_failure (40001: "tuple
+-- to be locked was already moved to another partition"), where a table of
+-- one partition would have skipped it: the store runs the claim again, a
+-- SQL API caller's transaction ends.
 -- The lease is read from the clock once per row (the LATERAL; OFFSET 0
 -- keeps it a subquery), so that ferry.message_part is inlined, not called
 -- per row, and the claim token (ferry.claim_token) names the same slot.
