@@ -104,7 +104,10 @@ const (
 )
 
 // ringRotator runs a pass of the message ring's rotator (store.RingRotate)
-// every period on River's leader, and so on one instance at a time. It
+// every period on River's leader, and so on one instance at a time, after
+// the fold of the SQL API transactions' counter rows
+// (store.QueueCountsFold: their traffic moves the ring, so the passes
+// come every second while it lasts). It
 // inserts no job: the pass runs in the periodic job's constructor, which
 // River calls only on the leader, and returns none, so an idle pass is a
 // few reads and writes nothing (DESIGN.md invariant 12). A pass is
@@ -128,6 +131,10 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		if time.Now().Before(calm) {
 			w = 0
 		}
+		folded, err := store.QueueCountsFold(ctx, pool, 10)
+		if err != nil {
+			log.Warn("counter fold failed; the next pass tries again", "error", err)
+		}
 		p, err := store.RingRotate(ctx, pool, w)
 		if w > 0 && err == nil {
 			busy := len(p.Busy) > 0
@@ -139,7 +146,7 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		moved := p.Footprint != foot
 		foot = p.Footprint
 		switch {
-		case err != nil || !p.Idle() || len(p.Busy) > 0 || p.Blocked > 0 || moved:
+		case err != nil || !p.Idle() || len(p.Busy) > 0 || p.Blocked > 0 || moved || folded > 0:
 			next, idle = time.Time{}, 0
 		case p.Stored == 0:
 			next, idle = time.Now().Add(RingIdleEvery), 0

@@ -62,9 +62,8 @@ func (e *env) begin() pgx.Tx {
 // TestSQLSendCommitOrRollback: a SQL send exists exactly when its
 // transaction commits. Rolled back: no message, no dedup claim, depth and
 // counter rows as before. Committed: the messages, the dedup claim, and
-// the depth right at once, added up at the commit (ferry.at_commit) into
-// one of the SQL API's counter slots (64..127, apart from REST's), none of
-// it left behind.
+// the depth right at once, from the transaction's own counter row (a slot
+// below zero, apart from REST's), and nothing for the commit to do.
 func TestSQLSendCommitOrRollback(t *testing.T) {
 	t.Parallel()
 	e, q := newQueueEnv(t, "sql-tx", store.QueuePatch{})
@@ -87,9 +86,9 @@ func TestSQLSendCommitOrRollback(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	require.Equal(t, store.QueueStats{Available: 2, Delayed: 1}, e.counts(q), "depth right after the commit")
 	require.EqualValues(t, 3, e.live(q))
-	require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.queue_counts WHERE queue_id = $1 AND slot >= 64 AND messages = 3`, q.ID),
-		"the transaction's changes, in one slot")
-	require.Zero(t, e.count(`SELECT count(*) FROM ferry.at_commit`), "nothing left for a later commit")
+	require.EqualValues(t, 1, e.count(`SELECT count(*) FROM ferry.queue_counts WHERE queue_id = $1 AND slot < 0 AND messages = 3`, q.ID),
+		"the transaction's changes, in a row of its own")
+	require.Zero(t, e.count(`SELECT count(*) FROM ferry.at_commit`), "nothing for a later commit")
 	require.EqualValues(t, 1, e.count(slots, q.ID))
 	e.requireCountersExact(q)
 	again := e.send(q, deduped("d", 9))

@@ -51,8 +51,8 @@ func (e *env) lockedCounterRows(q store.Queue) bool {
 
 // A transaction that called ferry.counts_per_transaction (as every SQL API
 // function that writes messages does) and is then held open by the
-// application locks no depth counter row: its changes are counted when it
-// commits. Without it, the same writes hold a counter row to the end (the
+// application locks no depth counter row others write: its changes go to
+// a row of its own, counted when it commits. Without it, the same writes hold a counter row to the end (the
 // control case, which is what the SQL API must not do).
 func TestCountsPerTransactionLockNoCounterRow(t *testing.T) {
 	t.Parallel()
@@ -87,7 +87,8 @@ func TestCountsPerTransactionLockNoCounterRow(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	e.requireCountersExact(q)
 	require.Equal(t, int64(5), e.live(q)) // 2 + 1 (REST) + 3 (tx) - 1 (acked)
-	require.Zero(t, e.count(`SELECT count(*) FROM ferry.at_commit`), "the deltas are gone with their commit")
+	require.Equal(t, int64(1), e.count(`SELECT count(*) FROM ferry.queue_counts WHERE queue_id = $1 AND slot < 0`, q.ID),
+		"the transaction's changes, in a row of its own")
 
 	// A rolled-back transaction counts nothing.
 	tx, err = e.pool.Begin(e.ctx)
@@ -159,8 +160,8 @@ func TestFixedWakeKeysAreNoPushConfigWakes(t *testing.T) {
 }
 
 // max_depth counts what the same transaction sent before: those messages
-// are counted into the queue's depth only at its commit (ferry.at_commit),
-// and without them one transaction could send any number of batches that
+// are in the transaction's own counter row, which only it sees before its
+// commit, and without them one transaction could send any number of batches that
 // each fit alone.
 func TestSQLSendMaxDepthCountsTheTransactionsOwnSends(t *testing.T) {
 	t.Parallel()

@@ -1,23 +1,21 @@
 -- What a caller's transaction does at its commit: its counter changes and
 -- its wakes.
 
--- Depth counters. The triggers of migration 000001 add to the
--- queue_counts row of the writing backend's slot (pg_backend_pid() % 64)
--- and hold its lock to commit: fine for Ferry's own short transactions,
--- but an application's transaction that sent or acked through the SQL API
--- would stall, until it ends, every REST write to the queue from a backend
--- with the same slot. So a SQL API function calls
--- ferry.counts_per_transaction() before it writes: for the rest of the
--- transaction the triggers record their changes in ferry.at_commit
--- instead, which nobody else writes, and they are added up into the slots
--- when the transaction commits: the slot is locked from then to the end
--- of the commit only, as a REST write's is. Those slots are 64..127, apart
--- from REST's 0..63: a REST transaction holds its slot while it waits for
--- a group lock (a send to a group after one to another queue), and a
--- committing SQL API transaction may hold that group's lock, so sharing
--- slots would let the two deadlock. (A caller that runs SET
--- CONSTRAINTS ALL IMMEDIATE applies them at once, and holds the slot from
--- then on.)
+-- Depth counters. The triggers of ferry.messages and ferry.dead_letters
+-- add to the queue_counts row of the writing backend's slot
+-- (pg_backend_pid() % 64) and hold its lock to commit: fine for Ferry's
+-- own short transactions, but an application's transaction that sent or
+-- acked through the SQL API would stall, until it ends, every REST write
+-- to the queue from a backend with the same slot. So a SQL API function
+-- calls ferry.counts_per_transaction() before it writes: for the rest of
+-- the transaction the triggers add to a counter row of the transaction's
+-- own (ferry.count_slot_of_transaction, counters.sql), which no other
+-- transaction writes or sees before the commit. One insert a transaction
+-- and queue, no work at the commit; the rotator's pass folds the committed
+-- rows into slot 128 (ferry.counts_fold). (Generations up to 13 wrote
+-- ferry.at_commit rows instead, added up at the commit by
+-- ferry.at_commit_apply, which stays for a transaction that wrote them
+-- while this generation was installed.)
 CREATE OR REPLACE FUNCTION ferry.counts_per_transaction() RETURNS void LANGUAGE sql AS $$
     SELECT set_config('ferry.counts', 'transaction', true)
 $$;
@@ -61,15 +59,16 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION ferry.wake_at_commit(bigint) FROM PUBLIC;
 
--- At commit: the transaction's counter changes, summed per queue, into
--- its slot, in queue order (the lock order of every counter write). The
--- first of the transaction's rows to fire does it all; the others find
--- nothing left. A deferred trigger runs as whoever commits (the
--- application's role, which may not touch Ferry's tables): it runs with
--- Ferry's rights. Its DELETE finds the transaction's rows by the index,
--- whatever plan the session cached while the table was small (a
--- sequential scan would read every dead row a busy table holds). The
--- totals grow by the net increase per queue, as in ferry.messages_counted.
+-- At commit, for a transaction that wrote ferry.at_commit rows
+-- (definitions generations up to 13, see above): its counter changes,
+-- summed per queue, into its slot, in queue order (the lock order of
+-- every counter write). The first of the transaction's rows to fire does
+-- it all; the others find nothing left. A deferred trigger runs as
+-- whoever commits (the application's role, which may not touch Ferry's
+-- tables): it runs with Ferry's rights. Its DELETE finds the
+-- transaction's rows by the index, whatever plan the session cached
+-- while the table was small. The totals grow by the net increase per
+-- queue, as in ferry.messages_counted.
 CREATE OR REPLACE FUNCTION ferry.at_commit_apply() RETURNS trigger LANGUAGE plpgsql
     SECURITY DEFINER SET search_path = ferry, pg_temp SET jit = off SET enable_seqscan = off AS $$
 BEGIN

@@ -23,7 +23,7 @@ import (
 // one with every change to a .sql file here (TestGenerationBumped holds
 // generations.sha256 to it), so that a database records which a binary
 // installed and an older binary never installs over a newer one.
-const Generation = 13
+const Generation = 14
 
 //go:embed *.sql
 var files embed.FS

@@ -49,11 +49,17 @@ REVOKE ALL ON FUNCTION ferry.send_field(boolean, integer, text) FROM PUBLIC;
 -- The shape of a send's messages, which REST's decoder checks before
 -- anything else: each an object, no unknown member (first, over the whole
 -- batch, as REST's strict pass), each member of its JSON type. Raises
--- FR400 at the first. One statement per step for the whole batch.
+-- FR400 at the first. One statement per step for the whole batch, and
+-- none when every message is an object of a body alone (one jsonpath
+-- expression, no statement: the usual ferry.send).
 CREATE OR REPLACE FUNCTION ferry.send_check_shape(messages jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     bad text;
 BEGIN
+    IF NOT jsonb_path_exists(messages, '$[*] ? (@.type() != "object")', '{}', true)
+        AND NOT jsonb_path_exists(messages, '$[*].keyvalue() ? (@.key != "body")', '{}', true) THEN
+        RETURN;
+    END IF;
     SELECT format('messages[%s]: must be an object, not %s', e.i - 1, ferry.json_kind(e.m, true)) INTO bad
     FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i)
     WHERE jsonb_typeof(e.m) <> 'object' ORDER BY e.i LIMIT 1;
@@ -157,13 +163,13 @@ CREATE OR REPLACE FUNCTION ferry.send_plan(q ferry.queues, messages jsonb, singl
 DECLARE
     p ferry.send_columns := ROW('{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}');
     m jsonb;
-    i integer := 0;
     first_of jsonb := '{}';
     retention interval := make_interval(secs => q.retention_seconds);
     d text;
 BEGIN
-    FOR m IN SELECT value FROM jsonb_array_elements(messages) LOOP
-        i := i + 1;
+    -- By index, not jsonb_array_elements: no statement per call.
+    FOR i IN 1 .. jsonb_array_length(messages) LOOP
+        m := messages -> (i - 1);
         IF ferry.send_deliver_at(m ->> 'deliver_at') - now() >= retention THEN
             PERFORM ferry.raise(400, 'invalid_request', ferry.send_field(single, i - 1, 'deliver_at') || ': is beyond the queue''s retention');
         ELSIF make_interval(secs => (m ->> 'delay_seconds')::integer) >= retention THEN
@@ -223,14 +229,14 @@ CREATE OR REPLACE FUNCTION ferry.send_queue_rules(q ferry.queues, messages jsonb
     LANGUAGE plpgsql AS $$
 DECLARE
     m jsonb;
-    i integer := 0;
     size bigint;
     out jsonb := '[]';
 BEGIN
     IF coalesce(q.max_message_size, 0) = 0 AND NOT q.content_based_dedup THEN
         RETURN messages;
     END IF;
-    FOR m IN SELECT value FROM jsonb_array_elements(messages) LOOP
+    FOR i IN 0 .. jsonb_array_length(messages) - 1 LOOP
+        m := messages -> i;
         IF q.max_message_size > 0 THEN
             size := ferry.json_compact_size(m -> 'body') + CASE WHEN jsonb_typeof(m -> 'attributes') = 'object'
                 AND m -> 'attributes' <> '{}' THEN ferry.attributes_size(m -> 'attributes') ELSE 0 END;
@@ -243,7 +249,6 @@ BEGIN
             m := m || jsonb_build_object('dedup_id', ferry.content_dedup_id(m -> 'body'));
         END IF;
         out := out || jsonb_build_array(m);
-        i := i + 1;
     END LOOP;
     RETURN out;
 END $$;
@@ -259,11 +264,9 @@ DECLARE
     live text[];
     fresh bigint;
 BEGIN
+    -- The depth counts what this transaction sent and removed before: its
+    -- own counter row (ferry.count_slot_of_transaction) is in the sum.
     SELECT d.depth INTO depth FROM ferry.message_send_depth_lock(ARRAY[q.id]) AS d;
-    -- What this transaction sent and removed before is counted at its
-    -- commit only (ferry.at_commit): it takes room now.
-    depth := depth + (SELECT coalesce(sum(a.messages), 0) FROM ferry.at_commit a
-        WHERE a.xact = pg_current_xact_id() AND a.key = q.id);
     live := ARRAY(SELECT ferry.message_send_dedup_live(q.id, ARRAY(SELECT x FROM unnest(p.dedups) AS x WHERE x IS NOT NULL)));
     SELECT count(*) INTO fresh FROM unnest(p.dedups) AS r(dedup_id) WHERE r.dedup_id IS NULL OR r.dedup_id <> ALL (live);
     IF fresh > q.max_depth THEN
@@ -321,7 +324,7 @@ BEGIN
     p := ferry.send_plan(q, messages, single);
     IF q.max_depth > 0 THEN
         PERFORM ferry.read_committed_only('a send to a queue with a max_depth', 'the queue''s lock');
-    ELSIF EXISTS (SELECT 1 FROM unnest(p.groups) AS g WHERE g IS NOT NULL) THEN
+    ELSIF cardinality(array_remove(p.groups, NULL)) > 0 THEN
         PERFORM ferry.read_committed_only('a send to a message group', 'the group''s lock');
     END IF;
     IF q.max_depth > 0 THEN
@@ -342,14 +345,15 @@ DECLARE
     dup boolean[] := array_fill(false, ARRAY[n]);
     got integer := 0;
     fresh boolean := false;
+    plain bigint[];
     r record;
 BEGIN
     PERFORM ferry.counts_per_transaction();
-    IF NOT EXISTS (SELECT 1 FROM unnest(p.groups, p.dedups) AS t(g, d) WHERE g IS NOT NULL OR d IS NOT NULL) THEN
-        FOR r IN SELECT x, row_number() OVER (ORDER BY x) AS k
-                FROM ferry.message_send_plain(q.id, p.bodies, p.attrs, p.delays_ms, p.deliver_at) AS x LOOP
-            ids[p.sent[r.k]] := r.x;
-            got := got + 1;
+    IF cardinality(array_remove(p.groups, NULL)) = 0 AND cardinality(array_remove(p.dedups, NULL)) = 0 THEN
+        plain := ARRAY(SELECT x FROM ferry.message_send_plain(q.id, p.bodies, p.attrs, p.delays_ms, p.deliver_at) AS x ORDER BY x);
+        got := cardinality(plain);
+        FOR k IN 1 .. got LOOP
+            ids[p.sent[k]] := plain[k];
         END LOOP;
         fresh := got > 0;
     ELSE
@@ -383,7 +387,11 @@ BEGIN
     IF fresh THEN
         PERFORM ferry.wake_at_commit(q.id);
     END IF;
-    RETURN QUERY SELECT t.i::text, t.d FROM unnest(ids, dup) WITH ORDINALITY AS t(i, d, o) ORDER BY t.o;
+    FOR k IN 1 .. n LOOP
+        id := ids[k]::text;
+        duplicate := dup[k];
+        RETURN NEXT;
+    END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION ferry.send_write(ferry.queues, ferry.send_columns, integer) FROM PUBLIC;
 
