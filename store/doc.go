@@ -152,6 +152,23 @@
 //     wake causes, and every later send NOTIFYs. (An xid still running
 //     after a minute is left to the fallback poll: the watch is bounded.)
 //
+// (The watch wakes the keys whenever one of those transactions ends, not
+// only after the last: a long transaction elsewhere in the cluster does
+// not hold back a send that has committed.)
+//
+// ferry.publish's wake, the relay's key, works the other way round: it
+// is skipped while some instance's [Relay] is awake, a row of
+// [RelayWakeKey] refreshed within the last second. A relay that finds
+// events stays awake and looks again on its own (at once after a pass
+// that found some, every 5 ms otherwise) until it has found none for
+// 50 ms; then it deletes its row, looks once more, and again whenever a
+// transaction in progress at the delete's commit ends (a publish among
+// them read the row and sent no NOTIFY), as a registration does. Under a
+// steady stream of publishes the relay never sleeps and no publish
+// NOTIFYs. A relay whose instance dies leaves a row that is stale within
+// the second; the events whose publishes read it just before are found
+// by the next NOTIFY or a relay's fallback poll (30 s in the server).
+//
 // The registration costs two statements once per queue, not per poll; no
 // write is made while polls keep waiting. A queue none has waited on for
 // registerIdle (30 s) is deleted; rows of a listener pid that no backend

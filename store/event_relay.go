@@ -62,6 +62,9 @@ type Relay struct {
 	log       *slog.Logger
 	took      func(events int, bytes int64) // tests: what each batch read
 	kick      chan struct{}
+	n         *Notifier  // nil: never awake (event_relay_awake.go)
+	awake     relayAwake // Run's
+	awakeIdle time.Duration
 	filters   filterCache
 	running   sync.Mutex // one drain at a time in a process
 }
@@ -93,7 +96,8 @@ type RelayConfig struct {
 func NewRelay(pool *pgxpool.Pool, n *Notifier, cfg RelayConfig) *Relay {
 	r := &Relay{
 		pool: pool, published: cfg.Published, appended: cfg.Appended, poll: cfg.FallbackPoll, batch: cfg.MaxEvents,
-		maxBytes: cfg.MaxBytes, log: cfg.Log, kick: make(chan struct{}, 1),
+		maxBytes: cfg.MaxBytes, log: cfg.Log, kick: make(chan struct{}, 1), n: n,
+		awakeIdle: relayAwakeIdle,
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = RelayMaxBytes
@@ -126,13 +130,21 @@ func (r *Relay) Kick() {
 }
 
 // Run relays until ctx ends; a batch in progress then still commits.
+// While it finds events it stays awake (event_relay_awake.go): it looks
+// every relayAwakePoll, and publishes send no NOTIFY.
 func (r *Relay) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 	r.Kick() // what was left pending before this start
+	defer r.sleepOnStop()
 	for {
 		wait := r.poll
-		if backoff > 0 {
+		switch {
+		case backoff > 0:
 			wait = backoff
+		case r.awake.pid != 0 && r.awake.found.Equal(r.awake.last):
+			wait = 0 // the last pass found events: at once
+		case r.awake.pid != 0:
+			wait = relayAwakePoll
 		}
 		timer := time.NewTimer(wait)
 		polled := false
@@ -142,18 +154,20 @@ func (r *Relay) Run(ctx context.Context) {
 			return
 		case <-r.kick:
 		case <-timer.C:
-			polled = backoff == 0
+			polled = backoff == 0 && r.awake.pid == 0
 		}
 		timer.Stop()
 		if polled && !r.anyPending(ctx) {
 			continue
 		}
-		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+		n, err := r.drainPass(ctx)
+		if err != nil && ctx.Err() == nil {
 			backoff = min(max(2*backoff, 50*time.Millisecond), r.poll)
 			r.log.Warn("relay: pending events not appended; retrying", "error", err, "in", backoff)
 			continue
 		}
 		backoff = 0
+		r.stayAwake(ctx, n > 0)
 	}
 }
 
@@ -172,29 +186,47 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 	defer r.running.Unlock()
 	total := 0
 	for ctx.Err() == nil {
-		topics, err := r.pendingTopics(ctx)
-		if err != nil {
+		n, progress, err := r.pass(ctx)
+		total += n
+		if err != nil || !progress {
 			return total, err
-		}
-		progress := false
-		for _, id := range topics {
-			for ctx.Err() == nil {
-				b, err := r.relayBatch(id)
-				if err != nil {
-					return total, err
-				}
-				total += b.n
-				progress = progress || b.done
-				if !b.done || !b.more {
-					break
-				}
-			}
-		}
-		if !progress {
-			return total, nil
 		}
 	}
 	return total, nil
+}
+
+// drainPass is one pass of [Relay.Drain]: what Run does between its
+// looks at whether to stay awake.
+func (r *Relay) drainPass(ctx context.Context) (int, error) {
+	r.running.Lock()
+	defer r.running.Unlock()
+	n, _, err := r.pass(ctx)
+	return n, err
+}
+
+// pass appends the committed pending events of every topic that has
+// some, each until a batch is not full, and reports how many it
+// appended and whether it took any topic's batch (a topic another
+// instance held is left to it).
+func (r *Relay) pass(ctx context.Context) (total int, progress bool, err error) {
+	topics, err := r.pendingTopics(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, id := range topics {
+		for ctx.Err() == nil {
+			b, err := r.relayBatch(id)
+			if err != nil {
+				return total, progress, err
+			}
+			total += b.n
+			progress = progress || b.done
+			if !b.done || !b.more {
+				break
+			}
+		}
+	}
+	return total, progress, nil
 }
 
 // pendingTopics lists the topics with committed pending events: one probe

@@ -59,6 +59,11 @@ func (e *env) newRelay() *store.Relay {
 
 // runRelay runs a Relay woken by a Notifier of its own, until cleanup.
 func (e *env) runRelay(published func(topicIDs, subs []int64)) (*store.Relay, *store.Notifier) {
+	return e.runRelayWith(published, func(*store.Relay) {})
+}
+
+// runRelayWith is runRelay with setup called on the Relay before it runs.
+func (e *env) runRelayWith(published func(topicIDs, subs []int64), setup func(*store.Relay)) (*store.Relay, *store.Notifier) {
 	n := store.NewNotifier(e.pool, 5*time.Millisecond, slog.New(slog.DiscardHandler))
 	r := store.NewRelay(e.pool, n, store.RelayConfig{Published: func(topicIDs, subs []int64) {
 		keys := []int64{}
@@ -70,6 +75,7 @@ func (e *env) runRelay(published func(topicIDs, subs []int64)) (*store.Relay, *s
 			published(topicIDs, subs)
 		}
 	}})
+	setup(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -44,10 +44,12 @@ type registration struct {
 
 // straggler is what a registration waits out: the transactions in
 // progress when it committed (a send among them may have missed the row,
-// and so sent no NOTIFY), and the keys to wake once all have ended.
+// and so sent no NOTIFY), and the keys to wake once all have ended (or
+// kick to call: the relay's, relayAsleep).
 type straggler struct {
 	xids  []int64
 	keys  []int64
+	kick  func()
 	since time.Time
 }
 
@@ -151,19 +153,30 @@ func (n *Notifier) insertRegistration(ctx context.Context, key int64, listener i
 		ON CONFLICT (key, listener) DO NOTHING`, key, listener); err != nil {
 		return err
 	}
-	var xids []int64
+	return n.waitOut(ctx, straggler{keys: []int64{key}})
+}
+
+// waitOut reads which transactions are in progress now and has s's keys
+// woken and its kick called once they all have ended (at once, when none
+// is).
+func (n *Notifier) waitOut(ctx context.Context, s straggler) error {
 	if err := n.pool.QueryRow(ctx, `/* ferry:wake_register_snapshot */
-		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&xids); err != nil {
+		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&s.xids); err != nil {
 		return err
 	}
-	if len(xids) > 0 {
-		n.regMu.Lock()
-		n.stragglers = append(n.stragglers, straggler{xids: xids, keys: []int64{key}, since: time.Now()})
-		n.regMu.Unlock()
-		select {
-		case n.strKick <- struct{}{}:
-		default:
+	if len(s.xids) == 0 {
+		if s.kick != nil {
+			s.kick()
 		}
+		return nil
+	}
+	s.since = time.Now()
+	n.regMu.Lock()
+	n.stragglers = append(n.stragglers, s)
+	n.regMu.Unlock()
+	select {
+	case n.strKick <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -213,11 +226,13 @@ func (n *Notifier) watchStragglers(ctx context.Context) {
 	}
 }
 
-// wakeEndedStragglers wakes the keys of the stragglers whose transactions
-// have all ended (or that are older than stragglerMax) and forgets them;
-// it reports whether any are left. When
-// the database cannot say, it wakes them all (the polls look again) and
-// keeps them.
+// wakeEndedStragglers wakes the keys of the stragglers (and calls their
+// kick) when any of their transactions has ended since the last look, so
+// that a long transaction elsewhere in the cluster does not hold back a
+// send that committed; it forgets those whose transactions have all
+// ended (or that are older than stragglerMax), and reports whether any
+// are left. When the database cannot say, it wakes them all (the polls
+// look again) and keeps them.
 func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 	n.regMu.Lock()
 	list := slices.Clone(n.stragglers)
@@ -233,11 +248,17 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 	err := n.pool.QueryRow(ctx, `/* ferry:wake_stragglers */
 		SELECT coalesce(array_agg(x), '{}') FROM unnest($1::bigint[]) AS x
 		WHERE pg_xact_status(x::text::xid8) = 'in progress'`, all).Scan(&running)
-	var wake []int64
+	var (
+		wake  []int64
+		kicks []func()
+	)
 	kept := make([]straggler, 0, len(list))
 	for _, s := range list {
 		if err != nil {
 			wake = append(wake, s.keys...)
+			if s.kick != nil {
+				kicks = append(kicks, s.kick)
+			}
 			kept = append(kept, s)
 			continue
 		}
@@ -247,11 +268,17 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 				left = append(left, x)
 			}
 		}
-		if len(left) == 0 || time.Since(s.since) > stragglerMax {
+		if len(left) < len(s.xids) || time.Since(s.since) > stragglerMax {
 			wake = append(wake, s.keys...)
+			if s.kick != nil {
+				kicks = append(kicks, s.kick)
+			}
+		}
+		if len(left) == 0 || time.Since(s.since) > stragglerMax {
 			continue
 		}
-		kept = append(kept, straggler{xids: left, keys: s.keys, since: s.since})
+		s.xids = left
+		kept = append(kept, s)
 	}
 	n.regMu.Lock()
 	n.stragglers = append(kept, n.stragglers[len(list):]...)
@@ -259,6 +286,9 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 	n.regMu.Unlock()
 	if len(wake) > 0 {
 		n.wake(wake)
+	}
+	for _, kick := range kicks {
+		kick()
 	}
 	return left
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,10 +87,18 @@ func TestNotifierRegistersWaiters(t *testing.T) {
 	require.Equal(t, "barrier", payload, "the raced send read no registration, so it sent no NOTIFY")
 }
 
+// relayAwake is the statement that writes a relay's awake row, refreshed
+// secondsAgo (store/event_relay_awake.go).
+func relayAwake(secondsAgo string) string {
+	return `INSERT INTO ferry.wake_waiters (key, listener, registered_at)
+		VALUES (-9223372036854775806, 1, clock_timestamp() - interval '` + secondsAgo + ` seconds')`
+}
+
 // TestSQLSendNotifiesOnlyForWaiters: ferry.send to a queue no instance has
 // registered sends no NOTIFY; one to a registered queue, to a push queue,
 // or in a REPEATABLE READ transaction does, and so does ferry.publish (the
-// relay's key); and every send does while an instance of an older release
+// relay's key) unless a relay is awake (a row refreshed within the second;
+// in READ COMMITTED only); and every send does while an instance of an older release
 // listens, or none of this release. Each is followed by a NOTIFY of the test's own, so the
 // payloads heard show which sent one.
 func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
@@ -116,16 +125,23 @@ func TestSQLSendNotifiesOnlyForWaiters(t *testing.T) {
 		{"push", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(pushed.ID, 10), ""},
 		{"repeatable read", `SELECT ferry.send($1, '1')`, "repeatable read", strconv.FormatInt(plain.ID, 10), ""},
 		{"publish", `SELECT ferry.publish($1, 'x', '1')`, "read committed", "-9223372036854775806", ""},
+		{"publish, a relay awake", `SELECT ferry.publish($1, 'x', '1')`, "read committed", "", relayAwake("0")},
+		{"publish, a relay awake 2 s ago", `SELECT ferry.publish($1, 'x', '1')`, "read committed", "-9223372036854775806", relayAwake("2")},
+		{"publish in repeatable read, a relay awake", `SELECT ferry.publish($1, 'x', '1')`, "repeatable read", "-9223372036854775806",
+			relayAwake("0")},
 		{"an older release listens", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(plain.ID, 10),
 			`INSERT INTO ferry.wake_waiters (key, listener) VALUES (-1, 1)`},
 		{"no listener of this release", `SELECT ferry.send($1, '1')`, "read committed", strconv.FormatInt(plain.ID, 10),
 			`DELETE FROM ferry.wake_waiters WHERE key = 0`},
 	} {
-		target := map[string]string{"a waiter": waited.Name, "push": pushed.Name, "publish": e.name("t")}[c.name]
+		target := map[string]string{"a waiter": waited.Name, "push": pushed.Name}[c.name]
+		if strings.HasPrefix(c.name, "publish") {
+			target = e.name("t")
+		}
 		if target == "" {
 			target = plain.Name
 		}
-		_, err := e.pool.Exec(e.ctx, `DELETE FROM ferry.wake_waiters WHERE key IN (0, -1);
+		_, err := e.pool.Exec(e.ctx, `DELETE FROM ferry.wake_waiters WHERE key IN (0, -1, -9223372036854775806);
 			INSERT INTO ferry.wake_waiters (key, listener) VALUES (0, pg_backend_pid())`)
 		require.NoError(t, err)
 		tx, err := e.pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(c.isolation)})

@@ -207,12 +207,15 @@ func (c Config) checkTLS() error {
 const fetchPollInterval = 30 * time.Second
 
 // relayPollInterval is how often the outbox relay looks for pending SQL
-// API events without having heard a NOTIFY. Only a fallback: a NOTIFY is
-// not lost while the listener is connected, the Notifier wakes the relay
+// API events without having heard a NOTIFY. A fallback: a NOTIFY is not
+// lost while the listener is connected, the Notifier wakes the relay
 // whenever it reconnects, and a failed batch is retried with a backoff of
-// its own; so an idle Ferry reads once every five minutes (the idle
-// minute's budget is 60 transactions, most of them River's).
-const relayPollInterval = 5 * time.Minute
+// its own. But a publish skips its NOTIFY while some relay is awake
+// (store/event_relay_awake.go), and if that relay's instance dies or
+// stops just then, the event waits for the next NOTIFY or this poll. So
+// an idle Ferry reads twice a minute (the idle minute's budget is 60
+// transactions, most of them River's).
+const relayPollInterval = 30 * time.Second
 
 // pingAfterIdle is how long a pooled connection may sit idle before the
 // pool checks it with a ping when handing it out.

@@ -44,9 +44,24 @@ REVOKE ALL ON FUNCTION ferry.counts_per_transaction() FROM PUBLIC;
 -- those always NOTIFY.
 -- (Without the table, as after a down of migration 000021, it always
 -- NOTIFYs; the subqueries are planned only when reached.)
+-- The relays' key (store.RelayWakeKey, ferry.publish's) is the other way
+-- round: no NOTIFY while some instance's relay is awake, which it says by
+-- a row of that key refreshed in the last second (store.Relay: it keeps
+-- looking for pending events on its own while it finds some). When it
+-- stops looking it deletes the row and waits out the transactions in
+-- progress at that commit as a registration does, then looks once more;
+-- a relay that died leaves a row that is stale within the second.
 CREATE OR REPLACE FUNCTION ferry.wake_at_commit(key bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF key <= 0
+    IF key = -9223372036854775806 AND current_setting('transaction_isolation') = 'read committed'
+        AND pg_current_xact_id_if_assigned() IS NOT NULL
+        AND to_regclass('ferry.wake_waiters') IS NOT NULL THEN
+        IF EXISTS (SELECT FROM ferry.wake_waiters w WHERE w.key = wake_at_commit.key
+                AND w.registered_at > clock_timestamp() - interval '1 second') THEN
+            RETURN;
+        END IF;
+        PERFORM pg_notify('ferry_messages', key::text);
+    ELSIF key <= 0
         OR current_setting('transaction_isolation') <> 'read committed'
         OR pg_current_xact_id_if_assigned() IS NULL
         OR to_regclass('ferry.wake_waiters') IS NULL THEN

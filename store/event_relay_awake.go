@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// A relay that finds pending events stays awake: it looks again every
+// relayAwakePoll on its own, and says so by a row of [RelayWakeKey] in
+// ferry.wake_waiters (named by its Notifier's listener pid, refreshed
+// every relayAwakeRefresh), so that ferry.publish skips the NOTIFY, whose
+// commit would wait for every other notifying commit's fsync (store/doc.go,
+// "# Wakes"). A publish trusts a row refreshed within the last second: a
+// relay that died stops being trusted within it. After relayAwakeIdle
+// with nothing found the relay deletes the row, looks once more at once,
+// and again once every transaction in progress at the delete's commit
+// has ended (a publish among them may have read the row and sent no
+// NOTIFY), then waits for NOTIFYs.
+const (
+	relayAwakePoll    = 5 * time.Millisecond
+	relayAwakeIdle    = 50 * time.Millisecond
+	relayAwakeRefresh = 250 * time.Millisecond
+)
+
+// relayAwake is the relay's awake row: the listener pid that names it (0
+// while asleep), when it was last written, when the relay last found
+// events and when it last looked.
+type relayAwake struct {
+	pid                    int32
+	refreshed, found, last time.Time
+}
+
+// stayAwake updates the relay's awake state after a look that found
+// events or not: awake (or refreshed) when it found some, asleep once it
+// has found none for relayAwakeIdle. A relay without a Notifier never
+// wakes: publishes NOTIFY.
+func (r *Relay) stayAwake(ctx context.Context, found bool) {
+	if r.n == nil {
+		return
+	}
+	now := time.Now()
+	r.awake.last = now
+	if found {
+		r.awake.found = now
+	}
+	switch {
+	case r.awake.pid == 0 && !found:
+	case r.awake.pid != 0 && now.Sub(r.awake.found) >= r.awakeIdle:
+		if err := r.n.relayAsleep(ctx, r.awake.pid, r.Kick); err != nil {
+			// Still awake: the next look tries again.
+			r.log.Warn("relay: going to sleep failed; looking on", "error", err)
+			return
+		}
+		r.awake.pid = 0
+		r.Kick() // the look after the delete
+	case r.awake.pid == 0 || now.Sub(r.awake.refreshed) >= relayAwakeRefresh:
+		pid, err := r.n.relayAwake(ctx)
+		if err != nil {
+			r.log.Warn("relay: saying it is awake failed; publishes NOTIFY", "error", err)
+			return
+		}
+		// A new listener's pid names a new row: the old pid's row is
+		// swept with its backend, and is stale within the second.
+		r.awake.pid, r.awake.refreshed = pid, now
+	}
+}
+
+// relayAwake writes the awake row of this instance's relay, registered
+// now by the database's clock, and returns the listener pid that names
+// it: 0 when nothing listens (no row; publishes NOTIFY).
+func (n *Notifier) relayAwake(ctx context.Context) (int32, error) {
+	n.regMu.Lock()
+	pid := n.listenerPID
+	n.regMu.Unlock()
+	if pid == 0 {
+		return 0, nil
+	}
+	_, err := n.pool.Exec(ctx, `/* ferry:relay_awake */
+		INSERT INTO ferry.wake_waiters (key, listener, registered_at) VALUES ($1, $2, clock_timestamp())
+		ON CONFLICT (key, listener) DO UPDATE SET registered_at = excluded.registered_at`, RelayWakeKey, pid)
+	return pid, err
+}
+
+// relayAsleep deletes the relay's awake row of listener pid and has kick
+// called once every transaction in progress at that commit has ended.
+func (n *Notifier) relayAsleep(ctx context.Context, pid int32, kick func()) error {
+	if _, err := n.pool.Exec(ctx, `/* ferry:relay_asleep */
+		DELETE FROM ferry.wake_waiters WHERE key = $1 AND listener = $2`, RelayWakeKey, pid); err != nil {
+		return err
+	}
+	return n.waitOut(ctx, straggler{kick: kick})
+}
+
+// sleepOnStop deletes the awake row of a relay that stops and NOTIFYs
+// the relays' key, in one statement, so that another instance's relay
+// looks at once. (A publish that read the row just before and commits
+// after is found by the next look of another relay: the next NOTIFY, or
+// its fallback poll.)
+func (r *Relay) sleepOnStop() {
+	if r.n == nil || r.awake.pid == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := r.pool.Exec(ctx, `/* ferry:relay_stop */
+		WITH d AS (DELETE FROM ferry.wake_waiters WHERE key = $1 AND listener = $2)
+		SELECT pg_notify('ferry_messages', $1::text)`, RelayWakeKey, r.awake.pid); err != nil {
+		r.log.Warn("relay: deleting its awake row failed; it is stale within a second", "error", err)
+	}
+	r.awake.pid = 0
+}
