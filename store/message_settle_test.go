@@ -228,3 +228,47 @@ func TestAckExpiredReceiptRacingClaim(t *testing.T) {
 		e.requireCountersExact(q)
 	})
 }
+
+// A settle locks its messages in id order, whatever order its receipts
+// come in, so it never holds one while it waits for another that a
+// second transaction holds before wanting the first: here a transaction
+// holds the smaller id, an ack lists the larger first and waits, and the
+// holder can still lock the larger one at once (a settle that locked in
+// the receipts' order would hold it, and PostgreSQL would abort one of
+// the two as a deadlock). Then both acks take effect.
+func TestSettleLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("ordered-locks", store.QueuePatch{})
+	e.send(q, msg(1), msg(2))
+	got := e.claim(q, 2, time.Minute)
+	require.Len(t, got, 2)
+	small, large := got[0], got[1]
+	if large.ID < small.ID {
+		small, large = large, small
+	}
+
+	holder, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(e.ctx) }()
+	_, err = holder.Exec(e.ctx, `SELECT FROM ferry.messages WHERE queue_id = $1 AND id = $2 FOR UPDATE`, q.ID, small.ID)
+	require.NoError(t, err)
+
+	acker := e.newNamedPool(2, "ordered-acker")
+	acked := inBackground(func(time.Time) error {
+		res, _, err := store.MessageAck(e.ctx, acker, q.ID, []store.Receipt{large.Receipt, small.Receipt})
+		if err == nil && (!res[0].OK || !res[1].OK) {
+			t.Errorf("acks: %+v", res)
+		}
+		return err
+	})
+	e.activityWaitingEventually("ordered-acker")
+	// NOWAIT: a settle that held it would make this wait, and then lose
+	// the deadlock (its retry would hide that).
+	_, err = holder.Exec(e.ctx, `SELECT FROM ferry.messages WHERE queue_id = $1 AND id = $2 FOR UPDATE NOWAIT`, q.ID, large.ID)
+	require.NoError(t, err, "the ack waits holding nothing: the larger id is free")
+	require.NoError(t, holder.Commit(e.ctx))
+	require.NoError(t, <-acked)
+	require.Zero(t, e.live(q))
+	e.requireCountersExact(q)
+}
