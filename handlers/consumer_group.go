@@ -134,7 +134,7 @@ func (h *handler) consumerGroupPoll(c echo.Context) error {
 	for i, e := range res.Events {
 		out.Events[i] = h.toEventReply(c, source, e)
 	}
-	return reply(c, http.StatusOK, out)
+	return replyPoll(c, out)
 }
 
 type commitRequest struct {

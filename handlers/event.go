@@ -211,7 +211,7 @@ func (h *handler) eventRead(c echo.Context) error {
 	if wantsCloudBatch(c.Request()) {
 		return cloudBatchReply(c, out, next)
 	}
-	return reply(c, http.StatusOK, map[string]any{"events": out, "next_offset": next})
+	return replyEventsRead(c, out, next)
 }
 
 // toEventReply is an event as reads and polls answer it: absent data is
