@@ -243,7 +243,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 		for i, m := range msgs {
 			out[i] = subscriptionMessageReply{ID: deref(m.EventID, ""), Event: store.CloudDelivery(m.Body, ref.topic), Receipt: m.Receipt.String(), ReceiveCount: m.ReceiveCount}
 		}
-		return reply(c, http.StatusOK, map[string]any{"messages": out})
+		return replySubscriptionMessages(c, out)
 	}
 	out := make([]receivedMessageReply, len(msgs))
 	for i, m := range msgs {
@@ -254,7 +254,7 @@ func (h *handler) messageReceive(c echo.Context) error {
 			SentAt:           m.SentAt.UTC(),
 		}
 	}
-	return reply(c, http.StatusOK, map[string]any{"messages": out})
+	return replyReceived(c, out)
 }
 
 func deref[T any](p *T, def T) T {
