@@ -650,3 +650,60 @@ func TestPublisherWaitsOutAClaimHeldBriefly(t *testing.T) {
 	require.True(t, got.res[0].Duplicate)
 	require.Equal(t, first.Results[0].Offset, got.res[0].Offset)
 }
+
+// One ferry.publish_batch of every kind of event at once, in the caller's
+// transaction: keyless events spread from one draw of the spread sequence
+// (the n-th keyless event of the call, duplicates counted, takes the draw
+// + n - 1), keyed ones by their key; a repeat of an id of the batch and
+// an id of the window (appended) are duplicates with the original's
+// partition; the fresh events are pending in event order, each id once,
+// a null attribute as "". A batch of keyed events draws nothing.
+func TestSQLPublishBatchMixed(t *testing.T) {
+	t.Parallel()
+	e, tp := newTopicEnv(t, "mixed", 8)
+	old := e.sqlPublish(e.pool, "mixed", ev("old", "t", "key", "ko"))
+	require.Equal(t, []sqlPublished{{"old", store.PartitionForKey("ko", 8), false}}, old)
+	require.Equal(t, 1, e.drain(e.newRelay()))
+
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(e.ctx) //nolint:errcheck // the test reads its own writes only
+	got := e.sqlPublish(tx, "mixed",
+		ev("", "t0"), ev("a", "t1", "key", "k1"), ev("a", "t2"), ev("old", "t3"),
+		ev("", "t4"), ev("b", "t5", "key", "k2", "attributes", map[string]any{"x": nil, "y": "z"}), ev("b", "t6"))
+	var draw int64
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT currval('ferry.event_spread_seq')`).Scan(&draw))
+	spread := func(n int64) int { return int((draw + n - 1) % 8) }
+	genID := `^evt_[0-9a-f]{32}$`
+	require.Regexp(t, genID, got[0].ID)
+	require.Regexp(t, genID, got[4].ID)
+	require.NotEqual(t, got[0].ID, got[4].ID)
+	pk1, pk2 := store.PartitionForKey("k1", 8), store.PartitionForKey("k2", 8)
+	require.Equal(t, []sqlPublished{
+		{got[0].ID, spread(1), false}, {"a", pk1, false}, {"a", pk1, true}, {"old", old[0].Partition, true},
+		{got[4].ID, spread(4), false}, {"b", pk2, false}, {"b", pk2, true},
+	}, got)
+
+	rows, err := tx.Query(e.ctx, `SELECT id, partition, type, coalesce(key, ''), coalesce(attributes::text, '')
+		FROM ferry.event_pending WHERE topic_id = $1 ORDER BY seq`, tp.ID)
+	require.NoError(t, err)
+	pending, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var id, typ, key, attrs string
+		var p int
+		err := row.Scan(&id, &p, &typ, &key, &attrs)
+		return fmt.Sprintf("%s p%d %s %s %s", id, p, typ, key, attrs), err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		fmt.Sprintf("%s p%d t0  ", got[0].ID, spread(1)),
+		fmt.Sprintf("a p%d t1 k1 ", pk1),
+		fmt.Sprintf("%s p%d t4  ", got[4].ID, spread(4)),
+		fmt.Sprintf(`b p%d t5 k2 {"x": "", "y": "z"}`, pk2),
+	}, pending)
+
+	keyed := e.sqlPublish(tx, "mixed", ev("c", "t", "key", "k3"), ev("a", "t", "key", "k9"))
+	require.Equal(t, []sqlPublished{{"c", store.PartitionForKey("k3", 8), false}, {"a", pk1, true}}, keyed)
+	var after int64
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT currval('ferry.event_spread_seq')`).Scan(&after))
+	require.Equal(t, draw, after, "a batch of keyed events draws nothing")
+}

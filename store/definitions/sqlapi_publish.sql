@@ -15,14 +15,15 @@
 -- The shape of a publish's events, as REST's decoder checks it: an array
 -- of objects with only the members id, type, key, data, attributes (or,
 -- for ferry.publish, options with id, key, attributes), each of its
--- type. Raises FR400 at the first mistake, FR413 over the batch limit.
--- Members are named as REST names them, with the event's index where
--- REST's decoder cannot give it ("events[3].type: must be a string").
-CREATE OR REPLACE FUNCTION ferry.publish_check_shape(events jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
+-- type. Raises FR400 at the first mistake, FR413 over max_batch events;
+-- returns events. Members are named as REST names them, with the event's
+-- index where REST's decoder cannot give it ("events[3].type: must be a
+-- string"). An event that breaks no rule (the usual one) costs no
+-- statement.
+CREATE OR REPLACE FUNCTION ferry.publish_check_shape(events jsonb, single boolean, max_batch integer) RETURNS jsonb
+    LANGUAGE plpgsql AS $$
 DECLARE
-    max_batch integer := (SELECT l.max_batch FROM ferry.sql_limits l);
     e jsonb;
-    i integer;
     k text;
     v jsonb;
     f text;
@@ -37,7 +38,18 @@ BEGIN
         PERFORM ferry.raise(413, 'payload_too_large',
             format('a batch holds at most %s events, not %s', max_batch, jsonb_array_length(events)));
     END IF;
-    FOR e, i IN SELECT x.e, x.i - 1 FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, i) LOOP
+    FOR i IN 0 .. jsonb_array_length(events) - 1 LOOP
+        e := events -> i;
+        -- Only whether no rule below applies (no statement): then the
+        -- next event. The usual one goes no further.
+        CONTINUE WHEN jsonb_typeof(e) = 'object'
+            AND e - ARRAY['id', 'type', 'key', 'data', 'attributes'] = '{}'
+            AND coalesce(jsonb_typeof(e -> 'id'), 'null') IN ('string', 'null')
+            AND coalesce(jsonb_typeof(e -> 'type'), 'null') IN ('string', 'null')
+            AND coalesce(jsonb_typeof(e -> 'key'), 'null') IN ('string', 'null')
+            AND (coalesce(jsonb_typeof(e -> 'attributes'), 'null') = 'null'
+                OR jsonb_typeof(e -> 'attributes') = 'object'
+                    AND NOT jsonb_path_exists(e -> 'attributes', 'strict $.* ? (@.type() != "string" && @.type() != "null")'));
         IF jsonb_typeof(e) <> 'object' THEN
             PERFORM ferry.raise(400, 'invalid_request',
                 CASE WHEN single THEN 'options' ELSE format('events[%s]', i) END
@@ -60,20 +72,29 @@ BEGIN
             END IF;
         END LOOP;
     END LOOP;
+    RETURN events;
+END $$;
+REVOKE ALL ON FUNCTION ferry.publish_check_shape(jsonb, boolean, integer) FROM PUBLIC;
+
+-- ferry.publish_check_shape with the configured batch limit, kept with
+-- its signature (TestSignaturesKept); ferry.publish_events calls the one
+-- above with the limits it read.
+CREATE OR REPLACE FUNCTION ferry.publish_check_shape(events jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM ferry.publish_check_shape(events, single, (SELECT l.max_batch FROM ferry.sql_limits l));
 END $$;
 REVOKE ALL ON FUNCTION ferry.publish_check_shape(jsonb, boolean) FROM PUBLIC;
 
 -- The field checks of a publish's events, as REST's (handlers' toPublishEvents):
 -- id, type and key 1-256 bytes of text (type required),
 -- attributes' keys 1-256 bytes and values at most 4096, a valid
--- traceparent, and data with attributes within the body limit (FR413 at
+-- traceparent, and data with attributes within max_body bytes (FR413 at
 -- the first event over it). Every mistake is collected, and the first
--- named, as REST does.
-CREATE OR REPLACE FUNCTION ferry.publish_check_fields(events jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
+-- named, as REST does. Returns events. Statements only for attributes.
+CREATE OR REPLACE FUNCTION ferry.publish_check_fields(events jsonb, single boolean, max_body integer) RETURNS jsonb
+    LANGUAGE plpgsql AS $$
 DECLARE
-    max_body integer := (SELECT l.max_body_bytes FROM ferry.sql_limits l);
     e jsonb;
-    i integer;
     name text;
     item text;
     attrs jsonb;
@@ -82,7 +103,8 @@ DECLARE
     size bigint;
     errs text[] := '{}';
 BEGIN
-    FOR e, i IN SELECT x.e, x.i - 1 FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, i) LOOP
+    FOR i IN 0 .. jsonb_array_length(events) - 1 LOOP
+        e := events -> i;
         item := CASE WHEN single THEN '' ELSE format('events[%s].', i) END;
         data_bytes := coalesce(octet_length(nullif(e -> 'data', 'null')::text), 0);
         IF ferry.json_too_deep(e -> 'data', data_bytes) THEN
@@ -98,6 +120,7 @@ BEGIN
             END IF;
         END LOOP;
         attrs := CASE WHEN jsonb_typeof(e -> 'attributes') = 'object' AND e -> 'attributes' <> '{}' THEN e -> 'attributes' END;
+        attrs_size := 0;
         IF attrs IS NOT NULL THEN
             IF EXISTS (SELECT 1 FROM jsonb_each_text(attrs) a
                     WHERE a.key = '' OR octet_length(a.key) > 256 OR octet_length(a.value) > 4096) THEN
@@ -107,8 +130,8 @@ BEGIN
                 errs := errs || (item || 'attributes.traceparent: must be a W3C trace context traceparent: '
                     || '00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zeros');
             END IF;
+            attrs_size := ferry.attributes_size(attrs);
         END IF;
-        attrs_size := coalesce(ferry.attributes_size(attrs), 0);
         size := data_bytes + attrs_size;
         IF size > max_body THEN
             size := coalesce(ferry.json_compact_size(nullif(e -> 'data', 'null')), 0) + attrs_size;
@@ -123,6 +146,15 @@ BEGIN
     ELSIF cardinality(errs) > 1 THEN
         PERFORM ferry.raise(400, 'invalid_request', format('%s invalid fields; first: %s', cardinality(errs), errs[1]));
     END IF;
+    RETURN events;
+END $$;
+REVOKE ALL ON FUNCTION ferry.publish_check_fields(jsonb, boolean, integer) FROM PUBLIC;
+
+-- ferry.publish_check_fields with the configured body limit, kept with
+-- its signature (TestSignaturesKept), as ferry.publish_check_shape.
+CREATE OR REPLACE FUNCTION ferry.publish_check_fields(events jsonb, single boolean) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM ferry.publish_check_fields(events, single, (SELECT l.max_body_bytes FROM ferry.sql_limits l));
 END $$;
 REVOKE ALL ON FUNCTION ferry.publish_check_fields(jsonb, boolean) FROM PUBLIC;
 
@@ -135,63 +167,94 @@ REVOKE ALL ON FUNCTION ferry.publish_check_fields(jsonb, boolean) FROM PUBLIC;
 -- in order, and wakes the relays at commit. It waits only for another
 -- producer of the same event id (to learn whether that one commits); it
 -- leaves no lock that anyone else needs until the caller commits.
+-- Statements: the limits with the topic, the claim, the pending rows,
+-- the wake; more only for attributes, mistakes and duplicates.
 CREATE OR REPLACE FUNCTION ferry.publish_events(topic_name text, events jsonb, single boolean)
     RETURNS TABLE(id text, "partition" integer, duplicate boolean)
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    r record;
     t ferry.topics%ROWTYPE;
-    ids text[];
-    parts integer[];
+    n integer;
+    e jsonb;
+    ids text[] := '{}';
+    parts integer[] := '{}';
+    spread bigint;
     claimed text[];
+    fresh boolean[];
 BEGIN
     IF topic_name IS NULL OR topic_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
         PERFORM ferry.raise(400, 'invalid_request', 'topic: must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$');
     END IF;
-    PERFORM ferry.publish_check_shape(events, single);
-    PERFORM ferry.publish_check_fields(events, single);
-    SELECT * INTO t FROM ferry.topics WHERE name = topic_name;
-    IF NOT FOUND THEN
+    -- One read: the limits, and the topic (NULLs if there is none; its
+    -- 404 comes after the events' mistakes, as REST's).
+    SELECT l.max_batch, l.max_body_bytes, tp AS topic INTO r
+    FROM ferry.sql_limits l LEFT JOIN ferry.topics tp ON tp.name = topic_name;
+    events := ferry.publish_check_fields(ferry.publish_check_shape(events, single, r.max_batch), single, r.max_body_bytes);
+    t := r.topic;
+    IF t.id IS NULL THEN
         PERFORM ferry.raise(404, 'not_found', 'no such resource');
     END IF;
-    -- Ids, then partitions: keyed by the key's hash, keyless from the
-    -- spread sequence (one draw per call).
-    SELECT array_agg(coalesce(x.e ->> 'id', 'evt_' || replace(gen_random_uuid()::text, '-', '')) ORDER BY x.i)
-    INTO ids FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, i);
-    WITH ev AS (
-        SELECT x.i, x.e ->> 'key' AS key, count(*) FILTER (WHERE x.e ->> 'key' IS NULL) OVER (ORDER BY x.i) AS k
-        FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, i)
-    ), base AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM ev WHERE key IS NULL) THEN nextval('ferry.event_spread_seq') END AS b)
-    SELECT array_agg(CASE WHEN ev.key IS NOT NULL THEN ferry.partition_for_key(ev.key, t.partitions)
-        ELSE ((base.b + ev.k - 1) % t.partitions)::integer END ORDER BY ev.i)
-    INTO parts FROM ev, base;
+    -- Ids and partitions, by index (no statement): keyed by the key's
+    -- hash, keyless from the spread sequence (one draw per call, by the
+    -- first keyless event; the next ones take the following numbers).
+    n := jsonb_array_length(events);
+    FOR i IN 1 .. n LOOP
+        e := events -> (i - 1);
+        ids[i] := coalesce(e ->> 'id', 'evt_' || replace(gen_random_uuid()::text, '-', ''));
+        IF e ->> 'key' IS NOT NULL THEN
+            parts[i] := ferry.partition_for_key(e ->> 'key', t.partitions);
+        ELSE
+            spread := CASE WHEN spread IS NULL THEN nextval('ferry.event_spread_seq') ELSE spread + 1 END;
+            parts[i] := (spread % t.partitions)::integer;
+        END IF;
+    END LOOP;
     claimed := ferry.publish_claim(t, ids, parts);
-    -- The fresh events (the first of each id claimed now), in order.
-    INSERT INTO ferry.event_pending (seq, topic_id, partition, id, type, key, data, attributes)
-    SELECT nextval('ferry.event_pending_seq'), t.id, f.p, f.id, f.e ->> 'type', f.e ->> 'key',
-        nullif(f.e -> 'data', 'null'),
-        CASE WHEN jsonb_typeof(f.e -> 'attributes') = 'object' AND f.e -> 'attributes' <> '{}' THEN
-            -- A null value is "", as REST decodes it.
-            (SELECT jsonb_object_agg(a.key, coalesce(a.value, '')) FROM jsonb_each_text(f.e -> 'attributes') AS a) END
-    FROM (
-        SELECT * FROM (
-            SELECT DISTINCT ON (u.id) u.id, u.p, u.ord, x.e
-            FROM unnest(ids, parts) WITH ORDINALITY AS u(id, p, ord)
-            JOIN jsonb_array_elements(events) WITH ORDINALITY AS x(e, i) ON x.i = u.ord
-            WHERE u.id = ANY(claimed)
-            ORDER BY u.id, u.ord
-        ) g ORDER BY g.ord
-    ) f;
+    -- Which events are fresh: the first of each id claimed now. As many
+    -- claimed as events: every one (the usual publish, no statement).
+    IF cardinality(claimed) = n THEN
+        fresh := array_fill(true, ARRAY[n]);
+    ELSE
+        fresh := ARRAY(SELECT u.id = ANY(claimed) AND u.ord = min(u.ord) OVER (PARTITION BY u.id)
+            FROM unnest(ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord);
+    END IF;
     IF cardinality(claimed) > 0 THEN
+        -- The fresh events, in order.
+        INSERT INTO ferry.event_pending (seq, topic_id, partition, id, type, key, data, attributes)
+        SELECT nextval('ferry.event_pending_seq'), t.id, f.p, f.id, f.e ->> 'type', f.e ->> 'key',
+            nullif(f.e -> 'data', 'null'),
+            CASE WHEN jsonb_typeof(f.e -> 'attributes') = 'object' AND f.e -> 'attributes' <> '{}' THEN
+                -- A null value is "", as REST decodes it.
+                (SELECT jsonb_object_agg(a.key, coalesce(a.value, '')) FROM jsonb_each_text(f.e -> 'attributes') AS a) END
+        FROM (
+            SELECT u.id, u.p, u.ord, events -> (u.ord::integer - 1) AS e
+            FROM unnest(ids, parts, fresh) WITH ORDINALITY AS u(id, p, keep, ord)
+            WHERE u.keep
+            ORDER BY u.ord
+        ) f;
         -- store.RelayWakeKey: heard by every relay at commit.
         PERFORM ferry.wake_at_commit(-9223372036854775806);
     END IF;
+    IF cardinality(claimed) = n THEN
+        FOR i IN 1 .. n LOOP
+            id := ids[i];
+            "partition" := parts[i];
+            duplicate := false;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    -- A duplicate answers its original's partition: one probe each (a
+    -- fresh event's is the one computed above); one whose claim has gone
+    -- meanwhile has no row, as when every event was probed.
     RETURN QUERY
-        SELECT u.id, d.partition, NOT (u.id = ANY(claimed)) OR u.ord > min(u.ord) OVER (PARTITION BY u.id)
-        FROM unnest(ids) WITH ORDINALITY AS u(id, ord)
-        CROSS JOIN LATERAL (
-            SELECT x.partition FROM ferry.event_dedup x WHERE x.topic_id = t.id AND x.event_id = u.id LIMIT 1
-        ) d
+        SELECT u.id, CASE WHEN u.keep THEN u.p ELSE d.partition END, NOT u.keep
+        FROM unnest(ids, parts, fresh) WITH ORDINALITY AS u(id, p, keep, ord)
+        LEFT JOIN LATERAL (
+            SELECT x.partition FROM ferry.event_dedup x WHERE NOT u.keep AND x.topic_id = t.id AND x.event_id = u.id LIMIT 1
+        ) d ON true
+        WHERE u.keep OR d.partition IS NOT NULL
         ORDER BY u.ord;
 END $$;
 REVOKE ALL ON FUNCTION ferry.publish_events(text, jsonb, boolean) FROM PUBLIC;
@@ -217,7 +280,11 @@ BEGIN
         RETURNING d.event_id
     )
     SELECT coalesce(array_agg(ins.event_id), '{}') INTO fresh FROM ins;
-    IF cardinality(fresh) = cardinality(ARRAY(SELECT DISTINCT unnest(ids))) THEN
+    -- Every id fresh: as many as ids (no statement), or as many as
+    -- distinct ids when some repeats.
+    IF cardinality(fresh) = cardinality(ids) THEN
+        RETURN fresh;
+    ELSIF cardinality(fresh) > 0 AND cardinality(fresh) = cardinality(ARRAY(SELECT DISTINCT unnest(ids))) THEN
         RETURN fresh;
     END IF;
     -- One probe per id by the whole key, then by ctid (see
