@@ -134,15 +134,16 @@ func (r *Relay) Kick() {
 // every relayAwakePoll, and publishes send no NOTIFY.
 func (r *Relay) Run(ctx context.Context) {
 	backoff := time.Duration(0)
-	r.Kick() // what was left pending before this start
+	again := false // the last pass found events: look again at once
+	r.Kick()       // what was left pending before this start
 	defer r.sleepOnStop()
 	for {
 		wait := r.poll
 		switch {
 		case backoff > 0:
 			wait = backoff
-		case r.awake.pid != 0 && r.awake.found.Equal(r.awake.last):
-			wait = 0 // the last pass found events: at once
+		case again:
+			wait = 0
 		case r.awake.pid != 0:
 			wait = relayAwakePoll
 		}
@@ -154,7 +155,7 @@ func (r *Relay) Run(ctx context.Context) {
 			return
 		case <-r.kick:
 		case <-timer.C:
-			polled = backoff == 0 && r.awake.pid == 0
+			polled = backoff == 0 && !again && r.awake.pid == 0
 		}
 		timer.Stop()
 		if polled && !r.anyPending(ctx) {
@@ -162,12 +163,13 @@ func (r *Relay) Run(ctx context.Context) {
 		}
 		n, err := r.drainPass(ctx)
 		if err != nil && ctx.Err() == nil {
+			again = false
 			backoff = min(max(2*backoff, 50*time.Millisecond), r.poll)
 			r.log.Warn("relay: pending events not appended; retrying", "error", err, "in", backoff)
 			continue
 		}
-		backoff = 0
-		r.stayAwake(ctx, n > 0)
+		backoff, again = 0, n > 0
+		r.stayAwake(ctx, again)
 	}
 }
 

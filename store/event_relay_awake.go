@@ -23,11 +23,11 @@ const (
 )
 
 // relayAwake is the relay's awake row: the listener pid that names it (0
-// while asleep), when it was last written, when the relay last found
-// events and when it last looked.
+// while asleep), when it was last written and when the relay last found
+// events.
 type relayAwake struct {
-	pid                    int32
-	refreshed, found, last time.Time
+	pid              int32
+	refreshed, found time.Time
 }
 
 // stayAwake updates the relay's awake state after a look that found
@@ -39,7 +39,6 @@ func (r *Relay) stayAwake(ctx context.Context, found bool) {
 		return
 	}
 	now := time.Now()
-	r.awake.last = now
 	if found {
 		r.awake.found = now
 	}
@@ -59,8 +58,15 @@ func (r *Relay) stayAwake(ctx context.Context, found bool) {
 			r.log.Warn("relay: saying it is awake failed; publishes NOTIFY", "error", err)
 			return
 		}
-		// A new listener's pid names a new row: the old pid's row is
-		// swept with its backend, and is stale within the second.
+		if r.awake.pid != 0 && pid != r.awake.pid {
+			// A new listener (or none): the old pid's row may be fresh
+			// for up to a second, and publishes reading it skip their
+			// NOTIFY: it goes to sleep as the relay does.
+			if err := r.n.relayAsleep(ctx, r.awake.pid, r.Kick); err != nil {
+				r.log.Warn("relay: deleting its old awake row failed; looking on", "error", err)
+				return
+			}
+		}
 		r.awake.pid, r.awake.refreshed = pid, now
 	}
 }
@@ -91,21 +97,52 @@ func (n *Notifier) relayAsleep(ctx context.Context, pid int32, kick func()) erro
 	return n.waitOut(ctx, straggler{kick: kick})
 }
 
-// sleepOnStop deletes the awake row of a relay that stops and NOTIFYs
-// the relays' key, in one statement, so that another instance's relay
-// looks at once. (A publish that read the row just before and commits
-// after is found by the next look of another relay: the next NOTIFY, or
-// its fallback poll.)
+// sleepOnStop deletes the awake row of a relay that stops, waits (up to
+// relayStopWait) for the transactions in progress at that commit to end
+// (a publish among them may have read the row and sent no NOTIFY), and
+// then NOTIFYs the relays' key, so that another instance's relay looks
+// for what they published. (One still running then is found by the next
+// NOTIFY, or a relay's fallback poll.)
 func (r *Relay) sleepOnStop() {
 	if r.n == nil || r.awake.pid == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), relayStopWait+time.Second)
 	defer cancel()
-	if _, err := r.pool.Exec(ctx, `/* ferry:relay_stop */
-		WITH d AS (DELETE FROM ferry.wake_waiters WHERE key = $1 AND listener = $2)
-		SELECT pg_notify('ferry_messages', $1::text)`, RelayWakeKey, r.awake.pid); err != nil {
-		r.log.Warn("relay: deleting its awake row failed; it is stale within a second", "error", err)
+	_, err := r.pool.Exec(ctx, `/* ferry:relay_asleep */
+		DELETE FROM ferry.wake_waiters WHERE key = $1 AND listener = $2`, RelayWakeKey, r.awake.pid)
+	if err == nil {
+		err = r.outwait(ctx)
+	}
+	if err == nil {
+		_, err = r.pool.Exec(ctx, `/* ferry:relay_stop_notify */ SELECT pg_notify('ferry_messages', $1::text)`, RelayWakeKey)
+	}
+	if err != nil {
+		r.log.Warn("relay: going to sleep as it stops failed; its row is stale within a second", "error", err)
 	}
 	r.awake.pid = 0
+}
+
+// relayStopWait bounds how long a stopping relay waits for publishes that
+// may have read its awake row.
+const relayStopWait = 2 * time.Second
+
+// outwait returns once every transaction in progress now has ended, or
+// after relayStopWait.
+func (r *Relay) outwait(ctx context.Context) error {
+	var xids []int64
+	if err := r.pool.QueryRow(ctx, `/* ferry:wake_register_snapshot */
+		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&xids); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(relayStopWait)
+	for len(xids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		if err := r.pool.QueryRow(ctx, `/* ferry:wake_stragglers */
+			SELECT coalesce(array_agg(x), '{}') FROM unnest($1::bigint[]) AS x
+			WHERE pg_xact_status(x::text::xid8) = 'in progress'`, xids).Scan(&xids); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -23,7 +23,10 @@ func TestRelayAwakeLosesNoEvent(t *testing.T) {
 	tp, _, err := store.TopicUpsert(e.ctx, e.pool, e.name("awake"), store.TopicPatch{})
 	require.NoError(t, err)
 	heard := e.listenNotifications()
-	_, n := e.runRelayWith(nil, func(r *store.Relay) { r.StayAwakeFor(time.Second) })
+	conn, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(e.ctx)
+	_, n := e.runRelayWith(nil, func(r *store.Relay) { r.StayAwakeFor(3 * time.Second) })
 	require.Eventually(t, n.Listening, 10*time.Second, time.Millisecond)
 	awake := `SELECT count(*) FROM ferry.wake_waiters WHERE key = $1 AND registered_at > clock_timestamp() - interval '1 second'`
 
@@ -33,12 +36,12 @@ func TestRelayAwakeLosesNoEvent(t *testing.T) {
 		"the relay that found an event is awake")
 	requireHeardRelayWakes(t, e, heard, 1)
 
-	conn, err := pgx.Connect(e.ctx, e.dbURL)
-	require.NoError(t, err)
-	defer conn.Close(e.ctx)
 	tx, err := conn.Begin(e.ctx)
 	require.NoError(t, err)
 	e.sqlPublish(tx, tp.Name, ev("raced", "t"))
+	var fresh int64
+	require.NoError(t, tx.QueryRow(e.ctx, awake, store.RelayWakeKey).Scan(&fresh))
+	require.EqualValues(t, 1, fresh, "the publish read a fresh row")
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM ferry.wake_waiters WHERE key = $1`, store.RelayWakeKey) == 0
 	},
@@ -47,7 +50,7 @@ func TestRelayAwakeLosesNoEvent(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	require.Eventually(t, func() bool { return e.pendingRows(tp) == 0 }, 5*time.Second, time.Millisecond,
 		"the publish in progress as the relay went to sleep is appended")
-	require.Less(t, time.Since(committed), 3*time.Second)
+	require.Less(t, time.Since(committed), 5*time.Second, "the relay's fallback poll is 30 s away")
 	requireHeardRelayWakes(t, e, heard, 0) // it read the row: no NOTIFY
 
 	// Appending it woke the relay again: once asleep, publishes NOTIFY.

@@ -230,7 +230,8 @@ func DedupExpire(ctx context.Context, db DBTX, limit int) (int64, error) {
 // whose cleanup has not finished), up to limit.
 //
 // The ids with content are those in ferry.queue_counts, which holds up to
-// 64 rows a queue: they are walked one distinct id at a time (a skip scan
+// 129 rows a queue (REST's 64 slots, the SQL API's 64, the fold's), and
+// one per SQL API transaction not folded yet: they are walked one distinct id at a time (a skip scan
 // of its primary key, one probe per queue, orphanPage queues a statement),
 // so a sweep costs one probe per queue, however many slots and messages
 // the queues have.

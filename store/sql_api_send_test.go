@@ -300,3 +300,28 @@ func TestSQLSendIsolation(t *testing.T) {
 	require.EqualValues(t, 4, e.live(q))
 	require.Zero(t, e.live(bounded))
 }
+
+// ferry.send_check_shape passes a batch of body-only messages without a
+// statement (a jsonpath test in strict mode): an element that is itself
+// an array, which lax mode would unwrap into its members, still gets the
+// shape's error, not a later check's.
+func TestSQLSendShapeFastExit(t *testing.T) {
+	t.Parallel()
+	e, q := newQueueEnv(t, "shaped", store.QueuePatch{})
+	for batch, want := range map[string]string{
+		`[[{"body": 1}]]`:             "ferry: invalid_request: messages[0]: must be an object, not array",
+		`[{"body": 1}, []]`:           "ferry: invalid_request: messages[1]: must be an object, not array",
+		`[{"body": 1}, {"bdy": 2}]`:   "ferry: invalid_request: messages[1].bdy: unknown field (member names are case-sensitive)",
+		`[{"body": 1}, {"body": {}}]`: "",
+	} {
+		tx := e.begin()
+		_, err := sqlSend(e.ctx, tx, q.Name, batch)
+		if want == "" {
+			require.NoError(t, err, batch)
+			continue
+		}
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, batch)
+		require.Equal(t, want, pgErr.Message, batch)
+	}
+}

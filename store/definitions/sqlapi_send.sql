@@ -56,9 +56,11 @@ CREATE OR REPLACE FUNCTION ferry.send_check_shape(messages jsonb, single boolean
 DECLARE
     bad text;
 BEGIN
-    IF NOT jsonb_path_exists(messages, '$[*] ? (@.type() != "object")', '{}', true)
-        AND NOT jsonb_path_exists(messages, '$[*].keyvalue() ? (@.key != "body")', '{}', true) THEN
-        RETURN;
+    -- Strict: lax mode would unwrap an element that is an array.
+    IF NOT jsonb_path_exists(messages, 'strict $[*] ? (@.type() != "object")') THEN
+        IF NOT jsonb_path_exists(messages, 'strict $[*].keyvalue() ? (@.key != "body")') THEN
+            RETURN;
+        END IF;
     END IF;
     SELECT format('messages[%s]: must be an object, not %s', e.i - 1, ferry.json_kind(e.m, true)) INTO bad
     FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, i)
