@@ -104,10 +104,10 @@ const (
 )
 
 // ringRotator runs a pass of the message ring's rotator (store.RingRotate)
-// every period on River's leader, and so on one instance at a time, after
-// the fold of the SQL API transactions' counter rows
-// (store.QueueCountsFold: their traffic moves the ring, so the passes
-// come every second while it lasts). It
+// every period on River's leader, and so on one instance at a time, and
+// then, when the pass saw some, the fold of the SQL API transactions'
+// counter rows (store.QueueCountsFold; a pass after a fold comes within
+// the second). It
 // inserts no job: the pass runs in the periodic job's constructor, which
 // River calls only on the leader, and returns none, so an idle pass is a
 // few reads and writes nothing (DESIGN.md invariant 12). A pass is
@@ -131,11 +131,14 @@ func ringRotator(every time.Duration, pool *pgxpool.Pool, log *slog.Logger) *riv
 		if time.Now().Before(calm) {
 			w = 0
 		}
-		folded, err := store.QueueCountsFold(ctx, pool, 10)
-		if err != nil {
-			log.Warn("counter fold failed; the next pass tries again", "error", err)
-		}
 		p, err := store.RingRotate(ctx, pool, w)
+		var folded int64
+		if p.CountsToFold {
+			var ferr error
+			if folded, ferr = store.QueueCountsFold(ctx, pool, 10); ferr != nil {
+				log.Warn("counter fold failed; the next pass tries again", "error", ferr)
+			}
+		}
 		if w > 0 && err == nil {
 			busy := len(p.Busy) > 0
 			if busy && w >= store.RingWaitMax {

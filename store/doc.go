@@ -167,7 +167,9 @@
 // steady stream of publishes the relay never sleeps and no publish
 // NOTIFYs. A relay whose instance dies leaves a row that is stale within
 // the second; the events whose publishes read it just before are found
-// by the next NOTIFY or a relay's fallback poll (30 s in the server).
+// by the next NOTIFY or a relay's fallback poll (5 minutes in the
+// server). A relay that stops deletes its row, waits (up to 2 s) for the
+// transactions in progress then, and NOTIFYs the other relays.
 //
 // The registration costs two statements once per queue, not per poll; no
 // write is made while polls keep waiting. A queue none has waited on for

@@ -162,6 +162,9 @@ type RingPass struct {
 	// or locked (serialization failures, lock timeouts): left for the
 	// next pass, which does not keep this one from truncating.
 	Blocked int
+	// CountsToFold says that committed SQL API transactions left counter
+	// rows for [QueueCountsFold] (the pass does not fold them).
+	CountsToFold bool
 }
 
 // Idle reports whether the pass did nothing: nothing swept, forwarded
@@ -182,12 +185,15 @@ type ringSlot struct {
 // before the window it takes next (the start of RingShape.slotWindow)
 // and any live row. A slot in use is neither forwarded nor truncated, so
 // it is not read: behind a held snapshot each such read walks the slot's
-// dead rows, and passes run every second under traffic.
-func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ringSlot, error) {
+// dead rows, and passes run every second under traffic. It also reads
+// whether SQL API transactions left counter rows to fold (ferry.counts_fold),
+// so that the rotator folds only when there are some.
+func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ringSlot, bool, error) {
 	var (
 		shape  RingShape
 		now    time.Time
 		farDue bool
+		counts bool
 		slots  []ringSlot
 	)
 	rows, err := db.Query(ctx, `/* ferry:ring_state */
@@ -203,7 +209,7 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 		)
 		SELECT -1, EXISTS (SELECT 1 FROM ferry.messages WHERE part = 17
 				AND visible_at < sh.now + make_interval(secs => sh.horizon_s - sh.width_s)),
-			false, sh.slots, sh.width_s, sh.horizon_s, sh.now
+			EXISTS (SELECT 1 FROM ferry.queue_counts c WHERE c.slot < 0), sh.slots, sh.width_s, sh.horizon_s, sh.now
 		FROM sh
 		UNION ALL
 		SELECT sl.slot,
@@ -217,7 +223,7 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 		) sl
 		WHERE sl.size > 0`)
 	if err != nil {
-		return shape, now, false, nil, interpretError("ring state", err)
+		return shape, now, false, nil, false, interpretError("ring state", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -228,17 +234,17 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 			at   *time.Time
 		)
 		if err := rows.Scan(&rs.slot, &rs.old, &rs.live, &n, &w, &h, &at); err != nil {
-			return shape, now, false, nil, interpretError("ring state", err)
+			return shape, now, false, nil, false, interpretError("ring state", err)
 		}
 		if rs.slot < 0 {
 			shape = RingShape{Slots: n, Width: time.Duration(w) * time.Second, Horizon: time.Duration(h) * time.Second}
-			now, farDue = *at, rs.old
+			now, farDue, counts = *at, rs.old, rs.live
 			continue
 		}
 		rs.size = int64(n)
 		slots = append(slots, rs)
 	}
-	return shape, now, farDue, slots, interpretError("ring state", rows.Err())
+	return shape, now, farDue, slots, counts, interpretError("ring state", rows.Err())
 }
 
 // RingRotate runs one pass of the rotator at the database's clock: the
@@ -257,10 +263,11 @@ func ringState(ctx context.Context, db DBTX) (RingShape, time.Time, bool, []ring
 // backlog's head being claimed.
 func RingRotate(ctx context.Context, db TxBeginner, wait time.Duration) (RingPass, error) {
 	var p RingPass
-	shape, now, farDue, slots, err := ringState(ctx, db)
+	shape, now, farDue, slots, counts, err := ringState(ctx, db)
 	if err != nil {
 		return p, err
 	}
+	p.CountsToFold = counts
 	until := now.Add(shape.Horizon - shape.Width)
 	p.Stored = len(slots)
 	for _, rs := range slots {

@@ -210,12 +210,13 @@ const fetchPollInterval = 30 * time.Second
 // API events without having heard a NOTIFY. A fallback: a NOTIFY is not
 // lost while the listener is connected, the Notifier wakes the relay
 // whenever it reconnects, and a failed batch is retried with a backoff of
-// its own. But a publish skips its NOTIFY while some relay is awake
-// (store/event_relay_awake.go), and if that relay's instance dies or
-// stops just then, the event waits for the next NOTIFY or this poll. So
-// an idle Ferry reads twice a minute (the idle minute's budget is 60
-// transactions, most of them River's).
-const relayPollInterval = 30 * time.Second
+// its own. A publish skips its NOTIFY while some relay is awake
+// (store/event_relay_awake.go); if that relay's instance dies within the
+// second after such a publish read its row, the event waits for the next
+// NOTIFY or this poll (a relay that stops waits for such publishes
+// first). An idle Ferry reads once every five minutes (the idle minute's
+// budget is 60 transactions, most of them River's; TestIdleServerIsQuiet).
+const relayPollInterval = 5 * time.Minute
 
 // pingAfterIdle is how long a pooled connection may sit idle before the
 // pool checks it with a ping when handing it out.
