@@ -50,10 +50,13 @@ func TestRelayAwakeLosesNoEvent(t *testing.T) {
 	require.NoError(t, tx.Commit(e.ctx))
 	require.Eventually(t, func() bool { return e.pendingRows(tp) == 0 }, 5*time.Second, time.Millisecond,
 		"the publish in progress as the relay went to sleep is appended")
-	require.Less(t, time.Since(committed), 5*time.Second, "the relay's fallback poll is 30 s away")
+	require.Less(t, time.Since(committed), 5*time.Second, "the relay's fallback poll is 30 s away (RelayConfig's default)")
 	requireHeardRelayWakes(t, e, heard, 0) // it read the row: no NOTIFY
 
-	// Appending it woke the relay again: once asleep, publishes NOTIFY.
+	// Appending it woke the relay again (its row comes just after the
+	// append's commit): once asleep, publishes NOTIFY.
+	require.Eventually(t, func() bool { return e.count(awake, store.RelayWakeKey) == 1 }, 5*time.Second, time.Millisecond,
+		"the relay that appended the raced event is awake")
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM ferry.wake_waiters WHERE key = $1`, store.RelayWakeKey) == 0
 	},
