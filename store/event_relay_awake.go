@@ -130,19 +130,11 @@ const relayStopWait = 2 * time.Second
 // outwait returns once every transaction in progress now has ended, or
 // after relayStopWait.
 func (r *Relay) outwait(ctx context.Context) error {
-	var xids []int64
-	if err := r.pool.QueryRow(ctx, `/* ferry:wake_register_snapshot */
-		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&xids); err != nil {
-		return err
-	}
+	xids, err := xidsInProgress(ctx, r.pool)
 	deadline := time.Now().Add(relayStopWait)
-	for len(xids) > 0 && time.Now().Before(deadline) {
+	for err == nil && len(xids) > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
-		if err := r.pool.QueryRow(ctx, `/* ferry:wake_stragglers */
-			SELECT coalesce(array_agg(x), '{}') FROM unnest($1::bigint[]) AS x
-			WHERE pg_xact_status(x::text::xid8) = 'in progress'`, xids).Scan(&xids); err != nil {
-			return err
-		}
+		xids, err = xidsStillInProgress(ctx, r.pool, xids)
 	}
-	return nil
+	return err
 }

@@ -160,8 +160,8 @@ func (n *Notifier) insertRegistration(ctx context.Context, key int64, listener i
 // woken and its kick called once they all have ended (at once, when none
 // is).
 func (n *Notifier) waitOut(ctx context.Context, s straggler) error {
-	if err := n.pool.QueryRow(ctx, `/* ferry:wake_register_snapshot */
-		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&s.xids); err != nil {
+	var err error
+	if s.xids, err = xidsInProgress(ctx, n.pool); err != nil {
 		return err
 	}
 	if len(s.xids) == 0 {
@@ -244,10 +244,7 @@ func (n *Notifier) wakeEndedStragglers(ctx context.Context) bool {
 	for _, s := range list {
 		all = append(all, s.xids...)
 	}
-	var running []int64
-	err := n.pool.QueryRow(ctx, `/* ferry:wake_stragglers */
-		SELECT coalesce(array_agg(x), '{}') FROM unnest($1::bigint[]) AS x
-		WHERE pg_xact_status(x::text::xid8) = 'in progress'`, all).Scan(&running)
+	running, err := xidsStillInProgress(ctx, n.pool, all)
 	var (
 		wake  []int64
 		kicks []func()
@@ -408,4 +405,22 @@ func (n *Notifier) dropListener() {
 		DELETE FROM ferry.wake_waiters WHERE listener = $1`, listener); err != nil {
 		n.log.Warn("deleting wake registrations failed; another instance sweeps them", "error", err)
 	}
+}
+
+// xidsInProgress lists the transactions in progress now (the xip list of
+// a snapshot taken now): whoever must wait out a commit's stragglers.
+func xidsInProgress(ctx context.Context, db DBTX) ([]int64, error) {
+	var xids []int64
+	err := db.QueryRow(ctx, `/* ferry:wake_register_snapshot */
+		SELECT coalesce(array_agg(x::text::bigint), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) AS x`).Scan(&xids)
+	return xids, err
+}
+
+// xidsStillInProgress is the part of xids still in progress.
+func xidsStillInProgress(ctx context.Context, db DBTX, xids []int64) ([]int64, error) {
+	var running []int64
+	err := db.QueryRow(ctx, `/* ferry:wake_stragglers */
+		SELECT coalesce(array_agg(x), '{}') FROM unnest($1::bigint[]) AS x
+		WHERE pg_xact_status(x::text::xid8) = 'in progress'`, xids).Scan(&running)
+	return running, err
 }
