@@ -116,7 +116,7 @@ var groupSamplesWrite = `/* ferry:group_samples_write */
 	WITH at AS (SELECT coalesce($1::timestamptz, now()) AS t),
 	cur AS (
 		SELECT g.id, coalesce((
-			SELECT sum(greatest(` + partitionNextSQL("tp") + ` - 1 - gp.committed_offset, 0))
+			SELECT sum(greatest(` + partitionNextSQL("tp") + ` - 1 - ` + groupCommittedSQL("gp") + `, 0))
 			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
 			WHERE gp.group_id = g.id), 0)::bigint AS lag
 		FROM ferry.consumer_groups g

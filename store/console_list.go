@@ -129,7 +129,7 @@ func GroupTroubleList(ctx context.Context, db DBTX, limit int) ([]GroupTrouble, 
 			SELECT t.name AS topic, g.name, coalesce(l.lag, 0) AS lag, s.lag AS then_lag, s.minute
 			FROM ferry.consumer_groups g JOIN ferry.topics t ON t.id = g.topic_id
 			LEFT JOIN LATERAL (
-				SELECT sum(greatest(`+partitionNextSQL("tp")+` - 1 - gp.committed_offset, 0))::bigint AS lag
+				SELECT sum(greatest(`+partitionNextSQL("tp")+` - 1 - `+groupCommittedSQL("gp")+`, 0))::bigint AS lag
 				FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition
 				WHERE gp.group_id = g.id
 			) l ON true
@@ -173,7 +173,7 @@ func TopicChildList(ctx context.Context, db DBTX, topicIDs []int64) (subs, group
 		JOIN ferry.queues q ON q.topic_id = t.id
 		UNION ALL
 		SELECT t.id, 0, g.name, coalesce((
-			SELECT sum(greatest(`+partitionNextSQL("tp")+` - 1 - gp.committed_offset, 0))::bigint
+			SELECT sum(greatest(`+partitionNextSQL("tp")+` - 1 - `+groupCommittedSQL("gp")+`, 0))::bigint
 			FROM ferry.group_partitions gp JOIN ferry.topic_partitions tp ON tp.topic_id = t.id AND tp.partition = gp.partition
 			WHERE gp.group_id = g.id), 0)
 		FROM unnest($1::bigint[]) AS t(id) JOIN ferry.consumer_groups g ON g.topic_id = t.id

@@ -87,7 +87,7 @@ func ConsumerGroupDescribe(ctx context.Context, db TxBeginner, t Topic, name str
 				return err
 			}
 			rows, err = tx.Query(ctx, `/* ferry:consumer_group_describe_partitions */
-				SELECT gp.partition, gp.committed_offset, `+partitionNextSQL("tp")+` - 1, gp.owner, gp.expired_skipped
+				SELECT gp.partition, `+groupCommittedSQL("gp")+`, `+partitionNextSQL("tp")+` - 1, gp.owner, gp.expired_skipped
 				FROM ferry.group_partitions gp
 				JOIN ferry.topic_partitions tp ON tp.topic_id = $2 AND tp.partition = gp.partition
 				WHERE gp.group_id = $1 ORDER BY gp.partition`, g.ID, t.ID)
@@ -171,7 +171,7 @@ type ConsumerGroupLag struct {
 // one statement, without changing anything (for metrics).
 func ConsumerGroupLags(ctx context.Context, db DBTX) ([]ConsumerGroupLag, error) {
 	rows, err := db.Query(ctx, `
-		SELECT g.topic_id, g.name, gp.partition, greatest(0, `+partitionNextSQL("tp")+` - 1 - gp.committed_offset)
+		SELECT g.topic_id, g.name, gp.partition, greatest(0, `+partitionNextSQL("tp")+` - 1 - `+groupCommittedSQL("gp")+`)
 		FROM ferry.consumer_groups g
 		JOIN ferry.group_partitions gp ON gp.group_id = g.id
 		JOIN ferry.topic_partitions tp ON tp.topic_id = g.topic_id AND tp.partition = gp.partition

@@ -54,16 +54,15 @@ func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupComm
 			}
 			var n int
 			err = tx.QueryRow(ctx, `/* ferry:consumer_group_commit */
-				WITH seen AS (
-					UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
+				WITH seen AS (`+memberSeenSQL+`),
+				held AS (
+					SELECT gp.partition, gp.owner_generation AS epoch, `+groupCommittedSQL("gp")+` AS at
+					FROM ferry.group_partitions gp
+					WHERE gp.group_id = $1 AND gp.partition = ANY($4) AND gp.owner = $2 AND gp.owner_generation <= $3
+					FOR SHARE
 				),
-				done AS (
-					UPDATE ferry.group_partitions gp SET committed_offset = greatest(gp.committed_offset, v.off)
-					FROM unnest($4::int[], $5::bigint[]) AS v(partition, off)
-					WHERE gp.group_id = $1 AND gp.partition = v.partition AND gp.owner = $2 AND gp.owner_generation <= $3
-					RETURNING 1
-				)
-				SELECT count(*) FROM done`, gid, p.Consumer, p.Generation, parts, offs).Scan(&n)
+				`+groupPositionMoveSQL("ferry.group_commits")+`
+				SELECT count(*) FROM held`, gid, p.Consumer, p.Generation, parts, offs).Scan(&n)
 			if err != nil {
 				return err
 			}
@@ -95,7 +94,9 @@ type ConsumerGroupSeekParams struct {
 
 // ConsumerGroupSeek moves the group's committed offsets (and its members' fetch
 // positions) and bumps the generation, so commits of batches read before
-// the seek are fenced. Latest: the next event published; Earliest: the
+// the seek are fenced. Each partition it moves starts an epoch of its
+// positions (owner_generation is the new generation, owned or not), so
+// the rows of the old one, greater or not, count no more. Latest: the next event published; Earliest: the
 // oldest retained; Time: the first published at or after it; Offsets: the
 // given next offsets (partitions not named keep theirs).
 func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekParams) error {
@@ -143,7 +144,7 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 			}
 			_, err = tx.Exec(ctx, `/* ferry:consumer_group_seek */
 				UPDATE ferry.group_partitions gp SET committed_offset = c.committed, fetch_offset = c.committed + 1,
-					owner_generation = CASE WHEN gp.owner IS NULL THEN gp.owner_generation ELSE $3 END
+					owner_generation = $3
 				FROM ferry.topic_partitions tp
 				CROSS JOIN LATERAL (
 					SELECT CASE $4
@@ -157,6 +158,10 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 				) c
 				WHERE gp.group_id = $1 AND tp.topic_id = $2 AND tp.partition = gp.partition AND c.committed IS NOT NULL`,
 				gid, p.Topic.ID, gen, mode, p.Start.Time, parts, nexts)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, groupPositionsPruneSQL, gid)
 			return err
 		})
 	})

@@ -251,8 +251,11 @@ func (f *memberFetch) read(ctx context.Context, db DBTX) error {
 }
 
 // advance moves the fetch positions past the events read — fenced: only
-// of partitions still owned, got in the poll's generation or before —
-// marks the member as seen, and reads which partitions it still owns. A
+// of partitions still owned, got in the poll's generation or before, whose
+// rows it locks in share mode against a rebalance — marks the member as
+// seen, and reads which partitions it still owns. It writes no row of
+// ferry.group_partitions: the positions are rows it inserts (see
+// groupPositionMoveSQL). A
 // fetch position lost in a crash only means events are read again (at
 // least once): the commit need not wait for the WAL flush.
 func (f *memberFetch) advance(ctx context.Context, db DBTX) error {
@@ -269,19 +272,15 @@ func (f *memberFetch) advance(ctx context.Context, db DBTX) error {
 	b.Queue(`BEGIN`)
 	b.Queue(asyncCommit)
 	b.Queue(`/* ferry:consumer_group_fetch_advance */
-		WITH seen AS (
-			UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2
+		WITH seen AS (`+memberSeenSQL+`),
+		held AS (
+			SELECT gp.partition, gp.owner_generation AS epoch, `+groupFetchSQL("gp")+` AS at
+			FROM ferry.group_partitions gp
+			WHERE gp.group_id = $1 AND gp.owner = $2 AND gp.owner_generation <= $3
+			FOR SHARE
 		),
-		advanced AS (
-			UPDATE ferry.group_partitions gp SET fetch_offset = greatest(gp.fetch_offset, a.next)
-			FROM unnest($4::int[], $5::bigint[]) AS a(partition, next)
-			WHERE gp.group_id = $1 AND gp.partition = a.partition AND gp.owner = $2 AND gp.owner_generation <= $3
-			RETURNING gp.partition
-		)
-		SELECT partition FROM advanced
-		UNION ALL
-		SELECT partition FROM ferry.group_partitions
-		WHERE group_id = $1 AND owner = $2 AND owner_generation <= $3 AND partition <> ALL($4)`,
+		`+groupPositionMoveSQL("ferry.group_fetches")+`
+		SELECT partition FROM held`,
 		f.group, f.consumer, f.generation, advParts, advTo).Query(func(rows pgx.Rows) error {
 		var err error
 		f.still, err = pgx.CollectRows(rows, pgx.RowTo[int])

@@ -27,7 +27,7 @@ func TestGroupFetchFenced(t *testing.T) {
 		e, tp := newTopicEnv(t, "log", 2)
 		e.publishTo(tp, 0, 3)
 		e.publishTo(tp, 1, 3)
-		pool, h, release := e.heldPool("advanced AS")
+		pool, h, release := e.heldPool("ferry:consumer_group_fetch_advance")
 		out := make(chan store.ConsumerGroupPollResult, 1)
 		go func() {
 			res, err := store.ConsumerGroupPoll(e.ctx, pool, nil, store.ConsumerGroupPollParams{
@@ -408,7 +408,7 @@ func TestGroupExclusiveOwnershipUnderConcurrency(t *testing.T) {
 		behind := e.count(`
 			SELECT count(*) FROM ferry.group_partitions gp
 			JOIN ferry.topic_partitions tp ON tp.topic_id = $2 AND tp.partition = gp.partition
-			WHERE gp.group_id = $1 AND gp.committed_offset < `+store.PartitionNextSQL("tp")+` - 1`, gid, tp.ID)
+			WHERE gp.group_id = $1 AND `+store.GroupCommittedSQL("gp")+` < `+store.PartitionNextSQL("tp")+` - 1`, gid, tp.ID)
 		if behind == 0 || time.Now().After(drainDeadline) || t.Failed() {
 			if behind > 0 {
 				t.Errorf("%d partitions not drained: %+v", behind, e.gdescribe(tp, "g"))

@@ -142,7 +142,10 @@ func (r *consumerGroupRefresher) lock(b *pgx.Batch, st *consumerGroupState) {
 }
 
 // markSeen queues the member's join or last_seen (nothing without a
-// consumer).
+// consumer): last_seen is written at most once every memberSeenEvery, so
+// a member's row gets a new version about once a second however often
+// it polls (behind a held snapshot, every version is read by the next
+// refresh).
 func (r *consumerGroupRefresher) markSeen(b *pgx.Batch) {
 	if r.consumer == "" {
 		return
@@ -151,16 +154,19 @@ func (r *consumerGroupRefresher) markSeen(b *pgx.Batch) {
 			INSERT INTO ferry.group_members (group_id, consumer, session_timeout_seconds)
 			SELECT `+groupByName+`, $3, $4 WHERE `+groupByName+` IS NOT NULL
 			ON CONFLICT (group_id, consumer) DO UPDATE
-				SET last_seen = now(), session_timeout_seconds = excluded.session_timeout_seconds`,
+				SET last_seen = now(), session_timeout_seconds = excluded.session_timeout_seconds
+				WHERE group_members.last_seen < now() - `+memberSeenEvery+`
+					OR group_members.session_timeout_seconds <> excluded.session_timeout_seconds`,
 		r.topic.ID, r.name, r.consumer, r.session)
 }
 
 // evict queues the removal of members whose session timed out, and counts
-// them.
+// them. A member's last_seen may be memberSeenEvery older than its last
+// poll: the session is given that much more.
 func (r *consumerGroupRefresher) evict(b *pgx.Batch, st *consumerGroupState) {
 	b.Queue(`/* ferry:consumer_group_members_evict */
 		DELETE FROM ferry.group_members
-		WHERE group_id = `+groupByName+` AND last_seen < now() - session_timeout_seconds * interval '1 second'`,
+		WHERE group_id = `+groupByName+` AND last_seen < now() - session_timeout_seconds * interval '1 second' - `+memberSeenEvery+``,
 		r.topic.ID, r.name).Exec(func(tag pgconn.CommandTag) error {
 		st.Evicted = int(tag.RowsAffected())
 		return nil
@@ -189,18 +195,20 @@ func (r *consumerGroupRefresher) retention(b *pgx.Batch, st *consumerGroupState)
 		behind AS (
 			SELECT gp.partition, gp.expired_skipped AS before, o.o
 			FROM ferry.group_partitions gp JOIN oldest o USING (partition)
-			WHERE gp.group_id = `+groupByName+` AND gp.committed_offset < o.o - 1
+			WHERE gp.group_id = `+groupByName+` AND `+groupCommittedSQL("gp")+` < o.o - 1
 		),
 		-- A commit may land between the read above and the row lock: the
-		-- condition is checked again on the row as locked, and the count
-		-- taken from it (expired_skipped changes only under the group lock).
+		-- condition is checked again on the row as locked. A commit that
+		-- locked the row before this statement began is counted as
+		-- skipped (this statement's snapshot does not see its position);
+		-- expired_skipped changes only under the group lock.
 		moved AS (
 			UPDATE ferry.group_partitions gp SET
-				expired_skipped = gp.expired_skipped + (b.o - 1 - gp.committed_offset),
+				expired_skipped = gp.expired_skipped + (b.o - 1 - `+groupCommittedSQL("gp")+`),
 				committed_offset = b.o - 1,
-				fetch_offset = greatest(gp.fetch_offset, b.o)
+				fetch_offset = greatest(`+groupFetchSQL("gp")+`, b.o)
 			FROM behind b
-			WHERE gp.group_id = `+groupByName+` AND gp.partition = b.partition AND gp.committed_offset < b.o - 1
+			WHERE gp.group_id = `+groupByName+` AND gp.partition = b.partition AND `+groupCommittedSQL("gp")+` < b.o - 1
 			RETURNING gp.expired_skipped - b.before AS skipped
 		)
 		SELECT coalesce(sum(skipped), 0)::bigint FROM moved`, r.topic.ID, r.name).QueryRow(func(row pgx.Row) error {
@@ -212,8 +220,8 @@ func (r *consumerGroupRefresher) retention(b *pgx.Batch, st *consumerGroupState)
 // positions, in partition order.
 func (r *consumerGroupRefresher) readPartitions(b *pgx.Batch, st *consumerGroupState) {
 	b.Queue(`/* ferry:consumer_group_partitions_read */
-		SELECT partition, owner, fetch_offset, committed_offset FROM ferry.group_partitions
-		WHERE group_id = `+groupByName+` ORDER BY partition`, r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
+		SELECT gp.partition, gp.owner, `+groupFetchSQL("gp")+`, `+groupCommittedSQL("gp")+` FROM ferry.group_partitions gp
+		WHERE gp.group_id = `+groupByName+` ORDER BY gp.partition`, r.topic.ID, r.name).Query(func(rows pgx.Rows) error {
 		var err error
 		st.parts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (partState, error) {
 			var ps partState
@@ -315,18 +323,29 @@ func consumerGroupRebalance(ctx context.Context, tx pgx.Tx, st *consumerGroupSta
 	b := &pgx.Batch{}
 	b.Queue(syncCommit) // a generation must never be handed out twice
 	b.Queue(`/* ferry:consumer_group_generation_bump */ UPDATE ferry.consumer_groups SET generation = generation + 1 WHERE id = $1 RETURNING generation`, st.id)
+	// The moved rows are locked first, so the update (a statement of its
+	// own, with a snapshot taken after the locks) sees every commit of the
+	// old owner: a commit holds its rows in share mode until it ends, and
+	// its position is a row the update reads, not the row it locks.
+	b.Queue(`/* ferry:consumer_group_rebalance_lock */
+		SELECT count(*) FROM (SELECT 1 FROM ferry.group_partitions WHERE group_id = $1 AND partition = ANY($2) ORDER BY partition FOR UPDATE) l`,
+		st.id, moved)
 	b.Queue(`/* ferry:consumer_group_rebalance */
 		UPDATE ferry.group_partitions gp SET owner = m.owner, owner_generation = g.generation,
-			fetch_offset = gp.committed_offset + 1
+			committed_offset = `+groupCommittedSQL("gp")+`, fetch_offset = `+groupCommittedSQL("gp")+` + 1
 		FROM unnest($2::int[], $3::text[]) AS m(partition, owner), ferry.consumer_groups g
 		WHERE gp.group_id = $1 AND gp.partition = m.partition AND g.id = $1
 		RETURNING gp.partition, gp.fetch_offset, gp.committed_offset`, st.id, moved, owners)
+	b.Queue(groupPositionsPruneSQL, st.id)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return err
 	}
 	if err := br.QueryRow().Scan(&st.generation); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
 		return err
 	}
 	// The positions as set under the row locks: a commit of the old owner
@@ -350,6 +369,9 @@ func consumerGroupRebalance(ctx context.Context, tx pgx.Tx, st *consumerGroupSta
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
 		return err
 	}
 	return br.Close()
@@ -409,6 +431,13 @@ func assignSticky(parts []int, current map[int]string, members []string) map[int
 	}
 	return out
 }
+
+// memberSeenEvery is how often, at most, a member's last_seen is written
+// (an SQL interval); memberSeenSQL writes it, for member $2 of group $1.
+const (
+	memberSeenEvery = `interval '1 second'`
+	memberSeenSQL   = `UPDATE ferry.group_members SET last_seen = now() WHERE group_id = $1 AND consumer = $2 AND last_seen < now() - ` + memberSeenEvery
+)
 
 // asyncCommit and syncCommit set, for the rest of the transaction,
 // whether its commit waits for the WAL flush.

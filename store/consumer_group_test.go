@@ -138,17 +138,19 @@ func requireValidation(t *testing.T, err error, field string) {
 	require.Equal(t, field, verr.Field)
 }
 
-// holdTracer stops the first query whose SQL contains match before it is
-// sent, until release is closed; arrived is closed when it stops there.
+// holdTracer stops the first query whose SQL contains match (with exact,
+// is match) before it is sent, until release is closed; arrived is closed
+// when it stops there.
 type holdTracer struct {
 	match   string
+	exact   bool
 	once    sync.Once
 	arrived chan struct{}
 	release chan struct{}
 }
 
 func (h *holdTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(data.SQL, h.match) {
+	if data.SQL == h.match || !h.exact && strings.Contains(data.SQL, h.match) {
 		h.once.Do(func() {
 			close(h.arrived)
 			<-h.release
@@ -175,7 +177,13 @@ func (h *holdTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // match waits until the returned release is called.
 func (e *env) heldPool(match string) (*pgxpool.Pool, *holdTracer, func()) {
 	e.t.Helper()
-	h := &holdTracer{match: match, arrived: make(chan struct{}), release: make(chan struct{})}
+	return e.heldPoolAt(&holdTracer{match: match})
+}
+
+// heldPoolAt is heldPool with the tracer h (its channels made here).
+func (e *env) heldPoolAt(h *holdTracer) (*pgxpool.Pool, *holdTracer, func()) {
+	e.t.Helper()
+	h.arrived, h.release = make(chan struct{}), make(chan struct{})
 	cfg, err := pgxpool.ParseConfig(e.dbURL)
 	require.NoError(e.t, err)
 	cfg.MaxConns = 4

@@ -358,7 +358,8 @@
 // A consumer group (ferry.consumer_groups) reads a topic's log with
 // positions of its own: per partition (ferry.group_partitions) a committed
 // offset, an owner, the generation in which the owner got it, and the
-// owner's fetch position. There is no coordinator: each poll takes the
+// owner's fetch position (the positions kept as rows inserted, see # Held
+// snapshots). There is no coordinator: each poll takes the
 // group row's lock, records the member as seen, evicts members whose
 // session timed out, and rebalances (sticky, even) when the assignment is
 // not what the live members should have, bumping the generation; a new
@@ -612,6 +613,47 @@
 //     rows there while a horizon is held, and claims walk them (claims read
 //     FAR directly; a gate that keeps them out of FAR until it is due is
 //     not built).
+//
+// Consumer groups. The event log is append-only and a group reads it by
+// offset, so its reads cross no dead row (retention's deletes are behind
+// every position but a lagging one). A group's own rows were not: every
+// poll and every commit updated its partitions' rows (fetch and committed
+// offsets) and its member's last_seen, and every poll read all of those
+// rows, so behind a held horizon each poll walked every version since
+// (the 10-minute bench: poll p99 3.3x and growing; group_partitions read
+// 3,180 buffers a second after 40 s, against 222 without the snapshot).
+// Now (migration 000024, consumer_group_position.go):
+//   - a fetch that advances a partition and a commit each insert a row,
+//     in ferry.group_fetches or ferry.group_commits (group, partition,
+//     epoch, offset), and delete the row it replaced by its exact key. A
+//     position is the greatest of its ferry.group_partitions column and
+//     the newest row of its epoch: one probe from the top of the primary
+//     key, where the live row is, whatever lies dead below it. The
+//     partition's row is only locked in share mode (the fence against a
+//     rebalance), which writes no version.
+//   - the epoch is the partition's owner_generation. What sets a position
+//     anew, a rebalance that moves the partition or a seek, writes the
+//     column and a new epoch, so the rows of the old one count no more; it
+//     deletes them (groupPositionsPruneSQL), under the group's lock.
+//     Rebalances and seeks are rare; behind a held horizon their delete
+//     reads what the earlier ones deleted.
+//   - a rebalance locks the moved rows before it reads their positions,
+//     in a statement of its own: a commit of the old owner holds its row
+//     in share mode until it ends, and a later snapshot sees its row.
+//   - retention's move (rare: a position behind the retained log) still
+//     updates the partition's row.
+//   - last_seen is written at most once a second per member
+//     (memberSeenEvery; eviction allows that second more), so a member's
+//     row gets about a version a second however fast it polls.
+//
+// Costs: a fetch and a commit each insert and delete a row where they
+// updated one (the same WAL order; the dead rows are vacuumed as before
+// when no horizon is held). Two concurrent moves of one partition (two
+// polls of one member at once) may both delete the same row and leave the
+// lesser of theirs live below the greater: it counts for nothing and
+// goes with its epoch. A binary from before migration 24 reads and writes
+// only the columns: during a rolling upgrade its members may read events
+// again (at least once), never skip one.
 //
 // # Counting
 //

@@ -275,6 +275,9 @@ func consumerGroupDeleteRows(ctx context.Context, tx DBTX, ids []int64) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM ferry.group_members WHERE group_id = ANY($1)`, ids); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM ferry.group_partitions WHERE group_id = ANY($1)`, ids)
+	_, err := tx.Exec(ctx, `
+		WITH fetches AS (DELETE FROM ferry.group_fetches WHERE group_id = ANY($1)),
+		commits AS (DELETE FROM ferry.group_commits WHERE group_id = ANY($1))
+		DELETE FROM ferry.group_partitions WHERE group_id = ANY($1)`, ids)
 	return err
 }

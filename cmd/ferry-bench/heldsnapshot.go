@@ -354,7 +354,7 @@ func (b *Bench) holdSnapshot(ctx context.Context) (release func() (int64, error)
 // totalSize is a table's size with its indexes and TOAST.
 func (b *Bench) totalSize(ctx context.Context, table string) (n int64, err error) {
 	err = b.raw.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint
-		FROM pg_partition_tree($1::regclass) WHERE isleaf`, table).Scan(&n)
+		FROM `+leavesOf("$1::regclass")+` l`, table).Scan(&n)
 	return n, err
 }
 

@@ -193,15 +193,14 @@ func (b *Bench) sizesOf(ctx context.Context, table string) (RelSizes, error) {
 			coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint, coalesce(sum(s.autovacuum_count), 0)::bigint
 		-- A partitioned table (ferry.messages) has no storage of its own:
 		-- the sum of its partitions'; a plain table is its own one leaf.
-		FROM pg_partition_tree($1::regclass) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid
-		WHERE t.isleaf`, table).
+		FROM `+leavesOf("$1::regclass")+` t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid`, table).
 		Scan(&r.Heap, &r.Total, &r.Live, &r.Dead, &r.Autovacuums)
 	if err != nil {
 		return r, err
 	}
 	rows, err := b.raw.Query(ctx, `
 		SELECT i.indexrelid::regclass::text,
-			(SELECT coalesce(sum(pg_relation_size(p.relid)), 0)::bigint FROM pg_partition_tree(i.indexrelid) p WHERE p.isleaf)
+			(SELECT coalesce(sum(pg_relation_size(p.relid)), 0)::bigint FROM `+leavesOf("i.indexrelid")+` p)
 		FROM pg_index i WHERE i.indrelid = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		return r, err
@@ -213,6 +212,15 @@ func (b *Bench) sizesOf(ctx context.Context, table string) (RelSizes, error) {
 		return i, err
 	})
 	return r, err
+}
+
+// leavesOf is a FROM item of the relations holding rel's storage, in a
+// column relid: a partitioned table's (or index's) leaf partitions, or
+// rel itself when it is a plain one (pg_partition_tree has no rows for
+// a relation that is in no partition tree).
+func leavesOf(rel string) string {
+	return `(SELECT relid FROM pg_partition_tree(` + rel + `) WHERE isleaf
+		UNION ALL SELECT ` + rel + ` WHERE NOT EXISTS (SELECT FROM pg_partition_tree(` + rel + `)))`
 }
 
 // warmPool opens n connections of a pool up front, so that connection
