@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -115,7 +116,7 @@ func (r *Relay) sleepOnStop() {
 		err = r.outwait(ctx)
 	}
 	if err == nil {
-		_, err = r.pool.Exec(ctx, `/* ferry:relay_stop_notify */ SELECT pg_notify('ferry_messages', $1::text)`, RelayWakeKey)
+		_, err = r.pool.Exec(ctx, `/* ferry:relay_stop_notify */ SELECT pg_notify('ferry_messages', $1)`, strconv.FormatInt(RelayWakeKey, 10))
 	}
 	if err != nil {
 		r.log.Warn("relay: going to sleep as it stops failed; its row is stale within a second", "error", err)

@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"context"
+	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,6 +68,63 @@ func TestRelayAwakeLosesNoEvent(t *testing.T) {
 	require.Eventually(t, func() bool { return e.pendingRows(tp) == 0 }, 5*time.Second, time.Millisecond)
 	requireHeardRelayWakes(t, e, heard, 1)
 	require.EqualValues(t, 3, e.count(`SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
+}
+
+// A relay that stops while awake deletes its row, waits for the
+// transactions in progress (a publish among them read the row and sent no
+// NOTIFY), and then NOTIFYs, so that another instance's relay, asleep,
+// appends what they published at once, not at its fallback poll (30 s
+// away). Its NOTIFY was never sent before this test (its payload, an
+// int64, cannot be encoded as text): the other relay never woke.
+func TestRelayStopWakesAnotherForPublishesInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tp, _, err := store.TopicUpsert(e.ctx, e.pool, e.name("stop"), store.TopicPatch{})
+	require.NoError(t, err)
+	heard := e.listenNotifications()
+	conn, err := pgx.Connect(e.ctx, e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(e.ctx)
+	awake := `SELECT count(*) FROM ferry.wake_waiters WHERE key = $1 AND registered_at > clock_timestamp() - interval '1 second'`
+
+	n := store.NewNotifier(e.pool, 5*time.Millisecond, slog.New(slog.DiscardHandler))
+	r := store.NewRelay(e.pool, n, store.RelayConfig{})
+	r.StayAwakeFor(time.Minute)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	stopped := make(chan struct{})
+	wg.Add(2)
+	go func() { defer wg.Done(); n.Run(ctx) }()
+	go func() { defer wg.Done(); r.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { stop(); wg.Wait() })
+	require.Eventually(t, n.Listening, 10*time.Second, time.Millisecond)
+	e.sqlPublish(e.pool, tp.Name, ev("first", "t"))
+	require.Eventually(t, func() bool { return e.count(awake, store.RelayWakeKey) == 1 }, 5*time.Second, time.Millisecond,
+		"the relay that found an event is awake")
+	requireHeardRelayWakes(t, e, heard, 1)
+	_, other := e.runRelayWith(nil, func(*store.Relay) {}) // asleep: nothing pending
+	require.Eventually(t, other.Listening, 10*time.Second, time.Millisecond)
+
+	tx, err := conn.Begin(e.ctx)
+	require.NoError(t, err)
+	e.sqlPublish(tx, tp.Name, ev("raced", "t")) // reads the fresh row: no NOTIFY
+	stop()
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM ferry.wake_waiters WHERE key = $1`, store.RelayWakeKey) == 0
+	}, 10*time.Second, time.Millisecond, "the stopping relay deleted its row")
+	select {
+	case <-stopped:
+		t.Fatal("the relay stopped while a publish that read its row was in progress")
+	default:
+	}
+	committed := time.Now()
+	require.NoError(t, tx.Commit(e.ctx))
+	<-stopped
+	require.Eventually(t, func() bool { return e.pendingRows(tp) == 0 }, 5*time.Second, time.Millisecond,
+		"the other relay appended the raced event")
+	require.Less(t, time.Since(committed), 5*time.Second, "its fallback poll is 30 s away")
+	requireHeardRelayWakes(t, e, heard, 1) // the stopping relay's
+	require.EqualValues(t, 2, e.count(`SELECT count(*) FROM ferry.events WHERE topic_id = $1`, tp.ID))
 }
 
 // requireHeardRelayWakes sends a NOTIFY of its own and requires that the
