@@ -33,9 +33,12 @@ func ConsumerGroupCommit(ctx context.Context, db TxBeginner, p ConsumerGroupComm
 	}
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			var gid, gen int64
-			err := tx.QueryRow(ctx, `/* ferry:consumer_group_read */ SELECT id, generation FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
-				p.Topic.ID, p.Group).Scan(&gid, &gen)
+			var (
+				gid, gen int64
+				planner  string
+			)
+			err := tx.QueryRow(ctx, `/* ferry:consumer_group_read */ SELECT id, generation, `+groupPlannerSQL+` FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2`,
+				p.Topic.ID, p.Group).Scan(&gid, &gen, &planner)
 			if err != nil {
 				return err
 			}
@@ -120,9 +123,12 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 	}
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			var gid int64
-			err := tx.QueryRow(ctx, `/* ferry:consumer_group_lock */ SELECT id FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
-				p.Topic.ID, p.Group).Scan(&gid)
+			var (
+				gid     int64
+				planner string
+			)
+			err := tx.QueryRow(ctx, `/* ferry:consumer_group_lock */ SELECT id, `+groupPlannerSQL+` FROM ferry.consumer_groups WHERE topic_id = $1 AND name = $2 FOR UPDATE`,
+				p.Topic.ID, p.Group).Scan(&gid, &planner)
 			if err != nil {
 				return err
 			}

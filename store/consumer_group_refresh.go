@@ -117,6 +117,8 @@ func (r *consumerGroupRefresher) read(ctx context.Context) (consumerGroupState, 
 		// retention moves it recomputes): its commit need not wait for
 		// the WAL flush. A rebalance or a creation turns this back on.
 		b.Queue(asyncCommit)
+	} else {
+		b.Queue(groupPlanner)
 	}
 	r.lock(b, &st)
 	r.markSeen(b)
@@ -440,8 +442,18 @@ const (
 )
 
 // asyncCommit and syncCommit set, for the rest of the transaction,
-// whether its commit waits for the WAL flush.
+// whether its commit waits for the WAL flush. asyncCommit, and groupPlanner
+// where a transaction has no asyncCommit, also turn sequential scans off
+// for the rest of the transaction (groupPlannerSQL).
 const (
-	asyncCommit = `/* ferry:consumer_group_commit_async */ SELECT set_config('synchronous_commit', 'off', true)`
-	syncCommit  = `/* ferry:consumer_group_commit_sync */ SELECT set_config('synchronous_commit', 'on', true)`
+	asyncCommit  = `/* ferry:consumer_group_commit_async */ SELECT set_config('synchronous_commit', 'off', true), ` + groupPlannerSQL
+	syncCommit   = `/* ferry:consumer_group_commit_sync */ SELECT set_config('synchronous_commit', 'on', true)`
+	groupPlanner = `/* ferry:consumer_group_planner */ SELECT ` + groupPlannerSQL
 )
+
+// groupPlannerSQL turns sequential scans off for the rest of the
+// transaction: every statement of a group reads by key, and a plan made
+// while ferry.group_fetches or ferry.group_commits was small (a generic
+// plan kept by a pooled connection) would read them whole per partition
+// once they are not (behind a held snapshot, or with many groups).
+const groupPlannerSQL = `set_config('enable_seqscan', 'off', true)`

@@ -16,7 +16,7 @@ import (
 
 // TestPlansTopic attacks the plans of the topic side's hot statements
 // (DESIGN.md invariant 11): publish and fan-out, event reads, retention,
-// backfill and seek windows, consumer groups and push attempts must each
+// backfill and seek windows and push attempts must each
 // do work proportional to their batch with a backlog of planBacklog
 // events (and their deliveries), under every planHistory.
 func TestPlansTopic(t *testing.T) {
@@ -180,97 +180,6 @@ func TestPlansTopic(t *testing.T) {
 		seekCase("subscription_seek", "all"),
 		seekCase("subscription_seek_ordered", "keyed"),
 		{
-			// A new member joins: the group rebalances, then it fetches.
-			name:   "group_poll",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopicWithGroup,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				// The member of the run before left (its session ran out).
-				if prev, ok := f.State["member"].(int); ok {
-					e.expireMember(f.Topic, "g", fmt.Sprintf("member-%d", prev))
-				}
-				res := groupPoll(t, e, db, f, nextName(f, "member"), store.StartPosition{Earliest: true})
-				require.True(t, res.Rebalanced)
-				require.NotEmpty(t, res.Partitions)
-				return workBound{Batch: 100}
-			},
-		},
-		{
-			// A new group positioned at a time: a position per partition.
-			name:   "group_create",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopic,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				from := middleOf(t, e, f)
-				_, err := store.ConsumerGroupPoll(e.ctx, db, nil, store.ConsumerGroupPollParams{
-					Topic: f.Topic, Group: nextName(f, "group"), Consumer: "c", SessionTimeout: time.Minute,
-					Start: store.StartPosition{Time: &from}, Max: 100,
-				})
-				require.NoError(t, err)
-				return workBound{Batch: 100}
-			},
-		},
-		{
-			name:   "group_commit",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopicWithGroup,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				res := groupPoll(t, e, e.pool, f, "c", store.StartPosition{})
-				offsets := map[int]int64{}
-				for _, ev := range res.Events {
-					offsets[ev.Partition] = ev.Offset
-				}
-				err := store.ConsumerGroupCommit(e.ctx, db, store.ConsumerGroupCommitParams{
-					Topic: f.Topic, Group: "g", Consumer: "c", Generation: res.Generation, Offsets: offsets,
-				})
-				require.NoError(t, err)
-				return workBound{Batch: 4}
-			},
-		},
-		{
-			name:   "group_seek",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopicWithGroup,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				from := middleOf(t, e, f)
-				err := store.ConsumerGroupSeek(e.ctx, db, store.ConsumerGroupSeekParams{Topic: f.Topic, Group: "g", Start: store.StartPosition{Time: &from}})
-				require.NoError(t, err)
-				return workBound{Batch: 4}
-			},
-		},
-		{
-			// A second member joins, then leaves: the leave rebalances its
-			// partitions back to "c".
-			name:   "group_leave",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopicWithGroup,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				member := nextName(f, "member")
-				require.NotEmpty(t, groupPoll(t, e, e.pool, f, member, store.StartPosition{}).Partitions)
-				res, err := store.ConsumerGroupLeave(e.ctx, db, nil, store.ConsumerGroupLeaveParams{Topic: f.Topic, Group: "g", Consumer: member})
-				require.NoError(t, err)
-				require.True(t, res.Left)
-				require.True(t, res.Rebalanced)
-				return workBound{Batch: 4}
-			},
-		},
-		{
-			name:   "group_describe",
-			warmUp: warmUpOtherTopic,
-			setup:  planTopicWithGroup,
-			fill:   fillPlanTopic(topicFill{}),
-			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
-				_, err := store.ConsumerGroupDescribe(e.ctx, db, f.Topic, "g")
-				require.NoError(t, err)
-				return workBound{Batch: 4}
-			},
-		},
-		{
 			name:   "push_attempt_record",
 			warmUp: warmUpOtherTopic,
 			setup:  planPushQueue,
@@ -320,6 +229,108 @@ func TestPlansTopic(t *testing.T) {
 				_, err := store.PushSweep(e.ctx, db, "00000000-0000-4000-8000-000000000001")
 				require.NoError(t, err)
 				return workBound{Batch: 2}
+			},
+		},
+	})
+}
+
+// TestPlansGroups attacks the plans of a consumer group's statements
+// (poll, creation, commit, seek, leave, describe) the same way, under
+// every planHistory (generic plans made after an ANALYZE found the tables
+// empty included), with a history of other groups' positions
+// (fillGroupTopic) that they must probe by key.
+func TestPlansGroups(t *testing.T) {
+	t.Parallel()
+	runPlanCases(t, []planCase{
+		{
+			// A new member joins: the group rebalances, then it fetches.
+			name:   "group_poll",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				// The member of the run before left (its session ran out).
+				if prev, ok := f.State["member"].(int); ok {
+					e.expireMember(f.Topic, "g", fmt.Sprintf("member-%d", prev))
+				}
+				res := groupPoll(t, e, db, f, nextName(f, "member"), store.StartPosition{Earliest: true})
+				require.True(t, res.Rebalanced)
+				require.NotEmpty(t, res.Partitions)
+				return workBound{Batch: 100}
+			},
+		},
+		{
+			// A new group positioned at a time: a position per partition.
+			name:   "group_create",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopic,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				from := middleOf(t, e, f)
+				_, err := store.ConsumerGroupPoll(e.ctx, db, nil, store.ConsumerGroupPollParams{
+					Topic: f.Topic, Group: nextName(f, "group"), Consumer: "c", SessionTimeout: time.Minute,
+					Start: store.StartPosition{Time: &from}, Max: 100,
+				})
+				require.NoError(t, err)
+				return workBound{Batch: 100}
+			},
+		},
+		{
+			name:   "group_commit",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				res := groupPoll(t, e, e.pool, f, "c", store.StartPosition{})
+				offsets := map[int]int64{}
+				for _, ev := range res.Events {
+					offsets[ev.Partition] = ev.Offset
+				}
+				err := store.ConsumerGroupCommit(e.ctx, db, store.ConsumerGroupCommitParams{
+					Topic: f.Topic, Group: "g", Consumer: "c", Generation: res.Generation, Offsets: offsets,
+				})
+				require.NoError(t, err)
+				return workBound{Batch: 4}
+			},
+		},
+		{
+			name:   "group_seek",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				from := middleOf(t, e, f)
+				err := store.ConsumerGroupSeek(e.ctx, db, store.ConsumerGroupSeekParams{Topic: f.Topic, Group: "g", Start: store.StartPosition{Time: &from}})
+				require.NoError(t, err)
+				return workBound{Batch: 4}
+			},
+		},
+		{
+			// A second member joins, then leaves: the leave rebalances its
+			// partitions back to "c".
+			name:   "group_leave",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				member := nextName(f, "member")
+				require.NotEmpty(t, groupPoll(t, e, e.pool, f, member, store.StartPosition{}).Partitions)
+				res, err := store.ConsumerGroupLeave(e.ctx, db, nil, store.ConsumerGroupLeaveParams{Topic: f.Topic, Group: "g", Consumer: member})
+				require.NoError(t, err)
+				require.True(t, res.Left)
+				require.True(t, res.Rebalanced)
+				return workBound{Batch: 4}
+			},
+		},
+		{
+			name:   "group_describe",
+			warmUp: warmUpOtherTopic,
+			setup:  planTopicWithGroup,
+			fill:   fillGroupTopic,
+			run: func(t *testing.T, e *env, f *planFixture, db *pgxpool.Pool) workBound {
+				_, err := store.ConsumerGroupDescribe(e.ctx, db, f.Topic, "g")
+				require.NoError(t, err)
+				return workBound{Batch: 4}
 			},
 		},
 	})
@@ -471,6 +482,23 @@ func fillPlanTopic(fill topicFill) func(t *testing.T, e *env, f *planFixture) {
 		fill.subs, _ = f.State["subs"].([]store.Subscription)
 		fillTopic(t, e, f.Topic, fill)
 	}
+}
+
+// fillGroupTopic is fillPlanTopic with a history of group positions: rows
+// of ferry.group_fetches and ferry.group_commits (as other groups' polls
+// and commits leave them, or a held snapshot keeps them), which a group's
+// statements must probe by key, never scan.
+func fillGroupTopic(t *testing.T, e *env, f *planFixture) {
+	t.Helper()
+	fillPlanTopic(topicFill{})(t, e, f)
+	_, err := e.pool.Exec(e.ctx, `
+		WITH fetches AS (
+			INSERT INTO ferry.group_fetches (group_id, partition, epoch, "offset")
+			SELECT -g / 1000, 0, 0, g FROM generate_series(1, $1) AS g
+		)
+		INSERT INTO ferry.group_commits (group_id, partition, epoch, "offset")
+		SELECT -g / 1000, 0, 0, g FROM generate_series(1, $1) AS g`, planBacklog)
+	require.NoError(t, err)
 }
 
 // fillTopic appends a backlog of events to tp straight in SQL, as
