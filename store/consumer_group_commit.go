@@ -149,6 +149,7 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 				return err
 			}
 			_, err = tx.Exec(ctx, `/* ferry:consumer_group_seek */
+				WITH `+groupEpochEndSQL(`($4 <> 'offsets' OR gp.partition = ANY($6))`)+`
 				UPDATE ferry.group_partitions gp SET committed_offset = c.committed, fetch_offset = c.committed + 1,
 					owner_generation = $3
 				FROM ferry.topic_partitions tp
@@ -164,10 +165,6 @@ func ConsumerGroupSeek(ctx context.Context, db TxBeginner, p ConsumerGroupSeekPa
 				) c
 				WHERE gp.group_id = $1 AND tp.topic_id = $2 AND tp.partition = gp.partition AND c.committed IS NOT NULL`,
 				gid, p.Topic.ID, gen, mode, p.Start.Time, parts, nexts)
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, groupPositionsPruneSQL, gid)
 			return err
 		})
 	})

@@ -28,10 +28,11 @@ func groupPositionSQL(gp, column, log string) string {
 // groupPositionMoveSQL is the CTEs that move positions in log forward:
 // for each row of held (partition, epoch, at: the position now) and of
 // the arrays $4 (partitions) and $5 (positions) whose position is past
-// at, a row is inserted and the row of at, if at was one, deleted.
+// at, a row is inserted and the row of at, if at was one, deleted (found
+// by its key, deleted by ctid: no join order walks the group's rows).
 // Concurrent moves of one partition may both delete the same row and
-// leave the lesser of theirs: it only loses to the greater, and goes when
-// the epoch does (groupPositionsPruneSQL).
+// leave the lesser of theirs: it only loses to the greater, and counts for
+// nothing once the epoch ends (groupEpochEndSQL).
 func groupPositionMoveSQL(log string) string {
 	return `moved AS (
 			SELECT h.partition, h.epoch, h.at, m.pos
@@ -44,20 +45,45 @@ func groupPositionMoveSQL(log string) string {
 			ON CONFLICT DO NOTHING
 		),
 		replaced AS (
-			DELETE FROM ` + log + ` l USING moved m
-			WHERE l.group_id = $1 AND l.partition = m.partition AND l.epoch = m.epoch AND l."offset" = m.at
+			DELETE FROM ` + log + ` WHERE ctid = ANY(ARRAY(
+				SELECT l.ctid FROM moved m CROSS JOIN LATERAL (
+					SELECT ctid FROM ` + log + ` x
+					WHERE x.group_id = $1 AND x.partition = m.partition AND x.epoch = m.epoch AND x."offset" = m.at LIMIT 1
+				) l))
 		)`
 }
 
-// groupPositionsPruneSQL deletes the rows of both logs of group $1 whose
-// epoch is over (below their partition's). It runs with the moves that
-// start an epoch (a rebalance, a seek), under the group's lock; behind a
-// held snapshot it reads the rows it deleted before, which is why no poll
-// runs it.
-const groupPositionsPruneSQL = `/* ferry:consumer_group_positions_prune */
-	WITH fetches AS (
-		DELETE FROM ferry.group_fetches l USING ferry.group_partitions gp
-		WHERE l.group_id = $1 AND gp.group_id = $1 AND gp.partition = l.partition AND l.epoch < gp.owner_generation
-	)
-	DELETE FROM ferry.group_commits l USING ferry.group_partitions gp
-	WHERE l.group_id = $1 AND gp.group_id = $1 AND gp.partition = l.partition AND l.epoch < gp.owner_generation`
+// groupEpochEndSQL is the CTEs that end the epoch of the partitions of
+// group $1 whose ferry.group_partitions row gp matches where, in the
+// statement that starts their next (a rebalance, a seek: their only
+// writers, under the group's lock). ended (partition, fetched, committed)
+// reads each one's newest rows, and those rows are deleted, found by their
+// exact keys (a probe each, whatever the epoch left dead below them) and
+// deleted by ctid, so that no join order can walk the group's rows. The rows
+// a concurrent move left below the newest (groupPositionMoveSQL) stay,
+// counting for nothing, until the group is deleted.
+func groupEpochEndSQL(where string) string {
+	return `ended AS (
+			SELECT gp.partition, gp.owner_generation AS epoch,
+				(SELECT f."offset" FROM ferry.group_fetches f WHERE f.group_id = gp.group_id AND f.partition = gp.partition
+					AND f.epoch = gp.owner_generation ORDER BY f."offset" DESC LIMIT 1) AS fetched,
+				(SELECT c."offset" FROM ferry.group_commits c WHERE c.group_id = gp.group_id AND c.partition = gp.partition
+					AND c.epoch = gp.owner_generation ORDER BY c."offset" DESC LIMIT 1) AS committed
+			FROM ferry.group_partitions gp
+			WHERE gp.group_id = $1 AND ` + where + `
+		),
+		fetches_ended AS (
+			DELETE FROM ferry.group_fetches WHERE ctid = ANY(ARRAY(
+				SELECT l.ctid FROM ended n CROSS JOIN LATERAL (
+					SELECT ctid FROM ferry.group_fetches x
+					WHERE x.group_id = $1 AND x.partition = n.partition AND x.epoch = n.epoch AND x."offset" = n.fetched LIMIT 1
+				) l))
+		),
+		commits_ended AS (
+			DELETE FROM ferry.group_commits WHERE ctid = ANY(ARRAY(
+				SELECT l.ctid FROM ended n CROSS JOIN LATERAL (
+					SELECT ctid FROM ferry.group_commits x
+					WHERE x.group_id = $1 AND x.partition = n.partition AND x.epoch = n.epoch AND x."offset" = n.committed LIMIT 1
+				) l))
+		)`
+}
