@@ -143,17 +143,25 @@ func (b *Bench) riverPeer(ctx context.Context) (*Section, error) {
 	}
 	r.latencyFor = b.opts.Duration
 	progress("  latency: %d/s for %s per side", peerPerTick*int(time.Second/peerTick), r.latencyFor)
-	if err := b.peerReset(ctx); err != nil {
-		return nil, err
-	}
-	if r.latency[0], err = b.riverLatency(ctx, r.latencyFor, 0); err != nil {
-		return nil, fmt.Errorf("River latency: %w", err)
-	}
-	if r.latency[1], err = b.ferryLatency(ctx, r.latencyFor); err != nil {
-		return nil, fmt.Errorf("Ferry latency: %w", err)
-	}
-	if r.tuned, err = b.riverLatency(ctx, r.latencyFor, peerTunedCooldown); err != nil {
-		return nil, fmt.Errorf("River latency, tuned: %w", err)
+	for i, run := range []struct {
+		what string
+		out  *peerLatency
+		run  func() (peerLatency, error)
+	}{
+		{"River", &r.latency[0], func() (peerLatency, error) { return b.riverLatency(ctx, r.latencyFor, 0) }},
+		{"Ferry", &r.latency[1], func() (peerLatency, error) { return b.ferryLatency(ctx, r.latencyFor) }},
+		{"River, FetchCooldown " + peerTunedCooldown.String(), &r.tuned, func() (peerLatency, error) {
+			return b.riverLatency(ctx, r.latencyFor, peerTunedCooldown)
+		}},
+	} {
+		if err := b.peerReset(ctx); err != nil {
+			return nil, err
+		}
+		if *run.out, err = run.run(); err != nil {
+			return nil, fmt.Errorf("%s latency: %w", run.what, err)
+		}
+		l := *run.out
+		progress("  latency %d/3, %s: completion p50 %s p99 %s, %d of %d completed", i+1, run.what, fmtMs(l.doneAt.P50), fmtMs(l.doneAt.P99), l.done, l.sent)
 	}
 	return riverPeerSection(r, riverPeerHow(r, b.roundsNote)), b.peerReset(ctx)
 }

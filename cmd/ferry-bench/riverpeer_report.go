@@ -71,7 +71,7 @@ func riverPeerHow(r peerResult, roundsNote func(string) string) string {
 		"**Insert:** %d concurrent clients per side, each inserting batches of %d: River `InsertMany` (River's general batch insert: one "+
 		"transaction, returns the inserted rows, handles unique jobs, as Ferry's send returns ids and handles dedup ids; `InsertManyFast`, "+
 		"COPY without returning rows, is not measured) on a client that only inserts, against `POST /v1/queues/{q}/messages` with %d messages. "+
-		"River's inserts are worked by no one during the rounds, as Ferry's messages are received by no one. %s "+
+		"River's inserts are worked by no one during the rounds, as Ferry's messages are received by no one. River takes raw SQL's place in the alternation: %s "+
 		"**Work:** a backlog of %s settled jobs (River: `InsertManyFast`, 10,000 a transaction; Ferry: the bulk fill of scenario 3; then "+
 		"VACUUM ANALYZE and a CHECKPOINT, not timed) drained as fast as possible, each side in %d rounds alternating as above. River: a client "+
 		"with the no-op worker is started and timed from `Start` until %s `EventKindJobCompleted` events have arrived (`SubscribeConfig` with room "+
@@ -83,7 +83,7 @@ func riverPeerHow(r peerResult, roundsNote func(string) string) string {
 		"consumers long-polling (`max_messages` 10, `wait_seconds` 1) and acking. Hand-over is River's `Work` called (Ferry's receive answer "+
 		"read), completion River's completion event received (Ferry's ack answer read), both minus the insert (send) start. The River run is "+
 		"repeated with `FetchCooldown` %s (client-level: it also spaces River's insert notifications), against the same Ferry run; order: River, "+
-		"Ferry, River tuned. Each run waits up to 10 s after its last insert for completions.",
+		"Ferry, River tuned, each after the deletes, TRUNCATE and CHECKPOINT. Each run waits up to 10 s after its last insert for completions.",
 		riverKind, riverQueue, riverQueue, riverMaxWorkers, peerClients, peerBatch, peerBatch, roundsNote("the deletes"),
 		fmtInt(int64(r.backlog)), len(r.work.pairs), fmtInt(int64(r.backlog)), peerClients, r.latencyFor, peerWarmup, peerClients, peerTunedCooldown)
 }
