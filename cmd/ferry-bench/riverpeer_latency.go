@@ -125,7 +125,7 @@ func (b *Bench) riverLatency(ctx context.Context, d, cooldown time.Duration) (pe
 	if err != nil {
 		return peerLatency{}, err
 	}
-	events, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: 100_000})
+	events, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: max(100_000, 2*peerPerTick*int((d+time.Second)/peerTick))})
 	defer unsubscribe()
 	evCtx, stopEvents := context.WithCancel(ctx)
 	defer stopEvents()
