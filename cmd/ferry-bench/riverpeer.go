@@ -182,6 +182,8 @@ type peerResult struct {
 type sidesResult struct {
 	river, ferry Phase
 	pairs        []float64
+	// tuned is River's with FetchCooldown peerTunedCooldown (work only).
+	tuned Phase
 }
 
 // peerInsert is the insert part: 8 clients inserting batches of 500 in
@@ -222,10 +224,23 @@ func (b *Bench) peerWork(ctx context.Context, queueID int64, n int) (sidesResult
 		},
 		func(s side, _ time.Duration) (Phase, error) {
 			if s == rawSide {
-				return b.riverDrain(ctx, n)
+				return b.riverDrain(ctx, n, 0)
 			}
 			return b.ferryDrain(ctx, n)
 		})
+	if err != nil {
+		return r, err
+	}
+	// At its defaults a River producer fetches at most MaxWorkers jobs per
+	// FetchCooldown: once more, River alone, with the lower cooldown.
+	if err := b.peerReset(ctx); err != nil {
+		return r, err
+	}
+	if err := b.riverFill(ctx, n); err != nil {
+		return r, err
+	}
+	r.tuned, err = b.riverDrain(ctx, n, peerTunedCooldown)
+	progress("  River, FetchCooldown %s: %.0f/s", peerTunedCooldown, r.tuned.Rate())
 	return r, err
 }
 
@@ -256,8 +271,8 @@ func (b *Bench) riverFill(ctx context.Context, n int) error {
 // and times it from Start until n jobs' completion events (Subscribe,
 // EventKindJobCompleted, with room for all of them: River drops events
 // that overflow a subscription's channel) have arrived.
-func (b *Bench) riverDrain(ctx context.Context, n int) (Phase, error) {
-	c, err := b.riverClient(&riverWorker{}, 0)
+func (b *Bench) riverDrain(ctx context.Context, n int, cooldown time.Duration) (Phase, error) {
+	c, err := b.riverClient(&riverWorker{}, cooldown)
 	if err != nil {
 		return Phase{}, err
 	}

@@ -20,6 +20,8 @@ func riverPeerSection(r peerResult, how string) *Section {
 	rows = append(rows, latencyRows("insert request latency", Summarize(r.insert.river.Latencies), Summarize(r.insert.ferry.Latencies))...)
 	rows = append(rows, evidenceRows(r.insert.river, r.insert.ferry)...)
 	rows = append(rows, peerRateRows(fmt.Sprintf("work: a backlog of %s drained, jobs (messages)/s", fmtInt(int64(r.backlog))), r.work)...)
+	rows = append(rows, Row{Metric: fmt.Sprintf("work, River FetchCooldown %s (one run, after the rounds): jobs (messages)/s", peerTunedCooldown),
+		Raw: fmtRate(r.work.tuned.Rate()), Ferry: fmtRate(r.work.ferry.Rate()), Ratio: ratioOf(r.work.ferry.Rate(), r.work.tuned.Rate())})
 	rows = append(rows, Row{Metric: "work: PostgreSQL CPU-ms per 1,000", Raw: cpuPer(r.work.river.CPU.PG, r.work.river, r.work.river.CPU.PGKnown),
 		Ferry: cpuPer(r.work.ferry.CPU.PG, r.work.ferry, r.work.ferry.CPU.PGKnown),
 		Ratio: ratioOf(r.work.ferry.CPU.PG/r.work.ferry.Rate(), r.work.river.CPU.PG/r.work.river.Rate())},
@@ -28,7 +30,10 @@ func riverPeerSection(r peerResult, how string) *Section {
 	rate := fmtInt(int64(peerPerTick * int(time.Second/peerTick)))
 	rows = append(rows, peerLatencyRows(fmt.Sprintf("at %s/s: ", rate), "", r.latency[0], r.latency[1], true)...)
 	rows = append(rows, peerLatencyRows(fmt.Sprintf("at %s/s, River FetchCooldown %s: ", rate, peerTunedCooldown), " (tuned)", r.tuned, r.latency[1], false)...)
-	return &Section{Rows: rows, How: how, Columns: &Columns{Raw: "River", Ferry: "Ferry", Ratio: "Ferry/River"}}
+	notes := []string{fmt.Sprintf("Note: a River producer fetches at most MaxWorkers jobs at a time and at most once per FetchCooldown, so at the "+
+		"defaults with MaxWorkers %d it works at most %d × (1 s / 100 ms) = %s jobs/s however fast its workers are; the tuned row shows River "+
+		"with FetchCooldown %s, and more MaxWorkers would raise the cap as well.", riverMaxWorkers, riverMaxWorkers, fmtInt(riverMaxWorkers*10), peerTunedCooldown)}
+	return &Section{Rows: rows, How: how, Notes: notes, Columns: &Columns{Raw: "River", Ferry: "Ferry", Ratio: "Ferry/River"}}
 }
 
 // peerRateRows are a rate comparison's headline row (no target: shown in
@@ -76,7 +81,7 @@ func riverPeerHow(r peerResult, roundsNote func(string) string) string {
 		"VACUUM ANALYZE and a CHECKPOINT, not timed) drained as fast as possible, each side in %d rounds alternating as above. River: a client "+
 		"with the no-op worker is started and timed from `Start` until %s `EventKindJobCompleted` events have arrived (`SubscribeConfig` with room "+
 		"for all; River completes jobs in batches). Ferry: %d consumers each loop `receive` (up to 100, no wait) and `ack` until the queue is "+
-		"empty, timed from their start. "+
+		"empty, timed from their start. After the rounds River drains one more backlog with `FetchCooldown` %s (client-level). "+
 		"**Latency:** for %s per side after a %s warm-up not counted, 10 every 10 ms from a schedule (open loop, each in its own goroutine): "+
 		"River `InsertMany` of 10 jobs carrying the insert's start, on the started client (default `FetchCooldown` 100 ms, `FetchPollInterval` 1 s; "+
 		"jobs are fetched on River's LISTEN/NOTIFY insert notification); Ferry a send of 10 messages whose body carries the send's start, with %d "+
@@ -85,5 +90,5 @@ func riverPeerHow(r peerResult, roundsNote func(string) string) string {
 		"repeated with `FetchCooldown` %s (client-level: it also spaces River's insert notifications), against the same Ferry run; order: River, "+
 		"Ferry, River tuned, each after the deletes, TRUNCATE and CHECKPOINT. Each run waits up to 10 s after its last insert for completions.",
 		riverKind, riverQueue, riverQueue, riverMaxWorkers, peerClients, peerBatch, peerBatch, roundsNote("the deletes"),
-		fmtInt(int64(r.backlog)), len(r.work.pairs), fmtInt(int64(r.backlog)), peerClients, r.latencyFor, peerWarmup, peerClients, peerTunedCooldown)
+		fmtInt(int64(r.backlog)), len(r.work.pairs), fmtInt(int64(r.backlog)), peerClients, peerTunedCooldown, r.latencyFor, peerWarmup, peerClients, peerTunedCooldown)
 }

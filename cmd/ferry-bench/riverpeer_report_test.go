@@ -11,8 +11,9 @@ func TestRiverPeerSectionPutsRiverLeftAndFerryRight(t *testing.T) {
 	t.Parallel()
 	sec := time.Second
 	r := peerResult{
-		insert:  sidesResult{river: Phase{Messages: 20_000, Elapsed: sec}, ferry: Phase{Messages: 30_000, Elapsed: sec}, pairs: []float64{1.4, 1.6}},
-		work:    sidesResult{river: Phase{Messages: 10_000, Elapsed: sec}, ferry: Phase{Messages: 5_000, Elapsed: sec}, pairs: []float64{0.5, 0.5}},
+		insert: sidesResult{river: Phase{Messages: 20_000, Elapsed: sec}, ferry: Phase{Messages: 30_000, Elapsed: sec}, pairs: []float64{1.4, 1.6}},
+		work: sidesResult{river: Phase{Messages: 10_000, Elapsed: sec}, ferry: Phase{Messages: 5_000, Elapsed: sec}, pairs: []float64{0.5, 0.5},
+			tuned: Phase{Messages: 20_000, Elapsed: sec}},
 		backlog: 100_000,
 		latency: [2]peerLatency{
 			{sent: 10_000, handed: 10_000, done: 9_990, handedAt: Summary{N: 1, P50: 50 * time.Millisecond, P99: 100 * time.Millisecond},
@@ -51,6 +52,9 @@ func TestRiverPeerSectionPutsRiverLeftAndFerryRight(t *testing.T) {
 	tuned := byMetric["at 1,000/s, River FetchCooldown 1ms: insert (send) → River completion event (Ferry ack answered) p99"]
 	require.Equal(t, []string{"40.0 ms", "20.0 ms", "0.50×"}, []string{tuned.Raw, tuned.Ferry, tuned.Ratio}, "the tuned River run against the same Ferry run")
 	require.Equal(t, "1.40 · 1.60", s.Rows[1].Ratio)
+	tw := byMetric["work, River FetchCooldown 1ms (one run, after the rounds): jobs (messages)/s"]
+	require.Equal(t, []string{"20,000 msgs/s", "5,000 msgs/s", "0.25×"}, []string{tw.Raw, tw.Ferry, tw.Ratio})
+	require.Contains(t, s.Notes[0], "at most 100 × (1 s / 100 ms) = 1,000 jobs/s")
 
 	md := (&Report{Sections: []*Section{s}}).Markdown()
 	require.Contains(t, md, "| metric | River | Ferry | Ferry/River | target | |")
