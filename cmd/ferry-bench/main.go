@@ -26,7 +26,8 @@
 //	go run ./cmd/ferry-bench -only held-snapshot -held-duration 30m  # issue 21's long run
 //
 // Scenario 15 (held snapshot) is opt-in: a full run leaves it out, since
-// it takes an hour at its default -held-duration.
+// it takes an hour at its default -held-duration. Scenario 16 (river)
+// runs River, the peer a Go team would pick instead, in the same database.
 //
 // Scenario 11 (cold start) runs on databases of its own, each with its own
 // in-process server: a new install used lightly and then given a backlog,
@@ -195,6 +196,7 @@ func scenarios() []scenario {
 		{"sql-api", "SQL API inside an application transaction", (*Bench).sqlAPI, false},
 		{"sqs", "SQS face against REST: send, receive and delete batches of 10", (*Bench).sqsFace, false},
 		{"held-snapshot", "Behind a held snapshot (issue 21)", (*Bench).heldSnapshot, true},
+		{"river", "River as a peer: InsertMany and no-op workers against Ferry's send and receive+ack", (*Bench).riverPeer, false},
 	}
 }
 

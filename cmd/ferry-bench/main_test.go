@@ -20,7 +20,7 @@ func TestOnlyTakesNamesAndNumbers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[int]bool{i + 1: true}, one, "%s is scenario %d", sc.name, i+1)
 	}
-	for _, bad := range []string{"group", "0", "16", "", "groups,,fanout"} {
+	for _, bad := range []string{"group", "0", "17", "", "groups,,fanout"} {
 		_, err := parseOnly(bad, all)
 		require.Error(t, err, "%q", bad)
 	}
@@ -28,7 +28,7 @@ func TestOnlyTakesNamesAndNumbers(t *testing.T) {
 	require.ErrorContains(t, err, "1 batch-send, 2 single-send", "the error lists the scenarios")
 	require.ErrorContains(t, err, "13 sql-api")
 	require.ErrorContains(t, err, "14 sqs")
-	require.ErrorContains(t, err, "15 held-snapshot")
+	require.ErrorContains(t, err, "15 held-snapshot (opt-in), 16 river")
 }
 
 func TestScenarioNamesAreUnique(t *testing.T) {
@@ -55,6 +55,9 @@ func TestHeldSnapshotRunsOnlyWhenNamed(t *testing.T) {
 	require.True(t, chosen(only, n, all[n-1]))
 	require.False(t, chosen(only, 1, all[0]))
 	require.Contains(t, scenarioNames(all), fmt.Sprintf("%d held-snapshot (opt-in)", n))
+	r := slices.IndexFunc(all, func(sc scenario) bool { return sc.name == "river" }) + 1
+	require.Equal(t, 16, r, "the River peer comes after held-snapshot, so the numbers before stay")
+	require.True(t, chosen(nil, r, all[r-1]), "a full run runs the River peer")
 }
 
 func TestHeldFlowsTakesKnownNames(t *testing.T) {
